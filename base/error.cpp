@@ -1,0 +1,26 @@
+#include "base/error.hpp"
+
+#include <cstring>
+
+namespace corral {
+
+Error& Error::context(std::string_view what) {
+    if (!what.empty()) message = std::string(what) + ": " + message;
+    return *this;
+}
+
+std::string errno_name(int code) {
+    if (const char* name = strerrorname_np(code)) return name;
+    return "E" + std::to_string(code);
+}
+
+std::string Error::describe() const {
+    if (code == 0) return message;
+    return message + ": " + errno_name(code) + " (" + std::strerror(code) + ")";
+}
+
+Error sys_error(std::string message) { return Error{errno, std::move(message)}; }
+Error sys_error(int code, std::string message) { return Error{code, std::move(message)}; }
+Error plain_error(std::string message) { return Error{0, std::move(message)}; }
+
+}  // namespace corral

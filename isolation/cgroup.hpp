@@ -1,0 +1,110 @@
+#pragma once
+// cgroup v2: the source of truth for "what belongs to a session".
+//
+// Discovery reads /proc/self/mountinfo (where cgroup2 is mounted: /sys/fs/cgroup on unified hosts,
+// /sys/fs/cgroup/unified on hybrid ones) and /proc/self/cgroup (the "0::" line: the cgroup we were
+// started in). corral only ever creates cgroups beneath that one.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/unique_fd.hpp"
+
+namespace corral {
+
+/// How this host mounts cgroups.
+enum class CgroupLayout {
+    unified,  ///< cgroup2 at /sys/fs/cgroup with controllers
+    hybrid,   ///< cgroup2 (no controllers) beside v1 controller hierarchies
+};
+
+/// What discovery found. Paths are absolute filesystem paths.
+struct CgroupHost {
+    CgroupLayout layout = CgroupLayout::unified;
+    std::string v2_mount;                            ///< e.g. /sys/fs/cgroup/unified
+    std::string v2_own;                              ///< our cgroup dir: v2_mount + "0::" path
+    std::map<std::string, std::string> v1_own;       ///< controller -> our v1 cgroup dir
+    std::vector<std::string> v2_controllers;         ///< cgroup.controllers of v2_own
+};
+
+/// Pure parsing, for tests: mountinfo + /proc/self/cgroup text -> CgroupHost (no controller list).
+Result<CgroupHost> parse_cgroup_host(std::string_view mountinfo, std::string_view proc_self_cgroup);
+/// Reads this process's mountinfo and cgroup files and cgroup.controllers.
+Result<CgroupHost> discover_cgroup_host();
+
+/// cpu/memory/pids/io usage of a cgroup subtree. Unavailable values stay nullopt.
+struct ResourceUsage {
+    uint64_t cpu_user_usec = 0;
+    uint64_t cpu_system_usec = 0;
+    uint64_t cpu_total_usec = 0;
+    std::optional<uint64_t> memory_current;
+    std::optional<uint64_t> memory_peak;
+    std::optional<uint64_t> pids_current;
+    std::optional<uint64_t> pids_peak;
+    std::optional<uint64_t> io_read_bytes;
+    std::optional<uint64_t> io_write_bytes;
+    uint64_t oom_kills = 0;        ///< processes the OOM killer ended
+    uint64_t pids_limit_hits = 0;  ///< forks refused at the pids limit
+};
+
+/// A v2 cgroup directory. When `owned`, destruction ends everything in it (cgroup.kill), waits
+/// for populated 0 and removes it with all its descendants.
+class Cgroup {
+public:
+    Cgroup() = default;
+    Cgroup(Cgroup&&) noexcept = default;
+    Cgroup& operator=(Cgroup&&) noexcept;
+    ~Cgroup();
+
+    /// Creates (mkdir) `name` beneath `parent_dir` (absolute path); fails if it exists.
+    static Result<Cgroup> create(const std::string& parent_dir, const std::string& name);
+    /// Opens an existing directory without owning it (never removed by us).
+    static Result<Cgroup> open_unowned(const std::string& dir);
+
+    /// Creates and owns a child cgroup.
+    Result<Cgroup> create_child(const std::string& name) const;
+
+    /// O_DIRECTORY|O_PATH fd, for clone3's CLONE_INTO_CGROUP.
+    int dir_fd() const { return dir_.get(); }
+    const std::string& path() const { return path_; }
+    bool valid() const { return dir_.valid(); }
+
+    /// Kills every process in the subtree: cgroup.kill, or freeze -> SIGKILL each pid -> thaw,
+    /// repeated until empty, where the kernel has no cgroup.kill. Returns how many were signalled
+    /// (best effort count of pids seen).
+    Result<size_t> kill_all();
+    /// Sends `signal` to every process of the subtree (graceful stop). Returns the count.
+    Result<size_t> signal_all(int signal);
+    /// Every pid in the subtree (cgroup.procs of each descendant).
+    Result<std::vector<pid_t>> pids() const;
+    /// cgroup.events "populated".
+    Result<bool> populated() const;
+    /// Blocks until populated 0 (inotify on cgroup.events, no sleep loop), or the timeout.
+    Status wait_until_empty(std::chrono::milliseconds timeout) const;
+    /// An inotify fd that becomes readable when cgroup.events changes (for the event loop).
+    Result<UniqueFd> watch_events() const;
+    /// Usage from cpu.stat (and memory/pids files where this hierarchy has them).
+    Result<ResourceUsage> usage() const;
+    /// Moves a pid into this cgroup (for the fallback launcher path).
+    Status attach(pid_t pid) const;
+    /// Ends the subtree (kill_all, wait empty) and rmdirs it, children first. Idempotent.
+    Status remove(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+private:
+    std::string path_;
+    UniqueFd dir_;
+    bool owned_ = false;
+};
+
+/// Whether this kernel has cgroup.kill (5.14+), probed on a cgroup we own.
+bool cgroup_kill_supported(const Cgroup& any);
+
+}  // namespace corral

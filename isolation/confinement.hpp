@@ -1,0 +1,55 @@
+#pragma once
+// Per-process confinement compiled from a Policy once, in the parent, so the child after clone only
+// makes async-signal-safe system calls: no allocation, no libseccomp/libcap calls in the child.
+// Order in the child (apply_confinement): rlimits -> groups/gid/uid (keeping caps across setuid) ->
+// capabilities (bounding, ambient, then capset) -> no_new_privs -> Landlock -> seccomp (last, so
+// the filter does not have to allow the setup calls).
+
+#include <linux/filter.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/unique_fd.hpp"
+#include "policies/policy.hpp"
+
+namespace corral {
+
+/// One rlimit to set (both soft and hard).
+struct RlimitStep {
+    int resource;
+    rlimit value;
+};
+
+/// Everything the child applies to itself before exec.
+struct Confinement {
+    std::vector<sock_filter> seccomp_filter;  ///< empty: no filter
+    bool drop_capabilities = true;            ///< false: leave caps as inherited
+    uint64_t keep_capabilities = 0;           ///< bitmask of CAP_* kept in all sets (incl. ambient)
+    int last_capability = 40;                 ///< highest cap number this kernel knows
+    bool change_ids = false;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;
+    std::vector<RlimitStep> rlimits;
+    UniqueFd landlock_ruleset;                ///< -1: no Landlock
+    bool no_new_privs = true;
+};
+
+/// Compiles a policy's seccomp, capabilities, ids, rlimits and Landlock sections. Errors name the
+/// key and the bad value ("seccomp.deny: unknown syscall `foo`").
+Result<Confinement> compile_confinement(const Policy& policy);
+
+/// Runs in the child between clone and exec. Async-signal-safe. On failure returns the failing
+/// step's name (a string literal, e.g. "capset") and leaves errno set; nullptr on success.
+const char* apply_confinement(const Confinement& confinement);
+
+/// Builds the seccomp BPF program for a spec (used by compile_confinement; exposed for tests and
+/// `corral doctor`). Empty vector when the spec's preset is "none" and deny/allow are empty.
+Result<std::vector<sock_filter>> compile_seccomp(const SeccompSpec& spec);
+
+}  // namespace corral

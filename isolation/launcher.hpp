@@ -1,0 +1,53 @@
+#pragma once
+// Starts one process of a session. Everything is computed before the clone; the child only makes
+// async-signal-safe system calls and reports a setup failure (step name + errno) over a CLOEXEC
+// pipe, so the caller gets "chdir `/nope`: ENOENT", never a bare 127.
+//
+// Path: clone3(CLONE_INTO_CGROUP | CLONE_PIDFD) puts the child in its leaf cgroup before its first
+// instruction (no window where a fork escapes tracking). Where clone3 or CLONE_INTO_CGROUP is
+// missing (ENOSYS/EINVAL), fall back to clone + writing the pid to cgroup.procs before the child is
+// released. When the session has namespaces, the child setns()es into the holder's namespaces
+// (sandbox.hpp) and, because a pid namespace applies only to children, clones the real process
+// with CLONE_PARENT so that it is our child; the intermediate exits at once.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "isolation/confinement.hpp"
+#include "isolation/pid_ref.hpp"
+
+namespace corral {
+
+/// What to start and how.
+struct LaunchSpec {
+    std::vector<std::string> argv;      ///< argv[0] is resolved through PATH from `env` if no '/'
+    std::vector<std::string> env;       ///< "KEY=VALUE"
+    std::string cwd;                    ///< inside the sandbox; must exist
+    int cgroup_fd = -1;                 ///< v2 leaf (Cgroup::dir_fd); required
+    std::vector<int> extra_cgroup_procs_fds;  ///< v1 cgroup.procs files: the child writes "0"
+    int namespace_holder_pidfd = -1;    ///< -1: no namespaces to join
+    int namespace_flags = 0;            ///< CLONE_NEW* of the holder
+    int stdin_fd = -1;                  ///< -1: /dev/null
+    int stdout_fd = 1;
+    int stderr_fd = 2;
+    bool new_session = true;            ///< setsid() so the process has no controlling terminal
+    const Confinement* confinement = nullptr;  ///< nullptr: none
+};
+
+/// A setup failure inside the child: which step, which errno.
+struct LaunchFailure {
+    std::string step;  ///< "chdir `/nope`", "execve `foo`", "setns", "seccomp"
+    int error = 0;
+};
+
+/// Starts the process; on a setup failure, the Error's code is the child's errno and its message
+/// names the step. The returned PidRef is our child (waitid works).
+Result<PidRef> launch(const LaunchSpec& spec);
+
+/// Whether clone3 with CLONE_INTO_CGROUP works here (probed once; for `corral doctor`).
+bool clone_into_cgroup_supported();
+
+}  // namespace corral

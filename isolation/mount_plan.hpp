@@ -1,0 +1,45 @@
+#pragma once
+// Mounts as data (as bubblewrap's SetupOp list): a policy compiles to a list of steps that the
+// session's namespace holder executes inside its new mount namespace, and that a unit test can
+// inspect without privileges.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "policies/policy.hpp"
+
+namespace corral {
+
+/// One step. Paths in `target` are inside the new root (the child prefixes the staging dir).
+struct MountStep {
+    enum class Kind {
+        bind_read_only,   ///< recursive bind of host `source` at `target`, then ro (mount_setattr)
+        bind_read_write,  ///< recursive bind, writable
+        hide,             ///< empty ro tmpfs over a directory, /dev/null over a file
+        tmpfs,            ///< fresh tmpfs of `size` bytes
+        dev,              ///< minimal /dev: null zero full random urandom tty, pts, shm, fd links
+        proc,             ///< fresh procfs (for the new pid namespace)
+    };
+    Kind kind;
+    std::string source;  ///< host path (binds)
+    std::string target;  ///< path as seen inside the sandbox
+    uint64_t size = 0;   ///< tmpfs bytes (0 = kernel default)
+    bool operator==(const MountStep&) const = default;
+};
+
+/// Where the session's files live on the host and where its processes see them.
+struct WorkdirBinding {
+    std::string host_path;   ///< the session's working directory on the host
+    std::string inside_path; ///< where it appears inside (== host_path for `corral run` cwd)
+};
+
+/// The steps for a policy, in execution order: root bind, read_only, read_write, hidden, tmpfs,
+/// workdir, /dev, /proc. Errors name the policy key of a relative or empty path.
+Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy, const WorkdirBinding& workdir);
+
+/// "ro-bind /usr -> /usr" etc., one line per step (for `corral policy check --plan` and tests).
+std::string describe_mount_plan(const std::vector<MountStep>& plan);
+
+}  // namespace corral

@@ -1,0 +1,50 @@
+#pragma once
+// A session's namespaces, held by one process: the holder. It is created with clone3 and every
+// namespace the policy asks for; in its new mount namespace it runs the mount plan and
+// pivot_root()s, in its network namespace it brings `lo` up, in its uts namespace it sets the
+// hostname, and with a pid namespace it is PID 1 and reaps orphans for the session's lifetime.
+// Every process of the session then joins these namespaces (launcher.hpp: setns through the
+// holder's pidfd), so all of a session's processes see each other like on one machine.
+
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "isolation/cgroup.hpp"
+#include "isolation/mount_plan.hpp"
+#include "isolation/pid_ref.hpp"
+#include "policies/policy.hpp"
+
+namespace corral {
+
+/// The running holder of a session's namespaces.
+class Sandbox {
+public:
+    Sandbox() = default;
+    Sandbox(Sandbox&&) noexcept = default;
+    Sandbox& operator=(Sandbox&&) noexcept = default;
+    /// Kills the holder (SIGKILL through the pidfd) and reaps it.
+    ~Sandbox();
+
+    /// Starts the holder in `holder_cgroup` (a leaf of the session). When the policy asks for no
+    /// namespace, returns an empty Sandbox (no process). Setup failures come back as errors naming
+    /// the step: "mount /proc: EPERM (Operation not permitted)".
+    static Result<Sandbox> create(const Policy& policy, const Cgroup& holder_cgroup,
+                                  const WorkdirBinding& workdir);
+
+    /// True when there is a holder (some namespace was requested).
+    bool active() const { return holder_.valid(); }
+    /// CLONE_NEW* flags of the namespaces the holder owns (for setns(pidfd, flags)).
+    int namespace_flags() const { return flags_; }
+    /// pidfd of the holder.
+    int holder_pidfd() const { return holder_.pidfd(); }
+    pid_t holder_pid() const { return holder_.pid(); }
+    /// Ends the holder now (idempotent).
+    void stop();
+
+private:
+    PidRef holder_;
+    int flags_ = 0;
+};
+
+}  // namespace corral

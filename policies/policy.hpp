@@ -1,0 +1,140 @@
+#pragma once
+// The policy model: what one session is allowed to do. A Policy is produced by the parser
+// (policy_parser.hpp) from YAML, after `extends:` is resolved, and is immutable afterwards.
+// Pure data: nothing here touches the kernel.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace corral {
+
+using Millis = std::chrono::milliseconds;
+
+/// Whether a session shares the host's network or gets its own namespace with only `lo`.
+enum class NetworkMode { host, isolated };
+/// What a seccomp rule does to a matching syscall.
+enum class SeccompAction { errno_code, kill_process, log };
+/// Whether a limit the host cannot enforce refuses the session (strict) or is only reported.
+enum class Enforcement { strict, best_effort };
+
+/// Which user the session's processes run as. `inherit` keeps the caller's ids.
+struct UserSpec {
+    bool inherit = true;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;  ///< supplementary groups; empty clears them (unless inherit)
+};
+
+/// The environment given to processes: optionally cleared, then `pass` copied from the
+/// caller's environment, then `set` applied.
+struct EnvSpec {
+    bool clear = true;
+    std::map<std::string, std::string> set;
+    std::vector<std::string> pass;
+};
+
+/// The session's working directory (the file API's root; the cwd of its processes).
+struct WorkdirSpec {
+    std::optional<uint64_t> size;   ///< bytes; a tmpfs of this size when set
+    std::string mount = "/workspace";  ///< where processes see it when the mount namespace is on
+};
+
+/// Resource limits. Unset optionals mean "no limit".
+struct Limits {
+    std::optional<uint64_t> memory;      ///< bytes (memory.max / memory.limit_in_bytes)
+    std::optional<uint64_t> swap;        ///< bytes of swap; 0 (the default when memory is set) = off
+    std::optional<uint64_t> pids;        ///< max tasks in the session
+    std::optional<double> cpu;           ///< fraction of cores, e.g. 1.5
+    std::optional<uint64_t> io_weight;   ///< 1..10000 (io.weight / blkio.weight scaled)
+    std::optional<uint64_t> open_files;  ///< RLIMIT_NOFILE
+    std::optional<uint64_t> core;        ///< RLIMIT_CORE bytes (default 0: no core dumps)
+    std::optional<uint64_t> file_size;   ///< RLIMIT_FSIZE bytes
+    std::optional<uint64_t> processes;   ///< RLIMIT_NPROC per uid
+    std::optional<uint64_t> stack;       ///< RLIMIT_STACK bytes
+    uint64_t output = 16ull << 20;       ///< bytes of stdout/stderr kept per process stream
+    bool oom_group = false;              ///< an OOM kill ends every process of the session
+};
+
+/// Time limits. Unset = none.
+struct Timeouts {
+    std::optional<Millis> command;  ///< per command run in the session
+    std::optional<Millis> session;  ///< absolute lifetime of the session
+    std::optional<Millis> idle;     ///< no API activity and no running process for this long
+    Millis grace{5000};             ///< SIGTERM -> grace -> cgroup.kill
+};
+
+/// Which namespaces the session gets. All of a session's processes share them.
+struct NamespaceSpec {
+    bool pid = false;
+    bool mount = false;
+    bool ipc = false;
+    bool uts = false;
+    bool user = false;
+    NetworkMode network = NetworkMode::host;
+};
+
+/// Filesystem view (needs the mount namespace). Paths are absolute host paths.
+struct FilesystemSpec {
+    std::vector<std::string> read_only;    ///< bind-mounted read-only (recursively)
+    std::vector<std::string> read_write;   ///< kept (or made) writable, applied after read_only
+    std::vector<std::string> hidden;       ///< replaced by an empty, read-only directory
+    std::map<std::string, uint64_t> tmpfs; ///< path -> size in bytes; fresh and writable
+    std::string hostname = "corral";       ///< with the uts namespace
+};
+
+/// Network: leased host ports and the egress allow-list (host:port on the host's loopback).
+struct NetworkSpec {
+    unsigned ports = 0;
+    std::vector<std::string> allow;
+};
+
+/// seccomp filter. `preset` is "default", "strict" or "none"; deny/allow hold syscall names and
+/// "@group" names (policies/syscall_groups.hpp). deny wins over allow.
+struct SeccompSpec {
+    std::string preset = "none";
+    std::vector<std::string> deny;
+    std::vector<std::string> allow;
+    SeccompAction action = SeccompAction::errno_code;
+    int errno_value = 1;  ///< EPERM; returned with action errno_code
+};
+
+/// Capabilities kept (names like "CAP_NET_BIND_SERVICE" or "net_bind_service"); all others are
+/// cleared from every set, including the bounding set.
+struct CapabilitySpec {
+    bool inherit = false;  ///< keep whatever the caller has (preset `none`)
+    std::vector<std::string> keep;
+};
+
+/// Landlock: paths readable and writable; everything else denied. Empty = Landlock off.
+struct LandlockSpec {
+    std::vector<std::string> read;
+    std::vector<std::string> write;
+    bool enabled() const { return !read.empty() || !write.empty(); }
+};
+
+/// A whole, resolved policy.
+struct Policy {
+    std::string name;
+    std::vector<std::string> extends_chain;  ///< presets/files this was built from, outermost last
+    UserSpec user;
+    EnvSpec env;
+    WorkdirSpec workdir;
+    Limits limits;
+    Timeouts timeouts;
+    NamespaceSpec namespaces;
+    FilesystemSpec filesystem;
+    NetworkSpec network;
+    SeccompSpec seccomp;
+    CapabilitySpec capabilities;
+    LandlockSpec landlock;
+    Enforcement enforcement = Enforcement::strict;
+    bool no_new_privs = true;  ///< always true; kept here so reports can show it
+};
+
+}  // namespace corral
