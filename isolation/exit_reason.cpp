@@ -1,0 +1,36 @@
+#include "isolation/exit_reason.hpp"
+
+#include <csignal>
+
+namespace corral {
+
+std::string_view to_string(ExitReason reason) {
+    switch (reason) {
+        case ExitReason::exited: return "exited";
+        case ExitReason::signaled: return "signaled";
+        case ExitReason::timeout: return "timeout";
+        case ExitReason::oom: return "oom";
+        case ExitReason::pids_limit: return "pids-limit";
+        case ExitReason::seccomp: return "seccomp";
+        case ExitReason::killed: return "killed";
+        case ExitReason::setup_failed: return "setup-failed";
+    }
+    return "unknown";
+}
+
+ExitReason classify_exit(const WaitStatus& status, const EndingContext& context) {
+    if (context.timed_out) return ExitReason::timeout;
+    if (!status.exited && status.code == SIGSYS) return ExitReason::seccomp;
+    if (!status.exited && status.code == SIGKILL && context.oom_event) return ExitReason::oom;
+    if (context.killed_by_request && !status.exited) return ExitReason::killed;
+    // A process that failed while its forks were being refused most likely failed because of it;
+    // a clean exit 0 is reported as exited (the session record still counts the events).
+    if (context.pids_limit_hit && !(status.exited && status.code == 0)) return ExitReason::pids_limit;
+    return status.exited ? ExitReason::exited : ExitReason::signaled;
+}
+
+int shell_exit_code(const WaitStatus& status) {
+    return status.exited ? status.code : 128 + status.code;
+}
+
+}  // namespace corral

@@ -1,0 +1,34 @@
+#pragma once
+// Why a process ended: one type for `corral run`, the daemon's records and the API.
+
+#include <optional>
+#include <string_view>
+
+#include "isolation/pid_ref.hpp"
+
+namespace corral {
+
+/// The exit reasons of DESIGN.md, in the words the API and reports use.
+enum class ExitReason { exited, signaled, timeout, oom, pids_limit, seccomp, killed, setup_failed };
+
+/// "exited", "signaled", "timeout", "oom", "pids-limit", "seccomp", "killed", "setup-failed".
+std::string_view to_string(ExitReason reason);
+
+/// What the supervisor knows besides the wait status, to tell the truth about an ending.
+struct EndingContext {
+    bool timed_out = false;        ///< our timeout fired and we stopped it
+    bool killed_by_request = false;///< the API / session end / forwarded stop killed it
+    bool oom_event = false;        ///< the cgroup saw an OOM kill
+    bool pids_limit_hit = false;   ///< the cgroup refused forks at its pids limit
+};
+
+/// Classifies a wait status: our own actions first (timeout, killed), then what the kernel did
+/// (SIGSYS -> seccomp, SIGKILL with an OOM event -> oom), then plain exited/signaled.
+/// pids-limit is never a process's reason by itself (a refused fork is an event, not a death)
+/// unless the process died of it... it is reported when the process failed and the limit was hit.
+ExitReason classify_exit(const WaitStatus& status, const EndingContext& context);
+
+/// The shell convention: the exit code, or 128 + signal number.
+int shell_exit_code(const WaitStatus& status);
+
+}  // namespace corral

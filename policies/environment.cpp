@@ -1,0 +1,40 @@
+#include "policies/environment.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace corral {
+namespace {
+
+std::map<std::string, std::string> parse_environ(char* const* environ_array) {
+    std::map<std::string, std::string> out;
+    for (char* const* entry = environ_array; entry && *entry; ++entry) {
+        const char* eq = std::strchr(*entry, '=');
+        if (!eq) continue;
+        out.emplace(std::string(*entry, eq), std::string(eq + 1));
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> build_environment(const EnvSpec& spec, char* const* caller,
+                                           const std::map<std::string, std::string>& overrides,
+                                           const std::vector<std::string>& unset) {
+    const auto inherited = parse_environ(caller);
+    std::map<std::string, std::string> env = spec.clear ? std::map<std::string, std::string>{}
+                                                        : inherited;
+    for (const auto& name : spec.pass) {
+        if (auto it = inherited.find(name); it != inherited.end()) env[name] = it->second;
+    }
+    for (const auto& [key, value] : spec.set) env[key] = value;
+    for (const auto& [key, value] : overrides) env[key] = value;
+    for (const auto& key : unset) env.erase(key);
+
+    std::vector<std::string> out;
+    out.reserve(env.size());
+    for (const auto& [key, value] : env) out.push_back(key + "=" + value);
+    return out;
+}
+
+}  // namespace corral
