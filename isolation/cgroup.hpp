@@ -36,9 +36,23 @@ struct CgroupHost {
 };
 
 /// Pure parsing, for tests: mountinfo + /proc/self/cgroup text -> CgroupHost (no controller list).
+/// The layout is hybrid when a v1 hierarchy with a resource controller (not just name=...) is
+/// mounted and holds us; v1_own has one entry per controller name ("cpu" and "cpuacct" for a
+/// joint cpu,cpuacct hierarchy; "name=systemd" for named ones).
 Result<CgroupHost> parse_cgroup_host(std::string_view mountinfo, std::string_view proc_self_cgroup);
 /// Reads this process's mountinfo and cgroup files and cgroup.controllers.
 Result<CgroupHost> discover_cgroup_host();
+
+/// Parses "key value" lines (cgroup.events, cpu.stat, memory.events, pids.events, v1
+/// memory.oom_control) into a map; lines whose value is not a number are skipped.
+std::map<std::string, uint64_t> parse_keyed_values(std::string_view text);
+
+/// How kill_all ends a subtree.
+enum class KillMethod {
+    automatic,          ///< cgroup.kill where the kernel has it, else freeze_and_signal
+    kill_file,          ///< cgroup.kill only (5.14+)
+    freeze_and_signal,  ///< freeze, SIGKILL every pid, thaw, until empty (pre-5.14 kernels)
+};
 
 /// cpu/memory/pids/io usage of a cgroup subtree. Unavailable values stay nullopt.
 struct ResourceUsage {
@@ -68,6 +82,9 @@ public:
     static Result<Cgroup> create(const std::string& parent_dir, const std::string& name);
     /// Opens an existing directory without owning it (never removed by us).
     static Result<Cgroup> open_unowned(const std::string& dir);
+    /// Opens an existing directory that corral created earlier (recovery after a restart) and
+    /// owns it from now on: destruction kills and removes it.
+    static Result<Cgroup> adopt(const std::string& dir);
 
     /// Creates and owns a child cgroup.
     Result<Cgroup> create_child(const std::string& name) const;
@@ -76,29 +93,40 @@ public:
     int dir_fd() const { return dir_.get(); }
     const std::string& path() const { return path_; }
     bool valid() const { return dir_.valid(); }
+    /// Whether destruction/remove() ends and deletes it.
+    bool owned() const { return owned_; }
 
     /// Kills every process in the subtree: cgroup.kill, or freeze -> SIGKILL each pid -> thaw,
     /// repeated until empty, where the kernel has no cgroup.kill. Returns how many were signalled
-    /// (best effort count of pids seen).
-    Result<size_t> kill_all();
+    /// (best effort count of pids seen). `method` exists so tests can force the fallback.
+    Result<size_t> kill_all(KillMethod method = KillMethod::automatic);
     /// Sends `signal` to every process of the subtree (graceful stop). Returns the count.
     Result<size_t> signal_all(int signal);
     /// Every pid in the subtree (cgroup.procs of each descendant).
     Result<std::vector<pid_t>> pids() const;
     /// cgroup.events "populated".
     Result<bool> populated() const;
-    /// Blocks until populated 0 (inotify on cgroup.events, no sleep loop), or the timeout.
+    /// Blocks until populated 0 (inotify on cgroup.events, no sleep loop), or the timeout
+    /// (then an ETIMEDOUT error).
     Status wait_until_empty(std::chrono::milliseconds timeout) const;
-    /// An inotify fd that becomes readable when cgroup.events changes (for the event loop).
+    /// Blocks until cgroup.events shows `key value` (e.g. "frozen", 1), or the timeout.
+    Status wait_for_event(const std::string& key, uint64_t value,
+                          std::chrono::milliseconds timeout) const;
+    /// An inotify fd that becomes readable when cgroup.events changes (for the event loop; read
+    /// it to drain, then call populated()). Non-blocking, close-on-exec.
     Result<UniqueFd> watch_events() const;
     /// Usage from cpu.stat (and memory/pids files where this hierarchy has them).
     Result<ResourceUsage> usage() const;
     /// Moves a pid into this cgroup (for the fallback launcher path).
     Status attach(pid_t pid) const;
-    /// Ends the subtree (kill_all, wait empty) and rmdirs it, children first. Idempotent.
+    /// Ends the subtree (kill_all, wait empty) and rmdirs it, children first. Idempotent; an
+    /// error for a cgroup we do not own (we never kill or delete what corral did not create).
     Status remove(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 private:
+    static Result<Cgroup> open_dir(const std::string& dir, bool owned);
+    Result<size_t> kill_by_freezing();
+
     std::string path_;
     UniqueFd dir_;
     bool owned_ = false;

@@ -24,8 +24,8 @@ struct EndingContext {
 
 /// Classifies a wait status: our own actions first (timeout, killed), then what the kernel did
 /// (SIGSYS -> seccomp, SIGKILL with an OOM event -> oom), then plain exited/signaled.
-/// pids-limit is never a process's reason by itself (a refused fork is an event, not a death)
-/// unless the process died of it... it is reported when the process failed and the limit was hit.
+/// A refused fork is an event, not a death: pids-limit is the reason only for a process that
+/// failed (non-zero exit or a signal) while the limit was being hit.
 ExitReason classify_exit(const WaitStatus& status, const EndingContext& context);
 
 /// The shell convention: the exit code, or 128 + signal number.
