@@ -1,0 +1,79 @@
+#pragma once
+// The bounded record of one output stream (stdout or stderr) of one process.
+//
+// Retention rule: a ring of the LATEST `cap` bytes, addressed by absolute byte offsets. Offset 0 is
+// the first byte the process ever wrote to the stream; offsets never restart. When more than `cap`
+// bytes have been written, the oldest ones are dropped and the retained window is
+// [start_offset(), end_offset()). A reader that resumes from an offset that was dropped gets the
+// bytes from start_offset() on and learns how many it skipped, so a resumed stream can say so
+// instead of silently splicing.
+//
+// Why the latest bytes rather than "first half + last half": streams are resumable from an offset
+// (the API's `offset`), which only works for one contiguous window; and for a failing job the end
+// of the output (the error) is what matters most.
+//
+// Memory: storage grows on demand (geometrically) and never beyond `cap`, so thousands of quiet
+// processes with a 16 MiB cap cost almost nothing, and a process that writes gigabytes costs `cap`.
+//
+// Thread-compatible: no internal locking (the daemon touches it from its one event-loop thread).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace corral {
+
+/// Bounded ring of the latest `cap` bytes of one output stream, with absolute offsets.
+class OutputBuffer {
+public:
+    /// Result of read(): bytes starting at absolute offset `offset`.
+    struct Slice {
+        std::string bytes;     ///< the bytes read (at most `max`)
+        uint64_t offset = 0;   ///< absolute offset of bytes[0] (>= the requested offset)
+        uint64_t skipped = 0;  ///< bytes between the requested offset and `offset` that were dropped
+    };
+
+    /// A buffer that retains at most `cap` bytes (cap 0 retains nothing, but still counts).
+    explicit OutputBuffer(std::size_t cap);
+
+    /// Appends bytes written by the process; drops the oldest retained bytes beyond the cap.
+    void append(std::string_view bytes);
+
+    /// Bytes ever appended (== end_offset()).
+    uint64_t total_written() const { return total_; }
+    /// Bytes no longer retained (== start_offset()).
+    uint64_t dropped() const { return total_ - size_; }
+    /// True once any byte has been dropped.
+    bool truncated() const { return dropped() > 0; }
+    /// Absolute offset of the oldest retained byte.
+    uint64_t start_offset() const { return dropped(); }
+    /// Absolute offset one past the newest byte.
+    uint64_t end_offset() const { return total_; }
+    /// Number of bytes retained now (<= cap()).
+    std::size_t size() const { return size_; }
+    /// The configured cap (policy limits.output).
+    std::size_t cap() const { return cap_; }
+    /// Bytes of storage currently allocated; never exceeds cap(). For tests and metrics.
+    std::size_t memory_capacity() const { return storage_.capacity(); }
+
+    /// Up to `max` bytes from absolute `offset`. An offset before start_offset() reads from
+    /// start_offset() and reports `skipped`; an offset at or beyond end_offset() returns no bytes
+    /// with `offset` = the requested offset clamped to end_offset() (the caller waits for more).
+    Slice read(uint64_t offset, std::size_t max) const;
+    /// All retained bytes, oldest first (what a `run` result's stdout/stderr carries).
+    std::string contents() const;
+
+private:
+    void grow_for(std::size_t incoming);
+    void copy_out(std::size_t logical_pos, std::size_t count, char* out) const;
+
+    std::size_t cap_;
+    std::vector<char> storage_;  // ring once size_ == storage_.size() == cap_
+    std::size_t head_ = 0;       // index in storage_ of the oldest retained byte
+    std::size_t size_ = 0;       // retained bytes
+    uint64_t total_ = 0;         // bytes ever appended
+};
+
+}  // namespace corral
