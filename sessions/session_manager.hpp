@@ -1,0 +1,217 @@
+#pragma once
+// The session manager of corrald: the registry of sessions and everything a session is (policy,
+// cgroups, namespaces, processes, output, ports, files, tokens) — with no HTTP in it.
+//
+// Threading: one boost::asio::io_context thread. Every method must be called on that thread, and
+// every completion handler runs on it, always posted (never invoked inline from the call that
+// registered it), so a caller may register a handler while holding its own state.
+//
+// Errors: Error::code carries an errno the HTTP layer can map:
+//   ENOENT  unknown session / process / port     EINVAL  bad request (policy diagnostics, argv...)
+//   EEXIST  session id taken                     ESHUTDOWN  session is ending or ended
+//   EACCES  token invalid or lacks rights        EBUSY   resource exhausted (ports, sessions)
+//   ESRCH   process already finished             other   system failure (5xx)
+//
+// Cgroup layout (DESIGN.md): <v2_own>/<instance>/sessions/<sid>/holder (namespace holder) and
+// <v2_own>/<instance>/sessions/<sid>/p<N> (one leaf per process: killing it ends the process and
+// all its descendants, reparented ones included).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "base/error.hpp"
+#include "isolation/cgroup.hpp"
+#include "sessions/session_types.hpp"
+
+namespace corral {
+
+class FileService;
+class Session;
+class PortPool;
+class ChildReaper;
+
+/// Daemon-wide settings of the manager.
+struct SessionManagerConfig {
+    std::string state_dir = "/var/lib/corral";  ///< sessions live in <state_dir>/sessions/<sid>
+    std::string policy_dir;                     ///< named policies: <policy_dir>/<name>.yaml
+    std::string instance_name = "corral";       ///< cgroup <v2_own>/<instance_name>
+    uint16_t port_first = 40000;                ///< leased loopback port range, inclusive
+    uint16_t port_last = 40999;
+    std::string port_host = "127.0.0.1";        ///< host part of endpoint URLs
+    size_t max_sessions = 1024;                 ///< creation beyond this fails with EBUSY
+    std::chrono::seconds ended_retention{60};   ///< ended sessions keep output readable this long
+    size_t max_tombstones = 4096;               ///< ended-session records kept for "already ended"
+    bool move_self_to_supervisor_leaf = false;  ///< corrald: move into <instance>/supervisor
+    bool set_child_subreaper = true;            ///< PR_SET_CHILD_SUBREAPER + orphan reaping
+};
+
+/// Cancels a pending wait when destroyed or reset (e.g. the HTTP client went away). Movable.
+class WaitHandle {
+public:
+    WaitHandle() = default;
+    explicit WaitHandle(std::shared_ptr<bool> alive) : alive_(std::move(alive)) {}
+    WaitHandle(WaitHandle&&) noexcept = default;
+    WaitHandle& operator=(WaitHandle&& other) noexcept {
+        reset();
+        alive_ = std::move(other.alive_);
+        return *this;
+    }
+    ~WaitHandle() { reset(); }
+    /// Cancels: the handler will not be called.
+    void reset() {
+        if (alive_) *alive_ = false;
+        alive_.reset();
+    }
+
+private:
+    std::shared_ptr<bool> alive_;
+};
+
+/// The registry of sessions. One per daemon.
+class SessionManager {
+public:
+    using CreateHandler = std::function<void(Result<CreatedSession>)>;
+    using EndHandler = std::function<void(Result<EndSessionReport>)>;
+    /// `finished` is false when the wait timed out while the process still runs.
+    using WaitHandler = std::function<void(Result<ProcessInfo> info, bool finished)>;
+    /// Called once when output beyond the given offsets exists, or the record is final (both
+    /// streams at EOF and exit recorded), or with an error when the process is gone.
+    using OutputHandler = std::function<void(Status)>;
+    using StatusHandler = std::function<void(Status)>;
+
+    /// Sets up the instance cgroup (<v2_own>/<instance>/sessions), the state dir, the port pool,
+    /// the child subreaper and the SIGCHLD orphan reaper on `io`.
+    static Result<std::unique_ptr<SessionManager>> create(boost::asio::io_context& io,
+                                                          SessionManagerConfig config,
+                                                          CgroupHost host);
+    /// Hard-stops every remaining session (kill, wait bounded, remove) and the instance cgroup.
+    ~SessionManager();
+    SessionManager(const SessionManager&) = delete;
+    SessionManager& operator=(const SessionManager&) = delete;
+
+    // --- sessions ------------------------------------------------------------------------------
+
+    /// Creates a session; synchronous (milliseconds). Any failure rolls back what was created.
+    Result<CreatedSession> create_session(const CreateSessionRequest& request);
+    /// Active and ending sessions (not ended ones).
+    std::vector<SessionInfo> list_sessions();
+    /// One session, including ended ones still remembered (state "ended").
+    Result<SessionInfo> get_session(const std::string& sid);
+    /// SIGTERM to everything, grace (policy timeouts.grace, a timer), cgroup.kill, wait for
+    /// populated 0 on the loop, stop the namespaces, release ports, remove cgroups and the state
+    /// dir. Ending an ending/ended session reports already_ended. Unknown sid: ENOENT.
+    void end_session(const std::string& sid, EndHandler handler);
+    /// Sets/unsets session env variables for later commands; returns the new session env.
+    Result<std::map<std::string, std::string>> patch_env(const std::string& sid,
+                                                         const EnvPatch& patch);
+    /// Ends every session (daemon shutdown); `done` runs when all are gone.
+    void shutdown(std::function<void()> done);
+
+    // --- processes -----------------------------------------------------------------------------
+
+    /// Starts a process in its own leaf cgroup. A setup failure is not an Error: the record comes
+    /// back final with reason setup-failed and `error` set. Errors are for bad requests and a
+    /// session that cannot take processes.
+    Result<ProcessInfo> start_process(const std::string& sid, const ProcessRequest& request);
+    /// All processes of a session, in start order.
+    Result<std::vector<ProcessInfo>> list_processes(const std::string& sid);
+    /// One process record.
+    Result<ProcessInfo> get_process(const std::string& sid, const std::string& proc);
+    /// Sends a signal to the process's whole leaf cgroup (the process and its descendants).
+    /// ESRCH when the record is already final.
+    Status signal_process(const std::string& sid, const std::string& proc, int signal);
+    /// cgroup.kill on the process's leaf: it and all its descendants, nothing else. The record
+    /// becomes final (reason killed) asynchronously; wait for it with async_wait_process.
+    /// Killing a finished process is not an error (returns 0).
+    Result<size_t> kill_process(const std::string& sid, const std::string& proc);
+    /// Waits until the record is final or `timeout` (nullopt = no limit) passes.
+    WaitHandle async_wait_process(const std::string& sid, const std::string& proc,
+                                  std::optional<Millis> timeout, WaitHandler handler);
+
+    // --- output --------------------------------------------------------------------------------
+
+    /// Up to `max_bytes` of kept output from `offset`. Never blocks.
+    Result<OutputChunk> read_output(const std::string& sid, const std::string& proc,
+                                    OutputStream stream, uint64_t offset,
+                                    size_t max_bytes = 1 << 20);
+    /// Calls `handler` once when stdout grew past `stdout_offset` or stderr past `stderr_offset`,
+    /// or the record is final — immediately (posted) if that is already true. For NDJSON
+    /// streaming: read everything available, then wait again; stop after a wait that finds the
+    /// record final and nothing left to read.
+    WaitHandle async_wait_output(const std::string& sid, const std::string& proc,
+                                 uint64_t stdout_offset, uint64_t stderr_offset,
+                                 OutputHandler handler);
+
+    // --- stdin ---------------------------------------------------------------------------------
+
+    /// Writes `data` to the process's stdin (queued, written as the pipe drains) and closes it
+    /// afterwards when `eof`. The handler runs when all of `data` is written (or failed: EPIPE
+    /// when the process closed its end, EBADF when stdin is not open).
+    void write_stdin(const std::string& sid, const std::string& proc, std::string data, bool eof,
+                     StatusHandler handler);
+
+    // --- ports ---------------------------------------------------------------------------------
+
+    /// Leases one more loopback port to the session (EBUSY when the pool is exhausted).
+    Result<PortLeaseInfo> lease_port(const std::string& sid);
+    /// The session's leased ports.
+    Result<std::vector<PortLeaseInfo>> list_ports(const std::string& sid);
+    /// Returns a port to the pool (ENOENT when the session does not hold it).
+    Status release_port(const std::string& sid, uint16_t port);
+    /// "http://127.0.0.1:PORT" or "ws://127.0.0.1:PORT" (protocol "http" or "ws", else EINVAL).
+    Result<std::string> port_endpoint(const std::string& sid, uint16_t port,
+                                      std::string_view protocol);
+
+    // --- files and tokens ----------------------------------------------------------------------
+
+    /// The session's file service (rooted at its working directory). The shared_ptr stays valid
+    /// after the session ends (operations then fail), so a streamed upload may hold it.
+    Result<std::shared_ptr<FileService>> files(const std::string& sid);
+    /// Which session and rights a bearer token grants (constant-time compare). EACCES if none.
+    Result<TokenGrant> check_token(std::string_view token);
+
+    /// Counts as API activity for the idle timeout (the manager's own calls already do).
+    void touch(const std::string& sid);
+    /// The cgroup host this manager was built with (for health output).
+    const CgroupHost& cgroup_host() const { return host_; }
+    /// <v2_own>/<instance>/sessions.
+    const std::string& sessions_cgroup_path() const;
+    /// The config in use.
+    const SessionManagerConfig& config() const { return config_; }
+
+    /// Internal: use create().
+    SessionManager(boost::asio::io_context& io, SessionManagerConfig config, CgroupHost host);
+
+private:
+    struct Tombstone;
+    Status initialize();
+    Result<std::shared_ptr<Session>> find_active(const std::string& sid);
+    Result<std::shared_ptr<Session>> find_any(const std::string& sid);
+    void on_session_ended(const std::shared_ptr<Session>& session);
+    void schedule_retention(const std::string& sid);
+    void remember_tombstone(const SessionInfo& info);
+
+    boost::asio::io_context& io_;
+    SessionManagerConfig config_;
+    CgroupHost host_;
+    Cgroup instance_cgroup_;    ///< <v2_own>/<instance>
+    Cgroup sessions_cgroup_;    ///< <v2_own>/<instance>/sessions
+    Cgroup supervisor_cgroup_;  ///< <v2_own>/<instance>/supervisor (when we moved ourselves)
+    std::unique_ptr<PortPool> ports_;
+    std::unique_ptr<ChildReaper> reaper_;
+    std::map<std::string, std::shared_ptr<Session>> sessions_;  ///< active, ending, recently ended
+    std::map<std::string, std::unique_ptr<Tombstone>> tombstones_;
+    std::vector<std::string> tombstone_order_;
+};
+
+}  // namespace corral

@@ -1,0 +1,168 @@
+#pragma once
+// The data the session manager hands out: requests in, records out. Plain values (snapshots), so
+// the HTTP layer can turn them into JSON without holding any reference into the manager.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "isolation/cgroup.hpp"
+#include "policies/policy.hpp"
+
+namespace corral {
+
+/// Why a process ended: the one exit-reason type of DESIGN.md.
+enum class ExitReason {
+    exited,        ///< returned from main / called exit; see exit_code
+    signaled,      ///< killed by a signal nobody in corral sent; see signal
+    timeout,       ///< ended by its command timeout (SIGTERM, grace, cgroup.kill)
+    oom,           ///< SIGKILL with an oom_kill event on its cgroup
+    pids_limit,    ///< failed while its cgroup hit the pids limit
+    seccomp,       ///< SIGSYS: a seccomp filter with action kill
+    killed,        ///< by the API (kill/signal) or by the end of its session
+    setup_failed,  ///< never reached exec; see ProcessInfo::error
+};
+
+/// "exited", "signaled", "timeout", "oom", "pids-limit", "seccomp", "killed", "setup-failed".
+std::string_view to_string(ExitReason reason);
+
+/// "TERM", "SIGTERM", "term" or "15" -> 15; nullopt for anything else.
+std::optional<int> parse_signal(std::string_view text);
+/// 15 -> "SIGTERM"; "SIG<n>" for numbers without a name.
+std::string signal_name(int signal);
+
+/// stdout or stderr of a process.
+enum class OutputStream { out, err };
+
+/// What a token may do. A restricted token may run, spawn, read and write files and use ports,
+/// but not end the session, change its env or lease/release ports.
+enum class TokenRights { full, restricted };
+
+/// What a valid token grants.
+struct TokenGrant {
+    std::string session_id;
+    TokenRights rights = TokenRights::full;
+};
+
+/// POST /v1/sessions.
+struct CreateSessionRequest {
+    std::string policy;        ///< preset name, name in the policy dir, or file path; "" = "default"
+    std::string policy_yaml;   ///< inline YAML; wins over `policy` when non-empty
+    std::string id;            ///< requested id ([A-Za-z0-9_-]{1,64}); "" = generated
+    std::map<std::string, std::string> env;  ///< session env on top of the policy's
+    std::string cwd;           ///< default cwd of commands: relative = inside the session root
+    std::optional<Millis> command_timeout;   ///< overrides policy timeouts.command; 0 = none
+};
+
+/// PATCH /v1/sessions/{sid}/env.
+struct EnvPatch {
+    std::map<std::string, std::string> set;
+    std::vector<std::string> unset;
+};
+
+/// POST run/exec/processes: one process to start.
+struct ProcessRequest {
+    std::string command;                 ///< run as /bin/sh -c COMMAND (exclusive with argv)
+    std::vector<std::string> argv;       ///< run directly
+    std::string cwd;                     ///< "" = session cwd; relative = against the session cwd
+    std::map<std::string, std::string> env;  ///< on top of policy env + session env
+    std::optional<Millis> timeout;       ///< nullopt = session default; 0 = none
+    std::optional<std::string> stdin_data;   ///< written to stdin, then stdin is closed...
+    bool stdin_open = false;             ///< ...unless this keeps it open for write_stdin
+};
+
+/// Accounting of one output stream. Offsets count every byte the process wrote.
+struct StreamStats {
+    uint64_t total_bytes = 0;    ///< bytes the process wrote
+    uint64_t dropped_bytes = 0;  ///< bytes not kept because of the output cap
+    bool truncated = false;      ///< dropped_bytes > 0
+    bool eof = false;            ///< the pipe is closed: no more output will come
+};
+
+/// A process record (snapshot).
+struct ProcessInfo {
+    std::string id;                        ///< "p1", "p2", ... (also its leaf cgroup's name)
+    pid_t pid = -1;                        ///< host pid (-1 after setup failure)
+    std::vector<std::string> argv;
+    std::string command;                   ///< the shell command, when started with one
+    std::string cwd;                       ///< as the process sees it
+    bool running = true;                   ///< false once the record is final
+    std::optional<ExitReason> reason;      ///< set when !running
+    std::optional<int> exit_code;          ///< with reason exited (or pids-limit)
+    std::optional<int> signal;             ///< the terminating signal, when killed by one
+    std::string error;                     ///< setup failure message ("chdir `/x`: ENOENT ...")
+    std::chrono::system_clock::time_point started_at;
+    uint64_t duration_ms = 0;              ///< until exit (or until now while running)
+    std::optional<Millis> timeout;         ///< the effective command timeout
+    ResourceUsage usage;                   ///< from its leaf cgroup (final after exit)
+    StreamStats stdout_stats;
+    StreamStats stderr_stats;
+    bool stdin_open = false;
+    /// "running" or to_string(*reason): the API's `status` field.
+    std::string status() const;
+};
+
+/// A slice of a process's output.
+struct OutputChunk {
+    uint64_t offset = 0;       ///< stream offset of data[0] (> requested when bytes were dropped)
+    std::string data;
+    uint64_t next_offset = 0;  ///< offset + data.size(): where the next read continues
+    uint64_t skipped = 0;      ///< bytes between the requested offset and `offset` (dropped)
+    bool eof = false;          ///< true when next_offset is the end and the stream is closed
+};
+
+/// One leased port.
+struct PortLeaseInfo {
+    uint16_t port = 0;
+    std::string url;  ///< http://127.0.0.1:PORT
+};
+
+/// Lifecycle of a session.
+enum class SessionState { active, ending, ended };
+/// "active", "ending", "ended".
+std::string_view to_string(SessionState state);
+
+/// A session record (snapshot).
+struct SessionInfo {
+    std::string id;
+    std::string policy_name;
+    SessionState state = SessionState::active;
+    std::string end_reason;                 ///< "api", "timeout", "idle", "shutdown", "" while active
+    std::chrono::system_clock::time_point created_at;
+    std::optional<std::chrono::system_clock::time_point> ended_at;
+    std::string root;                       ///< host path of the session's working directory
+    std::string workdir;                    ///< where its processes see it
+    std::string cwd;                        ///< default cwd of commands (as processes see it)
+    std::map<std::string, std::string> env; ///< session env (creation + PATCH), not policy env
+    std::optional<Millis> command_timeout;  ///< effective default
+    std::vector<std::string> namespaces;    ///< "pid", "mount", "net", ... the holder owns
+    std::vector<PortLeaseInfo> ports;
+    std::vector<ProcessInfo> processes;
+    ResourceUsage usage;                    ///< whole session subtree (final once ended)
+    size_t processes_killed = 0;            ///< set when ended
+};
+
+/// A new session with its two tokens (returned only once, at creation).
+struct CreatedSession {
+    SessionInfo info;
+    std::string full_token;
+    std::string restricted_token;
+};
+
+/// What end_session did.
+struct EndSessionReport {
+    std::string id;
+    bool already_ended = false;      ///< ending an ended (or ending) session is not an error
+    size_t processes_killed = 0;     ///< processes still alive when the session ended
+    std::vector<std::string> killed_process_ids;  ///< API processes that were running
+    std::string end_reason;
+    uint64_t duration_ms = 0;        ///< how long ending took
+};
+
+}  // namespace corral
