@@ -1,0 +1,108 @@
+#include "supervisor/cli/commands.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "policies/policy_parser.hpp"
+#include "supervisor/cli/client_commands.hpp"
+#include "supervisor/cli/doctor.hpp"
+#include "supervisor/cli/one_shot_session.hpp"
+#include "supervisor/cli/run_options.hpp"
+
+namespace corral::cli {
+namespace {
+
+void print_usage() {
+    std::printf(
+        "corral %s — a containerless sandbox supervisor\n\n"
+        "usage:\n"
+        "  corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--] CMD ARGS...\n"
+        "  corral policy check FILE|NAME      validate; print the resolved policy\n"
+        "  corral doctor [--json]             what this host can enforce\n"
+        "%s"
+        "  corral version\n",
+        CORRAL_VERSION, client_commands_usage().c_str());
+}
+
+bool write_report(const RunReport& report, const std::string& target) {
+    const std::string text = to_json(report).dump(2) + "\n";
+    if (target == "-") {
+        std::fputs(text.c_str(), stderr);
+        return true;
+    }
+    std::ofstream out(target, std::ios::trunc);
+    out << text;
+    if (!out) std::fprintf(stderr, "corral: cannot write report to `%s`\n", target.c_str());
+    return static_cast<bool>(out);
+}
+
+int run_command(const std::vector<std::string>& args) {
+    auto options = parse_run_options(args);
+    if (!options) {
+        std::fprintf(stderr, "corral run: %s\n%s", options.error().describe().c_str(), run_usage());
+        return 2;
+    }
+    RunReport report;
+    auto parsed = load_policy(options->policy);
+    if (!parsed.ok()) {
+        report.error = "policy `" + options->policy + "`:\n" + parsed.format_errors();
+    } else {
+        Millis timeout = options->timeout.value_or(
+            parsed.policy->timeouts.command.value_or(Millis{0}));
+        report = run_one_shot(*parsed.policy, options->command, timeout);
+    }
+    if (report.status == ExitReason::setup_failed)
+        std::fprintf(stderr, "corral run: setup failed: %s\n", report.error.c_str());
+    else if (report.status == ExitReason::timeout)
+        std::fprintf(stderr, "corral run: timed out; the session was ended\n");
+    if (options->report) write_report(report, *options->report);
+    return report.process_exit_code();
+}
+
+int policy_check_command(const std::vector<std::string>& args) {
+    if (args.size() != 1) {
+        std::fprintf(stderr, "usage: corral policy check FILE|NAME\n");
+        return 2;
+    }
+    auto parsed = load_policy(args[0]);
+    if (!parsed.ok()) {
+        std::fputs(parsed.format_errors().c_str(), stderr);
+        return 1;
+    }
+    std::fputs(policy_to_yaml(*parsed.policy).c_str(), stdout);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+        print_usage();
+        return args.empty() ? 2 : 0;
+    }
+    const std::string command = args[0];
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (command == "run") return run_command(rest);
+    if (command == "policy") {
+        if (!rest.empty() && rest[0] == "check")
+            return policy_check_command({rest.begin() + 1, rest.end()});
+        std::fprintf(stderr, "usage: corral policy check FILE|NAME\n");
+        return 2;
+    }
+    if (command == "doctor") return doctor_command(!rest.empty() && rest[0] == "--json");
+    if (command == "version" || command == "--version") {
+        std::printf("corral %s\n", CORRAL_VERSION);
+        return 0;
+    }
+    int code = run_client_command(args);
+    if (code != -1) return code;
+    std::fprintf(stderr, "corral: unknown command `%s`\n", command.c_str());
+    print_usage();
+    return 2;
+}
+
+}  // namespace corral::cli

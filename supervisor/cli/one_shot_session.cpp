@@ -1,0 +1,237 @@
+#include "supervisor/cli/one_shot_session.hpp"
+
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <optional>
+
+#include "isolation/cgroup.hpp"
+#include "isolation/confinement.hpp"
+#include "isolation/launcher.hpp"
+#include "isolation/limits.hpp"
+#include "isolation/sandbox.hpp"
+#include "policies/environment.hpp"
+
+extern char** environ;
+
+namespace corral::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Signals we take over while a session runs: stop requests to forward, and SIGCHLD for orphans.
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+/// Blocks the forwarded signals and SIGCHLD for the session's lifetime and reads them from a
+/// signalfd. The launcher resets the mask in the child, so the command sees default signals.
+class SignalCapture {
+public:
+    SignalCapture() {
+        sigset_t set;
+        sigemptyset(&set);
+        for (int sig : kForwardedSignals) sigaddset(&set, sig);
+        sigaddset(&set, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &set, &previous_);
+        fd_.reset(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+    }
+    ~SignalCapture() { sigprocmask(SIG_SETMASK, &previous_, nullptr); }
+    int fd() const { return fd_.get(); }
+    /// The next pending signal number, or 0.
+    int next() {
+        signalfd_siginfo info;
+        if (::read(fd_.get(), &info, sizeof info) != sizeof info) return 0;
+        return static_cast<int>(info.ssi_signo);
+    }
+
+private:
+    sigset_t previous_;
+    UniqueFd fd_;
+};
+
+/// Reaps exited orphans (we are a child subreaper) without touching the processes whose
+/// statuses we still need: WNOWAIT peeks first, and a tracked pid stops the round.
+void reap_orphans(pid_t main_pid, pid_t holder_pid) {
+    for (;;) {
+        siginfo_t info{};
+        if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 || info.si_pid == 0) return;
+        if (info.si_pid == main_pid || info.si_pid == holder_pid) return;
+        waitpid(info.si_pid, nullptr, WNOHANG);
+    }
+}
+
+int remaining_ms(std::optional<Clock::time_point> deadline) {
+    if (!deadline) return -1;
+    auto left = std::chrono::duration_cast<Millis>(*deadline - Clock::now()).count();
+    return left < 0 ? 0 : static_cast<int>(left + 1);
+}
+
+/// Stops a cgroup's processes the graceful way: SIGTERM to all, wait up to `grace`, then
+/// cgroup.kill and wait for populated 0. Returns how many processes there were.
+size_t stop_gracefully(Cgroup& group, Millis grace) {
+    auto pids = group.pids();
+    size_t count = pids ? pids->size() : 0;
+    if (count == 0) return 0;
+    (void)group.signal_all(SIGTERM);
+    if (!group.wait_until_empty(grace)) {
+        (void)group.kill_all();
+        (void)group.wait_until_empty(std::chrono::seconds(10));
+    }
+    return count;
+}
+
+/// Everything a running one-shot session owns; members are destroyed in reverse order, so the
+/// sandbox holder dies before the cgroups are removed.
+struct SessionResources {
+    Cgroup instance;
+    std::unique_ptr<SessionLimits> limits;
+    Cgroup holder_leaf;
+    Sandbox sandbox;
+    Cgroup main_leaf;
+};
+
+Result<SessionResources> set_up(const Policy& policy, const std::string& cwd,
+                                std::vector<std::string>& not_enforced) {
+    SessionResources res;
+    auto host = discover_cgroup_host();
+    if (!host) return std::move(host.error().context("discover cgroups"));
+    auto instance = Cgroup::create(host->v2_own, "corral-run-" + std::to_string(getpid()));
+    if (!instance) return std::move(instance.error().context("create session cgroup"));
+    res.instance = std::move(*instance);
+
+    auto backend = make_limit_backend(*host);
+    auto limits = backend->apply(res.instance, "run-" + std::to_string(getpid()), policy.limits,
+                                 policy.enforcement);
+    if (!limits) return std::move(limits.error().context("apply limits"));
+    res.limits = std::move(*limits);
+    not_enforced = res.limits->not_enforced();
+
+    auto holder_leaf = res.instance.create_child("holder");
+    if (!holder_leaf) return std::move(holder_leaf.error().context("create holder cgroup"));
+    res.holder_leaf = std::move(*holder_leaf);
+    auto sandbox = Sandbox::create(policy, res.holder_leaf, WorkdirBinding{cwd, cwd});
+    if (!sandbox) return std::move(sandbox.error().context("set up sandbox"));
+    res.sandbox = std::move(*sandbox);
+
+    auto main_leaf = res.instance.create_child("main");
+    if (!main_leaf) return std::move(main_leaf.error().context("create command cgroup"));
+    res.main_leaf = std::move(*main_leaf);
+    return res;
+}
+
+std::string current_directory() {
+    char buf[4096];
+    return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");
+}
+
+}  // namespace
+
+RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command, Millis timeout) {
+    const auto started = Clock::now();
+    RunReport report;
+    report.policy = policy.name;
+    auto finish = [&]() -> RunReport {
+        report.duration_ms = static_cast<uint64_t>(
+            std::chrono::duration_cast<Millis>(Clock::now() - started).count());
+        return report;
+    };
+
+    SignalCapture signals;
+    // Orphans of the command (double-forked daemons) are reparented to us, not to the host's
+    // PID 1, so they stay reaped and countable.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    auto confinement = compile_confinement(policy);
+    if (!confinement) {
+        report.error = confinement.error().context("compile policy").describe();
+        return finish();
+    }
+    const std::string cwd = current_directory();
+    auto resources = set_up(policy, cwd, report.not_enforced);
+    if (!resources) {
+        report.error = resources.error().describe();
+        return finish();
+    }
+    SessionResources& res = *resources;
+
+    LaunchSpec spec;
+    spec.argv = command;
+    spec.env = build_environment(policy.env, environ);
+    spec.cwd = cwd;
+    spec.cgroup_fd = res.main_leaf.dir_fd();
+    spec.extra_cgroup_procs_fds = res.limits->join_fds();
+    if (res.sandbox.active()) {
+        spec.namespace_holder_pidfd = res.sandbox.holder_pidfd();
+        spec.namespace_flags = res.sandbox.namespace_flags();
+    }
+    spec.stdin_fd = STDIN_FILENO;
+    spec.confinement = &*confinement;
+    auto main = launch(spec);
+    if (!main) {
+        report.error = main.error().context("start command").describe();
+        return finish();
+    }
+
+    EndingContext ending;
+    std::optional<Clock::time_point> timeout_at;
+    if (timeout.count() > 0) timeout_at = started + timeout;
+    std::optional<Clock::time_point> kill_at;  // set once a graceful stop has begun
+    std::optional<WaitStatus> status;
+    auto begin_stop = [&](int sig) {
+        (void)res.main_leaf.signal_all(sig);
+        if (!kill_at) kill_at = Clock::now() + policy.timeouts.grace;
+    };
+
+    while (!status) {
+        int wait_ms = remaining_ms(kill_at ? kill_at : timeout_at);
+        pollfd fds[2] = {{main->pidfd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+        if (poll(fds, 2, wait_ms) < 0 && errno != EINTR) break;
+        while (int sig = signals.next()) {
+            if (sig == SIGCHLD) {
+                reap_orphans(main->pid(), res.sandbox.holder_pid());
+            } else if (kill_at) {
+                (void)res.main_leaf.kill_all();  // a second stop request: no more grace
+            } else {
+                ending.killed_by_request = true;
+                begin_stop(sig);
+            }
+        }
+        if (fds[0].revents & POLLIN) {
+            auto waited = main->wait();
+            if (waited) status = *waited;
+            else break;
+        }
+        if (!status && timeout_at && !kill_at && Clock::now() >= *timeout_at) {
+            ending.timed_out = true;
+            begin_stop(SIGTERM);
+        } else if (!status && kill_at && Clock::now() >= *kill_at) {
+            (void)res.main_leaf.kill_all();
+        }
+    }
+
+    // Whatever the command left behind gets SIGTERM, the grace period, then cgroup.kill.
+    report.left_behind = stop_gracefully(res.main_leaf, policy.timeouts.grace);
+    reap_orphans(0, res.sandbox.holder_pid());
+    auto events = res.limits->read_events();
+    ending.oom_event = events.oom_kills > 0;
+    ending.pids_limit_hit = events.pids_limit_hits > 0;
+
+    if (status) {
+        report.status = classify_exit(*status, ending);
+        if (status->exited) report.exit_code = status->code;
+        else report.signal = status->code;
+    } else {
+        report.error = "lost track of the command's process";
+    }
+    if (auto usage = res.instance.usage()) report.usage = *usage;
+    report.usage = res.limits->merge_usage(report.usage);
+    res.sandbox.stop();
+    reap_orphans(0, 0);
+    return finish();
+}
+
+}  // namespace corral::cli
