@@ -2,6 +2,11 @@
 // Mounts as data (as bubblewrap's SetupOp list): a policy compiles to a list of steps that the
 // session's namespace holder executes inside its new mount namespace, and that a unit test can
 // inspect without privileges.
+//
+// The root itself is implicit, not a step: the holder builds a small tmpfs root holding one
+// recursive bind per top-level host entry (symlinks such as /lib -> usr/lib copied as symlinks), so
+// that missing mount points (/workspace) are created in corral's tmpfs and never on the host.
+// mounts.hpp turns these steps into the concrete operations the holder executes.
 
 #include <cstdint>
 #include <string>
@@ -21,6 +26,7 @@ struct MountStep {
         tmpfs,            ///< fresh tmpfs of `size` bytes
         dev,              ///< minimal /dev: null zero full random urandom tty, pts, shm, fd links
         proc,             ///< fresh procfs (for the new pid namespace)
+        sysfs,            ///< fresh read-only sysfs (network namespace: /sys/class/net shows it)
     };
     Kind kind;
     std::string source;  ///< host path (binds)
@@ -35,8 +41,10 @@ struct WorkdirBinding {
     std::string inside_path; ///< where it appears inside (== host_path for `corral run` cwd)
 };
 
-/// The steps for a policy, in execution order: root bind, read_only, read_write, hidden, tmpfs,
-/// workdir, /dev, /proc. Errors name the policy key of a relative or empty path.
+/// The steps for a policy, in execution order: read_only, read_write, hidden, tmpfs, workdir,
+/// /dev, /sys (network isolated), /proc (pid namespace). Empty when the mount namespace is off.
+/// Paths are normalised ("/usr/" -> "/usr"); errors name the policy key of a relative, empty or
+/// ".."-containing path.
 Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy, const WorkdirBinding& workdir);
 
 /// "ro-bind /usr -> /usr" etc., one line per step (for `corral policy check --plan` and tests).

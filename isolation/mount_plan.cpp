@@ -1,0 +1,124 @@
+#include "isolation/mount_plan.hpp"
+
+#include <optional>
+
+namespace corral {
+namespace {
+
+// Lexical normalisation of an absolute path: "//usr/./lib/" -> "/usr/lib". ".." is refused rather
+// than resolved: a policy that says /usr/../etc means something other than it looks like.
+std::optional<std::string> normalize_absolute(const std::string& path) {
+    if (path.empty() || path[0] != '/') return std::nullopt;
+    std::string out;
+    size_t pos = 0;
+    while (pos < path.size()) {
+        size_t next = path.find('/', pos);
+        if (next == std::string::npos) next = path.size();
+        std::string component = path.substr(pos, next - pos);
+        pos = next + 1;
+        if (component.empty() || component == ".") continue;
+        if (component == "..") return std::nullopt;
+        out += '/';
+        out += component;
+    }
+    return out.empty() ? "/" : out;
+}
+
+Result<std::string> checked_path(const std::string& key, const std::string& path) {
+    auto normalized = normalize_absolute(path);
+    if (!normalized)
+        return plain_error(key + ": `" + path +
+                           "` must be an absolute path without `..` components");
+    return *normalized;
+}
+
+Status add_binds(std::vector<MountStep>& plan, const std::string& key,
+                 const std::vector<std::string>& paths, MountStep::Kind kind) {
+    for (const auto& path : paths) {
+        auto checked = checked_path(key, path);
+        if (!checked) return std::move(checked.error());
+        plan.push_back(MountStep{kind, *checked, *checked, 0});
+    }
+    return {};
+}
+
+Status add_workdir(std::vector<MountStep>& plan, const WorkdirBinding& workdir) {
+    if (workdir.host_path.empty()) return {};
+    auto host = checked_path("workdir (host path)", workdir.host_path);
+    if (!host) return std::move(host.error());
+    auto inside = checked_path("workdir.mount", workdir.inside_path.empty() ? workdir.host_path
+                                                                              : workdir.inside_path);
+    if (!inside) return std::move(inside.error());
+    if (*inside == "/") return plain_error("workdir.mount: the workdir cannot replace `/`");
+    plan.push_back(MountStep{MountStep::Kind::bind_read_write, *host, *inside, 0});
+    return {};
+}
+
+}  // namespace
+
+Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
+                                                  const WorkdirBinding& workdir) {
+    std::vector<MountStep> plan;
+    if (!policy.namespaces.mount) return plan;
+    const FilesystemSpec& fs = policy.filesystem;
+    CORRAL_TRY(add_binds(plan, "filesystem.read_only", fs.read_only,
+                         MountStep::Kind::bind_read_only), "");
+    CORRAL_TRY(add_binds(plan, "filesystem.read_write", fs.read_write,
+                         MountStep::Kind::bind_read_write), "");
+    for (const auto& path : fs.hidden) {
+        auto checked = checked_path("filesystem.hidden", path);
+        if (!checked) return std::move(checked.error());
+        if (*checked == "/") return plain_error("filesystem.hidden: cannot hide `/`");
+        plan.push_back(MountStep{MountStep::Kind::hide, "", *checked, 0});
+    }
+    for (const auto& [path, size] : fs.tmpfs) {
+        auto checked = checked_path("filesystem.tmpfs", path);
+        if (!checked) return std::move(checked.error());
+        if (*checked == "/") return plain_error("filesystem.tmpfs: cannot replace `/`");
+        plan.push_back(MountStep{MountStep::Kind::tmpfs, "", *checked, size});
+    }
+    CORRAL_TRY(add_workdir(plan, workdir), "");
+    plan.push_back(MountStep{MountStep::Kind::dev, "", "/dev", 0});
+    // A fresh sysfs shows the network devices of the namespace that mounts it; the host's /sys
+    // would list the host's interfaces under /sys/class/net.
+    if (policy.namespaces.network == NetworkMode::isolated)
+        plan.push_back(MountStep{MountStep::Kind::sysfs, "", "/sys", 0});
+    // procfs shows the pid namespace of its mounter: only a new pid namespace gets a fresh one.
+    // Without it the host's /proc stays (bound with the rest of the root).
+    if (policy.namespaces.pid) plan.push_back(MountStep{MountStep::Kind::proc, "", "/proc", 0});
+    return plan;
+}
+
+std::string describe_mount_plan(const std::vector<MountStep>& plan) {
+    std::string out;
+    for (const auto& step : plan) {
+        switch (step.kind) {
+            case MountStep::Kind::bind_read_only:
+                out += "ro-bind " + step.source + " -> " + step.target;
+                break;
+            case MountStep::Kind::bind_read_write:
+                out += "bind " + step.source + " -> " + step.target;
+                break;
+            case MountStep::Kind::hide:
+                out += "hide " + step.target;
+                break;
+            case MountStep::Kind::tmpfs:
+                out += "tmpfs " + step.target;
+                if (step.size != 0) out += " size=" + std::to_string(step.size);
+                break;
+            case MountStep::Kind::dev:
+                out += "dev " + step.target;
+                break;
+            case MountStep::Kind::proc:
+                out += "proc " + step.target;
+                break;
+            case MountStep::Kind::sysfs:
+                out += "sysfs " + step.target;
+                break;
+        }
+        out += '\n';
+    }
+    return out;
+}
+
+}  // namespace corral

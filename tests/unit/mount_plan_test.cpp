@@ -1,0 +1,149 @@
+#include "isolation/mount_plan.hpp"
+
+#include <gtest/gtest.h>
+
+namespace corral {
+namespace {
+
+using Kind = MountStep::Kind;
+
+Policy isolated_policy() {
+    Policy policy;
+    policy.namespaces.pid = true;
+    policy.namespaces.mount = true;
+    policy.namespaces.ipc = true;
+    policy.namespaces.uts = true;
+    policy.namespaces.network = NetworkMode::isolated;
+    policy.filesystem.read_only = {"/usr", "/etc/"};
+    policy.filesystem.read_write = {"/var/cache"};
+    policy.filesystem.hidden = {"/home", "/root"};
+    policy.filesystem.tmpfs = {{"/tmp", 64u << 20}};
+    return policy;
+}
+
+TEST(MountPlan, DefaultLikePolicyCompilesToOrderedSteps) {
+    auto plan = compile_mount_plan(isolated_policy(), {"/srv/corral/s1", "/workspace"});
+    ASSERT_TRUE(plan.ok()) << plan.error().describe();
+    std::vector<MountStep> expected = {
+        {Kind::bind_read_only, "/usr", "/usr", 0},
+        {Kind::bind_read_only, "/etc", "/etc", 0},
+        {Kind::bind_read_write, "/var/cache", "/var/cache", 0},
+        {Kind::hide, "", "/home", 0},
+        {Kind::hide, "", "/root", 0},
+        {Kind::tmpfs, "", "/tmp", 64u << 20},
+        {Kind::bind_read_write, "/srv/corral/s1", "/workspace", 0},
+        {Kind::dev, "", "/dev", 0},
+        {Kind::sysfs, "", "/sys", 0},
+        {Kind::proc, "", "/proc", 0},
+    };
+    EXPECT_EQ(*plan, expected);
+}
+
+TEST(MountPlan, DescribesOneLinePerStep) {
+    auto plan = compile_mount_plan(isolated_policy(), {"/srv/corral/s1", "/workspace"});
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(describe_mount_plan(*plan),
+              "ro-bind /usr -> /usr\n"
+              "ro-bind /etc -> /etc\n"
+              "bind /var/cache -> /var/cache\n"
+              "hide /home\n"
+              "hide /root\n"
+              "tmpfs /tmp size=67108864\n"
+              "bind /srv/corral/s1 -> /workspace\n"
+              "dev /dev\n"
+              "sysfs /sys\n"
+              "proc /proc\n");
+}
+
+TEST(MountPlan, WholeRootReadOnlyIsOneRecursiveStep) {
+    Policy policy;
+    policy.namespaces.mount = true;
+    policy.filesystem.read_only = {"/"};
+    auto plan = compile_mount_plan(policy, {});
+    ASSERT_TRUE(plan.ok());
+    std::vector<MountStep> expected = {
+        {Kind::bind_read_only, "/", "/", 0},
+        {Kind::dev, "", "/dev", 0},
+    };
+    EXPECT_EQ(*plan, expected);
+}
+
+TEST(MountPlan, NoFreshProcWithoutPidNamespace) {
+    Policy policy;
+    policy.namespaces.mount = true;
+    auto plan = compile_mount_plan(policy, {"/work/a", ""});
+    ASSERT_TRUE(plan.ok());
+    for (const auto& step : *plan) EXPECT_NE(step.kind, Kind::proc);
+    for (const auto& step : *plan) EXPECT_NE(step.kind, Kind::sysfs);
+    // The workdir appears at its host path when no inside path is given.
+    EXPECT_EQ(plan->front(), (MountStep{Kind::bind_read_write, "/work/a", "/work/a", 0}));
+}
+
+TEST(MountPlan, EmptyWithoutMountNamespace) {
+    Policy policy = isolated_policy();
+    policy.namespaces.mount = false;
+    auto plan = compile_mount_plan(policy, {"/srv/x", "/workspace"});
+    ASSERT_TRUE(plan.ok());
+    EXPECT_TRUE(plan->empty());
+}
+
+TEST(MountPlan, NormalizesSlashesAndDots) {
+    Policy policy;
+    policy.namespaces.mount = true;
+    policy.filesystem.hidden = {"//home/./user//"};
+    auto plan = compile_mount_plan(policy, {});
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->front().target, "/home/user");
+}
+
+TEST(MountPlan, RelativeReadOnlyPathIsAnErrorNamingTheKey) {
+    Policy policy;
+    policy.namespaces.mount = true;
+    policy.filesystem.read_only = {"usr"};
+    auto plan = compile_mount_plan(policy, {});
+    ASSERT_FALSE(plan.ok());
+    EXPECT_NE(plan.error().message.find("filesystem.read_only"), std::string::npos);
+    EXPECT_NE(plan.error().message.find("`usr`"), std::string::npos);
+}
+
+TEST(MountPlan, EmptyAndDotDotPathsAreErrors) {
+    Policy policy;
+    policy.namespaces.mount = true;
+    policy.filesystem.hidden = {""};
+    auto plan = compile_mount_plan(policy, {});
+    ASSERT_FALSE(plan.ok());
+    EXPECT_NE(plan.error().message.find("filesystem.hidden"), std::string::npos);
+
+    policy.filesystem.hidden = {};
+    policy.filesystem.tmpfs = {{"/usr/../etc", 0}};
+    plan = compile_mount_plan(policy, {});
+    ASSERT_FALSE(plan.ok());
+    EXPECT_NE(plan.error().message.find("filesystem.tmpfs"), std::string::npos);
+
+    policy.filesystem.tmpfs = {};
+    policy.filesystem.read_write = {"data"};
+    plan = compile_mount_plan(policy, {});
+    ASSERT_FALSE(plan.ok());
+    EXPECT_NE(plan.error().message.find("filesystem.read_write"), std::string::npos);
+}
+
+TEST(MountPlan, RelativeWorkdirIsAnError) {
+    Policy policy;
+    policy.namespaces.mount = true;
+    auto plan = compile_mount_plan(policy, {"/srv/x", "workspace"});
+    ASSERT_FALSE(plan.ok());
+    EXPECT_NE(plan.error().message.find("workdir.mount"), std::string::npos);
+}
+
+TEST(MountPlan, HidingOrReplacingRootIsRefused) {
+    Policy policy;
+    policy.namespaces.mount = true;
+    policy.filesystem.hidden = {"/"};
+    EXPECT_FALSE(compile_mount_plan(policy, {}).ok());
+    policy.filesystem.hidden = {};
+    policy.filesystem.tmpfs = {{"/", 0}};
+    EXPECT_FALSE(compile_mount_plan(policy, {}).ok());
+}
+
+}  // namespace
+}  // namespace corral
