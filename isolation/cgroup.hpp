@@ -29,10 +29,10 @@ enum class CgroupLayout {
 /// What discovery found. Paths are absolute filesystem paths.
 struct CgroupHost {
     CgroupLayout layout = CgroupLayout::unified;
-    std::string v2_mount;                            ///< e.g. /sys/fs/cgroup/unified
-    std::string v2_own;                              ///< our cgroup dir: v2_mount + "0::" path
-    std::map<std::string, std::string> v1_own;       ///< controller -> our v1 cgroup dir
-    std::vector<std::string> v2_controllers;         ///< cgroup.controllers of v2_own
+    std::string v2_mount;                       ///< e.g. /sys/fs/cgroup/unified
+    std::string v2_own;                         ///< our cgroup dir: v2_mount + "0::" path
+    std::map<std::string, std::string> v1_own;  ///< controller -> our v1 cgroup dir
+    std::vector<std::string> v2_controllers;    ///< cgroup.controllers of v2_own
 };
 
 /// Pure parsing, for tests: mountinfo + /proc/self/cgroup text -> CgroupHost (no controller list).
@@ -72,7 +72,7 @@ struct ResourceUsage {
 /// A v2 cgroup directory. When `owned`, destruction ends everything in it (cgroup.kill), waits
 /// for populated 0 and removes it with all its descendants.
 class Cgroup {
-public:
+  public:
     Cgroup() = default;
     Cgroup(Cgroup&&) noexcept = default;
     Cgroup& operator=(Cgroup&&) noexcept;
@@ -123,7 +123,7 @@ public:
     /// error for a cgroup we do not own (we never kill or delete what corral did not create).
     Status remove(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-private:
+  private:
     static Result<Cgroup> open_dir(const std::string& dir, bool owned);
     Result<size_t> kill_by_freezing();
 

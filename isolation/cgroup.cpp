@@ -1,0 +1,306 @@
+// The v2 cgroup handle: create, watch, measure, kill and remove a subtree.
+#include "isolation/cgroup.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "base/file_io.hpp"
+
+namespace corral {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Subdirectory names of a directory (each subdirectory of a cgroup is a child cgroup).
+Result<std::vector<std::string>> child_names(int parent_fd, const std::string& shown_path) {
+    int fd = ::openat(parent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return sys_error("open `" + shown_path + "`");
+    DIR* dir = ::fdopendir(fd);
+    if (!dir) {
+        ::close(fd);
+        return sys_error("fdopendir `" + shown_path + "`");
+    }
+    std::vector<std::string> names;
+    while (dirent* entry = ::readdir(dir)) {
+        std::string name = entry->d_name;
+        if (entry->d_type == DT_DIR && name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(dir);
+    return names;
+}
+
+/// Appends every pid of the subtree at `dir_fd` (cgroup.procs of it and each descendant).
+/// A child that vanishes while we walk (ENOENT) is skipped: it was being removed.
+Status collect_pids(int dir_fd, const std::string& shown_path, std::vector<pid_t>& out) {
+    auto procs = read_file(dir_fd, "cgroup.procs");
+    if (!procs) return std::move(procs.error().context(shown_path));
+    std::istringstream lines(*procs);
+    for (pid_t pid; lines >> pid;) out.push_back(pid);
+    auto children = child_names(dir_fd, shown_path);
+    if (!children) return std::move(children.error());
+    for (const auto& name : *children) {
+        UniqueFd child(::openat(dir_fd, name.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!child) {
+            if (errno == ENOENT) continue;
+            return sys_error("open `" + shown_path + "/" + name + "`");
+        }
+        auto status = collect_pids(child.get(), shown_path + "/" + name, out);
+        if (!status && status.error().code != ENOENT) return status;
+    }
+    return {};
+}
+
+/// rmdir of every descendant, deepest first, then of `name` itself (relative to parent_fd).
+Status remove_tree(int parent_fd, const std::string& name, const std::string& shown_path) {
+    UniqueFd dir(::openat(parent_fd, name.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) return errno == ENOENT ? Status{} : sys_error("open `" + shown_path + "`");
+    auto children = child_names(dir.get(), shown_path);
+    if (!children) return std::move(children.error());
+    for (const auto& child : *children) {
+        auto status = remove_tree(dir.get(), child, shown_path + "/" + child);
+        if (!status) return status;
+    }
+    if (::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+        return sys_error("rmdir `" + shown_path + "`");
+    return {};
+}
+
+std::string parent_of(const std::string& path) {
+    size_t slash = path.find_last_of('/');
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+    return path.substr(path.find_last_of('/') + 1);
+}
+
+std::optional<uint64_t> read_number(int dir_fd, const char* name) {
+    auto text = read_file(dir_fd, name);
+    if (!text) return std::nullopt;
+    try {
+        return std::stoull(*text);
+    } catch (...) {
+        return std::nullopt;  // "max" or empty
+    }
+}
+
+std::map<std::string, uint64_t> read_keyed(int dir_fd, const char* name) {
+    auto text = read_file(dir_fd, name);
+    return text ? parse_keyed_values(*text) : std::map<std::string, uint64_t>{};
+}
+
+/// Sums rbytes=/wbytes= over the devices of io.stat.
+void add_io_stat(int dir_fd, ResourceUsage& usage) {
+    auto text = read_file(dir_fd, "io.stat");
+    if (!text) return;
+    uint64_t read_bytes = 0, write_bytes = 0;
+    std::istringstream words(*text);
+    for (std::string word; words >> word;) {
+        if (word.rfind("rbytes=", 0) == 0) read_bytes += std::stoull(word.substr(7));
+        if (word.rfind("wbytes=", 0) == 0) write_bytes += std::stoull(word.substr(7));
+    }
+    usage.io_read_bytes = read_bytes;
+    usage.io_write_bytes = write_bytes;
+}
+
+/// SIGKILL each pid; ESRCH (already gone) is not an error. Returns how many were signalled.
+size_t signal_pids(const std::vector<pid_t>& pids, int signal) {
+    size_t count = 0;
+    for (pid_t pid : pids)
+        if (pid > 0 && ::kill(pid, signal) == 0) ++count;
+    return count;
+}
+
+}  // namespace
+
+Cgroup& Cgroup::operator=(Cgroup&& other) noexcept {
+    if (this != &other) {
+        if (owned_ && valid()) (void)remove();
+        path_ = std::move(other.path_);
+        dir_ = std::move(other.dir_);
+        owned_ = std::exchange(other.owned_, false);
+    }
+    return *this;
+}
+
+Cgroup::~Cgroup() {
+    if (owned_ && valid()) (void)remove();
+}
+
+Result<Cgroup> Cgroup::open_dir(const std::string& dir, bool owned) {
+    Cgroup cgroup;
+    cgroup.dir_.reset(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!cgroup.dir_) return sys_error("open cgroup `" + dir + "`");
+    cgroup.path_ = dir;
+    cgroup.owned_ = owned;
+    return cgroup;
+}
+
+Result<Cgroup> Cgroup::create(const std::string& parent_dir, const std::string& name) {
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+        return plain_error("invalid cgroup name `" + name + "`");
+    std::string dir = parent_dir + "/" + name;
+    if (::mkdir(dir.c_str(), 0755) != 0) return sys_error("mkdir `" + dir + "`");
+    auto cgroup = open_dir(dir, true);
+    if (!cgroup) ::rmdir(dir.c_str());  // just created and empty: undo
+    return cgroup;
+}
+
+Result<Cgroup> Cgroup::open_unowned(const std::string& dir) {
+    return open_dir(dir, false);
+}
+
+Result<Cgroup> Cgroup::adopt(const std::string& dir) {
+    return open_dir(dir, true);
+}
+
+Result<Cgroup> Cgroup::create_child(const std::string& name) const {
+    return create(path_, name);
+}
+
+Result<std::vector<pid_t>> Cgroup::pids() const {
+    std::vector<pid_t> out;
+    auto status = collect_pids(dir_.get(), path_, out);
+    if (!status) return std::move(status.error().context("list pids"));
+    return out;
+}
+
+Result<bool> Cgroup::populated() const {
+    auto text = read_file(dir_.get(), "cgroup.events");
+    if (!text) return std::move(text.error().context(path_));
+    auto values = parse_keyed_values(*text);
+    auto it = values.find("populated");
+    if (it == values.end()) return plain_error("no `populated` in `" + path_ + "/cgroup.events`");
+    return it->second != 0;
+}
+
+Result<UniqueFd> Cgroup::watch_events() const {
+    UniqueFd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    if (!fd) return sys_error("inotify_init1");
+    std::string events = path_ + "/cgroup.events";
+    if (::inotify_add_watch(fd.get(), events.c_str(), IN_MODIFY) < 0)
+        return sys_error("inotify_add_watch `" + events + "`");
+    return fd;
+}
+
+Status Cgroup::wait_for_event(const std::string& key, uint64_t value,
+                              std::chrono::milliseconds timeout) const {
+    // Watch first, then read: a change between the read and poll() still wakes us.
+    auto watch = watch_events();
+    if (!watch) return std::move(watch.error());
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+        auto text = read_file(dir_.get(), "cgroup.events");
+        if (!text) return std::move(text.error().context(path_));
+        auto values = parse_keyed_values(*text);
+        if (values.count(key) && values[key] == value) return {};
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0)
+            return sys_error(ETIMEDOUT, "waiting for `" + key + " " + std::to_string(value) +
+                                            "` in `" + path_ + "/cgroup.events`");
+        pollfd pfd{watch->get(), POLLIN, 0};
+        int n = ::poll(&pfd, 1, static_cast<int>(left.count()) + 1);
+        if (n < 0 && errno != EINTR) return sys_error("poll inotify");
+        char drain[4096];
+        while (::read(watch->get(), drain, sizeof drain) > 0) {
+        }
+    }
+}
+
+Status Cgroup::wait_until_empty(std::chrono::milliseconds timeout) const {
+    return wait_for_event("populated", 0, timeout);
+}
+
+Result<size_t> Cgroup::signal_all(int signal) {
+    auto list = pids();
+    if (!list) return std::move(list.error().context("signal cgroup"));
+    return signal_pids(*list, signal);
+}
+
+Result<size_t> Cgroup::kill_all(KillMethod method) {
+    auto seen = pids();
+    size_t count = seen ? seen->size() : 0;
+    if (method != KillMethod::freeze_and_signal) {
+        auto status = write_file(dir_.get(), "cgroup.kill", "1");
+        if (status) return count;
+        if (status.error().code != ENOENT || method == KillMethod::kill_file)
+            return std::move(status.error().context(path_));
+    }
+    auto killed = kill_by_freezing();
+    if (!killed) return std::move(killed.error());
+    return std::max(count, *killed);
+}
+
+// Without cgroup.kill, a tree that forks in a loop would always have a new child we have not
+// signalled yet. Freezing the subtree first stops every task (new children are born frozen), so
+// one pass over cgroup.procs sees them all and the pids cannot be recycled under us (frozen
+// tasks do not exit). SIGKILL is delivered on thaw. Repeat until the kernel says empty.
+Result<size_t> Cgroup::kill_by_freezing() {
+    constexpr int max_rounds = 100;
+    size_t total = 0;
+    for (int round = 0; round < max_rounds; ++round) {
+        auto state = populated();
+        if (!state) return std::move(state.error().context("kill by freezing"));
+        if (!*state) return total;
+        CORRAL_TRY(write_file(dir_.get(), "cgroup.freeze", "1"), "kill by freezing " + path_);
+        // A task in uninterruptible sleep can delay "frozen 1"; kill what we see regardless.
+        (void)wait_for_event("frozen", 1, std::chrono::seconds(1));
+        auto list = pids();
+        if (list) total += signal_pids(*list, SIGKILL);
+        CORRAL_TRY(write_file(dir_.get(), "cgroup.freeze", "0"), "thaw " + path_);
+        (void)wait_until_empty(std::chrono::milliseconds(200));
+    }
+    return sys_error(EBUSY, "cgroup `" + path_ + "` still populated after " +
+                                std::to_string(max_rounds) + " freeze-and-kill rounds");
+}
+
+Result<ResourceUsage> Cgroup::usage() const {
+    ResourceUsage usage;
+    auto cpu = read_keyed(dir_.get(), "cpu.stat");
+    usage.cpu_total_usec = cpu["usage_usec"];
+    usage.cpu_user_usec = cpu["user_usec"];
+    usage.cpu_system_usec = cpu["system_usec"];
+    usage.memory_current = read_number(dir_.get(), "memory.current");
+    usage.memory_peak = read_number(dir_.get(), "memory.peak");
+    usage.pids_current = read_number(dir_.get(), "pids.current");
+    usage.pids_peak = read_number(dir_.get(), "pids.peak");
+    add_io_stat(dir_.get(), usage);
+    usage.oom_kills = read_keyed(dir_.get(), "memory.events")["oom_kill"];
+    usage.pids_limit_hits = read_keyed(dir_.get(), "pids.events")["max"];
+    return usage;
+}
+
+Status Cgroup::attach(pid_t pid) const {
+    CORRAL_TRY(write_file(dir_.get(), "cgroup.procs", std::to_string(pid)),
+               "move pid " + std::to_string(pid) + " into cgroup");
+    return {};
+}
+
+Status Cgroup::remove(std::chrono::milliseconds timeout) {
+    if (!valid()) return {};
+    if (!owned_) return plain_error("refusing to remove cgroup `" + path_ + "`: not created by us");
+    if (::faccessat(dir_.get(), "cgroup.events", F_OK, 0) != 0 && errno == ENOENT) {
+        dir_.reset();  // already removed (e.g. by a parent's remove())
+        return {};
+    }
+    CORRAL_TRY(kill_all(), "remove cgroup");
+    CORRAL_TRY(wait_until_empty(timeout), "remove cgroup");
+    UniqueFd parent(::open(parent_of(path_).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!parent) return sys_error("open `" + parent_of(path_) + "`");
+    CORRAL_TRY(remove_tree(parent.get(), base_name(path_), path_), "remove cgroup");
+    dir_.reset();
+    return {};
+}
+
+bool cgroup_kill_supported(const Cgroup& any) {
+    return ::faccessat(any.dir_fd(), "cgroup.kill", F_OK, 0) == 0;
+}
+
+}  // namespace corral

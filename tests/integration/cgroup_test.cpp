@@ -1,0 +1,262 @@
+// The v2 cgroup handle against the real kernel (root): a session's whole process tree, including
+// double-forked setsid daemons and trees that fork in a loop, is killed as one and removed.
+#include "isolation/cgroup.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <ctime>
+#include <functional>
+
+#include "isolation/pid_ref.hpp"
+
+namespace corral {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string unique_name() {
+    static std::atomic<int> counter{0};
+    return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+bool exists(const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+/// Creates an owned test cgroup under our own v2 cgroup; the Cgroup's destructor removes it
+/// even when an assertion fails, and TearDown checks nothing is left.
+class CgroupTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+        auto host = discover_cgroup_host();
+        ASSERT_TRUE(host) << host.error().describe();
+        auto cgroup = Cgroup::create(host->v2_own, unique_name());
+        ASSERT_TRUE(cgroup) << cgroup.error().describe();
+        cgroup_ = std::move(*cgroup);
+        path_ = cgroup_.path();
+    }
+    void TearDown() override {
+        if (path_.empty()) return;
+        auto status = cgroup_.remove();
+        EXPECT_TRUE(status) << status.error().describe();
+        EXPECT_FALSE(exists(path_)) << path_ << " left behind";
+    }
+
+    /// Forks a child that moves itself into `into` and then runs `body`; returns once the child
+    /// is in the cgroup.
+    static PidRef fork_into(const Cgroup& into, std::function<void()> body) {
+        int ready[2];
+        if (::pipe2(ready, O_CLOEXEC) != 0) return {};
+        std::string procs = into.path() + "/cgroup.procs";
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            ::close(ready[0]);
+            int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+            if (fd < 0 || ::write(fd, "0", 1) != 1) ::_exit(120);
+            ::close(fd);
+            ::close(ready[1]);  // EOF tells the parent we are inside
+            body();
+            ::_exit(0);
+        }
+        ::close(ready[1]);
+        char byte;
+        while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {
+        }
+        ::close(ready[0]);
+        return PidRef(pid, UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))));
+    }
+
+    Cgroup cgroup_;
+    std::string path_;
+};
+
+/// Makes the test process a child subreaper for the scope, so orphaned grandchildren come back
+/// to us and their exit status (SIGKILL) can be checked.
+struct SubreaperScope {
+    SubreaperScope() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
+    ~SubreaperScope() { ::prctl(PR_SET_CHILD_SUBREAPER, 0); }
+};
+
+TEST_F(CgroupTest, Cgroup_KillsReparentedDaemons) {
+    SubreaperScope subreaper;
+    int report[2];
+    ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
+    PidRef child = fork_into(cgroup_, [&] {
+        if (::fork() != 0) ::_exit(0);  // first fork: the parent leaves
+        ::setsid();
+        if (::fork() != 0) ::_exit(0);  // second fork: not a session leader, fully detached
+        pid_t self = ::getpid();
+        (void)!::write(report[1], &self, sizeof self);
+        ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+        ::_exit(127);
+    });
+    ASSERT_TRUE(child.valid());
+    ::close(report[1]);
+    pid_t daemon = -1;
+    ASSERT_EQ(::read(report[0], &daemon, sizeof daemon), static_cast<ssize_t>(sizeof daemon));
+    ::close(report[0]);
+    auto first = child.wait();
+    ASSERT_TRUE(first);
+    EXPECT_TRUE(first->exited);
+
+    auto pids = cgroup_.pids();
+    ASSERT_TRUE(pids) << pids.error().describe();
+    ASSERT_NE(std::find(pids->begin(), pids->end(), daemon), pids->end())
+        << "the double-forked daemon must still be tracked by the cgroup";
+    ASSERT_TRUE(*cgroup_.populated());
+
+    auto killed = cgroup_.kill_all();
+    ASSERT_TRUE(killed) << killed.error().describe();
+    EXPECT_GE(*killed, 1u);
+    auto empty = cgroup_.wait_until_empty(10s);
+    ASSERT_TRUE(empty) << empty.error().describe();
+    EXPECT_FALSE(*cgroup_.populated());
+
+    // The daemon was reparented to us (subreaper): reap it and see that SIGKILL ended it.
+    int status = 0;
+    ASSERT_EQ(::waitpid(daemon, &status, 0), daemon);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(WTERMSIG(status), SIGKILL);
+}
+
+TEST_F(CgroupTest, Cgroup_FreezeFallbackKillsATreeThatForksInALoop) {
+    // Each runner forks and exits in a loop, so its pid changes all the time: signalling pids
+    // one by one without freezing chases a moving target. The tree's root is a subreaper and
+    // reaps the orphans so no zombie piles up anywhere.
+    PidRef root = fork_into(cgroup_, [] {
+        ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+        for (int i = 0; i < 4; ++i) {
+            if (::fork() == 0) {
+                for (;;) {
+                    pid_t next = ::fork();
+                    if (next > 0) ::_exit(0);  // the child carries on
+                    if (next < 0) ::usleep(1000);
+                }
+            }
+        }
+        for (;;) ::wait(nullptr);
+    });
+    ASSERT_TRUE(root.valid());
+    auto pids = cgroup_.pids();
+    ASSERT_TRUE(pids);
+    ASSERT_GE(pids->size(), 1u);
+
+    auto killed = cgroup_.kill_all(KillMethod::freeze_and_signal);
+    ASSERT_TRUE(killed) << killed.error().describe();
+    auto empty = cgroup_.wait_until_empty(10s);
+    ASSERT_TRUE(empty) << empty.error().describe();
+    EXPECT_FALSE(*cgroup_.populated());
+    auto exit = root.wait();
+    ASSERT_TRUE(exit);
+    EXPECT_FALSE(exit->exited);
+    EXPECT_EQ(exit->code, SIGKILL);
+    // The freeze was lifted: a frozen but empty cgroup would refuse nothing, but say so.
+    auto events = cgroup_.wait_for_event("frozen", 0, 1s);
+    EXPECT_TRUE(events) << events.error().describe();
+}
+
+TEST_F(CgroupTest, Cgroup_KillFileIsAvailableOnThisKernel) {
+    EXPECT_TRUE(cgroup_kill_supported(cgroup_)) << "kernel 5.14+ has cgroup.kill";
+    PidRef child = fork_into(cgroup_, [] { ::pause(); });
+    auto killed = cgroup_.kill_all(KillMethod::kill_file);
+    ASSERT_TRUE(killed) << killed.error().describe();
+    auto exit = child.wait();
+    ASSERT_TRUE(exit);
+    EXPECT_EQ(exit->code, SIGKILL);
+}
+
+TEST_F(CgroupTest, Cgroup_UsageCountsCpuOfABusyChild) {
+    PidRef child = fork_into(cgroup_, [] {
+        timespec ts{};
+        do {
+            ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        } while (ts.tv_sec == 0 && ts.tv_nsec < 300'000'000);
+    });
+    ASSERT_TRUE(child.wait());
+    auto usage = cgroup_.usage();
+    ASSERT_TRUE(usage) << usage.error().describe();
+    // It burnt 300 ms of cpu; the cgroup keeps counting after the process is gone.
+    EXPECT_GE(usage->cpu_total_usec, 200'000u);
+    EXPECT_GT(usage->cpu_user_usec, 0u);
+    EXPECT_GE(usage->cpu_total_usec, usage->cpu_user_usec);
+}
+
+TEST_F(CgroupTest, Cgroup_RemoveDeletesNestedChildrenAndIsIdempotent) {
+    auto a = cgroup_.create_child("a");
+    ASSERT_TRUE(a) << a.error().describe();
+    auto b = a->create_child("b");
+    ASSERT_TRUE(b);
+    PidRef child = fork_into(*b, [] { ::pause(); });
+    auto pids = cgroup_.pids();
+    ASSERT_TRUE(pids);
+    EXPECT_EQ(pids->size(), 1u) << "pids() walks descendants";
+
+    auto removed = cgroup_.remove();
+    ASSERT_TRUE(removed) << removed.error().describe();
+    EXPECT_FALSE(exists(path_));
+    EXPECT_TRUE(cgroup_.remove()) << "a second remove() is a no-op";
+    EXPECT_TRUE(b->remove()) << "children removed by the parent are already gone";
+    auto exit = child.wait();
+    ASSERT_TRUE(exit);
+    EXPECT_EQ(exit->code, SIGKILL);
+}
+
+TEST_F(CgroupTest, Cgroup_WatchEventsWakesWhenTheLastProcessLeaves) {
+    PidRef child = fork_into(cgroup_, [] { ::pause(); });
+    auto watch = cgroup_.watch_events();
+    ASSERT_TRUE(watch) << watch.error().describe();
+    auto timeout = cgroup_.wait_until_empty(50ms);
+    ASSERT_FALSE(timeout);
+    EXPECT_EQ(timeout.error().code, ETIMEDOUT);
+
+    ASSERT_TRUE(child.send_signal(SIGKILL));
+    pollfd pfd{watch->get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&pfd, 1, 10'000), 1) << "cgroup.events changed, inotify must say so";
+    EXPECT_TRUE(cgroup_.wait_until_empty(10s));
+}
+
+TEST_F(CgroupTest, Cgroup_UnownedHandleIsNeverRemoved) {
+    {
+        auto unowned = Cgroup::open_unowned(path_);
+        ASSERT_TRUE(unowned);
+        EXPECT_FALSE(unowned->owned());
+        EXPECT_FALSE(unowned->remove());
+    }
+    EXPECT_TRUE(exists(path_));
+}
+
+TEST_F(CgroupTest, Cgroup_CreateRefusesAnExistingName) {
+    auto again = Cgroup::create(path_.substr(0, path_.find_last_of('/')),
+                                path_.substr(path_.find_last_of('/') + 1));
+    ASSERT_FALSE(again);
+    EXPECT_EQ(again.error().code, EEXIST);
+}
+
+TEST_F(CgroupTest, PidRef_TryWaitThenWaitReportTheSignal) {
+    PidRef child = fork_into(cgroup_, [] { ::pause(); });
+    auto running = child.try_wait();
+    ASSERT_TRUE(running) << running.error().describe();
+    EXPECT_FALSE(running->has_value());
+    ASSERT_TRUE(child.send_signal(SIGTERM));
+    auto exit = child.wait();
+    ASSERT_TRUE(exit);
+    EXPECT_FALSE(exit->exited);
+    EXPECT_EQ(exit->code, SIGTERM);
+    auto gone = child.send_signal(SIGTERM);
+    ASSERT_FALSE(gone);
+    EXPECT_EQ(gone.error().code, ESRCH);
+}
+
+}  // namespace
+}  // namespace corral
