@@ -19,7 +19,7 @@ void print_usage() {
     std::printf(
         "corral %s — a containerless sandbox supervisor\n\n"
         "usage:\n"
-        "  corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--] CMD ARGS...\n"
+        "  corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--cwd DIR] [--] CMD...\n"
         "  corral policy check FILE|NAME      validate; print the resolved policy\n"
         "  corral doctor [--json]             what this host can enforce\n"
         "%s"
@@ -52,7 +52,7 @@ int run_command(const std::vector<std::string>& args) {
     } else {
         Millis timeout = options->timeout.value_or(
             parsed.policy->timeouts.command.value_or(Millis{0}));
-        report = run_one_shot(*parsed.policy, options->command, timeout);
+        report = run_one_shot(*parsed.policy, options->command, timeout, options->cwd.value_or(""));
     }
     if (report.status == ExitReason::setup_failed)
         std::fprintf(stderr, "corral run: setup failed: %s\n", report.error.c_str());

@@ -130,7 +130,8 @@ std::string current_directory() {
 
 }  // namespace
 
-RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command, Millis timeout) {
+RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command, Millis timeout,
+                       const std::string& command_cwd) {
     const auto started = Clock::now();
     RunReport report;
     report.policy = policy.name;
@@ -161,7 +162,7 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     LaunchSpec spec;
     spec.argv = command;
     spec.env = build_environment(policy.env, environ);
-    spec.cwd = cwd;
+    spec.cwd = command_cwd.empty() ? cwd : command_cwd;
     spec.cgroup_fd = res.main_leaf.dir_fd();
     spec.extra_cgroup_procs_fds = res.limits->join_fds();
     if (res.sandbox.active()) {

@@ -16,7 +16,9 @@
 namespace corral::cli {
 
 /// Runs `command` under `policy` and returns how it ended. Never throws; setup failures come
-/// back as status setup-failed with the message. `timeout` 0 = none.
-RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command, Millis timeout);
+/// back as status setup-failed with the message. `timeout` 0 = none. `cwd` is the command's
+/// working directory inside the sandbox (empty: ours).
+RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command, Millis timeout,
+                       const std::string& cwd = "");
 
 }  // namespace corral::cli

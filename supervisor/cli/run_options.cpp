@@ -5,11 +5,13 @@
 namespace corral::cli {
 
 const char* run_usage() {
-    return "usage: corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--] CMD "
-           "ARGS...\n"
+    return "usage: corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--cwd DIR]\n"
+           "                  [--] CMD ARGS...\n"
            "  --policy   a policy file or preset name (default: default)\n"
            "  --timeout  end the whole session after DUR (e.g. 30s, 10m); status timeout\n"
            "  --report   write the exit report as JSON to FILE (- for stderr)\n"
+           "  --cwd      working directory of the command (default: the current one, which\n"
+           "             the sandbox keeps visible and writable)\n"
            "exit code: the command's own, 128+N if signal N ended it, 124 on timeout,\n"
            "           125 if the sandbox could not be set up (the message names the step)\n";
 }
@@ -43,6 +45,10 @@ Result<RunOptions> parse_run_options(const std::vector<std::string>& args) {
             auto value = value_of(arg);
             if (!value) return std::move(value.error());
             options.report = *value;
+        } else if (arg == "--cwd") {
+            auto value = value_of(arg);
+            if (!value) return std::move(value.error());
+            options.cwd = *value;
         } else {
             return plain_error("unknown option `" + arg + "`");
         }

@@ -10,11 +10,12 @@
 
 namespace corral::cli {
 
-/// `corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--] CMD ARGS...`
+/// `corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--cwd DIR] [--] CMD ARGS...`
 struct RunOptions {
     std::string policy = "default";      ///< preset name or policy file
     std::optional<Millis> timeout;       ///< overrides the policy's timeouts.command
     std::optional<std::string> report;   ///< file path, or "-" for stderr
+    std::optional<std::string> cwd;      ///< working directory inside the sandbox (default: ours)
     std::vector<std::string> command;    ///< CMD ARGS...
 };
 
