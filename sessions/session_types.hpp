@@ -13,24 +13,13 @@
 #include <vector>
 
 #include "isolation/cgroup.hpp"
+#include "isolation/exit_reason.hpp"
 #include "policies/policy.hpp"
 
 namespace corral {
 
-/// Why a process ended: the one exit-reason type of DESIGN.md.
-enum class ExitReason {
-    exited,        ///< returned from main / called exit; see exit_code
-    signaled,      ///< killed by a signal nobody in corral sent; see signal
-    timeout,       ///< ended by its command timeout (SIGTERM, grace, cgroup.kill)
-    oom,           ///< SIGKILL with an oom_kill event on its cgroup
-    pids_limit,    ///< failed while its cgroup hit the pids limit
-    seccomp,       ///< SIGSYS: a seccomp filter with action kill
-    killed,        ///< by the API (kill/signal) or by the end of its session
-    setup_failed,  ///< never reached exec; see ProcessInfo::error
-};
-
-/// "exited", "signaled", "timeout", "oom", "pids-limit", "seccomp", "killed", "setup-failed".
-std::string_view to_string(ExitReason reason);
+// ExitReason and to_string(ExitReason) come from isolation/exit_reason.hpp (one type for
+// `corral run`, the daemon's records and the API).
 
 /// "TERM", "SIGTERM", "term" or "15" -> 15; nullopt for anything else.
 std::optional<int> parse_signal(std::string_view text);
