@@ -1,0 +1,275 @@
+// `corral run` end to end: the real binary, real cgroups, real namespaces, real seccomp.
+// Each test runs in a fresh temporary directory (the command's cwd, which the sandbox keeps
+// writable) and checks afterwards that corral left no cgroup behind.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "isolation/cgroup.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kCorral = std::string(CORRAL_BINARY_DIR) + "/supervisor/corral";
+
+struct Outcome {
+    int exit_code = -1;
+    std::string out;
+    std::string err;
+    pid_t corral_pid = -1;
+};
+
+/// Reads a pipe to its end.
+std::string drain(int fd) {
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    close(fd);
+    return text;
+}
+
+class CorralRun : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (geteuid() != 0) GTEST_SKIP() << "needs root (cgroups and namespaces)";
+        char tmpl[] = "/tmp/corral-run-test-XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+        fs::copy_file(CORRAL_PROBE, dir_ / "probe");
+        auto host = corral::discover_cgroup_host();
+        ASSERT_TRUE(host) << host.error().describe();
+        v2_own_ = host->v2_own;
+    }
+    void TearDown() override {
+        if (!dir_.empty()) fs::remove_all(dir_);
+    }
+
+    /// Runs `corral ARGS` in the test's directory. `on_start` runs once corral has started
+    /// (given its pid), for tests that signal it.
+    Outcome corral(const std::vector<std::string>& args,
+                   const std::function<void(pid_t)>& on_start = {}) {
+        int out[2], err[2];
+        EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+        EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(out[1], 1);
+            dup2(err[1], 2);
+            if (chdir(dir_.c_str()) != 0) _exit(99);
+            std::vector<char*> argv{const_cast<char*>(kCorral.c_str())};
+            for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+            argv.push_back(nullptr);
+            execv(kCorral.c_str(), argv.data());
+            _exit(98);
+        }
+        close(out[1]);
+        close(err[1]);
+        if (on_start) on_start(pid);
+        Outcome result;
+        result.corral_pid = pid;
+        std::thread err_reader([&] { result.err = drain(err[0]); });
+        result.out = drain(out[0]);
+        err_reader.join();
+        int status = 0;
+        waitpid(pid, &status, 0);
+        result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        // Whatever happened, corral must have removed its cgroup before returning.
+        EXPECT_FALSE(fs::exists(v2_own_ + "/corral-run-" + std::to_string(pid)))
+            << "corral left its cgroup behind";
+        return result;
+    }
+
+    nlohmann::json report() {
+        std::ifstream in(dir_ / "report.json");
+        return nlohmann::json::parse(in);
+    }
+    std::string read(const std::string& name) {
+        std::ifstream in(dir_ / name);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    }
+    std::string probe() const { return (dir_ / "probe").string(); }
+
+    fs::path dir_;
+    std::string v2_own_;
+};
+
+bool process_alive(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
+
+TEST_F(CorralRun, ExitCodePassesThrough) {
+    auto r = corral({"run", "--policy", "none", "--report", "report.json", "--", "sh", "-c", "exit 7"});
+    EXPECT_EQ(r.exit_code, 7) << r.err;
+    auto rep = report();
+    EXPECT_EQ(rep["status"], "exited");
+    EXPECT_EQ(rep["exitCode"], 7);
+    EXPECT_TRUE(rep["signal"].is_null());
+}
+
+TEST_F(CorralRun, SignalBecomes128PlusN) {
+    auto r = corral({"run", "--report", "report.json", "--", "sh", "-c", "kill -TERM $$"});
+    EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+    auto rep = report();
+    EXPECT_EQ(rep["status"], "signaled");
+    EXPECT_EQ(rep["signal"], SIGTERM);
+}
+
+TEST_F(CorralRun, StdoutIsTheCommandsOwn) {
+    auto r = corral({"run", "--", "echo", "hello from inside"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "hello from inside\n");
+}
+
+TEST_F(CorralRun, KillsDoubleForkedSetsidDaemon) {
+    // The job starts a daemon that double-forks and calls setsid, then exits at once.
+    auto r = corral({"run", "--policy", "none", "--report", "report.json", "--", "sh", "-c",
+                     "setsid sh -c 'sleep 1000 & echo $! > daemon.pid' & wait"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    pid_t daemon = std::stoi(read("daemon.pid"));
+    EXPECT_FALSE(process_alive(daemon)) << "daemon " << daemon << " survived corral run";
+    EXPECT_GE(report()["leftBehind"].get<int>(), 1);
+}
+
+TEST_F(CorralRun, KillsLeftBehindProcessesInDefaultSandbox) {
+    auto r = corral({"run", "--report", "report.json", "--", "sh", "-c",
+                     "setsid sh -c 'sleep 1000 & sleep 1000 &' & wait; echo started"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "started\n");
+    EXPECT_GE(report()["leftBehind"].get<int>(), 2);
+}
+
+TEST_F(CorralRun, TimeoutEndsTheWholeTree) {
+    auto started = std::chrono::steady_clock::now();
+    auto r = corral({"run", "--policy", "none", "--timeout", "1s", "--report", "report.json", "--",
+                     "sh", "-c", "setsid sleep 1000 & echo $! > bg.pid; sleep 1000"});
+    auto took = std::chrono::steady_clock::now() - started;
+    EXPECT_EQ(r.exit_code, 124) << r.err;
+    EXPECT_EQ(report()["status"], "timeout");
+    EXPECT_LT(took, std::chrono::seconds(30)) << "hang bound";
+    EXPECT_FALSE(process_alive(std::stoi(read("bg.pid"))));
+}
+
+TEST_F(CorralRun, SigtermToCorralIsForwardedAndEndsTheSession) {
+    auto r = corral({"run", "--policy", "none", "--report", "report.json", "--", "sh", "-c",
+                     "echo $$ > main.pid; setsid sleep 1000 & echo $! > bg.pid; sleep 1000"},
+                    [&](pid_t corral_pid) {
+                        for (int i = 0; i < 200 && !fs::exists(dir_ / "bg.pid"); ++i)
+                            std::this_thread::sleep_for(std::chrono::milliseconds(25));
+                        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                        kill(corral_pid, SIGTERM);
+                    });
+    EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+    EXPECT_EQ(report()["status"], "killed");
+    EXPECT_FALSE(process_alive(std::stoi(read("bg.pid"))));
+}
+
+TEST_F(CorralRun, DefaultPresetDeniesPtraceMountUnshare) {
+    for (const char* action : {"ptrace", "mount", "unshare-mount"}) {
+        auto r = corral({"run", "--", probe(), action});
+        EXPECT_EQ(r.out, "EPERM\n") << action << ": " << r.err;
+    }
+}
+
+TEST_F(CorralRun, DefaultPresetDropsCapabilitiesAndSetsNoNewPrivs) {
+    auto r = corral({"run", "--", probe(), "caps"});
+    EXPECT_NE(r.out.find("CapEff:\t0000000000000000"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("CapBnd:\t0000000000000000"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("CapAmb:\t0000000000000000"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("NoNewPrivs:\t1"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Seccomp:\t2"), std::string::npos) << r.out;
+}
+
+TEST_F(CorralRun, PidNamespaceSeesOnlyTheSession) {
+    auto r = corral({"run", "--", probe(), "pids"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::vector<int> pids;
+    for (std::string line; std::getline(lines, line);) pids.push_back(std::stoi(line));
+    // The namespace holder (1) and the probe itself; nothing of the host's.
+    EXPECT_LE(pids.size(), 3u) << r.out;
+    EXPECT_NE(std::find(pids.begin(), pids.end(), 1), pids.end()) << r.out;
+    for (int pid : pids) EXPECT_LT(pid, 10) << r.out;
+}
+
+TEST_F(CorralRun, HomeIsHiddenAndUsrIsReadOnly) {
+    auto home = corral({"run", "--", "ls", "-A", "/home", "/root"});
+    EXPECT_EQ(home.exit_code, 0) << home.err;
+    EXPECT_EQ(home.out, "/home:\n\n/root:\n") << home.out;
+    auto usr = corral({"run", "--", probe(), "write", "/usr/corral-must-not-exist"});
+    EXPECT_EQ(usr.out, "EROFS\n") << usr.err;
+    auto cwd = corral({"run", "--", probe(), "write", "written-inside"});
+    EXPECT_EQ(cwd.out, "ok\n") << "the working directory stays writable: " << cwd.err;
+    EXPECT_TRUE(fs::exists(dir_ / "written-inside"));
+}
+
+TEST_F(CorralRun, IsolatedNetworkHasOnlyLoopbackAndCannotReachHost) {
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(listen(listener, 4), 0);
+    socklen_t len = sizeof addr;
+    getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+    std::string port = std::to_string(ntohs(addr.sin_port));
+
+    auto devs = corral({"run", "--", probe(), "netdevs"});
+    EXPECT_EQ(devs.out, "lo\n") << devs.err;
+    auto inside = corral({"run", "--", probe(), "connect", port});
+    EXPECT_EQ(inside.out, "ECONNREFUSED\n") << inside.err;
+    auto host = corral({"run", "--policy", "none", "--", probe(), "connect", port});
+    EXPECT_EQ(host.out, "ok\n") << "control: the listener is reachable without isolation";
+    close(listener);
+}
+
+TEST_F(CorralRun, MissingWorkingDirectoryIsASetupError) {
+    auto r = corral({"run", "--cwd", "/no/such/dir", "--report", "report.json", "--", "true"});
+    EXPECT_EQ(r.exit_code, 125);
+    EXPECT_NE(r.err.find("chdir"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ENOENT"), std::string::npos) << r.err;
+    EXPECT_EQ(report()["status"], "setup-failed");
+}
+
+TEST_F(CorralRun, MissingProgramIsASetupError) {
+    auto r = corral({"run", "--report", "report.json", "--", "no-such-program-corral"});
+    EXPECT_EQ(r.exit_code, 125);
+    EXPECT_NE(r.err.find("no-such-program-corral"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ENOENT"), std::string::npos) << r.err;
+    EXPECT_EQ(report()["status"], "setup-failed");
+}
+
+TEST_F(CorralRun, BadPolicyIsReportedWithLineAndColumn) {
+    std::ofstream(dir_ / "bad.yaml") << "name: x\nlimits:\n  memory: 12XB\n";
+    auto r = corral({"run", "--policy", (dir_ / "bad.yaml").string(), "--", "true"});
+    EXPECT_EQ(r.exit_code, 125);
+    EXPECT_NE(r.err.find("bad.yaml:3:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("limits.memory"), std::string::npos) << r.err;
+}
+
+TEST_F(CorralRun, ReportHasUsage) {
+    auto r = corral({"run", "--report", "report.json", "--", "sh", "-c",
+                     "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto rep = report();
+    EXPECT_GT(rep["usage"]["cpuTotalUsec"].get<uint64_t>(), 0u);
+    EXPECT_GT(rep["durationMs"].get<uint64_t>(), 0u);
+}
+
+}  // namespace
