@@ -1,0 +1,36 @@
+#pragma once
+// What a freshly cloned child tells its parent, and the clone3 call itself. Shared by the launcher
+// and the namespace holder. Everything the child calls here is async-signal-safe: the daemon is
+// multithreaded, so after clone the child may find malloc's locks held by threads that no longer
+// exist in it.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "base/error.hpp"
+
+namespace corral {
+
+/// One fixed-size message over a CLOEXEC pipe (smaller than PIPE_BUF, so each write is atomic).
+struct ChildReport {
+    enum Kind : int { failure = 1, started_pid = 2, ready = 3 };
+    int kind = 0;
+    int error = 0;     ///< errno of the failed step
+    pid_t pid = -1;    ///< started_pid: the real child (launcher, namespaces path)
+    char step[244] = {};  ///< NUL-terminated step name, truncated if longer
+};
+
+/// Child side: writes a failure report (step + errno). Async-signal-safe.
+void write_failure_report(int fd, const char* step, int error) noexcept;
+/// Child side: writes a report of `kind` carrying `pid`. Async-signal-safe.
+void write_report(int fd, ChildReport::Kind kind, pid_t pid) noexcept;
+/// Parent side: reads one report; nullopt at end of file (the writer exec'd or died).
+Result<std::optional<ChildReport>> read_report(int fd);
+
+/// Raw clone3 without a new stack (fork-like). `cgroup_fd` >= 0 adds CLONE_INTO_CGROUP; with
+/// CLONE_PIDFD the pidfd lands in *pidfd. Returns the pid, 0 in the child, -1 with errno.
+pid_t clone3_fork(uint64_t flags, int cgroup_fd, int* pidfd) noexcept;
+
+}  // namespace corral

@@ -1,0 +1,326 @@
+#include "isolation/launcher.hpp"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <string_view>
+
+#include "base/file_io.hpp"
+#include "base/unique_fd.hpp"
+#include "isolation/child_report.hpp"
+
+namespace corral {
+namespace {
+
+/// Everything the child needs, built before the clone so the child never allocates.
+struct ChildPlan {
+    std::vector<std::string> candidates;  ///< argv[0] resolved against each PATH entry
+    std::vector<char*> argv;
+    std::vector<char*> envp;
+    std::string chdir_step;
+    std::string exec_step;
+    bool into_cgroup = true;  ///< false: the parent attaches us to the cgroup (fallback path)
+};
+
+std::string_view env_value(const std::vector<std::string>& env, std::string_view key) {
+    for (const auto& entry : env) {
+        if (entry.size() > key.size() && entry.compare(0, key.size(), key) == 0 &&
+            entry[key.size()] == '=')
+            return std::string_view(entry).substr(key.size() + 1);
+    }
+    return {};
+}
+
+/// execvpe's search, done in the parent: the list of paths the child tries in order. The PATH
+/// comes from the process's own environment, not the daemon's. The file system the child sees
+/// (maybe a sandbox root) is only known to the child, so it tries each candidate itself.
+std::vector<std::string> exec_candidates(const std::string& file,
+                                         const std::vector<std::string>& env) {
+    if (file.find('/') != std::string::npos) return {file};
+    std::string_view path = env_value(env, "PATH");
+    if (path.empty()) path = "/usr/local/bin:/usr/bin:/bin";
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while (pos <= path.size()) {
+        size_t end = path.find(':', pos);
+        if (end == std::string_view::npos) end = path.size();
+        std::string dir(path.substr(pos, end - pos));
+        if (dir.empty()) dir = ".";
+        out.push_back(dir + "/" + file);
+        pos = end + 1;
+    }
+    return out;
+}
+
+std::vector<char*> c_array(const std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    out.reserve(strings.size() + 1);
+    for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+    out.push_back(nullptr);
+    return out;
+}
+
+// ---- child side: async-signal-safe only from here to the end of the child functions ----
+
+[[noreturn]] void child_fail(int report_fd, const char* step, int error) noexcept {
+    write_failure_report(report_fd, step, error);
+    ::_exit(127);
+}
+
+/// Moves the three stdio sources into 0, 1, 2. A source that is itself 0..2 and in the wrong
+/// place is first copied above 2 so no dup2 overwrites a source still needed.
+bool setup_stdio(const LaunchSpec& spec) noexcept {
+    int sources[3] = {spec.stdin_fd, spec.stdout_fd, spec.stderr_fd};
+    if (sources[0] < 0) {
+        sources[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (sources[0] < 0) return false;
+    }
+    for (int i = 0; i < 3; ++i) {
+        if (sources[i] >= 0 && sources[i] < 3 && sources[i] != i) {
+            sources[i] = ::fcntl(sources[i], F_DUPFD_CLOEXEC, 3);
+            if (sources[i] < 0) return false;
+        }
+    }
+    for (int i = 0; i < 3; ++i) {
+        if (sources[i] < 0) {
+            ::close(i);
+        } else if (sources[i] == i) {
+            if (::fcntl(i, F_SETFD, 0) != 0) return false;  // keep it across exec
+        } else if (::dup2(sources[i], i) < 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/// A daemon's signal mask and ignored signals would otherwise leak into every command
+/// (an ignored SIGPIPE or SIGINT survives execve).
+void reset_signals() noexcept {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) {
+        if (sig == SIGKILL || sig == SIGSTOP) continue;
+        ::sigaction(sig, &dfl, nullptr);  // fails harmlessly for glibc's reserved signals
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+/// Every descriptor above stdio becomes close-on-exec: the daemon's sockets and other sessions'
+/// pipes must not leak into a sandboxed command, while the report pipe stays usable until exec.
+void mark_fds_cloexec() noexcept {
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+    long max = ::sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < max && fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+[[noreturn]] void exec_child(const LaunchSpec& spec, const ChildPlan& plan,
+                             int report_fd) noexcept {
+    if (!setup_stdio(spec)) child_fail(report_fd, "set up stdio", errno);
+    if (spec.new_session && ::setsid() < 0) child_fail(report_fd, "setsid", errno);
+    if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0)
+        child_fail(report_fd, plan.chdir_step.c_str(), errno);
+    mark_fds_cloexec();
+    reset_signals();
+    if (spec.confinement != nullptr) {
+        if (const char* step = apply_confinement(*spec.confinement))
+            child_fail(report_fd, step, errno);
+    }
+    int error = ENOENT;
+    bool saw_eacces = false;
+    for (const auto& candidate : plan.candidates) {
+        ::execve(candidate.c_str(), plan.argv.data(), plan.envp.data());
+        error = errno;
+        if (error == EACCES) {
+            saw_eacces = true;
+        } else if (error != ENOENT && error != ENOTDIR && error != ESTALE && error != ENODEV &&
+                   error != ETIMEDOUT) {
+            break;  // a real error for an existing file (ENOEXEC, E2BIG, ...): report it
+        }
+    }
+    if (saw_eacces && (error == ENOENT || error == ENOTDIR)) error = EACCES;
+    child_fail(report_fd, plan.exec_step.c_str(), error);
+}
+
+/// Joins the v1 controller cgroups (the v2 one is already set by clone3 or the parent).
+bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
+    for (int fd : spec.extra_cgroup_procs_fds) {
+        ssize_t n;
+        do {
+            n = ::pwrite(fd, "0", 1, 0);
+        } while (n < 0 && errno == EINTR);
+        if (n != 1) return false;
+    }
+    return true;
+}
+
+/// The first child: joins cgroups and namespaces, then either becomes the command or, with a pid
+/// namespace to enter, starts the command as our parent's child and leaves.
+[[noreturn]] void first_child(const LaunchSpec& spec, const ChildPlan& plan, int report_fd,
+                              int release_fd) noexcept {
+    if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup
+        char go;
+        ssize_t n;
+        do {
+            n = ::read(release_fd, &go, 1);
+        } while (n < 0 && errno == EINTR);
+        if (n != 1) ::_exit(127);
+    }
+    if (!join_v1_cgroups(spec)) child_fail(report_fd, "join v1 cgroups", errno);
+    if (spec.namespace_holder_pidfd < 0) exec_child(spec, plan, report_fd);
+
+    if (::setns(spec.namespace_holder_pidfd, spec.namespace_flags) != 0)
+        child_fail(report_fd, "setns into the session's namespaces", errno);
+    // setns(CLONE_NEWPID) only changes the namespace of our future children: the command must be
+    // one. CLONE_PARENT makes it the launcher's child, not ours, so the launcher can wait for it.
+    pid_t pid;
+    if (plan.into_cgroup) {
+        pid = clone3_fork(CLONE_PARENT, spec.cgroup_fd, nullptr);
+    } else {
+        pid = static_cast<pid_t>(::syscall(SYS_clone, CLONE_PARENT, 0, 0, 0, 0));
+    }
+    if (pid < 0) child_fail(report_fd, "clone into the session's namespaces", errno);
+    if (pid == 0) exec_child(spec, plan, report_fd);
+    write_report(report_fd, ChildReport::started_pid, pid);
+    ::_exit(0);
+}
+
+// ---- parent side ----
+
+struct Pipe {
+    UniqueFd read;
+    UniqueFd write;
+};
+
+Result<Pipe> make_pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe2");
+    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+Result<UniqueFd> pidfd_open(pid_t pid) {
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) return sys_error("pidfd_open pid " + std::to_string(pid));
+    return UniqueFd(fd);
+}
+
+/// Reaps a child that failed setup (it has exited or is about to).
+void reap(const PidRef& child) { (void)child.wait(); }
+
+Error failure_error(const ChildReport& report) { return sys_error(report.error, report.step); }
+
+/// Starts the first child. With clone3 it is born in the cgroup; the fallback (kernels without
+/// CLONE_INTO_CGROUP) holds it on a pipe until the parent has written it into cgroup.procs.
+Result<PidRef> start_first_child(const LaunchSpec& spec, ChildPlan& plan, int report_fd) {
+    int pidfd = -1;
+    pid_t pid = clone3_fork(CLONE_PIDFD, spec.cgroup_fd, &pidfd);
+    if (pid == 0) first_child(spec, plan, report_fd, -1);
+    if (pid > 0) return PidRef(pid, UniqueFd(pidfd));
+    if (errno != ENOSYS && errno != E2BIG && errno != EINVAL)
+        return sys_error("clone3 into cgroup");
+
+    plan.into_cgroup = false;
+    auto release = make_pipe();
+    if (!release) return std::move(release.error());
+    pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+    if (pid < 0) return sys_error("clone");
+    if (pid == 0) first_child(spec, plan, report_fd, release->read.get());
+    release->read.reset();
+    auto fd = pidfd_open(pid);
+    PidRef child(pid, fd ? std::move(*fd) : UniqueFd());
+    auto attached = write_file(spec.cgroup_fd, "cgroup.procs", std::to_string(pid));
+    if (!attached) {
+        (void)child.send_signal(SIGKILL);
+        reap(child);
+        return std::move(attached.error().context("move the new process into its cgroup"));
+    }
+    if (::write(release->write.get(), "1", 1) != 1) {
+        (void)child.send_signal(SIGKILL);
+        reap(child);
+        return sys_error("release the new process");
+    }
+    return child;
+}
+
+/// Waits for the first report of the namespaces path: the pid of the real command.
+Result<PidRef> collect_real_child(const PidRef& intermediate, int report_fd) {
+    auto report = read_report(report_fd);
+    reap(intermediate);
+    if (!report) return std::move(report.error());
+    if (!*report) return plain_error("launcher child died before starting the command");
+    if ((*report)->kind == ChildReport::failure) return failure_error(**report);
+    pid_t pid = (*report)->pid;
+    // Safe against pid reuse: it is our child and nobody else can reap it.
+    auto fd = pidfd_open(pid);
+    if (!fd) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        return std::move(fd.error());
+    }
+    return PidRef(pid, std::move(*fd));
+}
+
+}  // namespace
+
+Result<PidRef> launch(const LaunchSpec& spec) {
+    if (spec.argv.empty() || spec.argv[0].empty()) return plain_error("launch: empty argv");
+    if (spec.cgroup_fd < 0) return plain_error("launch: no cgroup given");
+    ChildPlan plan;
+    plan.candidates = exec_candidates(spec.argv[0], spec.env);
+    plan.argv = c_array(spec.argv);
+    plan.envp = c_array(spec.env);
+    plan.chdir_step = "chdir `" + spec.cwd + "`";
+    plan.exec_step = "execve `" + spec.argv[0] + "`";
+
+    auto pipe = make_pipe();
+    if (!pipe) return std::move(pipe.error());
+    auto first = start_first_child(spec, plan, pipe->write.get());
+    pipe->write.reset();  // EOF once every child copy has exec'd or exited
+    if (!first) return std::move(first.error());
+
+    PidRef child;
+    if (spec.namespace_holder_pidfd >= 0) {
+        auto real = collect_real_child(*first, pipe->read.get());
+        if (!real) return std::move(real.error());
+        child = std::move(*real);
+    } else {
+        child = std::move(*first);
+    }
+    auto report = read_report(pipe->read.get());
+    if (!report) {
+        (void)child.send_signal(SIGKILL);
+        reap(child);
+        return std::move(report.error());
+    }
+    if (*report) {
+        reap(child);
+        return failure_error(**report);
+    }
+    return child;
+}
+
+bool clone_into_cgroup_supported() {
+    // An fd number that cannot be open: a kernel that knows CLONE_INTO_CGROUP fails with EBADF
+    // before creating anything; an older one with ENOSYS, E2BIG or EINVAL.
+    static const bool supported = [] {
+        int pidfd = -1;
+        pid_t pid = clone3_fork(0, INT_MAX, &pidfd);
+        if (pid == 0) ::_exit(0);
+        if (pid > 0) {
+            ::waitpid(pid, nullptr, 0);
+            return true;
+        }
+        return errno == EBADF;
+    }();
+    return supported;
+}
+
+}  // namespace corral
