@@ -11,7 +11,7 @@ std::map<std::string, std::string> parse_environ(char* const* environ_array) {
     for (char* const* entry = environ_array; entry && *entry; ++entry) {
         const char* eq = std::strchr(*entry, '=');
         if (!eq) continue;
-        out.emplace(std::string(*entry, eq), std::string(eq + 1));
+        out.emplace(std::string(*entry, static_cast<size_t>(eq - *entry)), std::string(eq + 1));
     }
     return out;
 }
