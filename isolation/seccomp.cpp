@@ -1,0 +1,224 @@
+#include "isolation/seccomp.hpp"
+
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.hpp"
+#include "isolation/confinement.hpp"
+#include "policies/syscall_groups.hpp"
+
+namespace corral {
+namespace {
+
+using NameSet = std::set<std::string>;
+
+// Docker-default-like deny list of the "default" preset. Names and groups; expanded at compile time.
+const std::vector<std::string> kDefaultDeny = {
+    "@clock",     "@cpu-emulation", "@debug",           "@keyring",          "@module",
+    "@mount",     "@namespaces",    "@obsolete",        "@raw-io",           "@reboot",
+    "@swap",      "acct",           "bpf",              "fanotify_init",     "io_uring_enter",
+    "io_uring_register", "io_uring_setup", "name_to_handle_at", "open_by_handle_at", "quotactl",
+    "quotactl_fd", "syslog",        "userfaultfd",      "vhangup",
+};
+
+// Allow list of the "strict" preset.
+const std::vector<std::string> kStrictAllow = {"@system-service"};
+
+// Every CLONE_NEW* flag clone(2) accepts. CLONE_NEWTIME is left out: its bit (0x80) lies in the
+// exit-signal byte of clone(2)'s flags and is only meaningful for unshare/clone3.
+constexpr uint64_t kCloneNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,   CLONE_NEWUSER,
+                                             CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP};
+
+/// Owns a libseccomp filter context.
+class SeccompContext {
+public:
+    explicit SeccompContext(uint32_t default_action) : ctx_(seccomp_init(default_action)) {}
+    ~SeccompContext() {
+        if (ctx_ != nullptr) seccomp_release(ctx_);
+    }
+    SeccompContext(const SeccompContext&) = delete;
+    SeccompContext& operator=(const SeccompContext&) = delete;
+    scmp_filter_ctx get() const { return ctx_; }
+
+private:
+    scmp_filter_ctx ctx_;
+};
+
+// Expands a policy list (names and @groups) and checks each plain name is a syscall libseccomp
+// knows. `key` names the policy field for the error ("seccomp.deny").
+Result<NameSet> expand_checked(const std::vector<std::string>& names, const std::string& key) {
+    auto expanded = expand_syscalls(names);
+    if (!expanded) return std::move(expanded.error().context(key));
+    for (const std::string& name : *expanded) {
+        if (seccomp_syscall_resolve_name(name.c_str()) == __NR_SCMP_ERROR) {
+            return plain_error(key + ": unknown syscall `" + name + "`");
+        }
+    }
+    return NameSet(expanded->begin(), expanded->end());
+}
+
+Result<uint32_t> policy_action(const SeccompSpec& spec) {
+    switch (spec.action) {
+        case SeccompAction::errno_code:
+            if (spec.errno_value < 0 || spec.errno_value > 4095) {
+                return plain_error("seccomp.errno: " + std::to_string(spec.errno_value) +
+                                   " is outside 0..4095");
+            }
+            return SCMP_ACT_ERRNO(static_cast<uint16_t>(spec.errno_value));
+        case SeccompAction::kill_process:
+            return SCMP_ACT_KILL_PROCESS;
+        case SeccompAction::log:
+            return SCMP_ACT_LOG;
+    }
+    return plain_error("seccomp.action: unknown action");
+}
+
+// Adds one rule unless it would repeat the default action (libseccomp refuses those, and they
+// change nothing). Names that exist for libseccomp but not on this architecture (a group member
+// from another ABI) cannot be called here, so there is nothing to filter.
+Status add_rule(const SeccompContext& ctx, uint32_t default_action, uint32_t action,
+                const std::string& name, unsigned arg_count = 0, const scmp_arg_cmp* args = nullptr) {
+    if (action == default_action) return {};
+    int nr = seccomp_syscall_resolve_name(name.c_str());
+    if (nr < 0) return {};
+    int rc = seccomp_rule_add_array(ctx.get(), action, nr, arg_count, args);
+    if (rc < 0) return sys_error(-rc, "seccomp rule for `" + name + "`");
+    return {};
+}
+
+// clone with any CLONE_NEW* flag gets `action`; clone3 gets ENOSYS so libc falls back to clone.
+Status deny_clone_namespaces(const SeccompContext& ctx, uint32_t default_action, uint32_t action,
+                             const NameSet& deny) {
+    if (deny.count("clone") == 0) {
+        for (uint64_t flag : kCloneNamespaceFlags) {
+            scmp_arg_cmp has_flag = SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag);
+            CORRAL_TRY(add_rule(ctx, default_action, action, "clone", 1, &has_flag), "namespaces");
+        }
+    }
+    if (deny.count("clone3") == 0) {
+        CORRAL_TRY(add_rule(ctx, default_action, SCMP_ACT_ERRNO(ENOSYS), "clone3"), "namespaces");
+    }
+    return {};
+}
+
+// Preset "default" and "none": allow by default, `deny` gets the policy action.
+Status add_deny_rules(const SeccompContext& ctx, uint32_t action, const NameSet& deny) {
+    for (const std::string& name : deny) {
+        CORRAL_TRY(add_rule(ctx, SCMP_ACT_ALLOW, action, name), "seccomp.deny");
+    }
+    if (deny.count("unshare") != 0) {
+        CORRAL_TRY(deny_clone_namespaces(ctx, SCMP_ACT_ALLOW, action, deny), "seccomp.deny");
+    }
+    return {};
+}
+
+// Preset "strict": the policy action by default, `allowed` is allowed. Without unshare, clone is
+// allowed only without CLONE_NEW* flags and clone3 answers ENOSYS.
+Status add_allow_rules(const SeccompContext& ctx, uint32_t action, const NameSet& allowed) {
+    const bool namespaces_allowed = allowed.count("unshare") != 0;
+    for (const std::string& name : allowed) {
+        if (!namespaces_allowed && (name == "clone" || name == "clone3")) continue;
+        CORRAL_TRY(add_rule(ctx, action, SCMP_ACT_ALLOW, name), "seccomp.allow");
+    }
+    if (namespaces_allowed) return {};
+    if (allowed.count("clone") != 0) {
+        uint64_t mask = 0;
+        for (uint64_t flag : kCloneNamespaceFlags) mask |= flag;
+        scmp_arg_cmp no_flags = SCMP_A0(SCMP_CMP_MASKED_EQ, mask, 0);
+        CORRAL_TRY(add_rule(ctx, action, SCMP_ACT_ALLOW, "clone", 1, &no_flags), "seccomp.allow");
+    }
+    if (allowed.count("clone3") != 0) {
+        CORRAL_TRY(add_rule(ctx, action, SCMP_ACT_ERRNO(ENOSYS), "clone3"), "seccomp.allow");
+    }
+    return {};
+}
+
+// Exports the context's BPF through a memfd (libseccomp 2.5 exports only to a file descriptor).
+Result<std::vector<sock_filter>> export_bpf(const SeccompContext& ctx) {
+    UniqueFd memfd(memfd_create("corral-seccomp", MFD_CLOEXEC));
+    if (!memfd) return sys_error("memfd_create for the seccomp program");
+    int rc = seccomp_export_bpf(ctx.get(), memfd.get());
+    if (rc < 0) return sys_error(-rc, "seccomp_export_bpf");
+    off_t size = lseek(memfd.get(), 0, SEEK_END);
+    if (size < 0 || size % sizeof(sock_filter) != 0) {
+        return plain_error("seccomp_export_bpf produced " + std::to_string(size) + " bytes");
+    }
+    std::vector<sock_filter> program(static_cast<size_t>(size) / sizeof(sock_filter));
+    ssize_t got = pread(memfd.get(), program.data(), static_cast<size_t>(size), 0);
+    if (got != size) return sys_error("read back the seccomp program");
+    return program;
+}
+
+Result<std::vector<sock_filter>> build(const SeccompSpec& spec, uint32_t action) {
+    auto deny = expand_checked(spec.deny, "seccomp.deny");
+    if (!deny) return std::move(deny.error());
+    auto allow = expand_checked(spec.allow, "seccomp.allow");
+    if (!allow) return std::move(allow.error());
+
+    const bool strict = spec.preset == "strict";
+    SeccompContext ctx(strict ? action : SCMP_ACT_ALLOW);
+    if (ctx.get() == nullptr) return plain_error("seccomp_init failed");
+    seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);  // binary tree: long allow lists
+
+    if (strict) {
+        auto allowed = expand_checked(kStrictAllow, "seccomp.preset");
+        if (!allowed) return std::move(allowed.error());
+        allowed->insert(allow->begin(), allow->end());
+        for (const std::string& name : *deny) allowed->erase(name);
+        CORRAL_TRY(add_allow_rules(ctx, action, *allowed), "seccomp");
+    } else {
+        NameSet effective_deny = *deny;
+        if (spec.preset == "default") {
+            auto preset = expand_checked(kDefaultDeny, "seccomp.preset");
+            if (!preset) return std::move(preset.error());
+            for (const std::string& name : *preset) {
+                if (allow->count(name) == 0) effective_deny.insert(name);
+            }
+        }
+        CORRAL_TRY(add_deny_rules(ctx, action, effective_deny), "seccomp");
+    }
+    return export_bpf(ctx);
+}
+
+}  // namespace
+
+Result<std::vector<sock_filter>> compile_seccomp(const SeccompSpec& spec) {
+    if (spec.preset != "default" && spec.preset != "strict" && spec.preset != "none") {
+        return plain_error("seccomp.preset: unknown preset `" + spec.preset +
+                           "` (expected default, strict or none)");
+    }
+    auto action = policy_action(spec);
+    if (!action) return std::move(action.error());
+    if (spec.preset == "none" && spec.deny.empty()) {
+        // Still validate `allow`, so a typo is reported even where it has no effect.
+        auto allow = expand_checked(spec.allow, "seccomp.allow");
+        if (!allow) return std::move(allow.error());
+        return std::vector<sock_filter>{};
+    }
+    return build(spec, *action);
+}
+
+bool seccomp_available() {
+    uint32_t kill_process = SECCOMP_RET_KILL_PROCESS;
+    return syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &kill_process) == 0;
+}
+
+int install_seccomp_filter(const sock_filter* program, size_t length) {
+    sock_fprog fprog{};
+    fprog.len = static_cast<unsigned short>(length);
+    fprog.filter = const_cast<sock_filter*>(program);
+    return static_cast<int>(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog));
+}
+
+}  // namespace corral
