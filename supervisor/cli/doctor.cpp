@@ -11,9 +11,10 @@
 #include <iostream>
 
 #include "isolation/cgroup.hpp"
-#include "isolation/confinement.hpp"
+#include "isolation/landlock.hpp"
 #include "isolation/launcher.hpp"
 #include "isolation/limits.hpp"
+#include "isolation/seccomp.hpp"
 
 namespace corral::cli {
 namespace {
@@ -82,8 +83,8 @@ nlohmann::json probe_cgroups() {
     auto backend = make_limit_backend(*host);
     nlohmann::json limits = nlohmann::json::object();
     limits["backend"] = backend->name();
-    for (const auto& entry : backend->support().entries)
-        limits[entry.limit] = {{"enforceable", entry.enforceable}, {"how", entry.how}};
+    for (const auto& [kind, capability] : backend->support().kinds)
+        limits[limit_name(kind)] = {{"enforceable", capability.enforceable}, {"how", capability.detail}};
     out["limits"] = limits;
     return out;
 }

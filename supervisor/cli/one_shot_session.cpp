@@ -228,8 +228,7 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     } else {
         report.error = "lost track of the command's process";
     }
-    if (auto usage = res.instance.usage()) report.usage = *usage;
-    report.usage = res.limits->merge_usage(report.usage);
+    report.usage = res.limits->usage();
     res.sandbox.stop();
     reap_orphans(0, 0);
     return finish();
