@@ -21,8 +21,9 @@ namespace corral {
 class Sandbox {
 public:
     Sandbox() = default;
-    Sandbox(Sandbox&&) noexcept = default;
-    Sandbox& operator=(Sandbox&&) noexcept = default;
+    /// Moves leave the source empty (its destructor must not touch the holder).
+    Sandbox(Sandbox&& other) noexcept;
+    Sandbox& operator=(Sandbox&& other) noexcept;
     /// Kills the holder (SIGKILL through the pidfd) and reaps it.
     ~Sandbox();
 

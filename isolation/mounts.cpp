@@ -1,0 +1,369 @@
+#include "isolation/mounts.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+
+namespace corral {
+namespace {
+
+using Op = MountOp::Kind;
+
+constexpr const char* kStaging = "/tmp";  // any host directory; shadowed only until the pivot
+constexpr const char* kOldRoot = "/oldroot";
+constexpr const char* kNewRoot = "/newroot";
+constexpr unsigned long kTmpfsFlags = MS_NOSUID | MS_NODEV;
+
+std::string old_path(const std::string& host) { return host == "/" ? kOldRoot : kOldRoot + host; }
+std::string new_path(const std::string& inside) {
+    return inside == "/" ? kNewRoot : kNewRoot + inside;
+}
+
+std::string parent_of(const std::string& path) {
+    size_t slash = path.rfind('/');
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// Whether `path` is `prefix` or lies beneath it.
+bool is_within(const std::string& path, const std::string& prefix) {
+    if (prefix == "/") return true;
+    return path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
+                              path[prefix.size()] == '/');
+}
+
+std::optional<std::string> real_path(const std::string& path) {
+    std::unique_ptr<char, decltype(&std::free)> resolved(::realpath(path.c_str(), nullptr), &std::free);
+    if (!resolved) return std::nullopt;
+    return std::string(resolved.get());
+}
+
+/// A mount the plan has put in place so far: where it is and what it shows.
+struct Placed {
+    std::string target;
+    bool corral_owned;   ///< a corral tmpfs: mount points may be created in it
+    std::string source;  ///< host path shown there (binds)
+};
+
+/// Builds the operations, tracking what is mounted where so each new mount point is either
+/// known to exist or created in a corral-owned tmpfs.
+class Builder {
+public:
+    std::vector<MountOp> ops;
+
+    void add(Op kind, std::string source, std::string target, std::string step,
+             unsigned long flags = 0, bool recursive = false, std::string data = {}) {
+        ops.push_back(MountOp{kind, std::move(source), std::move(target), std::move(data), flags,
+                              recursive, std::move(step)});
+    }
+
+    void place(const std::string& target, bool owned, const std::string& source = {}) {
+        placed_.push_back(Placed{target, owned, source});
+    }
+
+    /// Makes sure `target` (inside path) exists as a directory or file to mount on.
+    Status ensure_mount_point(const std::string& target, bool is_dir) {
+        const Placed* covering = nullptr;
+        for (const auto& p : placed_) {
+            if (p.target == target) return {};  // already a mount point
+            if (is_within(target, p.target) &&
+                (covering == nullptr || p.target.size() > covering->target.size()))
+                covering = &p;
+        }
+        if (covering == nullptr || covering->corral_owned) {
+            if (is_dir) {
+                add(Op::mkdir_parents, {}, new_path(target), "create mount point `" + target + "`");
+            } else {
+                add(Op::mkdir_parents, {}, new_path(parent_of(target)),
+                    "create mount point `" + target + "`");
+                add(Op::touch, {}, new_path(target), "create mount point `" + target + "`");
+            }
+            return {};
+        }
+        std::string rest = target.substr(covering->target == "/" ? 0 : covering->target.size());
+        std::string on_host = covering->source == "/" ? rest : covering->source + rest;
+        struct stat st;
+        if (::stat(on_host.c_str(), &st) != 0)
+            return sys_error("mount point `" + target +
+                             "` does not exist (corral never creates it on the host)");
+        return {};
+    }
+
+private:
+    std::vector<Placed> placed_;
+};
+
+void add_staging(Builder& b) {
+    b.add(Op::make_rprivate, {}, "/", "make / private");
+    b.add(Op::mount_fs, "tmpfs", kStaging, "mount staging tmpfs", kTmpfsFlags, false,
+          "mode=0700,size=64k");
+    b.add(Op::mkdir, {}, std::string(kStaging) + kOldRoot, "create staging dirs");
+    b.add(Op::mkdir, {}, std::string(kStaging) + kNewRoot, "create staging dirs");
+    b.add(Op::pivot_to_staging, std::string(kStaging) + kOldRoot, kStaging, "pivot_root to staging");
+    b.add(Op::mount_fs, "tmpfs", kNewRoot, "mount root tmpfs", kTmpfsFlags, false,
+          "mode=0755,size=1m");
+    b.place("/", true);
+}
+
+/// One bind per top-level host entry; returns the bound names (for a read-only "/").
+Result<std::vector<std::string>> add_root_entries(Builder& b) {
+    std::vector<std::string> bound;
+    struct CloseDir {
+        void operator()(DIR* d) const { ::closedir(d); }
+    };
+    std::unique_ptr<DIR, CloseDir> dir(::opendir("/"));
+    if (!dir) return sys_error("list `/`");
+    while (dirent* entry = ::readdir(dir.get())) {
+        std::string name = entry->d_name;
+        if (name == "." || name == "..") continue;
+        std::string path = "/" + name;
+        struct stat st;
+        if (::lstat(path.c_str(), &st) != 0) continue;
+        if (S_ISLNK(st.st_mode)) {
+            char link[PATH_MAX];
+            ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
+            if (n < 0) continue;
+            b.add(Op::symlink, std::string(link, static_cast<size_t>(n)), new_path(path),
+                  "symlink " + path);
+        } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+            b.add(S_ISDIR(st.st_mode) ? Op::mkdir : Op::touch, {}, new_path(path),
+                  "create mount point `" + path + "`");
+            b.add(Op::bind, old_path(path), new_path(path), "bind " + path, 0, true);
+            b.place(path, false, path);
+            bound.push_back(path);
+        }
+    }
+    return bound;
+}
+
+Status add_bind(Builder& b, const MountStep& step) {
+    bool read_only = step.kind == MountStep::Kind::bind_read_only;
+    auto source = real_path(step.source);
+    if (!source) {
+        if (read_only && errno == ENOENT) return {};  // nothing there to protect
+        return sys_error("bind source `" + step.source + "`");
+    }
+    // A policy path names what the sandbox sees at that path: bind where the host resolves it
+    // (/lib64 -> /usr/lib64), so no target path crosses a symlink inside the new root.
+    std::string target = step.source == step.target ? *source : step.target;
+    struct stat st;
+    if (::stat(source->c_str(), &st) != 0) return sys_error("stat `" + *source + "`");
+    CORRAL_TRY(b.ensure_mount_point(target, S_ISDIR(st.st_mode)), "");
+    std::string what = (read_only ? "ro-bind " : "bind ") + *source + " -> " + target;
+    b.add(Op::bind, old_path(*source), new_path(target), what, 0, true);
+    if (read_only) b.add(Op::set_readonly, {}, new_path(target), what, 0, true);
+    b.place(target, false, *source);
+    return {};
+}
+
+void add_readonly_root(Builder& b, const std::vector<std::string>& root_entries) {
+    for (const auto& entry : root_entries)
+        b.add(Op::set_readonly, {}, new_path(entry), "read-only " + entry, 0, true);
+}
+
+Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs) {
+    auto resolved = real_path(step.target);
+    if (!resolved) return {};  // nothing to hide
+    struct stat st;
+    if (::stat(resolved->c_str(), &st) != 0) return {};
+    std::string what = "hide " + *resolved;
+    CORRAL_TRY(b.ensure_mount_point(*resolved, S_ISDIR(st.st_mode)), "");
+    if (S_ISDIR(st.st_mode)) {
+        // Writable until the end, so later mount points (a workdir under /home) can be made in it.
+        b.add(Op::mount_fs, "tmpfs", new_path(*resolved), what, kTmpfsFlags, false,
+              "mode=0755,size=1m");
+        b.place(*resolved, true);
+        owned_dirs.push_back(*resolved);
+    } else {
+        b.add(Op::bind, old_path("/dev/null"), new_path(*resolved), what);
+        b.add(Op::set_readonly, {}, new_path(*resolved), what);
+        b.place(*resolved, false, "/dev/null");
+    }
+    return {};
+}
+
+Status add_tmpfs(Builder& b, const MountStep& step) {
+    std::string target = real_path(step.target).value_or(step.target);
+    CORRAL_TRY(b.ensure_mount_point(target, true), "");
+    std::string data = "mode=1777";
+    if (step.size != 0) data += ",size=" + std::to_string(step.size);
+    b.add(Op::mount_fs, "tmpfs", new_path(target), "mount tmpfs on " + target, kTmpfsFlags, false,
+          data);
+    b.place(target, true);
+    return {};
+}
+
+Status add_dev(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs) {
+    const std::string& dev = step.target;
+    CORRAL_TRY(b.ensure_mount_point(dev, true), "");
+    b.add(Op::mount_fs, "tmpfs", new_path(dev), "mount tmpfs on " + dev, MS_NOSUID | MS_NOEXEC,
+          false, "mode=0755,size=64k");
+    b.place(dev, true);
+    owned_dirs.push_back(dev);
+    for (const char* name : {"null", "zero", "full", "random", "urandom", "tty"}) {
+        std::string host = std::string("/dev/") + name;
+        if (::access(host.c_str(), F_OK) != 0) continue;
+        std::string inside = dev + "/" + name;
+        b.add(Op::touch, {}, new_path(inside), "create " + inside);
+        b.add(Op::bind, old_path(host), new_path(inside), "bind " + host);
+    }
+    b.add(Op::mkdir, {}, new_path(dev + "/pts"), "create " + dev + "/pts");
+    b.add(Op::mount_fs, "devpts", new_path(dev + "/pts"), "mount devpts on " + dev + "/pts",
+          MS_NOSUID | MS_NOEXEC, false, "newinstance,ptmxmode=0666,mode=0620");
+    b.add(Op::symlink, "pts/ptmx", new_path(dev + "/ptmx"), "symlink " + dev + "/ptmx");
+    b.add(Op::mkdir, {}, new_path(dev + "/shm"), "create " + dev + "/shm");
+    b.add(Op::mount_fs, "tmpfs", new_path(dev + "/shm"), "mount tmpfs on " + dev + "/shm",
+          MS_NOSUID | MS_NODEV, false, "mode=1777");
+    b.add(Op::symlink, "/proc/self/fd", new_path(dev + "/fd"), "symlink " + dev + "/fd");
+    const char* stdio[] = {"stdin", "stdout", "stderr"};
+    for (int i = 0; i < 3; ++i) {
+        b.add(Op::symlink, "/proc/self/fd/" + std::to_string(i), new_path(dev + "/" + stdio[i]),
+              "symlink " + dev + "/" + stdio[i]);
+    }
+    return {};
+}
+
+Status add_kernel_fs(Builder& b, const MountStep& step, const char* fstype, unsigned long flags) {
+    CORRAL_TRY(b.ensure_mount_point(step.target, true), "");
+    b.add(Op::mount_fs, fstype, new_path(step.target),
+          std::string("mount ") + fstype + " on " + step.target, flags);
+    return {};
+}
+
+// ---- holder side: async-signal-safe ----
+
+/// mkdir -p without allocation: walks a stack copy of the path.
+bool mkdir_parents(const char* path) noexcept {
+    char buf[PATH_MAX];
+    size_t len = 0;
+    while (path[len] != '\0') {
+        if (len + 1 >= sizeof buf) {
+            errno = ENAMETOOLONG;
+            return false;
+        }
+        buf[len] = path[len];
+        ++len;
+    }
+    buf[len] = '\0';
+    for (size_t i = 1; i <= len; ++i) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (::mkdir(buf, 0755) != 0 && errno != EEXIST) return false;
+        buf[i] = saved;
+    }
+    return true;
+}
+
+bool set_readonly(const char* path, bool recursive) noexcept {
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    unsigned flags = AT_NO_AUTOMOUNT | (recursive ? AT_RECURSIVE : 0);
+    return ::syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &attr, sizeof attr) == 0;
+}
+
+bool pivot_root(const char* new_root, const char* put_old) noexcept {
+    return ::syscall(SYS_pivot_root, new_root, put_old) == 0;
+}
+
+bool run_op(const MountOp& op) noexcept {
+    const char* source = op.source.c_str();
+    const char* target = op.target.c_str();
+    switch (op.kind) {
+        case Op::make_rprivate:
+            return ::mount(nullptr, target, nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
+        case Op::mount_fs:
+            return ::mount(source, target, source, op.flags,
+                           op.data.empty() ? nullptr : op.data.c_str()) == 0;
+        case Op::mkdir:
+            return ::mkdir(target, 0755) == 0 || errno == EEXIST;
+        case Op::mkdir_parents:
+            return mkdir_parents(target);
+        case Op::touch: {
+            int fd = ::open(target, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+            if (fd < 0) return errno == EEXIST;
+            ::close(fd);
+            return true;
+        }
+        case Op::bind:
+            return ::mount(source, target, nullptr, MS_BIND | (op.recursive ? MS_REC : 0),
+                           nullptr) == 0;
+        case Op::set_readonly:
+            return set_readonly(target, op.recursive);
+        case Op::symlink:
+            return ::symlink(source, target) == 0;
+        case Op::pivot_to_staging:
+            return pivot_root(target, source) && ::chdir("/") == 0;
+        case Op::pivot_into:
+            // pivot_root(".", ".") stacks the old root on the new one; detaching "." then drops
+            // the old tree (staging tmpfs and the host's mounts beneath it) from our namespace.
+            return ::chdir(target) == 0 && pivot_root(".", ".") &&
+                   ::umount2(".", MNT_DETACH) == 0 && ::chdir("/") == 0;
+    }
+    errno = EINVAL;
+    return false;
+}
+
+}  // namespace
+
+Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan) {
+    Builder b;
+    if (plan.empty()) return PreparedMounts{};
+    add_staging(b);
+    auto root_entries = add_root_entries(b);
+    if (!root_entries) return std::move(root_entries.error());
+    std::vector<std::string> owned_dirs = {"/"};
+    for (const auto& step : plan) {
+        switch (step.kind) {
+            case MountStep::Kind::bind_read_only:
+                if (step.target == "/") {
+                    add_readonly_root(b, *root_entries);
+                    break;
+                }
+                [[fallthrough]];
+            case MountStep::Kind::bind_read_write:
+                CORRAL_TRY(add_bind(b, step), "");
+                break;
+            case MountStep::Kind::hide:
+                CORRAL_TRY(add_hide(b, step, owned_dirs), "");
+                break;
+            case MountStep::Kind::tmpfs:
+                CORRAL_TRY(add_tmpfs(b, step), "");
+                break;
+            case MountStep::Kind::dev:
+                CORRAL_TRY(add_dev(b, step, owned_dirs), "");
+                break;
+            case MountStep::Kind::proc:
+                CORRAL_TRY(add_kernel_fs(b, step, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC), "");
+                break;
+            case MountStep::Kind::sysfs:
+                CORRAL_TRY(add_kernel_fs(b, step, "sysfs",
+                                         MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC),
+                           "");
+                break;
+        }
+    }
+    // Only the mount itself, not what is mounted beneath: a workdir inside a hidden dir stays
+    // writable.
+    for (const auto& dir : owned_dirs)
+        b.add(Op::set_readonly, {}, new_path(dir), "read-only " + dir);
+    b.add(Op::pivot_into, {}, kNewRoot, "pivot_root into the new root");
+    return PreparedMounts{std::move(b.ops)};
+}
+
+const char* execute_mounts(const PreparedMounts& mounts) noexcept {
+    for (const auto& op : mounts.ops) {
+        if (!run_op(op)) return op.step.c_str();
+    }
+    return nullptr;
+}
+
+}  // namespace corral

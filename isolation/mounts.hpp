@@ -1,0 +1,62 @@
+#pragma once
+// Executes a mount plan (mount_plan.hpp) inside the namespace holder's new mount namespace.
+//
+// The plan is turned, in the parent, into concrete operations with every path spelled out
+// (prepare_mounts), because the holder is cloned from a multithreaded daemon and must not
+// allocate. The sequence the operations encode:
+//   1. make / rprivate, so nothing we mount propagates back to the host;
+//   2. mount a staging tmpfs on /tmp and pivot_root into it: the host tree is now /oldroot, and
+//      /oldroot/tmp shows the host's /tmp again (the staging mount moved away from it);
+//   3. a tmpfs at /newroot receives one recursive bind per top-level host entry (symlinks are
+//      recreated), so mount points that do not exist on the host (/workspace) are created in
+//      corral's tmpfs, never on the host;
+//   4. the policy's steps; then the corral-made tmpfs mounts (root, hidden dirs, /dev) become
+//      read-only;
+//   5. pivot_root into /newroot and detach the old tree.
+
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "isolation/mount_plan.hpp"
+
+namespace corral {
+
+/// One concrete operation of the holder.
+struct MountOp {
+    enum class Kind {
+        make_rprivate,  ///< mount(NULL, target, NULL, MS_REC|MS_PRIVATE)
+        mount_fs,       ///< mount(source=fstype, target, fstype, flags, data)
+        mkdir,          ///< one directory; an existing one is fine
+        mkdir_parents,  ///< mkdir -p (only inside corral's own tmpfs mounts)
+        touch,          ///< empty file as a mount point for a file bind
+        bind,           ///< bind mount source -> target (recursive when `recursive`)
+        set_readonly,   ///< mount_setattr(MOUNT_ATTR_RDONLY), AT_RECURSIVE when `recursive`
+        symlink,        ///< symlink(source, target)
+        pivot_to_staging,  ///< pivot_root(target, source) then chdir /
+        pivot_into,     ///< chdir target; pivot_root(".", "."); umount2(".", MNT_DETACH); chdir /
+    };
+    Kind kind;
+    std::string source;
+    std::string target;
+    std::string data;
+    unsigned long flags = 0;
+    bool recursive = false;
+    std::string step;  ///< what an error names: "mount proc on /proc"
+};
+
+/// The operations for one holder, in order.
+struct PreparedMounts {
+    std::vector<MountOp> ops;
+};
+
+/// Turns a plan into operations: lists the host's top-level entries, resolves symlinks of policy
+/// paths on the host, skips read-only binds and hidden paths that do not exist, and refuses
+/// targets that would have to be created on the host. Runs in the parent.
+Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan);
+
+/// Runs the operations (holder side, async-signal-safe). Returns nullptr on success, else the
+/// failed operation's step name with errno set.
+const char* execute_mounts(const PreparedMounts& mounts) noexcept;
+
+}  // namespace corral

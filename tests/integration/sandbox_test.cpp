@@ -1,0 +1,293 @@
+// The namespace holder against the real kernel (root): processes launched into a session's
+// sandbox see only the session's pids, the policy's filesystem view (hidden /home, read-only
+// /usr, a writable workdir), a network namespace with only `lo` (up), and the policy's hostname.
+#include "isolation/sandbox.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+
+#include "base/file_io.hpp"
+#include "isolation/launcher.hpp"
+
+namespace corral {
+namespace {
+
+std::string unique_name() {
+    static std::atomic<int> counter{0};
+    return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+std::string drain(int fd) {
+    std::string out;
+    char buf[4096];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+}
+
+Policy default_like_policy() {
+    Policy policy;
+    policy.namespaces.pid = true;
+    policy.namespaces.mount = true;
+    policy.namespaces.ipc = true;
+    policy.namespaces.uts = true;
+    policy.namespaces.network = NetworkMode::isolated;
+    policy.filesystem.read_only = {"/usr", "/lib", "/lib64", "/bin", "/etc"};
+    policy.filesystem.hidden = {"/home", "/root"};
+    policy.filesystem.tmpfs = {{"/tmp", 64u << 20}};
+    policy.filesystem.hostname = "corral-test";
+    return policy;
+}
+
+struct Output {
+    std::string text;  ///< stdout and stderr together
+    WaitStatus status;
+};
+
+class SandboxTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "needs root (namespaces, cgroups, mounts)";
+        auto host = discover_cgroup_host();
+        ASSERT_TRUE(host) << host.error().describe();
+        auto session = Cgroup::create(host->v2_own, unique_name());
+        ASSERT_TRUE(session) << session.error().describe();
+        session_ = std::move(*session);
+        auto holder = session_.create_child("holder");
+        ASSERT_TRUE(holder) << holder.error().describe();
+        holder_cgroup_ = std::move(*holder);
+        char dir[] = "/var/tmp/corral-test-workdir-XXXXXX";
+        ASSERT_NE(::mkdtemp(dir), nullptr);
+        workdir_ = dir;
+    }
+    void TearDown() override {
+        sandbox_.stop();
+        if (session_.valid()) {
+            auto status = session_.remove();
+            EXPECT_TRUE(status) << status.error().describe();
+        }
+        if (!workdir_.empty()) {
+            ::unlink((workdir_ + "/f").c_str());
+            EXPECT_EQ(::rmdir(workdir_.c_str()), 0) << workdir_ << " left behind";
+        }
+    }
+
+    void start(const Policy& policy) {
+        auto sandbox = Sandbox::create(policy, holder_cgroup_, {workdir_, "/workspace"});
+        ASSERT_TRUE(sandbox) << sandbox.error().describe();
+        sandbox_ = std::move(*sandbox);
+        ASSERT_TRUE(sandbox_.active());
+    }
+
+    /// A fresh leaf of the session for one process.
+    int leaf() {
+        auto child = session_.create_child("p" + std::to_string(leaves_.size()));
+        EXPECT_TRUE(child) << child.error().describe();
+        leaves_.push_back(std::move(*child));
+        return leaves_.back().dir_fd();
+    }
+
+    LaunchSpec spec(std::vector<std::string> argv) {
+        LaunchSpec s;
+        s.argv = std::move(argv);
+        s.env = {"PATH=/usr/bin:/bin"};
+        s.cwd = "/workspace";
+        s.cgroup_fd = leaf();
+        s.namespace_holder_pidfd = sandbox_.holder_pidfd();
+        s.namespace_flags = sandbox_.namespace_flags();
+        return s;
+    }
+
+    Output run(LaunchSpec s) {
+        int fds[2];
+        EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+        UniqueFd read_end(fds[0]), write_end(fds[1]);
+        s.stdout_fd = write_end.get();
+        s.stderr_fd = write_end.get();
+        auto child = launch(s);
+        write_end.reset();
+        EXPECT_TRUE(child) << child.error().describe();
+        if (!child) return {};
+        Output out{drain(read_end.get()), {}};
+        auto status = child->wait();
+        EXPECT_TRUE(status) << status.error().describe();
+        if (status) out.status = *status;
+        return out;
+    }
+
+    Output run_inside(const std::string& script) { return run(spec({"sh", "-c", script})); }
+
+    Cgroup session_;
+    Cgroup holder_cgroup_;
+    std::vector<Cgroup> leaves_;
+    std::string workdir_;
+    Sandbox sandbox_;
+};
+
+TEST_F(SandboxTest, Sandbox_PidNamespaceShowsOnlySessionProcesses) {
+    start(default_like_policy());
+    Output out = run_inside("ls /proc | grep -E '^[0-9]+$'");
+    ASSERT_TRUE(out.status.exited && out.status.code == 0) << out.text;
+    // The holder (1), the shell, ls and grep: a handful, not the host's hundreds.
+    std::istringstream lines(out.text);
+    std::string line;
+    int count = 0;
+    bool saw_init = false;
+    while (std::getline(lines, line)) {
+        ++count;
+        saw_init |= line == "1";
+    }
+    EXPECT_TRUE(saw_init) << out.text;
+    EXPECT_LE(count, 4) << out.text;
+}
+
+TEST_F(SandboxTest, Sandbox_HiddenHomeIsEmpty) {
+    start(default_like_policy());
+    Output out = run_inside("ls -A /home /root; echo done");
+    EXPECT_EQ(out.text, "/home:\n\n/root:\ndone\n");
+}
+
+TEST_F(SandboxTest, Sandbox_WriteUnderUsrFailsReadOnly) {
+    start(default_like_policy());
+    std::string name = "/usr/" + unique_name();
+    Output out = run_inside("touch " + name);
+    EXPECT_FALSE(out.status.exited && out.status.code == 0);
+    EXPECT_NE(out.text.find("Read-only file system"), std::string::npos) << out.text;
+    struct stat st;
+    EXPECT_NE(::stat(name.c_str(), &st), 0) << "file appeared on the host";
+}
+
+TEST_F(SandboxTest, Sandbox_WorkdirIsWritableAndSharedWithTheHost) {
+    start(default_like_policy());
+    Output out = run_inside("pwd; echo hi > f && cat /workspace/f");
+    EXPECT_EQ(out.text, "/workspace\nhi\n");
+    auto host = read_file(workdir_ + "/f");
+    ASSERT_TRUE(host) << host.error().describe();
+    EXPECT_EQ(*host, "hi\n");
+}
+
+TEST_F(SandboxTest, Sandbox_TmpIsAFreshTmpfs) {
+    start(default_like_policy());
+    Output out = run_inside("ls -A /tmp; echo x > /tmp/x && cat /tmp/x");
+    EXPECT_EQ(out.text, "x\n");
+}
+
+TEST_F(SandboxTest, Sandbox_NetworkHasOnlyLoopbackAndItIsUp) {
+    start(default_like_policy());
+    Output out = run_inside("ls /sys/class/net; cat /sys/class/net/lo/flags");
+    ASSERT_EQ(out.text.substr(0, 3), "lo\n") << out.text;
+    unsigned long flags = std::stoul(out.text.substr(3), nullptr, 16);
+    EXPECT_TRUE(flags & 0x1) << "lo is not IFF_UP: " << out.text;
+}
+
+TEST_F(SandboxTest, Sandbox_HostLoopbackListenerIsUnreachable) {
+    UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(listener);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(listener.get(), 8), 0);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    std::string connect =
+        "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(ntohs(addr.sin_port)) + " && echo connected";
+
+    // Control: the same command outside the sandbox reaches the listener.
+    LaunchSpec outside;
+    outside.argv = {"bash", "-c", connect};
+    outside.env = {"PATH=/usr/bin:/bin"};
+    outside.cwd = "/";
+    outside.cgroup_fd = leaf();
+    Output control = run(outside);
+    ASSERT_EQ(control.text, "connected\n") << "control failed; is bash missing?";
+
+    start(default_like_policy());
+    Output out = run(spec({"bash", "-c", connect}));
+    EXPECT_EQ(out.text.find("connected\n"), std::string::npos) << out.text;
+    EXPECT_FALSE(out.status.exited && out.status.code == 0);
+}
+
+TEST_F(SandboxTest, Sandbox_HostnameIsThePolicys) {
+    start(default_like_policy());
+    Output out = run_inside("cat /proc/sys/kernel/hostname");
+    EXPECT_EQ(out.text, "corral-test\n");
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    EXPECT_NE(std::string(host), "corral-test") << "the host's hostname changed";
+}
+
+TEST_F(SandboxTest, Sandbox_TwoProcessesSeeEachOther) {
+    start(default_like_policy());
+    auto sleeper = launch(spec({"sleep", "60"}));
+    ASSERT_TRUE(sleeper) << sleeper.error().describe();
+    // NSpid: the host pid, then the pid inside the session's pid namespace.
+    auto status = read_file("/proc/" + std::to_string(sleeper->pid()) + "/status");
+    ASSERT_TRUE(status) << status.error().describe();
+    size_t at = status->find("NSpid:");
+    ASSERT_NE(at, std::string::npos);
+    std::string nspid_line = status->substr(at, status->find('\n', at) - at);
+    std::string inner = nspid_line.substr(nspid_line.rfind('\t') + 1);
+    ASSERT_NE(inner, std::to_string(sleeper->pid())) << "not in a new pid namespace: " << nspid_line;
+
+    Output out = run_inside("tr '\\0' ' ' < /proc/" + inner + "/cmdline");
+    EXPECT_EQ(out.text, "sleep 60 ");
+    ASSERT_TRUE(sleeper->send_signal(SIGKILL));
+    auto ended = sleeper->wait();
+    ASSERT_TRUE(ended);
+    EXPECT_FALSE(ended->exited);
+}
+
+TEST_F(SandboxTest, Sandbox_HolderLivesInItsCgroupAndStopEndsIt) {
+    start(default_like_policy());
+    auto procs = read_file(holder_cgroup_.path() + "/cgroup.procs");
+    ASSERT_TRUE(procs);
+    EXPECT_EQ(*procs, std::to_string(sandbox_.holder_pid()) + "\n");
+    sandbox_.stop();
+    EXPECT_FALSE(sandbox_.active());
+    auto populated = holder_cgroup_.populated();
+    ASSERT_TRUE(populated);
+    EXPECT_FALSE(*populated);
+}
+
+TEST_F(SandboxTest, Sandbox_NoNamespacesMeansNoHolder) {
+    Policy policy;
+    auto sandbox = Sandbox::create(policy, holder_cgroup_, {workdir_, "/workspace"});
+    ASSERT_TRUE(sandbox) << sandbox.error().describe();
+    EXPECT_FALSE(sandbox->active());
+}
+
+TEST_F(SandboxTest, Sandbox_MissingReadWriteSourceIsAnErrorNamingIt) {
+    Policy policy = default_like_policy();
+    policy.filesystem.read_write = {"/nonexistent-corral-path"};
+    auto sandbox = Sandbox::create(policy, holder_cgroup_, {workdir_, "/workspace"});
+    ASSERT_FALSE(sandbox);
+    EXPECT_EQ(sandbox.error().code, ENOENT);
+    EXPECT_NE(sandbox.error().message.find("/nonexistent-corral-path"), std::string::npos)
+        << sandbox.error().describe();
+}
+
+TEST_F(SandboxTest, Sandbox_DevIsMinimalAndUsable) {
+    start(default_like_policy());
+    Output out = run_inside(
+        "ls /dev | tr '\\n' ' '; echo; echo x > /dev/null && head -c 4 /dev/zero | wc -c");
+    EXPECT_EQ(out.text,
+              "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \n4\n");
+}
+
+}  // namespace
+}  // namespace corral
