@@ -1,9 +1,11 @@
 #pragma once
 // Per-process confinement compiled from a Policy once, in the parent, so the child after clone only
 // makes async-signal-safe system calls: no allocation, no libseccomp/libcap calls in the child.
-// Order in the child (apply_confinement): rlimits -> groups/gid/uid (keeping caps across setuid) ->
-// capabilities (bounding, ambient, then capset) -> no_new_privs -> Landlock -> seccomp (last, so
-// the filter does not have to allow the setup calls).
+// Order in the child (apply_confinement): rlimits -> bounding set (needs CAP_SETPCAP, which the uid
+// change clears) -> groups/gid/uid (keeping caps across setuid) -> capset (effective, permitted,
+// inheritable) -> ambient (needs the bits in permitted and inheritable) -> no_new_privs ->
+// Landlock -> seccomp (last, so the filter does not have to allow the setup calls).
+// One file per kernel concern: seccomp.hpp, capabilities.hpp, rlimits.hpp, landlock.hpp.
 
 #include <linux/filter.h>
 #include <sys/resource.h>

@@ -1,0 +1,81 @@
+#include "isolation/confinement.hpp"
+
+#include <sys/prctl.h>
+
+#include "isolation/capabilities.hpp"
+#include "isolation/landlock.hpp"
+#include "isolation/rlimits.hpp"
+#include "isolation/seccomp.hpp"
+
+namespace corral {
+namespace {
+
+Status compile_credentials(const Policy& policy, Confinement& out) {
+    out.drop_capabilities = !policy.capabilities.inherit;
+    out.last_capability = last_capability();
+    if (out.drop_capabilities) {
+        auto mask = capability_mask(policy.capabilities.keep, out.last_capability);
+        if (!mask) return std::move(mask.error());
+        out.keep_capabilities = *mask;
+    }
+    out.change_ids = !policy.user.inherit;
+    if (out.change_ids) {
+        out.uid = policy.user.uid;
+        out.gid = policy.user.gid;
+        out.groups = policy.user.groups;
+    }
+    return {};
+}
+
+// Landlock on a kernel without it: refused under `enforcement: strict`, skipped under best-effort.
+Status compile_landlock(const Policy& policy, Confinement& out) {
+    if (!policy.landlock.enabled()) return {};
+    if (landlock_abi_version() == 0 && policy.enforcement == Enforcement::best_effort) return {};
+    auto ruleset = build_landlock_ruleset(policy.landlock);
+    if (!ruleset) return std::move(ruleset.error());
+    out.landlock_ruleset = std::move(*ruleset);
+    return {};
+}
+
+}  // namespace
+
+Result<Confinement> compile_confinement(const Policy& policy) {
+    Confinement out;
+    auto filter = compile_seccomp(policy.seccomp);
+    if (!filter) return std::move(filter.error());
+    out.seccomp_filter = std::move(*filter);
+    auto credentials = compile_credentials(policy, out);
+    if (!credentials) return std::move(credentials.error());
+    out.rlimits = compile_rlimits(policy.limits);
+    auto landlock = compile_landlock(policy, out);
+    if (!landlock) return std::move(landlock.error());
+    out.no_new_privs = true;  // always: seccomp and Landlock need it, and setuid binaries must not escalate
+    return out;
+}
+
+const char* apply_confinement(const Confinement& c) {
+    if (const char* step = apply_rlimits(c.rlimits.data(), c.rlimits.size())) return step;
+    if (c.drop_capabilities) {
+        if (const char* step = drop_bounding_capabilities(c.keep_capabilities, c.last_capability))
+            return step;
+    }
+    if (c.change_ids) {
+        if (const char* step = change_credentials(c.uid, c.gid, c.groups.data(), c.groups.size(),
+                                                  c.drop_capabilities))
+            return step;
+    }
+    if (c.drop_capabilities) {
+        if (const char* step = set_capability_sets(c.keep_capabilities)) return step;
+        if (const char* step = set_ambient_capabilities(c.keep_capabilities, c.last_capability))
+            return step;
+    }
+    if (c.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "no_new_privs";
+    if (c.landlock_ruleset.valid() && landlock_restrict(c.landlock_ruleset.get()) != 0)
+        return "landlock_restrict_self";
+    if (!c.seccomp_filter.empty() &&
+        install_seccomp_filter(c.seccomp_filter.data(), c.seccomp_filter.size()) != 0)
+        return "seccomp";
+    return nullptr;
+}
+
+}  // namespace corral

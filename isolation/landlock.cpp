@@ -1,0 +1,86 @@
+#include "isolation/landlock.hpp"
+
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+namespace corral {
+namespace {
+
+// Rights newer than Debian 12's <linux/landlock.h>; values are kernel ABI.
+constexpr uint64_t kTruncate = 1ULL << 14;  // ABI 3
+constexpr uint64_t kIoctlDev = 1ULL << 15;  // ABI 5
+
+constexpr uint64_t kReadRights =
+    LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+// The only rights a rule on a non-directory may carry (the kernel refuses others with EINVAL).
+constexpr uint64_t kFileRights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                                 LANDLOCK_ACCESS_FS_READ_FILE | kTruncate | kIoctlDev;
+
+// The filesystem rights an ABI version handles.
+uint64_t handled_rights(int abi) {
+    uint64_t rights = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;  // ABI 1: bits 0..12
+    if (abi >= 2) rights |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= 3) rights |= kTruncate;
+    if (abi >= 5) rights |= kIoctlDev;
+    return rights;
+}
+
+// Only the first member of landlock_ruleset_attr: newer kernels accept a shorter struct, and
+// network rules and scopes are not part of corral's Landlock policy.
+struct RulesetAttr {
+    uint64_t handled_access_fs;
+};
+
+Status add_path_rule(int ruleset, const std::string& path, uint64_t rights, uint64_t handled,
+                     const std::string& key) {
+    UniqueFd fd(open(path.c_str(), O_PATH | O_CLOEXEC));
+    if (!fd) return sys_error(key + ": `" + path + "`");
+    struct stat st {};
+    if (fstat(fd.get(), &st) != 0) return sys_error(key + ": stat `" + path + "`");
+    if (!S_ISDIR(st.st_mode)) rights &= kFileRights;
+    landlock_path_beneath_attr rule{};
+    rule.allowed_access = rights & handled;
+    rule.parent_fd = fd.get();
+    if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) != 0) {
+        return sys_error(key + ": landlock_add_rule `" + path + "`");
+    }
+    return {};
+}
+
+}  // namespace
+
+int landlock_abi_version() {
+    long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return abi > 0 ? static_cast<int>(abi) : 0;
+}
+
+Result<UniqueFd> build_landlock_ruleset(const LandlockSpec& spec) {
+    int abi = landlock_abi_version();
+    if (abi == 0) return plain_error("landlock: not supported or disabled on this kernel");
+    const uint64_t handled = handled_rights(abi);
+    RulesetAttr attr{handled};
+    UniqueFd ruleset(static_cast<int>(
+        syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0)));  // fd is O_CLOEXEC
+    if (!ruleset) return sys_error("landlock_create_ruleset");
+    for (const std::string& path : spec.read) {
+        auto added = add_path_rule(ruleset.get(), path, kReadRights, handled, "landlock.read");
+        if (!added) return std::move(added.error());
+    }
+    for (const std::string& path : spec.write) {
+        auto added = add_path_rule(ruleset.get(), path, handled, handled, "landlock.write");
+        if (!added) return std::move(added.error());
+    }
+    return ruleset;
+}
+
+int landlock_restrict(int ruleset_fd) {
+    return static_cast<int>(syscall(SYS_landlock_restrict_self, ruleset_fd, 0));
+}
+
+}  // namespace corral
