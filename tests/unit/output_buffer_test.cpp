@@ -1,0 +1,142 @@
+// OutputBuffer: the bounded, offset-addressed record of one output stream.
+#include "sessions/output_buffer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace corral {
+namespace {
+
+// The byte at absolute offset `i` of the test streams: a fixed, non-periodic-looking pattern so an
+// off-by-one in offsets shows up as a mismatch.
+char pattern_byte(uint64_t i) { return static_cast<char>((i * 2654435761u) >> 13); }
+
+std::string pattern(uint64_t from, std::size_t count) {
+    std::string out(count, '\0');
+    for (std::size_t k = 0; k < count; ++k) out[k] = pattern_byte(from + k);
+    return out;
+}
+
+TEST(OutputBuffer, KeepsEverythingUnderTheCap) {
+    OutputBuffer buffer(64);
+    buffer.append("hello ");
+    buffer.append("world");
+    EXPECT_EQ(buffer.total_written(), 11u);
+    EXPECT_EQ(buffer.dropped(), 0u);
+    EXPECT_FALSE(buffer.truncated());
+    EXPECT_EQ(buffer.contents(), "hello world");
+    auto slice = buffer.read(6, 100);
+    EXPECT_EQ(slice.bytes, "world");
+    EXPECT_EQ(slice.offset, 6u);
+    EXPECT_EQ(slice.skipped, 0u);
+}
+
+TEST(OutputBuffer, KeepsTheLatestCapBytesAndCountsTheDropped) {
+    OutputBuffer buffer(10);
+    buffer.append("0123456789");
+    buffer.append("abc");
+    EXPECT_EQ(buffer.contents(), "3456789abc");
+    EXPECT_EQ(buffer.total_written(), 13u);
+    EXPECT_EQ(buffer.dropped(), 3u);
+    EXPECT_TRUE(buffer.truncated());
+    EXPECT_EQ(buffer.start_offset(), 3u);
+    EXPECT_EQ(buffer.end_offset(), 13u);
+    EXPECT_EQ(buffer.size(), 10u);
+}
+
+TEST(OutputBuffer, ReadFromADroppedOffsetResumesAtTheWindowAndSaysWhatWasSkipped) {
+    OutputBuffer buffer(10);
+    buffer.append("0123456789abcdef");  // retains "6789abcdef" at offsets 6..15
+    auto slice = buffer.read(2, 3);
+    EXPECT_EQ(slice.skipped, 4u);
+    EXPECT_EQ(slice.offset, 6u);
+    EXPECT_EQ(slice.bytes, "678");
+}
+
+TEST(OutputBuffer, ReadAtOrPastTheEndReturnsNothingAtTheEnd) {
+    OutputBuffer buffer(10);
+    buffer.append("abc");
+    auto at_end = buffer.read(3, 10);
+    EXPECT_TRUE(at_end.bytes.empty());
+    EXPECT_EQ(at_end.offset, 3u);
+    auto past = buffer.read(100, 10);
+    EXPECT_TRUE(past.bytes.empty());
+    EXPECT_EQ(past.offset, 3u);
+    EXPECT_EQ(past.skipped, 0u);
+}
+
+TEST(OutputBuffer, ASingleWriteLargerThanTheCapKeepsItsTail) {
+    OutputBuffer buffer(8);
+    buffer.append("xy");
+    buffer.append("ABCDEFGHIJKL");
+    EXPECT_EQ(buffer.contents(), "EFGHIJKL");
+    EXPECT_EQ(buffer.start_offset(), 6u);
+    EXPECT_EQ(buffer.read(6, 2).bytes, "EF");
+}
+
+TEST(OutputBuffer, ZeroCapRetainsNothingButCounts) {
+    OutputBuffer buffer(0);
+    buffer.append("abcdef");
+    EXPECT_EQ(buffer.total_written(), 6u);
+    EXPECT_EQ(buffer.dropped(), 6u);
+    EXPECT_TRUE(buffer.truncated());
+    EXPECT_EQ(buffer.contents(), "");
+    auto slice = buffer.read(0, 10);
+    EXPECT_TRUE(slice.bytes.empty());
+    EXPECT_EQ(slice.offset, 6u);
+}
+
+TEST(OutputBuffer, QuietStreamsAllocateLittle) {
+    OutputBuffer buffer(16u << 20);
+    buffer.append("one line\n");
+    EXPECT_LE(buffer.memory_capacity(), 8192u);
+}
+
+TEST(OutputBuffer, Writing100MiBThroughA1MiBCapStaysBoundedWithExactOffsets) {
+    const std::size_t cap = 1u << 20;
+    const uint64_t total = 100ull << 20;
+    OutputBuffer buffer(cap);
+    uint64_t written = 0;
+    // Odd chunk sizes so writes straddle the ring's wrap point at ever-different places.
+    const std::size_t chunks[] = {1, 4093, 65537, 333, 1u << 20, 7, 200003};
+    for (std::size_t i = 0; written < total; ++i) {
+        std::size_t n = std::min<uint64_t>(chunks[i % std::size(chunks)], total - written);
+        buffer.append(pattern(written, n));
+        written += n;
+        ASSERT_LE(buffer.memory_capacity(), cap);
+        ASSERT_LE(buffer.size(), cap);
+        if (i % 97 == 0) {
+            // The window always holds exactly the latest min(cap, written) bytes.
+            auto tail = buffer.read(buffer.start_offset(), 4096);
+            ASSERT_EQ(tail.bytes, pattern(buffer.start_offset(), tail.bytes.size()));
+        }
+    }
+    EXPECT_EQ(buffer.total_written(), total);
+    EXPECT_EQ(buffer.dropped(), total - cap);
+    EXPECT_EQ(buffer.start_offset(), total - cap);
+    EXPECT_EQ(buffer.contents(), pattern(total - cap, cap));
+
+    auto resumed = buffer.read(12345, 1000);
+    EXPECT_EQ(resumed.offset, total - cap);
+    EXPECT_EQ(resumed.skipped, total - cap - 12345);
+    EXPECT_EQ(resumed.bytes, pattern(total - cap, 1000));
+
+    auto last = buffer.read(total - 10, 100);
+    EXPECT_EQ(last.offset, total - 10);
+    EXPECT_EQ(last.bytes, pattern(total - 10, 10));
+}
+
+TEST(OutputBuffer, ReadsAcrossTheWrapPoint) {
+    OutputBuffer buffer(16);
+    for (int i = 0; i < 5; ++i) buffer.append(pattern(i * 7, 7));  // 35 bytes, wraps twice
+    EXPECT_EQ(buffer.contents(), pattern(35 - 16, 16));
+    for (uint64_t off = 19; off < 35; ++off) {
+        auto slice = buffer.read(off, 5);
+        EXPECT_EQ(slice.offset, off);
+        EXPECT_EQ(slice.bytes, pattern(off, std::min<uint64_t>(5, 35 - off)));
+    }
+}
+
+}  // namespace
+}  // namespace corral
