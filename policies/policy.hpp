@@ -29,6 +29,8 @@ struct UserSpec {
     uid_t uid = 0;
     gid_t gid = 0;
     std::vector<gid_t> groups;  ///< supplementary groups; empty clears them (unless inherit)
+
+    bool operator==(const UserSpec&) const = default;  ///< field-wise
 };
 
 /// The environment given to processes: optionally cleared, then `pass` copied from the
@@ -37,12 +39,16 @@ struct EnvSpec {
     bool clear = true;
     std::map<std::string, std::string> set;
     std::vector<std::string> pass;
+
+    bool operator==(const EnvSpec&) const = default;  ///< field-wise
 };
 
 /// The session's working directory (the file API's root; the cwd of its processes).
 struct WorkdirSpec {
     std::optional<uint64_t> size;   ///< bytes; a tmpfs of this size when set
     std::string mount = "/workspace";  ///< where processes see it when the mount namespace is on
+
+    bool operator==(const WorkdirSpec&) const = default;  ///< field-wise
 };
 
 /// Resource limits. Unset optionals mean "no limit".
@@ -59,6 +65,8 @@ struct Limits {
     std::optional<uint64_t> stack;       ///< RLIMIT_STACK bytes
     uint64_t output = 16ull << 20;       ///< bytes of stdout/stderr kept per process stream
     bool oom_group = false;              ///< an OOM kill ends every process of the session
+
+    bool operator==(const Limits&) const = default;  ///< field-wise
 };
 
 /// Time limits. Unset = none.
@@ -67,6 +75,8 @@ struct Timeouts {
     std::optional<Millis> session;  ///< absolute lifetime of the session
     std::optional<Millis> idle;     ///< no API activity and no running process for this long
     Millis grace{5000};             ///< SIGTERM -> grace -> cgroup.kill
+
+    bool operator==(const Timeouts&) const = default;  ///< field-wise
 };
 
 /// Which namespaces the session gets. All of a session's processes share them.
@@ -77,6 +87,8 @@ struct NamespaceSpec {
     bool uts = false;
     bool user = false;
     NetworkMode network = NetworkMode::host;
+
+    bool operator==(const NamespaceSpec&) const = default;  ///< field-wise
 };
 
 /// Filesystem view (needs the mount namespace). Paths are absolute host paths.
@@ -86,12 +98,16 @@ struct FilesystemSpec {
     std::vector<std::string> hidden;       ///< replaced by an empty, read-only directory
     std::map<std::string, uint64_t> tmpfs; ///< path -> size in bytes; fresh and writable
     std::string hostname = "corral";       ///< with the uts namespace
+
+    bool operator==(const FilesystemSpec&) const = default;  ///< field-wise
 };
 
 /// Network: leased host ports and the egress allow-list (host:port on the host's loopback).
 struct NetworkSpec {
     unsigned ports = 0;
     std::vector<std::string> allow;
+
+    bool operator==(const NetworkSpec&) const = default;  ///< field-wise
 };
 
 /// seccomp filter. `preset` is "default", "strict" or "none"; deny/allow hold syscall names and
@@ -102,6 +118,8 @@ struct SeccompSpec {
     std::vector<std::string> allow;
     SeccompAction action = SeccompAction::errno_code;
     int errno_value = 1;  ///< EPERM; returned with action errno_code
+
+    bool operator==(const SeccompSpec&) const = default;  ///< field-wise
 };
 
 /// Capabilities kept (names like "CAP_NET_BIND_SERVICE" or "net_bind_service"); all others are
@@ -109,6 +127,8 @@ struct SeccompSpec {
 struct CapabilitySpec {
     bool inherit = false;  ///< keep whatever the caller has (preset `none`)
     std::vector<std::string> keep;
+
+    bool operator==(const CapabilitySpec&) const = default;  ///< field-wise
 };
 
 /// Landlock: paths readable and writable; everything else denied. Empty = Landlock off.
@@ -116,6 +136,8 @@ struct LandlockSpec {
     std::vector<std::string> read;
     std::vector<std::string> write;
     bool enabled() const { return !read.empty() || !write.empty(); }
+
+    bool operator==(const LandlockSpec&) const = default;  ///< field-wise
 };
 
 /// A whole, resolved policy.
@@ -135,6 +157,8 @@ struct Policy {
     LandlockSpec landlock;
     Enforcement enforcement = Enforcement::strict;
     bool no_new_privs = true;  ///< always true; kept here so reports can show it
+
+    bool operator==(const Policy&) const = default;  ///< field-wise
 };
 
 }  // namespace corral
