@@ -21,7 +21,9 @@ std::string normalized_name(std::string name) {
     return name;
 }
 
-bool has(uint64_t mask, int cap) { return (mask >> cap) & 1u; }
+bool has(uint64_t mask, int cap) {
+    return (mask >> cap) & 1u;
+}
 
 // Reads the calling thread's effective set (raw capget; async-signal-safe).
 bool effective_has(int cap) {
@@ -95,10 +97,12 @@ const char* set_capability_sets(uint64_t keep) {
 }
 
 const char* set_ambient_capabilities(uint64_t keep, int last_cap) {
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) return "clear ambient capabilities";
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+        return "clear ambient capabilities";
     for (int cap = 0; cap <= last_cap; ++cap) {
         if (!has(keep, cap)) continue;
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) return "raise ambient capability";
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0)
+            return "raise ambient capability";
     }
     return nullptr;
 }

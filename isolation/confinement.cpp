@@ -49,7 +49,8 @@ Result<Confinement> compile_confinement(const Policy& policy) {
     out.rlimits = compile_rlimits(policy.limits);
     auto landlock = compile_landlock(policy, out);
     if (!landlock) return std::move(landlock.error());
-    out.no_new_privs = true;  // always: seccomp and Landlock need it, and setuid binaries must not escalate
+    out.no_new_privs =
+        true;  // always: seccomp and Landlock need it, and setuid binaries must not escalate
     return out;
 }
 

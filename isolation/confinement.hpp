@@ -38,7 +38,7 @@ struct Confinement {
     gid_t gid = 0;
     std::vector<gid_t> groups;
     std::vector<RlimitStep> rlimits;
-    UniqueFd landlock_ruleset;                ///< -1: no Landlock
+    UniqueFd landlock_ruleset;  ///< -1: no Landlock
     bool no_new_privs = true;
 };
 

@@ -13,19 +13,26 @@ RlimitStep step(int resource, uint64_t value) {
     return RlimitStep{resource, rlimit{limit, limit}};
 }
 
-void add_if_set(std::vector<RlimitStep>& steps, int resource, const std::optional<uint64_t>& value) {
+void add_if_set(std::vector<RlimitStep>& steps, int resource,
+                const std::optional<uint64_t>& value) {
     if (value) steps.push_back(step(resource, *value));
 }
 
 // A string literal per resource, so a failure report says which limit the kernel refused.
 const char* step_name(int resource) {
     switch (resource) {
-        case RLIMIT_NOFILE: return "setrlimit RLIMIT_NOFILE";
-        case RLIMIT_CORE: return "setrlimit RLIMIT_CORE";
-        case RLIMIT_FSIZE: return "setrlimit RLIMIT_FSIZE";
-        case RLIMIT_NPROC: return "setrlimit RLIMIT_NPROC";
-        case RLIMIT_STACK: return "setrlimit RLIMIT_STACK";
-        default: return "setrlimit";
+        case RLIMIT_NOFILE:
+            return "setrlimit RLIMIT_NOFILE";
+        case RLIMIT_CORE:
+            return "setrlimit RLIMIT_CORE";
+        case RLIMIT_FSIZE:
+            return "setrlimit RLIMIT_FSIZE";
+        case RLIMIT_NPROC:
+            return "setrlimit RLIMIT_NPROC";
+        case RLIMIT_STACK:
+            return "setrlimit RLIMIT_STACK";
+        default:
+            return "setrlimit";
     }
 }
 

@@ -22,13 +22,33 @@ namespace {
 
 using NameSet = std::set<std::string>;
 
-// Docker-default-like deny list of the "default" preset. Names and groups; expanded at compile time.
+// Docker-default-like deny list of the "default" preset. Names and groups; expanded at compile
+// time.
 const std::vector<std::string> kDefaultDeny = {
-    "@clock",     "@cpu-emulation", "@debug",           "@keyring",          "@module",
-    "@mount",     "@namespaces",    "@obsolete",        "@raw-io",           "@reboot",
-    "@swap",      "acct",           "bpf",              "fanotify_init",     "io_uring_enter",
-    "io_uring_register", "io_uring_setup", "name_to_handle_at", "open_by_handle_at", "quotactl",
-    "quotactl_fd", "syslog",        "userfaultfd",      "vhangup",
+    "@clock",
+    "@cpu-emulation",
+    "@debug",
+    "@keyring",
+    "@module",
+    "@mount",
+    "@namespaces",
+    "@obsolete",
+    "@raw-io",
+    "@reboot",
+    "@swap",
+    "acct",
+    "bpf",
+    "fanotify_init",
+    "io_uring_enter",
+    "io_uring_register",
+    "io_uring_setup",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
+    "userfaultfd",
+    "vhangup",
 };
 
 // Allow list of the "strict" preset.
@@ -36,12 +56,13 @@ const std::vector<std::string> kStrictAllow = {"@system-service"};
 
 // Every CLONE_NEW* flag clone(2) accepts. CLONE_NEWTIME is left out: its bit (0x80) lies in the
 // exit-signal byte of clone(2)'s flags and is only meaningful for unshare/clone3.
-constexpr uint64_t kCloneNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,   CLONE_NEWUSER,
-                                             CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP};
+constexpr uint64_t kCloneNamespaceFlags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
+                                             CLONE_NEWUSER,  CLONE_NEWPID, CLONE_NEWNET,
+                                             CLONE_NEWCGROUP};
 
 /// Owns a libseccomp filter context.
 class SeccompContext {
-public:
+  public:
     explicit SeccompContext(uint32_t default_action) : ctx_(seccomp_init(default_action)) {}
     ~SeccompContext() {
         if (ctx_ != nullptr) seccomp_release(ctx_);
@@ -50,7 +71,7 @@ public:
     SeccompContext& operator=(const SeccompContext&) = delete;
     scmp_filter_ctx get() const { return ctx_; }
 
-private:
+  private:
     scmp_filter_ctx ctx_;
 };
 
@@ -87,7 +108,8 @@ Result<uint32_t> policy_action(const SeccompSpec& spec) {
 // change nothing). Names that exist for libseccomp but not on this architecture (a group member
 // from another ABI) cannot be called here, so there is nothing to filter.
 Status add_rule(const SeccompContext& ctx, uint32_t default_action, uint32_t action,
-                const std::string& name, unsigned arg_count = 0, const scmp_arg_cmp* args = nullptr) {
+                const std::string& name, unsigned arg_count = 0,
+                const scmp_arg_cmp* args = nullptr) {
     if (action == default_action) return {};
     int nr = seccomp_syscall_resolve_name(name.c_str());
     if (nr < 0) return {};

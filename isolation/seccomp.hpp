@@ -26,7 +26,8 @@
 
 namespace corral {
 
-/// Whether this kernel supports seccomp filters with SECCOMP_RET_KILL_PROCESS (for `corral doctor`).
+/// Whether this kernel supports seccomp filters with SECCOMP_RET_KILL_PROCESS (for `corral
+/// doctor`).
 bool seccomp_available();
 
 /// Installs a BPF program on the calling thread. Async-signal-safe; needs no_new_privs (or

@@ -9,8 +9,9 @@ namespace {
 // The group table. Rules for editing it:
 //  - keep it sorted by name (a unit test checks; lookup is a binary search);
 //  - list only syscall names that exist on x86_64, the architecture corral builds for and filters
-//    (seccomp filters are native-arch only). The unit test resolves every name with libseccomp, so a
-//    typo or a name from another architecture (vm86, pciconfig_read, ...) fails the build's tests;
+//    (seccomp filters are native-arch only). The unit test resolves every name with libseccomp, so
+//    a typo or a name from another architecture (vm86, pciconfig_read, ...) fails the build's
+//    tests;
 //  - "@group" entries include another group; includes are resolved recursively by expand_syscalls.
 //
 // Namespace creation cannot be expressed by names alone: clone(2) takes CLONE_NEW* in its flags
@@ -24,13 +25,11 @@ constexpr SyscallGroup kGroups[] = {
     {"@basic-io", "Read, write and close already-open file descriptors",
      "close close_range dup dup2 dup3 lseek pread64 preadv preadv2 pwrite64 pwritev pwritev2 read "
      "readv write writev"},
-    {"@chown", "Change file ownership",
-     "chown fchown fchownat lchown"},
-    {"@clock", "Set the system clock",
-     "adjtimex clock_adjtime clock_settime settimeofday"},
-    {"@cpu-emulation", "Emulate other CPU modes (LDT changes)",
-     "modify_ldt"},
-    {"@debug", "Inspect or modify other processes: tracing, profiling, cross-process memory and fds",
+    {"@chown", "Change file ownership", "chown fchown fchownat lchown"},
+    {"@clock", "Set the system clock", "adjtimex clock_adjtime clock_settime settimeofday"},
+    {"@cpu-emulation", "Emulate other CPU modes (LDT changes)", "modify_ldt"},
+    {"@debug",
+     "Inspect or modify other processes: tracing, profiling, cross-process memory and fds",
      "kcmp lookup_dcookie perf_event_open pidfd_getfd process_madvise process_vm_readv "
      "process_vm_writev ptrace"},
     {"@default", "What every program needs: memory, threads, time, identity queries, exit",
@@ -40,24 +39,26 @@ constexpr SyscallGroup kGroups[] = {
      "mmap mprotect munmap nanosleep pause prlimit64 restart_syscall rseq rt_sigreturn "
      "sched_getaffinity sched_yield set_robust_list set_thread_area set_tid_address time"},
     {"@file-system", "Open, create, inspect, rename and remove files and directories",
-     "access chdir chmod creat faccessat faccessat2 fallocate fchdir fchmod fchmodat fchmodat2 fcntl "
-     "fgetxattr flistxattr fremovexattr fsetxattr fstat fstatfs ftruncate futimesat getcwd getdents "
+     "access chdir chmod creat faccessat faccessat2 fallocate fchdir fchmod fchmodat fchmodat2 "
+     "fcntl "
+     "fgetxattr flistxattr fremovexattr fsetxattr fstat fstatfs ftruncate futimesat getcwd "
+     "getdents "
      "getdents64 getxattr inotify_add_watch inotify_init inotify_init1 inotify_rm_watch lgetxattr "
      "link linkat listxattr llistxattr lremovexattr lsetxattr lstat mkdir mkdirat mknod mknodat "
-     "newfstatat open openat openat2 readlink readlinkat removexattr rename renameat renameat2 rmdir "
-     "setxattr stat statfs statx symlink symlinkat truncate unlink unlinkat utime utimensat utimes"},
+     "newfstatat open openat openat2 readlink readlinkat removexattr rename renameat renameat2 "
+     "rmdir "
+     "setxattr stat statfs statx symlink symlinkat truncate unlink unlinkat utime utimensat "
+     "utimes"},
     {"@io-event", "Wait for events on file descriptors",
-     "epoll_create epoll_create1 epoll_ctl epoll_pwait epoll_pwait2 epoll_wait eventfd eventfd2 poll "
+     "epoll_create epoll_create1 epoll_ctl epoll_pwait epoll_pwait2 epoll_wait eventfd eventfd2 "
+     "poll "
      "ppoll pselect6 select"},
     {"@ipc", "Pipes, SysV and POSIX message queues, semaphores and shared memory",
      "memfd_create mq_getsetattr mq_notify mq_open mq_timedreceive mq_timedsend mq_unlink msgctl "
      "msgget msgrcv msgsnd pipe pipe2 semctl semget semop semtimedop shmat shmctl shmdt shmget"},
-    {"@keyring", "The kernel keyring",
-     "add_key keyctl request_key"},
-    {"@memlock", "Lock memory into RAM",
-     "mlock mlock2 mlockall munlock munlockall"},
-    {"@module", "Load and unload kernel modules",
-     "delete_module finit_module init_module"},
+    {"@keyring", "The kernel keyring", "add_key keyctl request_key"},
+    {"@memlock", "Lock memory into RAM", "mlock mlock2 mlockall munlock munlockall"},
+    {"@module", "Load and unload kernel modules", "delete_module finit_module init_module"},
     {"@mount", "Mount, unmount and change the root directory",
      "chroot fsconfig fsmount fsopen fspick mount mount_setattr move_mount open_tree pivot_root "
      "umount2"},
@@ -76,10 +77,8 @@ constexpr SyscallGroup kGroups[] = {
     {"@process", "Create, run, signal and wait for processes and threads",
      "capget clone clone3 execve execveat fork getrusage kill pidfd_open pidfd_send_signal prctl "
      "rt_sigqueueinfo rt_tgsigqueueinfo tgkill times tkill vfork wait4 waitid"},
-    {"@raw-io", "Direct hardware port access",
-     "ioperm iopl"},
-    {"@reboot", "Reboot or load a new kernel",
-     "kexec_file_load kexec_load reboot"},
+    {"@raw-io", "Direct hardware port access", "ioperm iopl"},
+    {"@reboot", "Reboot or load a new kernel", "kexec_file_load kexec_load reboot"},
     {"@resources", "Change scheduling, memory placement and resource limits",
      "ioprio_set mbind migrate_pages move_pages sched_setaffinity sched_setattr sched_setparam "
      "sched_setscheduler set_mempolicy set_mempolicy_home_node setpriority setrlimit"},
@@ -90,10 +89,8 @@ constexpr SyscallGroup kGroups[] = {
     {"@signal", "Handle and wait for signals",
      "rt_sigaction rt_sigpending rt_sigprocmask rt_sigsuspend rt_sigtimedwait sigaltstack signalfd "
      "signalfd4"},
-    {"@swap", "Enable and disable swap",
-     "swapoff swapon"},
-    {"@sync", "Flush file data to storage",
-     "fdatasync fsync msync sync sync_file_range syncfs"},
+    {"@swap", "Enable and disable swap", "swapoff swapon"},
+    {"@sync", "Flush file data to storage", "fdatasync fsync msync sync sync_file_range syncfs"},
     {"@system-service", "What ordinary services, shells, coreutils and interpreters use",
      "@basic-io @chown @default @file-system @io-event @ipc @memlock @network-io @process "
      "@resources @sandbox @setuid @signal @sync @timer capset copy_file_range fadvise64 flock "
@@ -144,12 +141,15 @@ Status expand_one(std::string_view name, std::set<std::string, std::less<>>& vis
 
 }  // namespace
 
-std::span<const SyscallGroup> syscall_groups() { return kGroups; }
+std::span<const SyscallGroup> syscall_groups() {
+    return kGroups;
+}
 
 const SyscallGroup* find_syscall_group(std::string_view name) {
     auto groups = syscall_groups();
-    auto it = std::lower_bound(groups.begin(), groups.end(), name,
-                               [](const SyscallGroup& g, std::string_view n) { return g.name < n; });
+    auto it =
+        std::lower_bound(groups.begin(), groups.end(), name,
+                         [](const SyscallGroup& g, std::string_view n) { return g.name < n; });
     if (it == groups.end() || it->name != name) return nullptr;
     return &*it;
 }

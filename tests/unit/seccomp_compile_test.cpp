@@ -1,7 +1,8 @@
-// compile_seccomp (isolation/seccomp.cpp): presets, name errors, deny/allow interplay. No privileges:
-// besides compiling, a few tests install the compiled program in a forked child (seccomp with
-// no_new_privs needs none) and check what real system calls return there.
+// compile_seccomp (isolation/seccomp.cpp): presets, name errors, deny/allow interplay. No
+// privileges: besides compiling, a few tests install the compiled program in a forked child
+// (seccomp with no_new_privs needs none) and check what real system calls return there.
 
+#include <gtest/gtest.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -10,8 +11,6 @@
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cerrno>
 #include <functional>
@@ -56,7 +55,9 @@ int run_filtered(const std::vector<sock_filter>& program, const std::function<in
 }
 
 // 1 when the raw call fails with `expected_errno`, 0 otherwise.
-int fails_with(long result, int expected_errno) { return result == -1 && errno == expected_errno; }
+int fails_with(long result, int expected_errno) {
+    return result == -1 && errno == expected_errno;
+}
 
 long raw_clone3() {
     clone_args args{};
@@ -109,67 +110,108 @@ TEST(SeccompCompile, ErrnoOutOfRangeIsAnError) {
 
 TEST(SeccompCompile, DefaultPresetDeniesPtraceButNotOrdinaryCalls) {
     auto program = compiled(spec_of("default"));
-    EXPECT_EQ(run_filtered(program, [] { return fails_with(ptrace(PTRACE_TRACEME, 0, 0, 0), kFilterErrno); }), 1);
-    EXPECT_EQ(run_filtered(program, [] { return fails_with(syscall(SYS_unshare, CLONE_NEWNS), kFilterErrno); }), 1);
-    EXPECT_EQ(run_filtered(program, [] { utsname u; return getppid() > 0 && uname(&u) == 0; }), 1);
+    EXPECT_EQ(
+        run_filtered(program,
+                     [] { return fails_with(ptrace(PTRACE_TRACEME, 0, 0, 0), kFilterErrno); }),
+        1);
+    EXPECT_EQ(
+        run_filtered(program,
+                     [] { return fails_with(syscall(SYS_unshare, CLONE_NEWNS), kFilterErrno); }),
+        1);
+    EXPECT_EQ(run_filtered(program,
+                           [] {
+                               utsname u;
+                               return getppid() > 0 && uname(&u) == 0;
+                           }),
+              1);
 }
 
 TEST(SeccompCompile, AllowRemovesNamesFromTheDefaultDenyList) {
     auto program = compiled(spec_of("default", {}, {"ptrace"}));
     // Unfiltered, PTRACE_TRACEME succeeds (or fails with a kernel errno, never ours).
-    EXPECT_EQ(run_filtered(program, [] { return !fails_with(ptrace(PTRACE_TRACEME, 0, 0, 0), kFilterErrno); }), 1);
+    EXPECT_EQ(
+        run_filtered(program,
+                     [] { return !fails_with(ptrace(PTRACE_TRACEME, 0, 0, 0), kFilterErrno); }),
+        1);
 }
 
 TEST(SeccompCompile, DenyWinsOverAllow) {
     auto program = compiled(spec_of("default", {"ptrace", "getppid"}, {"ptrace", "getppid"}));
-    EXPECT_EQ(run_filtered(program, [] { return fails_with(ptrace(PTRACE_TRACEME, 0, 0, 0), kFilterErrno); }), 1);
-    EXPECT_EQ(run_filtered(program, [] { return fails_with(syscall(SYS_getppid), kFilterErrno); }), 1);
+    EXPECT_EQ(
+        run_filtered(program,
+                     [] { return fails_with(ptrace(PTRACE_TRACEME, 0, 0, 0), kFilterErrno); }),
+        1);
+    EXPECT_EQ(run_filtered(program, [] { return fails_with(syscall(SYS_getppid), kFilterErrno); }),
+              1);
 
     auto strict = compiled(spec_of("strict", {"uname"}, {"uname"}));
-    EXPECT_EQ(run_filtered(strict, [] { return fails_with(syscall(SYS_uname, nullptr), kFilterErrno); }), 1);
+    EXPECT_EQ(
+        run_filtered(strict, [] { return fails_with(syscall(SYS_uname, nullptr), kFilterErrno); }),
+        1);
 }
 
 TEST(SeccompCompile, DefaultPresetBlocksNamespaceClonesAndAnswersClone3WithEnosys) {
     auto program = compiled(spec_of("default"));
-    EXPECT_EQ(run_filtered(program, [] {
-                  return fails_with(syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0), kFilterErrno);
-              }), 1);
+    EXPECT_EQ(run_filtered(program,
+                           [] {
+                               return fails_with(
+                                   syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0),
+                                   kFilterErrno);
+                           }),
+              1);
     EXPECT_EQ(run_filtered(program, [] { return fails_with(raw_clone3(), ENOSYS); }), 1);
     // Plain fork (clone without namespace flags) still works.
-    EXPECT_EQ(run_filtered(program, [] {
-                  pid_t child = fork();
-                  if (child == 0) _exit(7);
-                  int status = 0;
-                  return child > 0 && waitpid(child, &status, 0) == child && WEXITSTATUS(status) == 7;
-              }), 1);
+    EXPECT_EQ(run_filtered(program,
+                           [] {
+                               pid_t child = fork();
+                               if (child == 0) _exit(7);
+                               int status = 0;
+                               return child > 0 && waitpid(child, &status, 0) == child &&
+                                      WEXITSTATUS(status) == 7;
+                           }),
+              1);
 }
 
 TEST(SeccompCompile, AllowingUnshareLiftsTheCloneRules) {
     auto program = compiled(spec_of("default", {}, {"@namespaces"}));
-    EXPECT_EQ(run_filtered(program, [] {
-                  long child = raw_clone3();
-                  if (child == 0) _exit(0);  // the new child: gone at once
-                  return !fails_with(child, ENOSYS);
-              }), 1);
+    EXPECT_EQ(run_filtered(program,
+                           [] {
+                               long child = raw_clone3();
+                               if (child == 0) _exit(0);  // the new child: gone at once
+                               return !fails_with(child, ENOSYS);
+                           }),
+              1);
 }
 
 TEST(SeccompCompile, StrictPresetAllowsServicesAndDeniesTheRest) {
     auto program = compiled(spec_of("strict"));
     EXPECT_EQ(run_filtered(program, [] { return getpid() > 0 && getppid() > 0; }), 1);
-    EXPECT_EQ(run_filtered(program, [] { return fails_with(syscall(SYS_reboot, 0, 0, 0, 0), kFilterErrno); }), 1);
-    EXPECT_EQ(run_filtered(program, [] { return fails_with(syscall(SYS_mount, "x", "/", "tmpfs", 0, 0), kFilterErrno); }), 1);
+    EXPECT_EQ(
+        run_filtered(program,
+                     [] { return fails_with(syscall(SYS_reboot, 0, 0, 0, 0), kFilterErrno); }),
+        1);
+    EXPECT_EQ(
+        run_filtered(
+            program,
+            [] { return fails_with(syscall(SYS_mount, "x", "/", "tmpfs", 0, 0), kFilterErrno); }),
+        1);
     EXPECT_EQ(run_filtered(program, [] { return fails_with(raw_clone3(), ENOSYS); }), 1);
 }
 
 TEST(SeccompCompile, StrictAllowAddsToTheAllowList) {
     auto program = compiled(spec_of("strict", {}, {"vhangup"}));
-    EXPECT_EQ(run_filtered(program, [] { return !fails_with(syscall(SYS_vhangup), kFilterErrno); }), 1);
+    EXPECT_EQ(run_filtered(program, [] { return !fails_with(syscall(SYS_vhangup), kFilterErrno); }),
+              1);
 }
 
 TEST(SeccompCompile, NonePresetWithDenyFiltersOnlyThose) {
     auto program = compiled(spec_of("none", {"getppid"}));
-    EXPECT_EQ(run_filtered(program, [] { return fails_with(syscall(SYS_getppid), kFilterErrno); }), 1);
-    EXPECT_EQ(run_filtered(program, [] { return !fails_with(ptrace(PTRACE_TRACEME, 0, 0, 0), kFilterErrno); }), 1);
+    EXPECT_EQ(run_filtered(program, [] { return fails_with(syscall(SYS_getppid), kFilterErrno); }),
+              1);
+    EXPECT_EQ(
+        run_filtered(program,
+                     [] { return !fails_with(ptrace(PTRACE_TRACEME, 0, 0, 0), kFilterErrno); }),
+        1);
 }
 
 TEST(SeccompCompile, SeccompIsAvailableOnThisKernel) {
