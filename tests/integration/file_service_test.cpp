@@ -213,6 +213,15 @@ TEST_F(FileServiceTest, SwappingADirectoryForASymlinkNeverLeadsOutside) {
             ::renameat2(AT_FDCWD, d.c_str(), AT_FDCWD, links[i % 2].c_str(), RENAME_EXCHANGE);
         }
     });
+    // Stops and joins the swapper however the test body exits (an ASSERT returns early).
+    struct StopSwapper {
+        std::atomic<bool>& stop;
+        std::thread& thread;
+        ~StopSwapper() {
+            stop = true;
+            if (thread.joinable()) thread.join();
+        }
+    } stop_swapper{stop, swapper};
     int inside_reads = 0, refused = 0;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (std::chrono::steady_clock::now() < deadline) {
