@@ -1,0 +1,84 @@
+#include "supervisor/cli/client_commands.hpp"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "supervisor/cli/client_subcommands.hpp"
+
+namespace corral::cli {
+namespace {
+
+using Handler = int (*)(const std::vector<std::string>&, ClientIo&);
+
+struct ClientCommand {
+    const char* name;
+    Handler handler;
+};
+
+constexpr ClientCommand kClientCommands[] = {
+    {"session", run_session_command}, {"exec", run_exec_command}, {"spawn", run_spawn_command},
+    {"ps", run_ps_command},           {"logs", run_logs_command}, {"kill", run_kill_command},
+    {"cp", run_cp_command},           {"port", run_port_command},
+};
+
+const ClientCommand* find_command(const std::string& word) {
+    for (const auto& command : kClientCommands) {
+        if (word == command.name) return &command;
+    }
+    return nullptr;
+}
+
+std::string env_or_empty(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr ? value : "";
+}
+
+}  // namespace
+
+bool is_client_command(const std::string& word) { return find_command(word) != nullptr; }
+
+int run_client_command(const std::vector<std::string>& args, ClientIo& io) {
+    if (args.empty()) return -1;
+    const ClientCommand* command = find_command(args[0]);
+    if (command == nullptr) return -1;
+    int code = command->handler(std::vector<std::string>(args.begin() + 1, args.end()), io);
+    io.out.flush();
+    io.err.flush();
+    return code;
+}
+
+int run_client_command(const std::vector<std::string>& args) {
+    ClientIo io{std::cout, std::cerr, 0, env_or_empty("CORRAL_SOCKET"), env_or_empty("CORRAL_TOKEN")};
+    return run_client_command(args, io);
+}
+
+std::string client_commands_usage() {
+    return R"(Client commands (talk to corrald):
+  corral session create [--policy NAME|FILE] [--id ID] [--env K=V]... [--cwd DIR]
+                        [--command-timeout 10m] [--json]     prints the session id (tokens with --json)
+  corral session ls [--json]
+  corral session show SID [--json]
+  corral session rm SID [--json]                             ends the session, kills everything in it
+  corral exec SID [--cwd DIR] [--env K=V]... [--timeout 30s] -- CMD ARGS...
+                                 streams the command's output; exits with its code (128+N for signal N)
+  corral spawn SID [--cwd DIR] [--env K=V]... [--timeout 30s] [--json] -- CMD ARGS...
+                                 starts a background process, prints its id
+  corral ps SID [--json]
+  corral logs SID PROC [-f] [--stream stdout|stderr] [--offset N]
+                                 -f follows the output until the process exits
+  corral kill SID PROC [--signal TERM]   without --signal: kills the process and all its descendants
+  corral cp LOCAL SID:PATH | corral cp SID:PATH LOCAL     streamed; LOCAL may be - (stdin/stdout)
+  corral port lease SID | port ls SID | port rm SID PORT | port endpoint SID PORT [--ws]
+
+  Every client command takes --socket PATH|tcp://127.0.0.1:PORT (default $CORRAL_SOCKET, else
+  /run/corral/corrald.sock) and --token TOKEN (default $CORRAL_TOKEN; required over TCP).
+
+Exit codes of the client commands:
+  0 success   1 corrald refused the request   2 bad arguments   3 cannot reach corrald or bad response
+  4 not found (session, process, file, port)  5 local file error (cp, --policy FILE)
+  exec: the command's own code; 128+N if killed by signal N; 124 if it timed out;
+        125 if corral itself failed (any of the errors above)
+)";
+}
+
+}  // namespace corral::cli
