@@ -3,6 +3,8 @@
 
 #include "policies/policy_parser.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <filesystem>
 
 #include "base/file_io.hpp"
@@ -57,6 +59,18 @@ std::string file_id(const fs::path& path) {
     std::error_code ec;
     fs::path canonical = fs::weakly_canonical(path, ec);
     return ec ? path.lexically_normal().string() : canonical.string();
+}
+
+// Unknown keys are found before values are read; report in reading order instead. Problems
+// without a position (line 0) go last.
+void sort_by_position(std::vector<PolicyDiagnostic>& diagnostics) {
+    std::stable_sort(diagnostics.begin(), diagnostics.end(),
+                     [](const PolicyDiagnostic& a, const PolicyDiagnostic& b) {
+                         auto key = [](const PolicyDiagnostic& d) {
+                             return std::pair(d.line == 0 ? INT_MAX : d.line, d.column);
+                         };
+                         return key(a) < key(b);
+                     });
 }
 
 PolicyParseResult diagnostic_only(PolicyDiagnostic diagnostic) {
@@ -165,11 +179,13 @@ PolicyParseResult parse_document(const Document& doc, std::vector<Link>& chain, 
     std::vector<PolicyDiagnostic> parent_diagnostics;
     Policy policy = resolve_base(root, doc, chain, reader, parent_diagnostics);
     chain.pop_back();
-    result.diagnostics.insert(result.diagnostics.begin(), parent_diagnostics.begin(),
-                              parent_diagnostics.end());
     policy.name = default_name(doc.source);  // a name is never inherited
     detail::apply_policy_keys(root, policy, reader);
     if (outermost) detail::check_resolved_policy(policy, reader);
+    sort_by_position(result.diagnostics);
+    // The parent's problems come first: they are usually the cause of the child's.
+    result.diagnostics.insert(result.diagnostics.begin(), parent_diagnostics.begin(),
+                              parent_diagnostics.end());
     if (result.diagnostics.empty()) result.policy = std::move(policy);
     return result;
 }
