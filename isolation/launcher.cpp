@@ -15,6 +15,7 @@
 #include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
+#include "isolation/namespaces.hpp"
 
 namespace corral {
 namespace {
@@ -188,7 +189,13 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
         pid = static_cast<pid_t>(::syscall(SYS_clone, CLONE_PARENT, 0, 0, 0, 0));
     }
     if (pid < 0) child_fail(report_fd, "clone into the session's namespaces", errno);
-    if (pid == 0) exec_child(spec, plan, report_fd);
+    if (pid == 0) {
+        // Only now: CLONE_INTO_CGROUP checks write access to cgroup.procs with our ids, which
+        // the host's root owns.
+        if ((spec.namespace_flags & CLONE_NEWUSER) && !become_namespace_root())
+            child_fail(report_fd, "become root of the user namespace", errno);
+        exec_child(spec, plan, report_fd);
+    }
     write_report(report_fd, ChildReport::started_pid, pid);
     ::_exit(0);
 }

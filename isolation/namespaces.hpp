@@ -19,6 +19,12 @@ int namespace_clone_flags(const NamespaceSpec& spec);
 /// unprivileged gid_map, harmless otherwise), then maps inside 0 to `outside_uid`/`outside_gid`.
 Status write_id_maps(pid_t child, uid_t outside_uid, gid_t outside_gid);
 
+/// Child side, after entering a user namespace (created or joined): switches to the namespace's
+/// uid/gid 0. Until then the process keeps its unmapped host ids and every file it creates fails
+/// with EOVERFLOW. Raw system calls: glibc's setresuid would try to synchronise threads that
+/// exist only in the parent. Async-signal-safe.
+bool become_namespace_root() noexcept;
+
 /// Holder side: sets IFF_UP on `lo` (a new network namespace starts with it down). Returns false
 /// with errno set on failure. Async-signal-safe.
 bool bring_loopback_up() noexcept;

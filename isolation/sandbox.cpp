@@ -69,6 +69,7 @@ void release_descriptors() noexcept {
             n = ::read(plan.go_fd, &go, 1);
         } while (n < 0 && errno == EINTR);
         if (n != 1) ::_exit(127);  // the parent gave up
+        if (!become_namespace_root()) holder_fail(plan, "become root of the user namespace", errno);
     }
     ::umask(022);
     if (plan.flags & CLONE_NEWNS) {

@@ -291,3 +291,22 @@ TEST_F(SandboxTest, Sandbox_DevIsMinimalAndUsable) {
 
 }  // namespace
 }  // namespace corral
+
+namespace corral {
+namespace {
+
+TEST_F(SandboxTest, Sandbox_UserNamespaceMapsInsideRootToThePolicyUser) {
+    Policy policy = default_like_policy();
+    policy.namespaces.user = true;
+    policy.user.inherit = false;
+    policy.user.uid = 65534;
+    policy.user.gid = 65534;
+    start(policy);
+    auto s = spec({"sh", "-c", "id -u; cat /proc/self/uid_map | tr -s ' '"});
+    s.cwd = "/";  // the workdir belongs to the host's root, not to 65534
+    Output out = run(s);
+    EXPECT_EQ(out.text, "0\n 0 65534 1\n");
+}
+
+}  // namespace
+}  // namespace corral
