@@ -36,6 +36,7 @@
 namespace corral {
 
 class FileService;
+class LimitBackend;
 class Session;
 class PortPool;
 class ChildReaper;
@@ -127,7 +128,8 @@ public:
     Result<std::vector<ProcessInfo>> list_processes(const std::string& sid);
     /// One process record.
     Result<ProcessInfo> get_process(const std::string& sid, const std::string& proc);
-    /// Sends a signal to the process's whole leaf cgroup (the process and its descendants).
+    /// Sends a signal to the process itself (through its pidfd), as `kill PID` would; its
+    /// descendants are not signalled (use kill_process for the whole tree).
     /// ESRCH when the record is already final.
     Status signal_process(const std::string& sid, const std::string& proc, int signal);
     /// cgroup.kill on the process's leaf: it and all its descendants, nothing else. The record
@@ -195,10 +197,10 @@ public:
 private:
     struct Tombstone;
     Status initialize();
+    Result<std::string> new_session_id(const std::string& requested);
     Result<std::shared_ptr<Session>> find_active(const std::string& sid);
     Result<std::shared_ptr<Session>> find_any(const std::string& sid);
-    void on_session_ended(const std::shared_ptr<Session>& session);
-    void schedule_retention(const std::string& sid);
+    void on_session_ended(const std::string& sid);
     void remember_tombstone(const SessionInfo& info);
 
     boost::asio::io_context& io_;
@@ -208,10 +210,13 @@ private:
     Cgroup sessions_cgroup_;    ///< <v2_own>/<instance>/sessions
     Cgroup supervisor_cgroup_;  ///< <v2_own>/<instance>/supervisor (when we moved ourselves)
     std::unique_ptr<PortPool> ports_;
+    std::unique_ptr<LimitBackend> limits_;
     std::unique_ptr<ChildReaper> reaper_;
     std::map<std::string, std::shared_ptr<Session>> sessions_;  ///< active, ending, recently ended
+    std::map<std::string, std::shared_ptr<boost::asio::steady_timer>> retention_timers_;
     std::map<std::string, std::unique_ptr<Tombstone>> tombstones_;
     std::vector<std::string> tombstone_order_;
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace corral

@@ -1,0 +1,243 @@
+// Starting a process of a session and answering questions about it. The watching (exit, output,
+// timeout) is in process_supervision.cpp; stdin in process_stdin.cpp.
+#include "sessions/process.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+
+#include "isolation/launcher.hpp"
+#include "sessions/child_reaper.hpp"
+
+namespace corral {
+namespace {
+
+struct Pipe {
+    UniqueFd read_end;
+    UniqueFd write_end;
+};
+
+/// A CLOEXEC pipe (the launcher dup2()s the child's end onto 0/1/2, which clears CLOEXEC there).
+Result<Pipe> make_pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe2");
+    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+Status set_nonblocking(int fd) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return sys_error("fcntl O_NONBLOCK");
+    return {};
+}
+
+}  // namespace
+
+Process::Process(boost::asio::io_context& io, ChildReaper& reaper, ProcessSetup setup,
+                 FinishCallback on_finish)
+    : io_(io),
+      reaper_(reaper),
+      setup_(std::move(setup)),
+      on_finish_(std::move(on_finish)),
+      out_(io, setup_.output_cap),
+      err_(io, setup_.output_cap),
+      stdin_pipe_(io),
+      exit_watch_(io),
+      timeout_timer_(io),
+      grace_timer_(io),
+      settle_timer_(io),
+      started_wall_(std::chrono::system_clock::now()),
+      started_(std::chrono::steady_clock::now()) {}
+
+Process::~Process() { shut_down(); }
+
+Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, ChildReaper& reaper,
+                                                ProcessSetup setup, FinishCallback on_finish) {
+    if (setup.session_cgroup == nullptr) return plain_error("start process: no session cgroup");
+    std::shared_ptr<Process> process(
+        new Process(io, reaper, std::move(setup), std::move(on_finish)));
+    auto leaf = process->setup_.session_cgroup->create_child(process->setup_.id);
+    if (!leaf) return std::move(leaf.error().context("start process " + process->setup_.id));
+    process->leaf_ = std::move(*leaf);
+    if (process->setup_.read_limit_events) process->events_at_start_ = process->setup_.read_limit_events();
+    auto launched = process->launch_into_leaf();
+    if (!launched) {
+        process->record_setup_failure(launched.error());
+        return process;
+    }
+    process->start_watching();
+    return process;
+}
+
+// Pipes, then launch, then the parent's copies of the child's ends are closed (when `child_*`
+// goes out of scope), so EOF on stdout/stderr means every writer is gone.
+Status Process::launch_into_leaf() {
+    auto out_pipe = make_pipe();
+    if (!out_pipe) return std::move(out_pipe.error());
+    auto err_pipe = make_pipe();
+    if (!err_pipe) return std::move(err_pipe.error());
+    std::optional<Pipe> in_pipe;
+    if (setup_.stdin_data || setup_.stdin_open) {
+        auto created = make_pipe();
+        if (!created) return std::move(created.error());
+        in_pipe = std::move(*created);
+    }
+
+    LaunchSpec spec;
+    spec.argv = setup_.argv;
+    spec.env = setup_.env;
+    spec.cwd = setup_.cwd;
+    spec.cgroup_fd = leaf_.dir_fd();
+    spec.extra_cgroup_procs_fds = setup_.limit_join_fds;
+    spec.namespace_holder_pidfd = setup_.holder_pidfd;
+    spec.namespace_flags = setup_.namespace_flags;
+    spec.stdin_fd = in_pipe ? in_pipe->read_end.get() : -1;
+    spec.stdout_fd = out_pipe->write_end.get();
+    spec.stderr_fd = err_pipe->write_end.get();
+    spec.new_session = true;
+    spec.confinement = setup_.confinement;
+    started_wall_ = std::chrono::system_clock::now();
+    started_ = std::chrono::steady_clock::now();
+    auto pid = launch(spec);
+    if (!pid) return std::move(pid.error());
+    main_ = std::move(*pid);
+    launched_ = true;
+    reaper_.add_owned(main_.pid());
+
+    CORRAL_TRY(set_nonblocking(out_pipe->read_end.get()), "stdout pipe");
+    CORRAL_TRY(set_nonblocking(err_pipe->read_end.get()), "stderr pipe");
+    out_.pipe.assign(out_pipe->read_end.release());
+    out_.eof = false;
+    err_.pipe.assign(err_pipe->read_end.release());
+    err_.eof = false;
+    if (in_pipe) {
+        CORRAL_TRY(set_nonblocking(in_pipe->write_end.get()), "stdin pipe");
+        stdin_pipe_.assign(in_pipe->write_end.release());
+    }
+    return {};
+}
+
+void Process::record_setup_failure(const Error& error) {
+    setup_error_ = error.describe();
+    ended_ = std::chrono::steady_clock::now();
+    reason_ = ExitReason::setup_failed;
+    finished_ = true;
+    if (launched_) {
+        // The launch worked but wiring the pipes did not: do not leave it running unobserved.
+        (void)leaf_.kill_all();
+        (void)main_.wait();
+        reaper_.remove_owned(main_.pid());
+    }
+    (void)remove_leaf();
+}
+
+Process::StreamReader& Process::reader(OutputStream stream) {
+    return stream == OutputStream::out ? out_ : err_;
+}
+
+const Process::StreamReader& Process::reader(OutputStream stream) const {
+    return stream == OutputStream::out ? out_ : err_;
+}
+
+ProcessInfo Process::info() const {
+    ProcessInfo info;
+    info.id = setup_.id;
+    info.pid = launched_ ? main_.pid() : -1;
+    info.argv = setup_.argv;
+    info.command = setup_.command;
+    info.cwd = setup_.cwd;
+    info.running = !finished_;
+    info.reason = reason_;
+    if (main_status_) {
+        if (main_status_->exited) {
+            info.exit_code = main_status_->code;
+        } else {
+            info.signal = main_status_->code;
+        }
+    }
+    info.error = setup_error_;
+    info.started_at = started_wall_;
+    const auto end = ended_.value_or(std::chrono::steady_clock::now());
+    info.duration_ms = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - started_).count());
+    info.timeout = setup_.timeout;
+    if (finished_ || !leaf_.valid()) {
+        info.usage = final_usage_;
+    } else if (auto usage = leaf_.usage()) {
+        info.usage = *usage;
+    }
+    for (auto [stats, stream] : {std::pair{&info.stdout_stats, &out_}, std::pair{&info.stderr_stats, &err_}}) {
+        stats->total_bytes = stream->buffer.total_written();
+        stats->dropped_bytes = stream->buffer.dropped();
+        stats->truncated = stream->buffer.truncated();
+        stats->eof = stream->eof;
+    }
+    info.stdin_open = stdin_pipe_.is_open() && !stdin_eof_requested_;
+    return info;
+}
+
+Status Process::signal(int signal) {
+    if (finished_ || !main_running()) {
+        return sys_error(ESRCH, "process " + setup_.id + " has already exited");
+    }
+    killed_by_request_ = true;  // if it dies of this signal, the API killed it
+    CORRAL_TRY(main_.send_signal(signal), "signal process " + setup_.id);
+    return {};
+}
+
+Result<size_t> Process::kill() {
+    if (!leaf_.valid()) return size_t{0};
+    if (main_running()) killed_by_request_ = true;
+    auto killed = leaf_.kill_all();
+    if (!killed) return std::move(killed.error().context("kill process " + setup_.id));
+    return *killed;
+}
+
+size_t Process::terminate() {
+    if (!leaf_.valid()) return 0;
+    if (main_running()) killed_by_request_ = true;
+    auto signalled = leaf_.signal_all(SIGTERM);
+    return signalled ? *signalled : 0;
+}
+
+bool Process::leaf_populated() const {
+    if (!leaf_.valid()) return false;
+    auto populated = leaf_.populated();
+    return populated ? *populated : false;
+}
+
+Status Process::remove_leaf() {
+    if (!leaf_.valid()) return {};
+    Status removed = leaf_.remove(std::chrono::seconds(5));
+    leaf_ = Cgroup{};
+    return removed;
+}
+
+void Process::shut_down() {
+    boost::system::error_code ignored;
+    timeout_timer_.cancel();
+    grace_timer_.cancel();
+    settle_timer_.cancel();
+    exit_watch_.close(ignored);
+    out_.pipe.close(ignored);
+    err_.pipe.close(ignored);
+    stdin_pipe_.close(ignored);
+    for (auto& waiter : exit_waiters_) {
+        if (waiter->timer) waiter->timer->cancel();
+    }
+}
+
+OutputChunk Process::read(OutputStream stream, uint64_t offset, size_t max) const {
+    const StreamReader& source = reader(stream);
+    OutputBuffer::Slice slice = source.buffer.read(offset, max);
+    OutputChunk chunk;
+    chunk.offset = slice.offset;
+    chunk.skipped = slice.skipped;
+    chunk.data = std::move(slice.bytes);
+    chunk.next_offset = chunk.offset + chunk.data.size();
+    chunk.eof = source.eof && chunk.next_offset >= source.buffer.end_offset();
+    return chunk;
+}
+
+}  // namespace corral

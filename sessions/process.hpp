@@ -1,0 +1,192 @@
+#pragma once
+// One process the API started, with everything that watches it: its leaf cgroup (the process and
+// all its descendants), stdout/stderr pipes read into bounded OutputBuffers on the event loop (the
+// daemon keeps reading even when nobody listens, so the process never blocks on a full pipe), its
+// stdin pipe, its pidfd (exit status through waitid(P_PIDFD)), and its command timeout.
+//
+// The record becomes final ("finished") when the main process has exited AND its output is
+// complete: both pipes at EOF — or, when descendants that inherited the pipes outlive it (a
+// `cmd &` in a shell), after a short settle window, so a `run` of such a command still returns.
+// Output that arrives later is still kept. Internal to sessions/; the HTTP layer sees only
+// ProcessInfo and the SessionManager API.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "base/error.hpp"
+#include "isolation/cgroup.hpp"
+#include "isolation/confinement.hpp"
+#include "isolation/exit_reason.hpp"
+#include "isolation/limits.hpp"
+#include "isolation/pid_ref.hpp"
+#include "sessions/output_buffer.hpp"
+#include "sessions/session_types.hpp"
+
+namespace corral {
+
+class ChildReaper;
+
+/// Everything needed to start one process, computed by the session.
+struct ProcessSetup {
+    std::string id;                        ///< "p<N>", also the leaf cgroup's name
+    std::vector<std::string> argv;
+    std::string command;                   ///< original shell command, for the record
+    std::string cwd;                       ///< as the process sees it
+    std::vector<std::string> env;          ///< "KEY=VALUE"
+    std::optional<Millis> timeout;         ///< nullopt: none
+    Millis grace{5000};                    ///< SIGTERM -> grace -> cgroup.kill
+    size_t output_cap = 16u << 20;         ///< bytes kept per stream
+    std::optional<std::string> stdin_data;
+    bool stdin_open = false;
+    const Cgroup* session_cgroup = nullptr;       ///< parent of the leaf
+    std::vector<int> limit_join_fds;              ///< v1 cgroup.procs fds (hybrid limits)
+    int holder_pidfd = -1;                        ///< namespaces to join, -1: none
+    int namespace_flags = 0;
+    const Confinement* confinement = nullptr;
+    std::function<LimitEvents()> read_limit_events;  ///< session-wide counters; may be empty
+};
+
+/// A started process and its record.
+class Process : public std::enable_shared_from_this<Process> {
+public:
+    using FinishCallback = std::function<void(Process&)>;
+
+    /// Creates the leaf cgroup and pipes and launches. A launch (setup) failure gives a finished
+    /// record with reason setup-failed; an Error means the daemon could not even try.
+    static Result<std::shared_ptr<Process>> start(boost::asio::io_context& io,
+                                                  ChildReaper& reaper, ProcessSetup setup,
+                                                  FinishCallback on_finish);
+    ~Process();
+
+    const std::string& id() const { return setup_.id; }
+    /// True once the record is final (exit recorded, output complete or settled).
+    bool finished() const { return finished_; }
+    /// True while the main process has not exited.
+    bool main_running() const { return launched_ && !main_status_ && !main_status_lost_; }
+    /// Snapshot for the API.
+    ProcessInfo info() const;
+
+    /// Signals the main process (pidfd). ESRCH when the record is final.
+    Status signal(int signal);
+    /// cgroup.kill on the leaf: the process and its descendants. 0 when nothing is left.
+    Result<size_t> kill();
+    /// Session end, first step: SIGTERM to the whole leaf; the ending counts as "killed".
+    size_t terminate();
+    /// Whether the leaf still holds processes (the main one or left-behind descendants).
+    bool leaf_populated() const;
+    /// The leaf cgroup (invalid once removed).
+    const Cgroup& leaf() const { return leaf_; }
+    /// Removes the leaf (session end, after everything is dead).
+    Status remove_leaf();
+    /// Cancels all I/O and timers (session teardown); pending waits fire as they stand.
+    void shut_down();
+
+    /// Up to `max` retained bytes of a stream from `offset`.
+    OutputChunk read(OutputStream stream, uint64_t offset, size_t max) const;
+    /// Calls `handler` once when a stream grew past its offset or the record is final.
+    std::shared_ptr<bool> wait_output(uint64_t stdout_offset, uint64_t stderr_offset,
+                                      std::function<void()> handler);
+    /// Calls `handler(true)` when the record is final, `handler(false)` after `timeout`.
+    std::shared_ptr<bool> wait_exit(std::optional<Millis> timeout,
+                                    std::function<void(bool finished)> handler);
+    /// Queues bytes for stdin; closes it afterwards when `eof`.
+    void write_stdin(std::string data, bool eof, std::function<void(Status)> handler);
+
+private:
+    struct StreamReader {
+        explicit StreamReader(boost::asio::io_context& io, size_t cap) : pipe(io), buffer(cap) {}
+        boost::asio::posix::stream_descriptor pipe;
+        OutputBuffer buffer;
+        bool eof = true;  // until a pipe is attached
+        std::vector<char> chunk;
+    };
+    struct ExitWaiter {
+        std::shared_ptr<bool> alive;
+        std::function<void(bool)> handler;
+        std::unique_ptr<boost::asio::steady_timer> timer;
+        bool fired = false;
+    };
+    struct OutputWaiter {
+        std::shared_ptr<bool> alive;
+        uint64_t stdout_offset = 0;
+        uint64_t stderr_offset = 0;
+        std::function<void()> handler;
+    };
+    struct StdinWrite {
+        std::string data;
+        bool eof = false;
+        std::function<void(Status)> handler;
+    };
+
+    Process(boost::asio::io_context& io, ChildReaper& reaper, ProcessSetup setup,
+            FinishCallback on_finish);
+    Status launch_into_leaf();
+    void record_setup_failure(const Error& error);
+    StreamReader& reader(OutputStream stream);
+    const StreamReader& reader(OutputStream stream) const;
+
+    // process_supervision.cpp
+    void start_watching();
+    void read_more(OutputStream stream);
+    void watch_exit();
+    void on_main_exit(std::optional<WaitStatus> status);
+    void arm_timeout();
+    void on_timeout();
+    void maybe_finish();
+    void finish();
+    ExitReason classify() const;
+    void notify_output();
+    void notify_exit();
+    void post(std::shared_ptr<bool> alive, std::function<void()> fn);
+
+    // process_stdin.cpp
+    void write_next_stdin();
+    void close_stdin();
+
+    boost::asio::io_context& io_;
+    ChildReaper& reaper_;
+    ProcessSetup setup_;
+    FinishCallback on_finish_;
+
+    Cgroup leaf_;
+    PidRef main_;
+    bool launched_ = false;
+    StreamReader out_;
+    StreamReader err_;
+    boost::asio::posix::stream_descriptor stdin_pipe_;
+    std::deque<StdinWrite> stdin_queue_;
+    bool stdin_writing_ = false;
+    bool stdin_eof_requested_ = false;
+    boost::asio::posix::stream_descriptor exit_watch_;
+    boost::asio::steady_timer timeout_timer_;
+    boost::asio::steady_timer grace_timer_;
+    boost::asio::steady_timer settle_timer_;
+
+    std::optional<WaitStatus> main_status_;
+    bool main_status_lost_ = false;  // someone else reaped it (should not happen)
+    bool finished_ = false;
+    bool timed_out_ = false;
+    bool killed_by_request_ = false;
+    std::optional<ExitReason> reason_;
+    std::string setup_error_;
+    LimitEvents events_at_start_;
+    ResourceUsage final_usage_;
+    std::chrono::system_clock::time_point started_wall_;
+    std::chrono::steady_clock::time_point started_;
+    std::optional<std::chrono::steady_clock::time_point> ended_;
+
+    std::vector<std::shared_ptr<ExitWaiter>> exit_waiters_;
+    std::vector<OutputWaiter> output_waiters_;
+};
+
+}  // namespace corral

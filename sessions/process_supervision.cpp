@@ -1,0 +1,227 @@
+// Watching a running process on the event loop: output pipes, the pidfd (exit status), the
+// command timeout, and turning all of that into one final record.
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include "sessions/child_reaper.hpp"
+#include "sessions/process.hpp"
+
+namespace corral {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+// How long a record waits for EOF after the main process exited, for descendants that hold the
+// pipes (`cmd &`). A `run` of such a command returns after this; later output is still kept.
+constexpr std::chrono::milliseconds kSettleWindow{500};
+
+}  // namespace
+
+void Process::start_watching() {
+    out_.chunk.resize(kReadChunk);
+    err_.chunk.resize(kReadChunk);
+    read_more(OutputStream::out);
+    read_more(OutputStream::err);
+    watch_exit();
+    arm_timeout();
+    if (setup_.stdin_data) {
+        write_stdin(std::move(*setup_.stdin_data), !setup_.stdin_open, [](Status) {});
+        setup_.stdin_data.reset();
+    }
+}
+
+// The daemon reads even when nobody listens: the OutputBuffer keeps the latest bytes within the
+// cap and counts what it dropped, so the process never blocks on a full pipe.
+void Process::read_more(OutputStream stream) {
+    StreamReader& source = reader(stream);
+    if (!source.pipe.is_open()) return;
+    source.pipe.async_read_some(
+        boost::asio::buffer(source.chunk),
+        [self = shared_from_this(), stream](const boost::system::error_code& error, size_t bytes) {
+            StreamReader& source = self->reader(stream);
+            if (bytes > 0) source.buffer.append(std::string_view(source.chunk.data(), bytes));
+            if (error) {
+                boost::system::error_code ignored;
+                source.pipe.close(ignored);
+                source.eof = true;
+                self->notify_output();
+                self->maybe_finish();
+                return;
+            }
+            if (bytes > 0) self->notify_output();
+            self->read_more(stream);
+        });
+}
+
+// A pidfd becomes readable when the process exits; waitid(P_PIDFD) then reaps it with its status.
+// Asio owns (and closes) the descriptor it is given, so it gets a duplicate.
+void Process::watch_exit() {
+    if (!exit_watch_.is_open()) {
+        const int duplicate = ::fcntl(main_.pidfd(), F_DUPFD_CLOEXEC, 0);
+        if (duplicate < 0) {
+            on_main_exit(std::nullopt);
+            return;
+        }
+        exit_watch_.assign(duplicate);
+    }
+    exit_watch_.async_wait(boost::asio::posix::descriptor_base::wait_read,
+                           [self = shared_from_this()](const boost::system::error_code& error) {
+                               if (error) return;  // shut down
+                               auto status = self->main_.try_wait();
+                               if (!status) {
+                                   self->on_main_exit(std::nullopt);
+                               } else if (!*status) {
+                                   self->watch_exit();  // spurious wake-up
+                               } else {
+                                   self->on_main_exit(**status);
+                               }
+                           });
+}
+
+void Process::on_main_exit(std::optional<WaitStatus> status) {
+    if (main_status_ || main_status_lost_) return;
+    if (status) {
+        main_status_ = *status;
+    } else {
+        main_status_lost_ = true;
+    }
+    ended_ = std::chrono::steady_clock::now();
+    boost::system::error_code ignored;
+    exit_watch_.close(ignored);
+    reaper_.remove_owned(main_.pid());
+    if (!(out_.eof && err_.eof)) {
+        settle_timer_.expires_after(kSettleWindow);
+        settle_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+            if (!error) self->finish();
+        });
+    }
+    maybe_finish();
+}
+
+void Process::arm_timeout() {
+    if (!setup_.timeout || setup_.timeout->count() <= 0) return;
+    timeout_timer_.expires_after(*setup_.timeout);
+    timeout_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+        if (!error) self->on_timeout();
+    });
+}
+
+// Timeout: SIGTERM to the whole leaf, the grace period, then cgroup.kill.
+void Process::on_timeout() {
+    if (finished_ || !main_running()) return;
+    timed_out_ = true;
+    if (leaf_.valid()) (void)leaf_.signal_all(SIGTERM);
+    grace_timer_.expires_after(setup_.grace);
+    grace_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+        if (!error && self->leaf_.valid()) (void)self->leaf_.kill_all();
+    });
+}
+
+void Process::maybe_finish() {
+    if (finished_ || !(main_status_ || main_status_lost_)) return;
+    if (out_.eof && err_.eof) finish();
+}
+
+ExitReason Process::classify() const {
+    if (main_status_lost_) return killed_by_request_ ? ExitReason::killed : ExitReason::signaled;
+    EndingContext context;
+    context.timed_out = timed_out_;
+    context.killed_by_request = killed_by_request_;
+    context.oom_event = final_usage_.oom_kills > 0;
+    context.pids_limit_hit = final_usage_.pids_limit_hits > 0;
+    if (setup_.read_limit_events) {
+        // Session-wide counters (the v1 backend on hybrid hosts): an increase while this process
+        // ran is the best evidence available for it.
+        const LimitEvents now = setup_.read_limit_events();
+        context.oom_event = context.oom_event || now.oom_kills > events_at_start_.oom_kills;
+        context.pids_limit_hit =
+            context.pids_limit_hit || now.pids_limit_hits > events_at_start_.pids_limit_hits;
+    }
+    return classify_exit(*main_status_, context);
+}
+
+// Usage is read from the leaf before it is removed; a leaf that still holds descendants stays
+// until they exit or the session ends.
+void Process::finish() {
+    if (finished_) return;
+    finished_ = true;
+    settle_timer_.cancel();
+    timeout_timer_.cancel();
+    if (leaf_.valid()) {
+        if (auto usage = leaf_.usage()) final_usage_ = *usage;
+    }
+    reason_ = classify();
+    if (!leaf_populated()) {
+        grace_timer_.cancel();
+        (void)remove_leaf();
+    }
+    if (stdin_queue_.empty()) close_stdin();
+    notify_exit();
+    notify_output();
+    if (on_finish_) on_finish_(*this);
+}
+
+void Process::post(std::shared_ptr<bool> alive, std::function<void()> fn) {
+    boost::asio::post(io_, [alive = std::move(alive), fn = std::move(fn)] {
+        if (*alive) fn();
+    });
+}
+
+void Process::notify_output() {
+    std::vector<OutputWaiter> waiting;
+    waiting.swap(output_waiters_);
+    for (auto& waiter : waiting) {
+        if (!*waiter.alive) continue;
+        const bool ready = finished_ || out_.buffer.total_written() > waiter.stdout_offset ||
+                           err_.buffer.total_written() > waiter.stderr_offset;
+        if (ready) {
+            post(waiter.alive, std::move(waiter.handler));
+        } else {
+            output_waiters_.push_back(std::move(waiter));
+        }
+    }
+}
+
+void Process::notify_exit() {
+    auto waiting = std::move(exit_waiters_);
+    exit_waiters_.clear();
+    for (auto& waiter : waiting) {
+        if (waiter->timer) waiter->timer->cancel();
+        if (waiter->fired || !*waiter->alive) continue;
+        waiter->fired = true;
+        post(waiter->alive, [handler = std::move(waiter->handler)] { handler(true); });
+    }
+}
+
+std::shared_ptr<bool> Process::wait_output(uint64_t stdout_offset, uint64_t stderr_offset,
+                                           std::function<void()> handler) {
+    auto alive = std::make_shared<bool>(true);
+    output_waiters_.push_back(OutputWaiter{alive, stdout_offset, stderr_offset, std::move(handler)});
+    notify_output();
+    return alive;
+}
+
+std::shared_ptr<bool> Process::wait_exit(std::optional<Millis> timeout,
+                                         std::function<void(bool)> handler) {
+    auto alive = std::make_shared<bool>(true);
+    if (finished_) {
+        post(alive, [handler = std::move(handler)] { handler(true); });
+        return alive;
+    }
+    auto waiter = std::make_shared<ExitWaiter>();
+    waiter->alive = alive;
+    waiter->handler = std::move(handler);
+    if (timeout) {
+        waiter->timer = std::make_unique<boost::asio::steady_timer>(io_, *timeout);
+        waiter->timer->async_wait([waiter](const boost::system::error_code& error) {
+            if (error || waiter->fired || !*waiter->alive) return;
+            waiter->fired = true;
+            waiter->handler(false);
+        });
+    }
+    exit_waiters_.push_back(waiter);
+    return alive;
+}
+
+}  // namespace corral

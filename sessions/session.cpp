@@ -1,0 +1,315 @@
+// Building a session and serving its processes, env, ports and timers. Ending is in
+// session_ending.cpp.
+#include "sessions/session.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "policies/environment.hpp"
+#include "sessions/child_reaper.hpp"
+#include "sessions/tokens.hpp"
+
+extern char** environ;
+
+namespace corral {
+
+Session::Session(SessionContext context, std::string id, Policy policy, EndedCallback on_ended)
+    : context_(context),
+      id_(std::move(id)),
+      policy_(std::move(policy)),
+      on_ended_(std::move(on_ended)),
+      created_at_(std::chrono::system_clock::now()),
+      session_timer_(context.io),
+      idle_timer_(context.io),
+      end_timer_(context.io) {}
+
+Session::~Session() {
+    if (state_ != SessionState::ended) end_now();
+}
+
+Result<std::shared_ptr<Session>> Session::create(SessionContext context, std::string id,
+                                                 Policy policy, const CreateSessionRequest& request,
+                                                 EndedCallback on_ended) {
+    std::shared_ptr<Session> session(
+        new Session(context, std::move(id), std::move(policy), std::move(on_ended)));
+    // On failure the shared_ptr dies here and ~Session undoes whatever build() made.
+    CORRAL_TRY(session->build(request), "create session " + session->id_);
+    session->arm_session_timer();
+    session->arm_idle_timer();
+    return session;
+}
+
+Status Session::build(const CreateSessionRequest& request) {
+    auto confinement = compile_confinement(policy_);
+    if (!confinement) return std::move(confinement.error().context("policy"));
+    confinement_ = std::move(*confinement);
+
+    auto directory = SessionDirectory::create(context_.sessions_dir, id_, policy_.workdir.size);
+    if (!directory) return std::move(directory.error());
+    directory_ = std::move(*directory);
+    std::optional<FileOwner> owner;
+    if (!policy_.user.inherit) {
+        owner = FileOwner{policy_.user.uid, policy_.user.gid};
+        if (::chown(directory_.root().c_str(), owner->uid, owner->gid) != 0) {
+            return sys_error("chown `" + directory_.root() + "`");
+        }
+    }
+    workdir_.host_path = directory_.root();
+    workdir_.inside_path = policy_.namespaces.mount ? policy_.workdir.mount : directory_.root();
+
+    CORRAL_TRY(create_kernel_resources(), "set up");
+
+    auto files = FileService::open(directory_.root(), FileServiceOptions{owner, false});
+    if (!files) return std::move(files.error().context("file service"));
+    files_ = std::make_shared<FileService>(std::move(*files));
+
+    for (unsigned i = 0; i < policy_.network.ports; ++i) {
+        auto port = context_.ports.lease(id_);
+        if (!port) return std::move(port.error().context("lease network.ports"));
+        leased_.push_back(*port);
+    }
+
+    env_ = request.env;
+    cwd_ = resolve_cwd(request.cwd, workdir_.inside_path);
+    if (request.command_timeout) {
+        if (request.command_timeout->count() > 0) command_timeout_ = request.command_timeout;
+    } else {
+        command_timeout_ = policy_.timeouts.command;
+    }
+    auto full = generate_token();
+    if (!full) return std::move(full.error());
+    auto restricted = generate_token();
+    if (!restricted) return std::move(restricted.error());
+    full_token_ = std::move(*full);
+    restricted_token_ = std::move(*restricted);
+    return {};
+}
+
+// The session cgroup carries the limits; the holder sits in a leaf of its own (no internal
+// processes in the session cgroup), and so does every process started later.
+Status Session::create_kernel_resources() {
+    auto cgroup = context_.sessions_cgroup.create_child(id_);
+    if (!cgroup) return std::move(cgroup.error().context("session cgroup"));
+    cgroup_ = std::move(*cgroup);
+    auto limits = context_.limits.apply(cgroup_, context_.instance_name + "-" + id_,
+                                        policy_.limits, policy_.enforcement);
+    if (!limits) return std::move(limits.error().context("limits"));
+    limits_ = std::move(*limits);
+    auto holder = cgroup_.create_child("holder");
+    if (!holder) return std::move(holder.error().context("holder cgroup"));
+    holder_cgroup_ = std::move(*holder);
+    auto sandbox = Sandbox::create(policy_, holder_cgroup_, workdir_);
+    if (!sandbox) return std::move(sandbox.error().context("namespaces"));
+    sandbox_ = std::move(*sandbox);
+    if (sandbox_.active()) context_.reaper.add_owned(sandbox_.holder_pid());
+    return {};
+}
+
+std::string Session::resolve_cwd(const std::string& cwd, const std::string& base) const {
+    if (cwd.empty()) return base;
+    if (cwd.front() == '/') return cwd;
+    return base + "/" + cwd;
+}
+
+std::vector<std::string> Session::process_env(
+    const std::map<std::string, std::string>& extra) const {
+    std::map<std::string, std::string> overrides = env_;
+    for (const auto& [key, value] : extra) overrides[key] = value;
+    std::vector<std::string> env = build_environment(policy_.env, environ, overrides);
+    const bool has_path = std::any_of(env.begin(), env.end(),
+                                      [](const std::string& entry) { return entry.rfind("PATH=", 0) == 0; });
+    // The launcher resolves argv[0] through PATH; without one, `ls` would not be found.
+    if (!has_path) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    return env;
+}
+
+Result<std::shared_ptr<Process>> Session::start_process(const ProcessRequest& request) {
+    if (state_ != SessionState::active) {
+        return sys_error(ESHUTDOWN, "session " + id_ + " is " + std::string(to_string(state_)));
+    }
+    if (request.command.empty() == request.argv.empty()) {
+        return sys_error(EINVAL, "give exactly one of `command` and `argv`");
+    }
+    ProcessSetup setup;
+    setup.id = "p" + std::to_string(next_process_++);
+    if (!request.command.empty()) {
+        setup.command = request.command;
+        setup.argv = {"/bin/sh", "-c", request.command};
+    } else {
+        setup.argv = request.argv;
+    }
+    setup.cwd = resolve_cwd(request.cwd, cwd_);
+    setup.env = process_env(request.env);
+    if (request.timeout) {
+        if (request.timeout->count() > 0) setup.timeout = request.timeout;
+    } else {
+        setup.timeout = command_timeout_;
+    }
+    setup.grace = policy_.timeouts.grace;
+    setup.output_cap = static_cast<size_t>(policy_.limits.output);
+    setup.stdin_data = request.stdin_data;
+    setup.stdin_open = request.stdin_open;
+    setup.session_cgroup = &cgroup_;
+    if (limits_) {
+        setup.limit_join_fds = limits_->join_fds();
+        setup.read_limit_events = [limits = limits_.get()] { return limits->read_events(); };
+    }
+    if (sandbox_.active()) {
+        setup.holder_pidfd = sandbox_.holder_pidfd();
+        setup.namespace_flags = sandbox_.namespace_flags();
+    }
+    setup.confinement = &confinement_;
+    std::weak_ptr<Session> weak = weak_from_this();
+    auto process = Process::start(context_.io, context_.reaper, std::move(setup),
+                                  [weak](Process& finished) {
+                                      if (auto self = weak.lock()) self->on_process_finished(finished);
+                                  });
+    if (!process) return std::move(process.error());
+    processes_[(*process)->id()] = *process;
+    process_order_.push_back((*process)->id());
+    idle_timer_.cancel();
+    return process;
+}
+
+Result<std::shared_ptr<Process>> Session::process(const std::string& proc) const {
+    auto found = processes_.find(proc);
+    if (found == processes_.end()) {
+        return sys_error(ENOENT, "session " + id_ + " has no process `" + proc + "`");
+    }
+    return found->second;
+}
+
+std::vector<std::shared_ptr<Process>> Session::processes() const {
+    std::vector<std::shared_ptr<Process>> list;
+    for (const auto& id : process_order_) {
+        auto found = processes_.find(id);
+        if (found != processes_.end()) list.push_back(found->second);
+    }
+    return list;
+}
+
+std::map<std::string, std::string> Session::patch_env(const EnvPatch& patch) {
+    for (const auto& [key, value] : patch.set) env_[key] = value;
+    for (const auto& key : patch.unset) env_.erase(key);
+    return env_;
+}
+
+void Session::touch() {
+    if (state_ == SessionState::active) arm_idle_timer();
+}
+
+bool Session::any_process_running() const {
+    return std::any_of(processes_.begin(), processes_.end(),
+                       [](const auto& entry) { return !entry.second->finished(); });
+}
+
+void Session::on_process_finished(Process&) {
+    if (state_ == SessionState::active) {
+        arm_idle_timer();
+    } else if (state_ == SessionState::ending) {
+        finalize_if_done();
+    }
+}
+
+void Session::arm_session_timer() {
+    if (!policy_.timeouts.session || policy_.timeouts.session->count() <= 0) return;
+    session_timer_.expires_after(*policy_.timeouts.session);
+    std::weak_ptr<Session> weak = weak_from_this();
+    session_timer_.async_wait([weak](const boost::system::error_code& error) {
+        auto self = weak.lock();
+        if (error || !self || self->state_ != SessionState::active) return;
+        self->end("timeout", nullptr);
+    });
+}
+
+// Idle: no API request and no running process for timeouts.idle.
+void Session::arm_idle_timer() {
+    if (!policy_.timeouts.idle || policy_.timeouts.idle->count() <= 0) return;
+    idle_timer_.cancel();
+    if (any_process_running()) return;
+    idle_timer_.expires_after(*policy_.timeouts.idle);
+    std::weak_ptr<Session> weak = weak_from_this();
+    idle_timer_.async_wait([weak](const boost::system::error_code& error) {
+        auto self = weak.lock();
+        if (error || !self || self->state_ != SessionState::active) return;
+        if (self->any_process_running()) return;
+        self->end("idle", nullptr);
+    });
+}
+
+Result<PortLeaseInfo> Session::lease_port() {
+    if (state_ != SessionState::active) {
+        return sys_error(ESHUTDOWN, "session " + id_ + " is " + std::string(to_string(state_)));
+    }
+    auto port = context_.ports.lease(id_);
+    if (!port) return sys_error(EBUSY, port.error().describe());
+    leased_.push_back(*port);
+    return PortLeaseInfo{*port, "http://" + context_.port_host + ":" + std::to_string(*port)};
+}
+
+std::vector<PortLeaseInfo> Session::ports() const {
+    std::vector<PortLeaseInfo> list;
+    for (uint16_t port : leased_) {
+        list.push_back({port, "http://" + context_.port_host + ":" + std::to_string(port)});
+    }
+    return list;
+}
+
+Status Session::release_port(uint16_t port) {
+    auto found = std::find(leased_.begin(), leased_.end(), port);
+    if (found == leased_.end()) {
+        return sys_error(ENOENT, "session " + id_ + " holds no port " + std::to_string(port));
+    }
+    leased_.erase(found);
+    context_.ports.release(port);
+    return {};
+}
+
+Result<std::string> Session::endpoint(uint16_t port, std::string_view protocol) const {
+    if (std::find(leased_.begin(), leased_.end(), port) == leased_.end()) {
+        return sys_error(ENOENT, "session " + id_ + " holds no port " + std::to_string(port));
+    }
+    if (protocol != "http" && protocol != "ws") {
+        return sys_error(EINVAL, "protocol must be http or ws, not `" + std::string(protocol) + "`");
+    }
+    return std::string(protocol) + "://" + context_.port_host + ":" + std::to_string(port);
+}
+
+SessionInfo Session::info() const {
+    SessionInfo info;
+    info.id = id_;
+    info.policy_name = policy_.name;
+    info.state = state_;
+    info.end_reason = end_reason_;
+    info.created_at = created_at_;
+    info.ended_at = ended_at_;
+    info.root = directory_.root();
+    info.workdir = workdir_.inside_path;
+    info.cwd = cwd_;
+    info.env = env_;
+    info.command_timeout = command_timeout_;
+    if (sandbox_.active() || state_ != SessionState::active) {
+        const NamespaceSpec& ns = policy_.namespaces;
+        if (ns.pid) info.namespaces.push_back("pid");
+        if (ns.mount) info.namespaces.push_back("mount");
+        if (ns.ipc) info.namespaces.push_back("ipc");
+        if (ns.uts) info.namespaces.push_back("uts");
+        if (ns.user) info.namespaces.push_back("user");
+        if (ns.network == NetworkMode::isolated) info.namespaces.push_back("net");
+    }
+    info.ports = ports();
+    for (const auto& process : processes()) info.processes.push_back(process->info());
+    if (state_ == SessionState::ended) {
+        info.usage = final_usage_;
+    } else if (limits_) {
+        info.usage = limits_->usage();
+    } else if (cgroup_.valid()) {
+        if (auto usage = cgroup_.usage()) info.usage = *usage;
+    }
+    info.processes_killed = report_.processes_killed;
+    return info;
+}
+
+}  // namespace corral

@@ -1,0 +1,183 @@
+#pragma once
+// One session: a policy, a working directory, a cgroup subtree, namespaces held by a holder
+// process, limits, leased ports, tokens, and its processes. Internal to sessions/; the manager
+// owns sessions and is the only caller.
+//
+// Construction (Session::create) is all-or-nothing: each resource is an RAII member, so returning
+// an error half-way destroys what was made (holder killed, cgroups killed and removed, ports
+// released, the state directory removed).
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
+
+#include <boost/asio.hpp>
+
+#include "base/error.hpp"
+#include "isolation/cgroup.hpp"
+#include "isolation/confinement.hpp"
+#include "isolation/limits.hpp"
+#include "isolation/mount_plan.hpp"
+#include "isolation/sandbox.hpp"
+#include "policies/policy.hpp"
+#include "sessions/file_service.hpp"
+#include "sessions/port_pool.hpp"
+#include "sessions/process.hpp"
+#include "sessions/session_types.hpp"
+
+namespace corral {
+
+class ChildReaper;
+
+/// What a session needs from the daemon, passed explicitly (no globals).
+struct SessionContext {
+    boost::asio::io_context& io;
+    ChildReaper& reaper;
+    PortPool& ports;
+    LimitBackend& limits;
+    const Cgroup& sessions_cgroup;  ///< <v2_own>/<instance>/sessions
+    std::string sessions_dir;       ///< <state_dir>/sessions
+    std::string instance_name;
+    std::string port_host;
+};
+
+/// The session's own directory on disk: removed (after unmounting a sized workdir) on destruction.
+class SessionDirectory {
+public:
+    SessionDirectory() = default;
+    SessionDirectory(SessionDirectory&& other) noexcept;
+    SessionDirectory& operator=(SessionDirectory&& other) noexcept;
+    ~SessionDirectory();
+    /// Creates <sessions_dir>/<sid>/root; with `size`, mounts a tmpfs of that size on root.
+    static Result<SessionDirectory> create(const std::string& sessions_dir, const std::string& sid,
+                                           std::optional<uint64_t> size);
+    const std::string& root() const { return root_; }
+    /// Unmounts and removes everything (idempotent).
+    Status remove();
+
+private:
+    std::string dir_;
+    std::string root_;
+    bool mounted_ = false;
+};
+
+/// One session.
+class Session : public std::enable_shared_from_this<Session> {
+public:
+    using EndHandler = std::function<void(Result<EndSessionReport>)>;
+    /// Called once the session has ended (timer-initiated endings included).
+    using EndedCallback = std::function<void(Session&)>;
+
+    /// Builds everything; `policy` is already resolved.
+    static Result<std::shared_ptr<Session>> create(SessionContext context, std::string id,
+                                                   Policy policy, const CreateSessionRequest& request,
+                                                   EndedCallback on_ended);
+    ~Session();
+
+    const std::string& id() const { return id_; }
+    SessionState state() const { return state_; }
+    /// Snapshot for the API.
+    SessionInfo info() const;
+
+    const std::string& full_token() const { return full_token_; }
+    const std::string& restricted_token() const { return restricted_token_; }
+
+    /// Starts a process (see SessionManager::start_process).
+    Result<std::shared_ptr<Process>> start_process(const ProcessRequest& request);
+    /// The process `proc`, or ENOENT.
+    Result<std::shared_ptr<Process>> process(const std::string& proc) const;
+    /// Processes in start order.
+    std::vector<std::shared_ptr<Process>> processes() const;
+
+    /// Sets/unsets session env; returns the new env.
+    std::map<std::string, std::string> patch_env(const EnvPatch& patch);
+    /// API activity: re-arms the idle timer.
+    void touch();
+
+    /// Leases one port, lists, releases.
+    Result<PortLeaseInfo> lease_port();
+    std::vector<PortLeaseInfo> ports() const;
+    Status release_port(uint16_t port);
+    /// The endpoint URL of a leased port.
+    Result<std::string> endpoint(uint16_t port, std::string_view protocol) const;
+
+    /// The file service over the session's root.
+    const std::shared_ptr<FileService>& files() const { return files_; }
+
+    /// Ends the session (see SessionManager::end_session). `reason`: "api", "timeout", "idle"...
+    void end(std::string reason, EndHandler handler);
+    /// Synchronous hard stop for daemon destruction: kill, bounded wait, remove.
+    void end_now();
+    /// Drops the output of ended processes (the retention window is over).
+    void forget_processes();
+
+private:
+    Session(SessionContext context, std::string id, Policy policy, EndedCallback on_ended);
+    Status build(const CreateSessionRequest& request);
+    Status create_kernel_resources();
+    std::string resolve_cwd(const std::string& cwd, const std::string& base) const;
+    std::vector<std::string> process_env(const std::map<std::string, std::string>& extra) const;
+    void on_process_finished(Process& process);
+    void arm_session_timer();
+    void arm_idle_timer();
+    bool any_process_running() const;
+
+    // session_ending.cpp
+    void begin_grace();
+    void watch_leaves_during_grace();
+    void after_grace();
+    void watch_until_empty();
+    void after_empty();
+    void finalize_if_done();
+    void finalize();
+    void release_resources();
+
+    SessionContext context_;
+    std::string id_;
+    Policy policy_;
+    EndedCallback on_ended_;
+    SessionState state_ = SessionState::active;
+    std::string end_reason_;
+    std::chrono::system_clock::time_point created_at_;
+    std::optional<std::chrono::system_clock::time_point> ended_at_;
+    std::chrono::steady_clock::time_point end_started_;
+
+    // Resources, in construction order (destroyed in reverse).
+    SessionDirectory directory_;
+    Cgroup cgroup_;
+    std::unique_ptr<SessionLimits> limits_;
+    Cgroup holder_cgroup_;
+    Sandbox sandbox_;
+    Confinement confinement_;
+    std::shared_ptr<FileService> files_;
+    std::vector<uint16_t> leased_;
+
+    WorkdirBinding workdir_;
+    std::string cwd_;
+    std::map<std::string, std::string> env_;
+    std::optional<Millis> command_timeout_;
+    std::string full_token_;
+    std::string restricted_token_;
+
+    std::map<std::string, std::shared_ptr<Process>> processes_;
+    std::vector<std::string> process_order_;
+    unsigned next_process_ = 1;
+
+    boost::asio::steady_timer session_timer_;
+    boost::asio::steady_timer idle_timer_;
+    boost::asio::steady_timer end_timer_;
+    std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> end_watches_;
+    std::vector<std::pair<EndHandler, bool>> end_handlers_;  ///< handler, already_ended
+    bool grace_over_ = false;
+    bool empty_reached_ = false;
+    EndSessionReport report_;
+    ResourceUsage final_usage_;
+};
+
+}  // namespace corral

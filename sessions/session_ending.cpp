@@ -1,0 +1,238 @@
+// Ending a session without blocking the event loop:
+//   SIGTERM to every process leaf -> grace (a timer, cut short when every leaf is empty, watched
+//   with inotify on cgroup.events) -> cgroup.kill on the whole session (holder included) -> wait
+//   for populated 0 (inotify again) -> stop the holder -> every process record final -> remove
+//   cgroups, release ports, remove the state directory -> report.
+// The holder is not sent SIGTERM: as PID 1 of a pid namespace its death would SIGKILL everything
+// at once and skip the grace period.
+#include <sys/inotify.h>
+
+#include <csignal>
+
+#include "sessions/child_reaper.hpp"
+#include "sessions/session.hpp"
+
+namespace corral {
+namespace {
+
+// Upper bound for "populated 0" after cgroup.kill and for records to become final; reaching it
+// means something is stuck in the kernel (D state), and the session is torn down anyway.
+constexpr std::chrono::seconds kKillBound{10};
+
+}  // namespace
+
+void Session::end(std::string reason, EndHandler handler) {
+    if (state_ == SessionState::ended) {
+        EndSessionReport report = report_;
+        report.already_ended = true;
+        if (handler) {
+            boost::asio::post(context_.io, [handler = std::move(handler), report] { handler(report); });
+        }
+        return;
+    }
+    if (state_ == SessionState::ending) {
+        if (handler) end_handlers_.emplace_back(std::move(handler), true);
+        return;
+    }
+    state_ = SessionState::ending;
+    end_reason_ = std::move(reason);
+    end_started_ = std::chrono::steady_clock::now();
+    if (handler) end_handlers_.emplace_back(std::move(handler), false);
+    session_timer_.cancel();
+    idle_timer_.cancel();
+
+    report_ = EndSessionReport{};
+    report_.id = id_;
+    report_.end_reason = end_reason_;
+    for (const auto& process : processes()) {
+        if (process->main_running()) report_.killed_process_ids.push_back(process->id());
+        if (process->leaf().valid()) {
+            if (auto pids = process->leaf().pids()) report_.processes_killed += pids->size();
+        }
+        process->terminate();
+    }
+    begin_grace();
+}
+
+void Session::begin_grace() {
+    end_timer_.expires_after(policy_.timeouts.grace);
+    std::weak_ptr<Session> weak = weak_from_this();
+    end_timer_.async_wait([weak](const boost::system::error_code& error) {
+        auto self = weak.lock();
+        if (!error && self) self->after_grace();
+    });
+    watch_leaves_during_grace();
+}
+
+// One inotify watch per populated process leaf; any change re-checks all of them, and the grace
+// period ends early once none is populated.
+void Session::watch_leaves_during_grace() {
+    if (grace_over_) return;
+    end_watches_.clear();
+    for (const auto& process : processes()) {
+        if (!process->leaf_populated()) continue;
+        auto fd = process->leaf().watch_events();
+        if (!fd) continue;
+        end_watches_.push_back(
+            std::make_unique<boost::asio::posix::stream_descriptor>(context_.io, fd->release()));
+    }
+    // Re-check after arming, so an exit between the check and the watch is not missed.
+    bool any_populated = false;
+    for (const auto& process : processes()) any_populated = any_populated || process->leaf_populated();
+    std::weak_ptr<Session> weak = weak_from_this();
+    if (!any_populated) {
+        end_watches_.clear();
+        boost::asio::post(context_.io, [weak] {
+            if (auto self = weak.lock()) self->after_grace();
+        });
+        return;
+    }
+    for (auto& watch : end_watches_) {
+        watch->async_wait(boost::asio::posix::descriptor_base::wait_read,
+                          [weak](const boost::system::error_code& error) {
+                              auto self = weak.lock();
+                              if (error || !self || self->state_ != SessionState::ending) return;
+                              self->watch_leaves_during_grace();  // fresh watches, no draining
+                          });
+    }
+}
+
+void Session::after_grace() {
+    if (grace_over_) return;
+    grace_over_ = true;
+    end_watches_.clear();
+    end_timer_.cancel();
+    if (cgroup_.valid()) (void)cgroup_.kill_all();
+    end_timer_.expires_after(kKillBound);
+    std::weak_ptr<Session> weak = weak_from_this();
+    end_timer_.async_wait([weak](const boost::system::error_code& error) {
+        auto self = weak.lock();
+        if (!error && self && !self->empty_reached_) self->after_empty();
+    });
+    watch_until_empty();
+}
+
+void Session::watch_until_empty() {
+    if (!cgroup_.valid()) {
+        after_empty();
+        return;
+    }
+    auto fd = cgroup_.watch_events();
+    auto populated = cgroup_.populated();
+    if (!fd || !populated || !*populated) {
+        after_empty();
+        return;
+    }
+    end_watches_.clear();
+    end_watches_.push_back(
+        std::make_unique<boost::asio::posix::stream_descriptor>(context_.io, fd->release()));
+    std::weak_ptr<Session> weak = weak_from_this();
+    end_watches_.back()->async_wait(boost::asio::posix::descriptor_base::wait_read,
+                                    [weak](const boost::system::error_code& error) {
+                                        auto self = weak.lock();
+                                        if (error || !self || self->empty_reached_) return;
+                                        self->watch_until_empty();
+                                    });
+}
+
+void Session::after_empty() {
+    if (empty_reached_) return;
+    empty_reached_ = true;
+    end_watches_.clear();
+    if (sandbox_.active()) {
+        const pid_t holder = sandbox_.holder_pid();
+        sandbox_.stop();
+        context_.reaper.remove_owned(holder);
+    }
+    finalize_if_done();
+}
+
+// Records become final as their pidfd and pipe events arrive; the report waits for all of them
+// (bounded by end_timer_, still armed from after_grace) so it tells the truth about every process.
+void Session::finalize_if_done() {
+    if (state_ != SessionState::ending || !empty_reached_) return;
+    for (const auto& process : processes()) {
+        if (!process->finished()) {
+            end_timer_.expires_after(kKillBound);
+            std::weak_ptr<Session> weak = weak_from_this();
+            end_timer_.async_wait([weak](const boost::system::error_code& error) {
+                auto self = weak.lock();
+                if (!error && self && self->state_ == SessionState::ending) self->finalize();
+            });
+            return;
+        }
+    }
+    finalize();
+}
+
+void Session::finalize() {
+    if (state_ == SessionState::ended) return;
+    end_timer_.cancel();
+    if (limits_) {
+        final_usage_ = limits_->usage();
+    } else if (cgroup_.valid()) {
+        if (auto usage = cgroup_.usage()) final_usage_ = *usage;
+    }
+    release_resources();
+    state_ = SessionState::ended;
+    ended_at_ = std::chrono::system_clock::now();
+    report_.duration_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                    std::chrono::steady_clock::now() - end_started_)
+                                                    .count());
+    auto handlers = std::move(end_handlers_);
+    end_handlers_.clear();
+    for (auto& [handler, already_ended] : handlers) {
+        EndSessionReport report = report_;
+        report.already_ended = already_ended;
+        boost::asio::post(context_.io, [handler = std::move(handler), report] { handler(report); });
+    }
+    if (on_ended_) on_ended_(*this);
+}
+
+// Everything but the records: leaves, holder, cgroups, limit cgroups, ports, the directory.
+void Session::release_resources() {
+    session_timer_.cancel();
+    idle_timer_.cancel();
+    end_watches_.clear();
+    for (const auto& process : processes()) (void)process->remove_leaf();
+    if (sandbox_.active()) {
+        const pid_t holder = sandbox_.holder_pid();
+        sandbox_.stop();
+        context_.reaper.remove_owned(holder);
+    }
+    (void)holder_cgroup_.remove();
+    holder_cgroup_ = Cgroup{};
+    (void)cgroup_.remove();
+    cgroup_ = Cgroup{};
+    limits_.reset();
+    context_.ports.release_all(id_);
+    leased_.clear();
+    (void)directory_.remove();
+}
+
+void Session::end_now() {
+    if (state_ == SessionState::ended) return;
+    if (state_ == SessionState::active) {
+        end_reason_ = "shutdown";
+        end_started_ = std::chrono::steady_clock::now();
+        report_.id = id_;
+        report_.end_reason = end_reason_;
+    }
+    state_ = SessionState::ending;
+    on_ended_ = nullptr;  // the manager is tearing down its registry: no callbacks into it
+    if (cgroup_.valid()) {
+        (void)cgroup_.kill_all();
+        (void)cgroup_.wait_until_empty(std::chrono::seconds(5));
+    }
+    for (const auto& process : processes()) process->shut_down();
+    empty_reached_ = true;
+    finalize();
+}
+
+void Session::forget_processes() {
+    for (const auto& process : processes()) process->shut_down();
+    processes_.clear();
+    process_order_.clear();
+}
+
+}  // namespace corral

@@ -1,0 +1,289 @@
+// The registry: creating, finding, ending and forgetting sessions. Per-process calls are thin
+// lookups that forward to Session/Process (session_manager_processes.cpp).
+#include "sessions/session_manager.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "isolation/limits.hpp"
+#include "policies/policy_parser.hpp"
+#include "sessions/child_reaper.hpp"
+#include "sessions/port_pool.hpp"
+#include "sessions/session.hpp"
+#include "sessions/tokens.hpp"
+
+namespace corral {
+
+/// What is remembered of an ended session after its retention window: enough for "already ended".
+struct SessionManager::Tombstone {
+    SessionInfo info;
+};
+
+namespace {
+
+bool valid_session_id(const std::string& id) {
+    if (id.empty() || id.size() > 64) return false;
+    return std::all_of(id.begin(), id.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+    });
+}
+
+Status make_directories(const std::string& path) {
+    std::error_code error;
+    std::filesystem::create_directories(path, error);
+    if (error) return sys_error(error.value(), "mkdir -p `" + path + "`");
+    return {};
+}
+
+}  // namespace
+
+SessionManager::SessionManager(boost::asio::io_context& io, SessionManagerConfig config,
+                               CgroupHost host)
+    : io_(io), config_(std::move(config)), host_(std::move(host)) {}
+
+Result<std::unique_ptr<SessionManager>> SessionManager::create(boost::asio::io_context& io,
+                                                               SessionManagerConfig config,
+                                                               CgroupHost host) {
+    std::unique_ptr<SessionManager> manager(
+        new SessionManager(io, std::move(config), std::move(host)));
+    CORRAL_TRY(manager->initialize(), "start session manager");
+    return manager;
+}
+
+// <v2_own>/<instance>/sessions holds the sessions. When corrald moves itself into
+// <instance>/supervisor, <v2_own> is left without processes, which the no-internal-process rule
+// requires before controllers can be enabled for the subtree on unified hosts.
+Status SessionManager::initialize() {
+    if (!valid_session_id(config_.instance_name)) {
+        return plain_error("bad instance name `" + config_.instance_name + "`");
+    }
+    CORRAL_TRY(make_directories(config_.state_dir + "/sessions"), "state dir");
+    auto instance = Cgroup::create(host_.v2_own, config_.instance_name);
+    if (!instance) return std::move(instance.error().context("instance cgroup"));
+    instance_cgroup_ = std::move(*instance);
+    if (config_.move_self_to_supervisor_leaf) {
+        auto supervisor = instance_cgroup_.create_child("supervisor");
+        if (!supervisor) return std::move(supervisor.error().context("supervisor cgroup"));
+        supervisor_cgroup_ = std::move(*supervisor);
+        CORRAL_TRY(supervisor_cgroup_.attach(::getpid()), "move corrald into its cgroup");
+    }
+    auto sessions = instance_cgroup_.create_child("sessions");
+    if (!sessions) return std::move(sessions.error().context("sessions cgroup"));
+    sessions_cgroup_ = std::move(*sessions);
+    auto pool = PortPool::create(config_.port_first, config_.port_last);
+    if (!pool) return std::move(pool.error().context("port pool"));
+    ports_ = std::move(*pool);
+    limits_ = make_limit_backend(host_);
+    reaper_ = std::make_unique<ChildReaper>(io_, config_.set_child_subreaper);
+    return {};
+}
+
+SessionManager::~SessionManager() {
+    *alive_ = false;
+    retention_timers_.clear();
+    auto sessions = std::move(sessions_);
+    sessions_.clear();
+    for (auto& [sid, session] : sessions) session->end_now();
+    sessions.clear();
+    (void)sessions_cgroup_.remove();
+    if (supervisor_cgroup_.valid()) {
+        // Move ourselves back where we started so our own leaf can be removed.
+        if (auto own = Cgroup::open_unowned(host_.v2_own)) (void)own->attach(::getpid());
+        (void)supervisor_cgroup_.remove();
+    }
+    (void)instance_cgroup_.remove();
+}
+
+const std::string& SessionManager::sessions_cgroup_path() const { return sessions_cgroup_.path(); }
+
+// A named policy is looked up in the policy dir first (<dir>/<name>.yaml), then as a preset or path.
+static PolicyParseResult resolve_policy(const SessionManagerConfig& config,
+                                        const CreateSessionRequest& request) {
+    if (!request.policy_yaml.empty()) return parse_policy(request.policy_yaml, "<inline>", config.policy_dir);
+    const std::string name = request.policy.empty() ? "default" : request.policy;
+    if (!config.policy_dir.empty() && name.find('/') == std::string::npos) {
+        for (const char* ext : {".yaml", ".yml"}) {
+            const std::string path = config.policy_dir + "/" + name + ext;
+            if (::access(path.c_str(), R_OK) == 0) return parse_policy_file(path);
+        }
+    }
+    return load_policy(name);
+}
+
+Result<std::string> SessionManager::new_session_id(const std::string& requested) {
+    if (!requested.empty()) {
+        if (!valid_session_id(requested)) {
+            return sys_error(EINVAL, "bad session id `" + requested + "` (1-64 of A-Z a-z 0-9 - _)");
+        }
+        if (sessions_.count(requested) != 0 || tombstones_.count(requested) != 0) {
+            return sys_error(EEXIST, "session id `" + requested + "` is taken");
+        }
+        return requested;
+    }
+    for (;;) {
+        auto token = generate_token();
+        if (!token) return std::move(token.error());
+        std::string id = "s" + token->substr(4, 12);
+        if (sessions_.count(id) == 0 && tombstones_.count(id) == 0) return id;
+    }
+}
+
+Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest& request) {
+    size_t live = 0;
+    for (const auto& [sid, session] : sessions_) live += session->state() != SessionState::ended;
+    if (live >= config_.max_sessions) {
+        return sys_error(EBUSY, "too many sessions (" + std::to_string(live) + ")");
+    }
+    auto id = new_session_id(request.id);
+    if (!id) return std::move(id.error());
+    PolicyParseResult parsed = resolve_policy(config_, request);
+    if (!parsed.ok()) return sys_error(EINVAL, "policy: " + parsed.format_errors());
+
+    SessionContext context{io_, *reaper_, *ports_, *limits_, sessions_cgroup_,
+                           config_.state_dir + "/sessions", config_.instance_name, config_.port_host};
+    auto session = Session::create(context, *id, std::move(*parsed.policy), request,
+                                   [this](Session& ended) { on_session_ended(ended.id()); });
+    if (!session) return std::move(session.error());
+    sessions_[*id] = *session;
+    CreatedSession created;
+    created.info = (*session)->info();
+    created.full_token = (*session)->full_token();
+    created.restricted_token = (*session)->restricted_token();
+    return created;
+}
+
+std::vector<SessionInfo> SessionManager::list_sessions() {
+    std::vector<SessionInfo> list;
+    for (const auto& [sid, session] : sessions_) {
+        if (session->state() != SessionState::ended) list.push_back(session->info());
+    }
+    return list;
+}
+
+Result<SessionInfo> SessionManager::get_session(const std::string& sid) {
+    auto found = sessions_.find(sid);
+    if (found != sessions_.end()) {
+        found->second->touch();
+        return found->second->info();
+    }
+    auto tomb = tombstones_.find(sid);
+    if (tomb != tombstones_.end()) return tomb->second->info;
+    return sys_error(ENOENT, "no session `" + sid + "`");
+}
+
+void SessionManager::end_session(const std::string& sid, EndHandler handler) {
+    auto found = sessions_.find(sid);
+    if (found != sessions_.end()) {
+        found->second->end("api", std::move(handler));
+        return;
+    }
+    auto tomb = tombstones_.find(sid);
+    Result<EndSessionReport> result = sys_error(ENOENT, "no session `" + sid + "`");
+    if (tomb != tombstones_.end()) {
+        EndSessionReport report;
+        report.id = sid;
+        report.already_ended = true;
+        report.end_reason = tomb->second->info.end_reason;
+        report.processes_killed = tomb->second->info.processes_killed;
+        result = report;
+    }
+    boost::asio::post(io_, [handler = std::move(handler), result = std::move(result)] { handler(result); });
+}
+
+void SessionManager::shutdown(std::function<void()> done) {
+    auto remaining = std::make_shared<size_t>(0);
+    auto finish = std::make_shared<std::function<void()>>(std::move(done));
+    std::vector<std::string> ids;
+    for (const auto& [sid, session] : sessions_) {
+        if (session->state() != SessionState::ended) ids.push_back(sid);
+    }
+    *remaining = ids.size() + 1;
+    auto one_done = [remaining, finish] {
+        if (--*remaining == 0 && *finish) (*finish)();
+    };
+    for (const auto& sid : ids) {
+        sessions_[sid]->end("shutdown", [one_done](Result<EndSessionReport>) { one_done(); });
+    }
+    boost::asio::post(io_, one_done);
+}
+
+Result<std::map<std::string, std::string>> SessionManager::patch_env(const std::string& sid,
+                                                                     const EnvPatch& patch) {
+    auto session = find_active(sid);
+    if (!session) return std::move(session.error());
+    return (*session)->patch_env(patch);
+}
+
+Result<std::shared_ptr<Session>> SessionManager::find_active(const std::string& sid) {
+    auto session = find_any(sid);
+    if (!session) return session;
+    if ((*session)->state() != SessionState::active) {
+        return sys_error(ESHUTDOWN,
+                         "session `" + sid + "` is " + std::string(to_string((*session)->state())));
+    }
+    (*session)->touch();
+    return session;
+}
+
+Result<std::shared_ptr<Session>> SessionManager::find_any(const std::string& sid) {
+    auto found = sessions_.find(sid);
+    if (found == sessions_.end()) {
+        if (tombstones_.count(sid) != 0) return sys_error(ESHUTDOWN, "session `" + sid + "` has ended");
+        return sys_error(ENOENT, "no session `" + sid + "`");
+    }
+    return found->second;
+}
+
+// An ended session stays readable (records, output) for the retention window, then shrinks to a
+// tombstone so that a late DELETE still says "already ended".
+void SessionManager::on_session_ended(const std::string& sid) {
+    auto timer = std::make_shared<boost::asio::steady_timer>(io_, config_.ended_retention);
+    retention_timers_[sid] = timer;
+    timer->async_wait([this, sid, alive = alive_](const boost::system::error_code& error) {
+        if (error || !*alive) return;
+        retention_timers_.erase(sid);
+        auto found = sessions_.find(sid);
+        if (found == sessions_.end()) return;
+        remember_tombstone(found->second->info());
+        sessions_.erase(found);
+    });
+}
+
+void SessionManager::remember_tombstone(const SessionInfo& info) {
+    auto tomb = std::make_unique<Tombstone>();
+    tomb->info = info;
+    tomb->info.processes.clear();
+    tombstones_[info.id] = std::move(tomb);
+    tombstone_order_.push_back(info.id);
+    while (tombstone_order_.size() > config_.max_tombstones) {
+        tombstones_.erase(tombstone_order_.front());
+        tombstone_order_.erase(tombstone_order_.begin());
+    }
+}
+
+void SessionManager::touch(const std::string& sid) {
+    auto found = sessions_.find(sid);
+    if (found != sessions_.end()) found->second->touch();
+}
+
+Result<TokenGrant> SessionManager::check_token(std::string_view token) {
+    // Every active session's tokens are compared, matching or not, so timing reveals nothing.
+    std::optional<TokenGrant> grant;
+    for (const auto& [sid, session] : sessions_) {
+        if (session->state() == SessionState::ended) continue;
+        const bool full = tokens_equal(token, session->full_token());
+        const bool restricted = tokens_equal(token, session->restricted_token());
+        if ((full || restricted) && !grant) {
+            grant = TokenGrant{sid, full ? TokenRights::full : TokenRights::restricted};
+        }
+    }
+    if (!grant) return sys_error(EACCES, "invalid token");
+    touch(grant->session_id);
+    return *grant;
+}
+
+}  // namespace corral
