@@ -151,45 +151,67 @@ struct TreeFrame {
 
 FileErrorKind classify(const Error& error) {
     switch (error.code) {
-        case ENOENT: return FileErrorKind::not_found;
+        case ENOENT:
+            return FileErrorKind::not_found;
         case EXDEV:
-        case ELOOP: return FileErrorKind::escapes_root;
-        case EEXIST: return FileErrorKind::exists;
-        case ENOTEMPTY: return FileErrorKind::not_empty;
-        case ENOTDIR: return FileErrorKind::not_a_directory;
-        case EISDIR: return FileErrorKind::is_a_directory;
+        case ELOOP:
+            return FileErrorKind::escapes_root;
+        case EEXIST:
+            return FileErrorKind::exists;
+        case ENOTEMPTY:
+            return FileErrorKind::not_empty;
+        case ENOTDIR:
+            return FileErrorKind::not_a_directory;
+        case EISDIR:
+            return FileErrorKind::is_a_directory;
         case EACCES:
         case EPERM:
-        case EROFS: return FileErrorKind::denied;
+        case EROFS:
+            return FileErrorKind::denied;
         case 0:
         case EINVAL:
         case ENAMETOOLONG:
-        case EBUSY: return FileErrorKind::invalid;
-        default: return FileErrorKind::io;
+        case EBUSY:
+            return FileErrorKind::invalid;
+        default:
+            return FileErrorKind::io;
     }
 }
 
 const char* kind_name(FileErrorKind kind) {
     switch (kind) {
-        case FileErrorKind::not_found: return "not_found";
-        case FileErrorKind::escapes_root: return "escapes_root";
-        case FileErrorKind::exists: return "exists";
-        case FileErrorKind::not_empty: return "not_empty";
-        case FileErrorKind::not_a_directory: return "not_a_directory";
-        case FileErrorKind::is_a_directory: return "is_a_directory";
-        case FileErrorKind::denied: return "denied";
-        case FileErrorKind::invalid: return "invalid";
-        case FileErrorKind::io: return "io";
+        case FileErrorKind::not_found:
+            return "not_found";
+        case FileErrorKind::escapes_root:
+            return "escapes_root";
+        case FileErrorKind::exists:
+            return "exists";
+        case FileErrorKind::not_empty:
+            return "not_empty";
+        case FileErrorKind::not_a_directory:
+            return "not_a_directory";
+        case FileErrorKind::is_a_directory:
+            return "is_a_directory";
+        case FileErrorKind::denied:
+            return "denied";
+        case FileErrorKind::invalid:
+            return "invalid";
+        case FileErrorKind::io:
+            return "io";
     }
     return "io";
 }
 
 const char* type_name(FileType type) {
     switch (type) {
-        case FileType::file: return "file";
-        case FileType::dir: return "dir";
-        case FileType::symlink: return "symlink";
-        case FileType::other: return "other";
+        case FileType::file:
+            return "file";
+        case FileType::dir:
+            return "dir";
+        case FileType::symlink:
+            return "symlink";
+        case FileType::other:
+            return "other";
     }
     return "other";
 }
@@ -225,7 +247,9 @@ WriteTransaction& WriteTransaction::operator=(WriteTransaction&& other) noexcept
     return *this;
 }
 
-WriteTransaction::~WriteTransaction() { abort(); }
+WriteTransaction::~WriteTransaction() {
+    abort();
+}
 
 Status WriteTransaction::write_all(std::string_view bytes) {
     if (done_) return sys_error(EBADF, "write " + quote(client_path_) + ": upload already ended");
@@ -355,14 +379,17 @@ Status remove_tree(int parent, const std::string& name, std::string_view client_
                 bool is_dir = d_type == DT_DIR;
                 if (d_type == DT_UNKNOWN) {
                     struct stat st;
-                    if (::fstatat(top.fd.get(), entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+                    if (::fstatat(top.fd.get(), entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+                        continue;
                     is_dir = S_ISDIR(st.st_mode);
                 }
                 if (is_dir) {
                     top.subdirs.push_back(std::move(entry));
                 } else if (::unlinkat(top.fd.get(), entry.c_str(), 0) != 0) {
-                    if (errno == EISDIR) top.subdirs.push_back(std::move(entry));
-                    else if (errno != ENOENT) return path_error(errno, "delete", client_path);
+                    if (errno == EISDIR)
+                        top.subdirs.push_back(std::move(entry));
+                    else if (errno != ENOENT)
+                        return path_error(errno, "delete", client_path);
                 }
             }
         }
@@ -465,7 +492,8 @@ Result<WriteTransaction> FileService::open_write(std::string_view path, bool cre
 Status FileService::remove(std::string_view path, bool recursive) const {
     auto parts = split_path(path);
     if (!parts) return std::move(parts.error());
-    if (parts->empty()) return sys_error(EBUSY, "delete " + quote(path) + ": refused: it is the session root");
+    if (parts->empty())
+        return sys_error(EBUSY, "delete " + quote(path) + ": refused: it is the session root");
     Resolver resolver{root_.get(), options_};
     auto parent = resolver.parent_of(*parts, "delete", path);
     if (!parent) return std::move(parent.error());
@@ -479,7 +507,8 @@ Status FileService::remove(std::string_view path, bool recursive) const {
         return {};
     }
     if (recursive) return remove_tree(parent->get(), parts->back(), path);
-    if (::unlinkat(parent->get(), name, AT_REMOVEDIR) != 0) return path_error(errno, "delete", path);
+    if (::unlinkat(parent->get(), name, AT_REMOVEDIR) != 0)
+        return path_error(errno, "delete", path);
     return {};
 }
 
@@ -547,7 +576,8 @@ Result<FileInfo> FileService::stat(std::string_view path) const {
     if (!parts) return std::move(parts.error());
     struct stat st;
     if (parts->empty()) {
-        if (::fstatat(root_.get(), "", &st, AT_EMPTY_PATH) != 0) return path_error(errno, "stat", path);
+        if (::fstatat(root_.get(), "", &st, AT_EMPTY_PATH) != 0)
+            return path_error(errno, "stat", path);
         return info_from("/", st, root_.get(), "");
     }
     Resolver resolver{root_.get(), options_};

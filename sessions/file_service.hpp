@@ -3,11 +3,12 @@
 // move, list, stat).
 //
 // Why openat2 and not path strings: joining "root + '/' + client path" and checking the result is
-// racy and wrong — `..`, an absolute symlink, or a directory swapped for a symlink between the check
-// and the open all lead outside (CVE-2018-15664, `docker cp` symlink-exchange race; CVE-2019-14271).
-// Instead we hold an O_PATH fd of the root and let the kernel resolve every path relative to it with
-// RESOLVE_IN_ROOT (the root acts as "/" for `..` and absolute symlinks, atomically against concurrent
-// renames) and RESOLVE_NO_MAGICLINKS (no /proc/<pid>/root or /proc/<pid>/fd jumps).
+// racy and wrong — `..`, an absolute symlink, or a directory swapped for a symlink between the
+// check and the open all lead outside (CVE-2018-15664, `docker cp` symlink-exchange race;
+// CVE-2019-14271). Instead we hold an O_PATH fd of the root and let the kernel resolve every path
+// relative to it with RESOLVE_IN_ROOT (the root acts as "/" for `..` and absolute symlinks,
+// atomically against concurrent renames) and RESOLVE_NO_MAGICLINKS (no /proc/<pid>/root or
+// /proc/<pid>/fd jumps).
 //
 // Path rules (paths are exactly what the client sent):
 //   - empty, or containing a NUL byte -> EINVAL.
@@ -63,7 +64,7 @@ const char* type_name(FileType type);
 
 /// One entry of list() or the result of stat().
 struct FileInfo {
-    std::string name;         ///< final component ("/" for the root itself)
+    std::string name;  ///< final component ("/" for the root itself)
     FileType type = FileType::other;
     uint64_t size = 0;        ///< st_size (for a symlink: the length of its target)
     uint32_t mode = 0;        ///< permission bits (st_mode & 07777)
@@ -96,7 +97,7 @@ struct FileServiceOptions {
 /// over the target atomically. Destroyed without commit() (failed or aborted upload), it removes
 /// the temp file, so a failed PUT never leaves a half-written file behind.
 class WriteTransaction {
-public:
+  public:
     WriteTransaction(WriteTransaction&& other) noexcept;
     WriteTransaction& operator=(WriteTransaction&& other) noexcept;
     WriteTransaction(const WriteTransaction&) = delete;
@@ -112,7 +113,7 @@ public:
     /// Removes the temp file now (also done by the destructor if not committed).
     void abort();
 
-private:
+  private:
     friend class FileService;
     WriteTransaction(UniqueFd parent, UniqueFd file, std::string temp_name, std::string name,
                      std::string client_path);
@@ -127,7 +128,7 @@ private:
 
 /// File operations confined to a session root (see the file comment for the rules).
 class FileService {
-public:
+  public:
     /// Opens `root_dir` (an absolute host path) as the root of a new service.
     static Result<FileService> open(const std::string& root_dir, FileServiceOptions options = {});
     /// A service over an already-open directory fd (O_PATH is enough).
@@ -140,11 +141,11 @@ public:
     /// EISDIR if `path` is an existing directory; EINVAL for the root itself.
     Result<WriteTransaction> open_write(std::string_view path, bool create_parents) const;
     /// Deletes a file, symlink (the link itself) or directory. A non-empty directory needs
-    /// `recursive` (else ENOTEMPTY); recursion never follows symlinks and never crosses into another
-    /// mount (EXDEV). The root itself is refused (EBUSY).
+    /// `recursive` (else ENOTEMPTY); recursion never follows symlinks and never crosses into
+    /// another mount (EXDEV). The root itself is refused (EBUSY).
     Status remove(std::string_view path, bool recursive) const;
-    /// Creates a directory (mode 0755 & ~umask). recursive: like `mkdir -p` (existing dirs are fine);
-    /// otherwise EEXIST if it exists and ENOENT if the parent is missing.
+    /// Creates a directory (mode 0755 & ~umask). recursive: like `mkdir -p` (existing dirs are
+    /// fine); otherwise EEXIST if it exists and ENOENT if the parent is missing.
     Status mkdir(std::string_view path, bool recursive) const;
     /// Renames `from` to `to` (both inside the root). EEXIST if `to` exists, unless `replace`.
     Status move(std::string_view from, std::string_view to, bool replace = false) const;
@@ -156,7 +157,7 @@ public:
     /// The root's O_PATH fd (for callers that need to resolve something else under it).
     int root_fd() const { return root_.get(); }
 
-private:
+  private:
     UniqueFd root_;
     FileServiceOptions options_;
 };

@@ -27,12 +27,13 @@ namespace corral {
 
 /// Bounded ring of the latest `cap` bytes of one output stream, with absolute offsets.
 class OutputBuffer {
-public:
+  public:
     /// Result of read(): bytes starting at absolute offset `offset`.
     struct Slice {
-        std::string bytes;     ///< the bytes read (at most `max`)
-        uint64_t offset = 0;   ///< absolute offset of bytes[0] (>= the requested offset)
-        uint64_t skipped = 0;  ///< bytes between the requested offset and `offset` that were dropped
+        std::string bytes;    ///< the bytes read (at most `max`)
+        uint64_t offset = 0;  ///< absolute offset of bytes[0] (>= the requested offset)
+        uint64_t skipped =
+            0;  ///< bytes between the requested offset and `offset` that were dropped
     };
 
     /// A buffer that retains at most `cap` bytes (cap 0 retains nothing, but still counts).
@@ -65,7 +66,7 @@ public:
     /// All retained bytes, oldest first (what a `run` result's stdout/stderr carries).
     std::string contents() const;
 
-private:
+  private:
     void grow_for(std::size_t incoming);
     void copy_out(std::size_t logical_pos, std::size_t count, char* out) const;
 

@@ -47,11 +47,11 @@ Result<uint16_t> PortPool::lease(const std::string& owner) {
         leases_.emplace(port, owner);
         return port;
     }
-    return sys_error(EADDRNOTAVAIL,
-                     "no free loopback port in range " + std::to_string(first_) + "-" +
-                         std::to_string(last_) + " (" + std::to_string(leases_.size()) +
-                         " leased, " + std::to_string(busy_elsewhere) +
-                         " in use by other programs)");
+    return sys_error(EADDRNOTAVAIL, "no free loopback port in range " + std::to_string(first_) +
+                                        "-" + std::to_string(last_) + " (" +
+                                        std::to_string(leases_.size()) + " leased, " +
+                                        std::to_string(busy_elsewhere) +
+                                        " in use by other programs)");
 }
 
 bool PortPool::release(uint16_t port) {

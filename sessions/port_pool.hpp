@@ -1,6 +1,7 @@
 #pragma once
-// The daemon's pool of host loopback TCP ports. Sessions lease ports from it, so no two sessions (or
-// two leases of one session) are ever handed the same port. One pool per daemon, passed explicitly.
+// The daemon's pool of host loopback TCP ports. Sessions lease ports from it, so no two sessions
+// (or two leases of one session) are ever handed the same port. One pool per daemon, passed
+// explicitly.
 //
 // Before a port is handed out the pool binds a probe socket to 127.0.0.1:port: a port some other
 // program on the host already listens on is skipped (it stays in the range and is retried on a
@@ -27,7 +28,7 @@ namespace corral {
 
 /// Pool of loopback ports in [first, last], leased to owners (session ids).
 class PortPool {
-public:
+  public:
     /// A pool over [first, last]; fails (EINVAL) when first == 0 or first > last.
     static Result<std::unique_ptr<PortPool>> create(uint16_t first, uint16_t last);
 
@@ -49,7 +50,7 @@ public:
     /// Last port of the range (inclusive).
     uint16_t last() const { return last_; }
 
-private:
+  private:
     PortPool(uint16_t first, uint16_t last);
 
     uint16_t first_;

@@ -60,7 +60,7 @@ Result<std::string> service_read(const FileService& files, std::string_view path
 /// (host files a session must never reach, with a `secret`). Removed, without following
 /// symlinks, even when the test fails.
 class FileServiceTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         static int counter = 0;
         base_ = fs::temp_directory_path() /
@@ -100,9 +100,9 @@ TEST_F(FileServiceTest, DotDotTraversalIsRefusedNamingThePath) {
         ASSERT_FALSE(read.ok()) << path;
         EXPECT_EQ(read.error().code, EXDEV) << path;
         EXPECT_EQ(classify(read.error()), FileErrorKind::escapes_root);
-        EXPECT_NE(read.error().message.find("path `" + std::string(path) +
-                                            "` escapes the session root"),
-                  std::string::npos)
+        EXPECT_NE(
+            read.error().message.find("path `" + std::string(path) + "` escapes the session root"),
+            std::string::npos)
             << read.error().message;
     }
     EXPECT_EQ(files().open_write("../outside/new", true).error().code, EXDEV);
@@ -184,7 +184,7 @@ TEST_F(FileServiceTest, ProcMagicLinksAreRefused) {
                                       "/proc/self/fd/0", "proc/thread-self/root/etc/hostname"}) {
             ++step;
             auto read = files.open_read(path);
-            if (read.ok()) ::_exit(step);                 // reached through a magic link
+            if (read.ok()) ::_exit(step);  // reached through a magic link
             if (read.error().code != ELOOP) ::_exit(10 + step);
         }
         // An ordinary procfs file is still readable: the mount really is there.
@@ -207,7 +207,8 @@ TEST_F(FileServiceTest, SwappingADirectoryForASymlinkNeverLeadsOutside) {
     std::atomic<bool> stop{false};
     std::thread swapper([&] {
         const std::string d = (root() / "d").string();
-        const std::string links[] = {(root() / "abs_link").string(), (root() / "rel_link").string()};
+        const std::string links[] = {(root() / "abs_link").string(),
+                                     (root() / "rel_link").string()};
         for (int i = 0; !stop.load(); ++i) {
             // Atomically exchange the names: `d` is a directory one moment, a symlink the next.
             ::renameat2(AT_FDCWD, d.c_str(), AT_FDCWD, links[i % 2].c_str(), RENAME_EXCHANGE);
@@ -241,7 +242,8 @@ TEST_F(FileServiceTest, SwappingADirectoryForASymlinkNeverLeadsOutside) {
         }
         auto listing = files().list("d");
         if (listing.ok()) {
-            for (const auto& entry : *listing) ASSERT_NE(entry.name, "only_outside") << "listed outside the root";
+            for (const auto& entry : *listing)
+                ASSERT_NE(entry.name, "only_outside") << "listed outside the root";
         }
     }
     stop = true;

@@ -10,7 +10,9 @@ namespace {
 
 // The byte at absolute offset `i` of the test streams: a fixed, non-periodic-looking pattern so an
 // off-by-one in offsets shows up as a mismatch.
-char pattern_byte(uint64_t i) { return static_cast<char>((i * 2654435761u) >> 13); }
+char pattern_byte(uint64_t i) {
+    return static_cast<char>((i * 2654435761u) >> 13);
+}
 
 std::string pattern(uint64_t from, std::size_t count) {
     std::string out(count, '\0');
