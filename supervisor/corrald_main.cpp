@@ -1,0 +1,123 @@
+// corrald: the session daemon. Parses the command line, builds the session manager and the HTTP
+// server on one io_context, and runs until SIGINT/SIGTERM, when it stops accepting, ends every
+// stream truthfully, ends every session (kill trees, remove cgroups) and exits 0.
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+
+#include <boost/asio.hpp>
+
+#include "isolation/cgroup.hpp"
+#include "sessions/session_manager.hpp"
+#include "supervisor/daemon/api.hpp"
+#include "supervisor/daemon/daemon_options.hpp"
+#include "supervisor/daemon/http_server.hpp"
+
+namespace {
+
+using namespace corral;
+using namespace corral::daemon;
+
+void log_line(const std::string& line) { std::fprintf(stderr, "corrald: %s\n", line.c_str()); }
+
+int fail(const Error& error) {
+    log_line(error.describe());
+    return 1;
+}
+
+SessionManagerConfig manager_config(const DaemonOptions& options) {
+    SessionManagerConfig config;
+    config.state_dir = options.state_dir;
+    config.policy_dir = options.policy_dir;
+    config.instance_name = options.instance;
+    config.port_first = options.port_first;
+    config.port_last = options.port_last;
+    config.move_self_to_supervisor_leaf = true;
+    return config;
+}
+
+/// On SIGINT/SIGTERM: stop accepting, let every waiting stream send its final event, end all
+/// sessions, then stop the loop. A second signal, or a stuck shutdown, stops the loop at once
+/// (the manager's destructor still kills and removes what is left).
+void on_stop_signal(asio::io_context& io, asio::signal_set& signals, HttpServer& server,
+                    WaitRegistry& waits, SessionManager& sessions, asio::steady_timer& deadline) {
+    signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+        if (ec) return;
+        if (waits.stopping()) {
+            log_line("second signal: stopping now");
+            io.stop();
+            return;
+        }
+        log_line(std::string("signal ") + ::strsignal(signal) + ": ending all sessions");
+        server.stop_accepting();
+        waits.interrupt_all();
+        deadline.expires_after(std::chrono::seconds(60));
+        deadline.async_wait([&](const boost::system::error_code& timer_ec) {
+            if (timer_ec) return;
+            log_line("shutdown took too long: stopping now");
+            io.stop();
+        });
+        sessions.shutdown([&] {
+            server.close_connections();
+            deadline.cancel();
+            io.stop();
+        });
+        on_stop_signal(io, signals, server, waits, sessions, deadline);
+    });
+}
+
+int run(const DaemonOptions& options) {
+    ::signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the daemon
+    if (unix_socket_in_use(options.socket_path))
+        return fail(sys_error(EADDRINUSE, "another daemon answers on `" + options.socket_path + "`"));
+    std::error_code fs_error;
+    const auto socket_dir = std::filesystem::path(options.socket_path).parent_path();
+    if (!socket_dir.empty()) std::filesystem::create_directories(socket_dir, fs_error);
+    if (fs_error)
+        return fail(sys_error(fs_error.value(), "create `" + socket_dir.string() + "`"));
+
+    auto host = discover_cgroup_host();
+    if (!host) return fail(host.error().context("discover cgroups"));
+    asio::io_context io;
+    auto sessions = SessionManager::create(io, manager_config(options), *host);
+    if (!sessions) return fail(sessions.error().context("start session manager"));
+
+    WaitRegistry waits;
+    Api api(**sessions, waits, ApiOptions{options.policy_dir, options.instance});
+    HttpServer server(io, api);
+    if (auto status = server.listen_unix(options.socket_path); !status) return fail(status.error());
+    log_line("listening on unix:" + options.socket_path);
+    if (!options.listen.empty()) {
+        if (auto status = server.listen_tcp(options.listen); !status) return fail(status.error());
+        log_line("listening on tcp port " + std::to_string(server.tcp_port()));
+    }
+
+    asio::signal_set signals(io, SIGINT, SIGTERM);
+    asio::steady_timer deadline(io);
+    on_stop_signal(io, signals, server, waits, **sessions, deadline);
+    io.run();
+    server.stop_accepting();
+    server.close_connections();
+    log_line("stopped");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    auto options = parse_daemon_options(std::vector<std::string>(argv + 1, argv + argc));
+    if (!options) {
+        std::fprintf(stderr, "corrald: %s\n%s", options.error().describe().c_str(),
+                     corral::daemon::daemon_usage().c_str());
+        return 2;
+    }
+    if (options->help) {
+        std::fputs(corral::daemon::daemon_usage().c_str(), stdout);
+        return 0;
+    }
+    return run(*options);
+}

@@ -1,0 +1,144 @@
+#include "supervisor/daemon/api.hpp"
+
+#include <charconv>
+
+namespace corral::daemon {
+
+const std::vector<Api::Route>& Api::routes() {
+    using A = Access;
+    static const std::vector<Route> table = {
+        {"GET", "/v1/health", A::daemon_info, &Api::health},
+        {"GET", "/v1/policies", A::daemon_info, &Api::list_policies},
+        {"POST", "/v1/policies/validate", A::daemon_info, &Api::validate_policy},
+        {"POST", "/v1/sessions", A::daemon_admin, &Api::create_session},
+        {"GET", "/v1/sessions", A::session_list, &Api::list_sessions},
+        {"GET", "/v1/sessions/{sid}", A::session_use, &Api::get_session},
+        {"DELETE", "/v1/sessions/{sid}", A::session_admin, &Api::end_session},
+        {"PATCH", "/v1/sessions/{sid}/env", A::session_admin, &Api::patch_env},
+        {"POST", "/v1/sessions/{sid}/run", A::session_use, &Api::run},
+        {"POST", "/v1/sessions/{sid}/exec", A::session_use, &Api::exec},
+        {"POST", "/v1/sessions/{sid}/processes", A::session_use, &Api::spawn},
+        {"GET", "/v1/sessions/{sid}/processes", A::session_use, &Api::list_processes},
+        {"GET", "/v1/sessions/{sid}/processes/{proc}", A::session_use, &Api::get_process},
+        {"POST", "/v1/sessions/{sid}/processes/{proc}/signal", A::session_use,
+         &Api::signal_process},
+        {"DELETE", "/v1/sessions/{sid}/processes/{proc}", A::session_use, &Api::kill_process},
+        {"GET", "/v1/sessions/{sid}/processes/{proc}/logs", A::session_use, &Api::logs},
+        {"GET", "/v1/sessions/{sid}/processes/{proc}/stream", A::session_use, &Api::stream},
+        {"POST", "/v1/sessions/{sid}/processes/{proc}/stdin", A::session_use, &Api::write_stdin},
+        {"GET", "/v1/sessions/{sid}/processes/{proc}/wait", A::session_use, &Api::wait_process},
+        {"GET", "/v1/sessions/{sid}/files", A::session_use, &Api::get_file},
+        {"PUT", "/v1/sessions/{sid}/files", A::session_use, &Api::put_file},
+        {"DELETE", "/v1/sessions/{sid}/files", A::session_use, &Api::delete_file},
+        {"POST", "/v1/sessions/{sid}/files/mkdir", A::session_use, &Api::make_directory},
+        {"POST", "/v1/sessions/{sid}/files/move", A::session_use, &Api::move_file},
+        {"GET", "/v1/sessions/{sid}/files/list", A::session_use, &Api::list_directory},
+        {"GET", "/v1/sessions/{sid}/files/stat", A::session_use, &Api::stat_file},
+        {"POST", "/v1/sessions/{sid}/ports", A::session_admin, &Api::lease_port},
+        {"GET", "/v1/sessions/{sid}/ports", A::session_use, &Api::list_ports},
+        {"DELETE", "/v1/sessions/{sid}/ports/{port}", A::session_admin, &Api::release_port},
+        {"GET", "/v1/sessions/{sid}/ports/{port}/endpoint", A::session_use, &Api::port_endpoint},
+    };
+    return table;
+}
+
+Api::Api(SessionManager& sessions, WaitRegistry& waits, ApiOptions options)
+    : sessions_(sessions), waits_(waits), options_(std::move(options)) {
+    const auto& table = routes();
+    for (size_t i = 0; i < table.size(); ++i)
+        router_.add(table[i].method, table[i].pattern, static_cast<int>(i));
+}
+
+asio::awaitable<void> Api::handle(Exchange& ex) {
+    if (waits_.stopping()) {
+        ex.close_after();
+        co_await ex.send_error({503, "shutting_down", "corrald is shutting down", nullptr});
+        co_return;
+    }
+    const RouteMatch match = router_.match(ex.method(), ex.path());
+    if (match.kind == RouteMatch::Kind::not_found) {
+        co_await ex.send_error(no_such_route(ex.method(), ex.path()));
+        co_return;
+    }
+    if (match.kind == RouteMatch::Kind::method_not_allowed) {
+        std::string allow;
+        for (const auto& m : match.allowed) allow += (allow.empty() ? "" : ", ") + m;
+        co_await ex.send_error(method_not_allowed(ex.method(), ex.path()), allow);
+        co_return;
+    }
+    co_await dispatch(ex, routes()[static_cast<size_t>(match.route_id)], match.params);
+}
+
+asio::awaitable<void> Api::dispatch(Exchange& ex, const Route& route, const RouteParams& params) {
+    std::optional<ApiError> failure;
+    try {
+        auto caller = authenticate(ex.listener(), ex.header("Authorization"),
+                                   [this](std::string_view token) {
+                                       return sessions_.check_token(token);
+                                   });
+        if (!caller) throw ApiFailure(unauthorized(caller.error().message));
+        auto it = params.find("sid");
+        const std::string sid = it == params.end() ? "" : it->second;
+        if (auto refused = authorize(*caller, route.access, sid)) throw ApiFailure(*refused);
+        co_await (this->*route.handler)(ex, params, *caller);
+    } catch (const ApiFailure& f) {
+        failure = f.error;
+    } catch (const beast::system_error&) {
+        throw;  // the connection failed: nothing more can be said on it
+    } catch (const std::exception& e) {
+        failure = ApiError{500, "internal", e.what(), nullptr};
+    }
+    if (!failure) co_return;
+    if (ex.response_started()) {
+        // Too late for a JSON error: the status line is gone. Closing tells the client the
+        // response is incomplete.
+        ex.close_after();
+        co_return;
+    }
+    co_await ex.send_error(*failure);
+}
+
+asio::awaitable<std::optional<std::pair<Result<ProcessInfo>, bool>>> Api::await_process(
+    const std::string& sid, const std::string& proc, std::optional<Millis> timeout) {
+    using Outcome = std::pair<Result<ProcessInfo>, bool>;
+    auto event = std::make_shared<AsyncEvent<Outcome>>(co_await asio::this_coro::executor, waits_);
+    WaitHandle handle = sessions_.async_wait_process(
+        sid, proc, timeout, [weak = std::weak_ptr(event)](Result<ProcessInfo> info, bool done) {
+            if (auto e = weak.lock()) e->set(Outcome{std::move(info), done});
+        });
+    co_return co_await event->wait();
+}
+
+const std::string& required_query(const Exchange& ex, const char* name) {
+    auto it = ex.query().find(name);
+    if (it == ex.query().end())
+        throw ApiFailure(bad_request("missing_query",
+                                     std::string("query parameter `") + name + "` is required"));
+    return it->second;
+}
+
+bool query_flag(const Exchange& ex, const char* name) {
+    auto it = ex.query().find(name);
+    if (it == ex.query().end() || it->second == "false" || it->second == "0") return false;
+    if (it->second.empty() || it->second == "true" || it->second == "1") return true;
+    throw ApiFailure(bad_request(
+        "bad_query", std::string("query parameter `") + name + "` must be true or false"));
+}
+
+std::optional<uint64_t> query_number(const Exchange& ex, const char* name) {
+    auto it = ex.query().find(name);
+    if (it == ex.query().end()) return std::nullopt;
+    uint64_t value = 0;
+    const auto& text = it->second;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+        throw ApiFailure(bad_request(
+            "bad_query", std::string("query parameter `") + name + "` must be a non-negative integer"));
+    return value;
+}
+
+void check(const Status& status) {
+    if (!status) throw ApiFailure(api_error(status.error()));
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,109 @@
+#pragma once
+// The HTTP API of corrald (DESIGN.md "API"): the route table, authentication and authorization
+// of each request, and one handler per endpoint mapping it onto the SessionManager. Handlers live
+// in api_system.cpp (health, policies), api_sessions.cpp, api_processes.cpp, api_files.cpp and
+// api_ports.cpp.
+
+#include <string>
+
+#include "sessions/session_manager.hpp"
+#include "supervisor/daemon/async_event.hpp"
+#include "supervisor/daemon/auth.hpp"
+#include "supervisor/daemon/exchange.hpp"
+#include "supervisor/daemon/json_fields.hpp"
+#include "supervisor/daemon/router.hpp"
+
+namespace corral::daemon {
+
+/// Daemon facts the API reports (health) or needs (policy dir).
+struct ApiOptions {
+    std::string policy_dir;  ///< extra named policies (*.yaml); "" = none
+    std::string instance;    ///< cgroup instance name
+};
+
+/// Serves requests against one SessionManager. Event-loop thread only.
+class Api {
+public:
+    Api(SessionManager& sessions, WaitRegistry& waits, ApiOptions options);
+
+    /// Handles one request: routes, authenticates, authorizes, runs the handler and writes the
+    /// response (a JSON error for any failure before the response started).
+    asio::awaitable<void> handle(Exchange& exchange);
+
+private:
+    using Handler = asio::awaitable<void> (Api::*)(Exchange&, const RouteParams&, const Caller&);
+    struct Route {
+        const char* method;
+        const char* pattern;
+        Access access;
+        Handler handler;
+    };
+    static const std::vector<Route>& routes();
+    asio::awaitable<void> dispatch(Exchange& ex, const Route& route, const RouteParams& params);
+
+    // api_system.cpp
+    asio::awaitable<void> health(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> list_policies(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> validate_policy(Exchange&, const RouteParams&, const Caller&);
+    // api_sessions.cpp
+    asio::awaitable<void> create_session(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> list_sessions(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> get_session(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> end_session(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> patch_env(Exchange&, const RouteParams&, const Caller&);
+    // api_processes.cpp
+    asio::awaitable<void> run(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> exec(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> spawn(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> list_processes(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> get_process(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> signal_process(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> kill_process(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> logs(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> stream(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> write_stdin(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> wait_process(Exchange&, const RouteParams&, const Caller&);
+    // api_files.cpp
+    asio::awaitable<void> get_file(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> put_file(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> delete_file(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> make_directory(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> move_file(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> list_directory(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> stat_file(Exchange&, const RouteParams&, const Caller&);
+    // api_ports.cpp
+    asio::awaitable<void> lease_port(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> list_ports(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> release_port(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> port_endpoint(Exchange&, const RouteParams&, const Caller&);
+
+    /// Waits for a process record to become final; nullopt when shutdown interrupted the wait.
+    asio::awaitable<std::optional<std::pair<Result<ProcessInfo>, bool>>> await_process(
+        const std::string& sid, const std::string& proc, std::optional<Millis> timeout);
+
+    SessionManager& sessions_;
+    WaitRegistry& waits_;
+    ApiOptions options_;
+    Router router_;
+};
+
+/// Limits of request bodies read whole (JSON, stdin writes, policy YAML).
+inline constexpr size_t kJsonBodyLimit = 8u << 20;
+inline constexpr size_t kStdinBodyLimit = 16u << 20;
+
+/// Throws a 400 unless the query has `name`; returns its value.
+const std::string& required_query(const Exchange& ex, const char* name);
+/// A boolean query parameter: absent/"false"/"0" -> false, "true"/"1"/"" -> true, else 400.
+bool query_flag(const Exchange& ex, const char* name);
+/// An unsigned integer query parameter (nullopt when absent); 400 naming it when malformed.
+std::optional<uint64_t> query_number(const Exchange& ex, const char* name);
+/// Unwraps a manager Result or throws its mapped ApiError.
+template <class T>
+T take(Result<T> result) {
+    if (!result) throw ApiFailure(api_error(result.error()));
+    return std::move(result).value();
+}
+/// Throws the mapped ApiError of a failed Status.
+void check(const Status& status);
+
+}  // namespace corral::daemon

@@ -1,0 +1,180 @@
+#include "supervisor/daemon/api_json.hpp"
+
+#include <ctime>
+
+#include "supervisor/daemon/json_fields.hpp"
+
+namespace corral::daemon {
+
+CreateSessionRequest parse_create_session(std::string_view body) {
+    const auto json = parse_json_object(body);
+    ObjectReader r(json);
+    CreateSessionRequest request;
+    request.policy = r.string("policy").value_or("");
+    request.policy_yaml = r.string("policyYaml").value_or("");
+    request.id = r.string("id").value_or("");
+    request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
+    request.cwd = r.string("cwd").value_or("");
+    if (auto ms = r.unsigned_integer("commandTimeoutMs")) request.command_timeout = Millis(*ms);
+    r.finish();
+    if (!request.policy.empty() && !request.policy_yaml.empty())
+        throw ApiFailure(bad_request("conflicting_fields", "give `policy` or `policyYaml`, not both"));
+    return request;
+}
+
+ProcessRequest parse_process_request(std::string_view body) {
+    const auto json = parse_json_object(body);
+    ObjectReader r(json);
+    ProcessRequest request;
+    request.command = r.string("command").value_or("");
+    request.argv = r.string_list("argv").value_or(std::vector<std::string>{});
+    request.cwd = r.string("cwd").value_or("");
+    request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
+    if (auto ms = r.unsigned_integer("timeoutMs")) request.timeout = Millis(*ms);
+    request.stdin_data = r.string("stdin");
+    request.stdin_open = r.boolean("stdinOpen").value_or(false);
+    r.finish();
+    const bool has_command = json.contains("command") && !json["command"].is_null();
+    const bool has_argv = json.contains("argv") && !json["argv"].is_null();
+    if (has_command == has_argv)
+        throw ApiFailure(bad_request("missing_field", "give exactly one of `command` and `argv`"));
+    if (has_command && request.command.empty())
+        throw ApiFailure(bad_request("invalid", "field `command` is empty"));
+    if (has_argv && request.argv.empty())
+        throw ApiFailure(bad_request("invalid", "field `argv` is empty"));
+    return request;
+}
+
+EnvPatch parse_env_patch(std::string_view body) {
+    const auto json = parse_json_object(body);
+    ObjectReader r(json);
+    EnvPatch patch;
+    patch.set = r.string_map("set").value_or(std::map<std::string, std::string>{});
+    patch.unset = r.string_list("unset").value_or(std::vector<std::string>{});
+    r.finish();
+    return patch;
+}
+
+std::string format_time(std::chrono::system_clock::time_point time) {
+    using namespace std::chrono;
+    const auto ms = duration_cast<milliseconds>(time.time_since_epoch()).count();
+    const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<int>(ms % 1000));
+    return buf;
+}
+
+nlohmann::json usage_json(const ResourceUsage& u) {
+    nlohmann::json j = {{"cpuUserUsec", u.cpu_user_usec},
+                        {"cpuSystemUsec", u.cpu_system_usec},
+                        {"cpuTotalUsec", u.cpu_total_usec},
+                        {"oomKills", u.oom_kills},
+                        {"pidsLimitHits", u.pids_limit_hits}};
+    if (u.memory_current) j["memoryCurrentBytes"] = *u.memory_current;
+    if (u.memory_peak) j["memoryPeakBytes"] = *u.memory_peak;
+    if (u.pids_current) j["pidsCurrent"] = *u.pids_current;
+    if (u.pids_peak) j["pidsPeak"] = *u.pids_peak;
+    if (u.io_read_bytes) j["ioReadBytes"] = *u.io_read_bytes;
+    if (u.io_write_bytes) j["ioWriteBytes"] = *u.io_write_bytes;
+    return j;
+}
+
+namespace {
+
+nlohmann::json stream_stats_json(const StreamStats& s) {
+    return {{"bytes", s.total_bytes},
+            {"droppedBytes", s.dropped_bytes},
+            {"truncated", s.truncated},
+            {"eof", s.eof}};
+}
+
+}  // namespace
+
+nlohmann::json process_json(const ProcessInfo& p) {
+    nlohmann::json j = {{"id", p.id},
+                        {"pid", p.pid},
+                        {"argv", p.argv},
+                        {"cwd", p.cwd},
+                        {"status", p.status()},
+                        {"running", p.running},
+                        {"exitCode", nullptr},
+                        {"signal", nullptr},
+                        {"startedAt", format_time(p.started_at)},
+                        {"durationMs", p.duration_ms},
+                        {"usage", usage_json(p.usage)},
+                        {"stdout", stream_stats_json(p.stdout_stats)},
+                        {"stderr", stream_stats_json(p.stderr_stats)},
+                        {"truncated", p.stdout_stats.truncated || p.stderr_stats.truncated},
+                        {"stdinOpen", p.stdin_open}};
+    if (!p.command.empty()) j["command"] = p.command;
+    if (p.exit_code) j["exitCode"] = *p.exit_code;
+    if (p.signal) j["signal"] = signal_name(*p.signal);
+    if (p.timeout) j["timeoutMs"] = p.timeout->count();
+    if (!p.error.empty()) j["error"] = p.error;
+    return j;
+}
+
+nlohmann::json port_json(const PortLeaseInfo& lease) {
+    return {{"port", lease.port}, {"url", lease.url}};
+}
+
+nlohmann::json session_summary_json(const SessionInfo& s) {
+    nlohmann::json ports = nlohmann::json::array();
+    for (const auto& p : s.ports) ports.push_back(port_json(p));
+    size_t running = 0;
+    for (const auto& p : s.processes) running += p.running ? 1 : 0;
+    return {{"id", s.id},
+            {"policy", s.policy_name},
+            {"state", std::string(to_string(s.state))},
+            {"createdAt", format_time(s.created_at)},
+            {"processes", s.processes.size()},
+            {"running", running},
+            {"ports", std::move(ports)}};
+}
+
+nlohmann::json session_json(const SessionInfo& s) {
+    nlohmann::json j = session_summary_json(s);
+    nlohmann::json processes = nlohmann::json::array();
+    for (const auto& p : s.processes) processes.push_back(process_json(p));
+    j["processes"] = std::move(processes);
+    j["root"] = s.root;
+    j["workdir"] = s.workdir;
+    j["cwd"] = s.cwd;
+    j["env"] = s.env;
+    j["namespaces"] = s.namespaces;
+    j["usage"] = usage_json(s.usage);
+    j["commandTimeoutMs"] = s.command_timeout ? nlohmann::json(s.command_timeout->count()) : nullptr;
+    if (!s.end_reason.empty()) j["endReason"] = s.end_reason;
+    if (s.ended_at) j["endedAt"] = format_time(*s.ended_at);
+    if (s.state == SessionState::ended) j["processesKilled"] = s.processes_killed;
+    return j;
+}
+
+nlohmann::json end_report_json(const EndSessionReport& r) {
+    return {{"id", r.id},
+            {"alreadyEnded", r.already_ended},
+            {"processesKilled", r.processes_killed},
+            {"killedProcessIds", r.killed_process_ids},
+            {"endReason", r.end_reason},
+            {"durationMs", r.duration_ms}};
+}
+
+nlohmann::json file_info_json(const FileInfo& f) {
+    const auto mtime = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::nanoseconds(f.mtime_ns)));
+    nlohmann::json j = {{"name", f.name},
+                        {"type", type_name(f.type)},
+                        {"size", f.size},
+                        {"mode", f.mode},
+                        {"mtime", format_time(mtime)},
+                        {"mtimeNs", f.mtime_ns}};
+    if (f.type == FileType::symlink) j["linkTarget"] = f.link_target;
+    return j;
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,54 @@
+// Port endpoints: lease, list, release, endpoint URL.
+
+#include <charconv>
+
+#include "supervisor/daemon/api.hpp"
+#include "supervisor/daemon/api_json.hpp"
+
+namespace corral::daemon {
+namespace {
+
+/// The {port} path parameter; anything but 1..65535 is a port nobody holds (404).
+uint16_t port_param(const RouteParams& params) {
+    const std::string& text = params.at("port");
+    unsigned value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 65535)
+        throw ApiFailure({404, "not_found", "no such port `" + text + "`", nullptr});
+    return static_cast<uint16_t>(value);
+}
+
+}  // namespace
+
+asio::awaitable<void> Api::lease_port(Exchange& ex, const RouteParams& params, const Caller&) {
+    // No body fields today; still refuse a malformed or unknown one.
+    ObjectReader(parse_json_object(co_await ex.read_body(kJsonBodyLimit))).finish();
+    auto lease = take(sessions_.lease_port(params.at("sid")));
+    co_await ex.send_json(201, port_json(lease));
+}
+
+asio::awaitable<void> Api::list_ports(Exchange& ex, const RouteParams& params, const Caller&) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& lease : take(sessions_.list_ports(params.at("sid"))))
+        list.push_back(port_json(lease));
+    nlohmann::json reply = {{"ports", std::move(list)}};
+    co_await ex.send_json(200, reply);
+}
+
+asio::awaitable<void> Api::release_port(Exchange& ex, const RouteParams& params, const Caller&) {
+    const uint16_t port = port_param(params);
+    check(sessions_.release_port(params.at("sid"), port));
+    nlohmann::json reply = {{"released", port}};
+    co_await ex.send_json(200, reply);
+}
+
+asio::awaitable<void> Api::port_endpoint(Exchange& ex, const RouteParams& params, const Caller&) {
+    const uint16_t port = port_param(params);
+    auto it = ex.query().find("protocol");
+    const std::string protocol = it == ex.query().end() ? "http" : it->second;
+    auto url = take(sessions_.port_endpoint(params.at("sid"), port, protocol));
+    nlohmann::json reply = {{"port", port}, {"protocol", protocol}, {"url", url}};
+    co_await ex.send_json(200, reply);
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,165 @@
+// Process endpoints: run, exec, spawn, list, get, signal, kill, logs, stream, stdin, wait.
+
+#include "supervisor/daemon/api.hpp"
+#include "supervisor/daemon/api_json.hpp"
+#include "supervisor/daemon/output_stream.hpp"
+
+namespace corral::daemon {
+namespace {
+
+/// All kept output of one stream of a final record (bounded by the policy's output cap).
+std::string kept_output(SessionManager& sessions, const std::string& sid, const std::string& proc,
+                        OutputStream stream) {
+    std::string out;
+    uint64_t offset = 0;
+    for (;;) {
+        auto chunk = sessions.read_output(sid, proc, stream, offset, 1 << 20);
+        if (!chunk || chunk->data.empty()) break;
+        out += chunk->data;
+        offset = chunk->next_offset;
+    }
+    return out;
+}
+
+ApiError shutting_down_while(const std::string& proc) {
+    return {503, "shutting_down",
+            "corrald is shutting down; process `" + proc + "` was still running", nullptr};
+}
+
+}  // namespace
+
+asio::awaitable<void> Api::run(Exchange& ex, const RouteParams& params, const Caller&) {
+    const std::string& sid = params.at("sid");
+    const ProcessRequest request = parse_process_request(co_await ex.read_body(kJsonBodyLimit));
+    const ProcessInfo started = take(sessions_.start_process(sid, request));
+    auto outcome = co_await await_process(sid, started.id, std::nullopt);
+    if (!outcome) throw ApiFailure(shutting_down_while(started.id));
+    const ProcessInfo info = take(std::move(outcome->first));
+    nlohmann::json out = process_json(info);
+    put_bytes(out, "stdout", kept_output(sessions_, sid, info.id, OutputStream::out));
+    put_bytes(out, "stderr", kept_output(sessions_, sid, info.id, OutputStream::err));
+    co_await ex.send_json(200, out);
+}
+
+asio::awaitable<void> Api::exec(Exchange& ex, const RouteParams& params, const Caller&) {
+    const std::string& sid = params.at("sid");
+    const ProcessRequest request = parse_process_request(co_await ex.read_body(kJsonBodyLimit));
+    const ProcessInfo started = take(sessions_.start_process(sid, request));
+    co_await stream_process(ex, sessions_, waits_, StreamRequest{sid, started.id});
+}
+
+asio::awaitable<void> Api::spawn(Exchange& ex, const RouteParams& params, const Caller&) {
+    const ProcessRequest request = parse_process_request(co_await ex.read_body(kJsonBodyLimit));
+    const ProcessInfo started = take(sessions_.start_process(params.at("sid"), request));
+    co_await ex.send_json(201, process_json(started));
+}
+
+asio::awaitable<void> Api::list_processes(Exchange& ex, const RouteParams& params, const Caller&) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& info : take(sessions_.list_processes(params.at("sid"))))
+        list.push_back(process_json(info));
+    nlohmann::json reply = {{"processes", std::move(list)}};
+    co_await ex.send_json(200, reply);
+}
+
+asio::awaitable<void> Api::get_process(Exchange& ex, const RouteParams& params, const Caller&) {
+    co_await ex.send_json(200,
+                          process_json(take(sessions_.get_process(params.at("sid"),
+                                                                  params.at("proc")))));
+}
+
+asio::awaitable<void> Api::signal_process(Exchange& ex, const RouteParams& params, const Caller&) {
+    const auto json = parse_json_object(co_await ex.read_body(kJsonBodyLimit));
+    ObjectReader r(json);
+    std::optional<int> signal;
+    // `signal` is a name ("TERM", "SIGKILL") or a number (15).
+    if (auto it = json.find("signal"); it != json.end() && it->is_number()) {
+        const uint64_t number = r.unsigned_integer("signal").value_or(0);
+        if (number == 0 || number > 64)
+            throw ApiFailure(bad_request("invalid", "signal " + std::to_string(number) + " out of range"));
+        signal = static_cast<int>(number);
+    } else if (auto text = r.string("signal")) {
+        signal = parse_signal(*text);
+        if (!signal) throw ApiFailure(bad_request("invalid", "unknown signal `" + *text + "`"));
+    }
+    r.finish();
+    if (!signal) r.missing("signal");
+    check(sessions_.signal_process(params.at("sid"), params.at("proc"), *signal));
+    nlohmann::json reply = {{"id", params.at("proc")}, {"signal", signal_name(*signal)}};
+    co_await ex.send_json(200, reply);
+}
+
+asio::awaitable<void> Api::kill_process(Exchange& ex, const RouteParams& params, const Caller&) {
+    const std::string& sid = params.at("sid");
+    const std::string& proc = params.at("proc");
+    const size_t killed = take(sessions_.kill_process(sid, proc));
+    // Answer with the final record, so the caller knows the tree is really gone.
+    auto outcome = co_await await_process(sid, proc, Millis(10000));
+    if (!outcome) throw ApiFailure(shutting_down_while(proc));
+    nlohmann::json out = process_json(take(std::move(outcome->first)));
+    out["killed"] = killed;
+    co_await ex.send_json(200, out);
+}
+
+asio::awaitable<void> Api::logs(Exchange& ex, const RouteParams& params, const Caller&) {
+    auto it = ex.query().find("stream");
+    const std::string which = it == ex.query().end() ? "stdout" : it->second;
+    if (which != "stdout" && which != "stderr")
+        throw ApiFailure(bad_request("bad_query", "query parameter `stream` must be stdout or stderr"));
+    const uint64_t offset = query_number(ex, "offset").value_or(0);
+    const uint64_t limit = std::min<uint64_t>(query_number(ex, "limit").value_or(1 << 20), 16 << 20);
+    auto chunk = take(sessions_.read_output(params.at("sid"), params.at("proc"),
+                                            which == "stdout" ? OutputStream::out
+                                                              : OutputStream::err,
+                                            offset, limit));
+    nlohmann::json out = {{"stream", which},
+                          {"offset", chunk.offset},
+                          {"nextOffset", chunk.next_offset},
+                          {"skipped", chunk.skipped},
+                          {"eof", chunk.eof}};
+    put_bytes(out, "data", chunk.data);
+    co_await ex.send_json(200, out);
+}
+
+asio::awaitable<void> Api::stream(Exchange& ex, const RouteParams& params, const Caller&) {
+    StreamRequest request{params.at("sid"), params.at("proc")};
+    const uint64_t both = query_number(ex, "offset").value_or(0);
+    request.stdout_offset = query_number(ex, "stdoutOffset").value_or(both);
+    request.stderr_offset = query_number(ex, "stderrOffset").value_or(both);
+    if (auto it = ex.query().find("stream"); it != ex.query().end()) {
+        if (it->second != "stdout" && it->second != "stderr")
+            throw ApiFailure(
+                bad_request("bad_query", "query parameter `stream` must be stdout or stderr"));
+        request.want_stdout = it->second == "stdout";
+        request.want_stderr = it->second == "stderr";
+    }
+    co_await stream_process(ex, sessions_, waits_, request);
+}
+
+asio::awaitable<void> Api::write_stdin(Exchange& ex, const RouteParams& params, const Caller&) {
+    std::string data = co_await ex.read_body(kStdinBodyLimit);
+    const bool eof = query_flag(ex, "eof");
+    const size_t size = data.size();
+    auto event = std::make_shared<AsyncEvent<Status>>(co_await asio::this_coro::executor, waits_);
+    sessions_.write_stdin(params.at("sid"), params.at("proc"), std::move(data), eof,
+                          [weak = std::weak_ptr(event)](Status status) {
+                              if (auto e = weak.lock()) e->set(std::move(status));
+                          });
+    auto status = co_await event->wait();
+    if (!status) throw ApiFailure(shutting_down_while(params.at("proc")));
+    check(*status);
+    nlohmann::json reply = {{"written", size}, {"eof", eof}};
+    co_await ex.send_json(200, reply);
+}
+
+asio::awaitable<void> Api::wait_process(Exchange& ex, const RouteParams& params, const Caller&) {
+    std::optional<Millis> timeout;
+    if (auto ms = query_number(ex, "timeoutMs")) timeout = Millis(*ms);
+    auto outcome = co_await await_process(params.at("sid"), params.at("proc"), timeout);
+    if (!outcome) throw ApiFailure(shutting_down_while(params.at("proc")));
+    nlohmann::json out = process_json(take(std::move(outcome->first)));
+    out["finished"] = outcome->second;
+    co_await ex.send_json(200, out);
+}
+
+}  // namespace corral::daemon

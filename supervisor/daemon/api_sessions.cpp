@@ -1,0 +1,63 @@
+// Session endpoints: create, list, get, end, PATCH env.
+
+#include "policies/policy_parser.hpp"
+#include "supervisor/daemon/api.hpp"
+#include "supervisor/daemon/api_json.hpp"
+
+namespace corral::daemon {
+
+asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&, const Caller&) {
+    const std::string body = co_await ex.read_body(kJsonBodyLimit);
+    CreateSessionRequest request = parse_create_session(body);
+    if (!request.policy_yaml.empty()) {
+        // Parse here too, to answer with structured line:column diagnostics rather than the
+        // manager's one-line message.
+        auto parsed = parse_policy(request.policy_yaml, "<policyYaml>", options_.policy_dir);
+        if (!parsed.ok()) throw ApiFailure(policy_error(parsed.diagnostics));
+    }
+    auto created = take(sessions_.create_session(request));
+    nlohmann::json out = session_json(created.info);
+    out["token"] = created.full_token;
+    out["restrictedToken"] = created.restricted_token;
+    co_await ex.send_json(201, out);
+}
+
+asio::awaitable<void> Api::list_sessions(Exchange& ex, const RouteParams&, const Caller& caller) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& info : sessions_.list_sessions()) {
+        // A session token sees only its own session.
+        if (caller.grant && caller.grant->session_id != info.id) continue;
+        list.push_back(session_summary_json(info));
+    }
+    nlohmann::json reply = {{"sessions", std::move(list)}};
+    co_await ex.send_json(200, reply);
+}
+
+asio::awaitable<void> Api::get_session(Exchange& ex, const RouteParams& params, const Caller&) {
+    auto info = take(sessions_.get_session(params.at("sid")));
+    co_await ex.send_json(200, session_json(info));
+}
+
+asio::awaitable<void> Api::end_session(Exchange& ex, const RouteParams& params, const Caller&) {
+    const std::string& sid = params.at("sid");
+    auto event = std::make_shared<AsyncEvent<Result<EndSessionReport>>>(
+        co_await asio::this_coro::executor, waits_);
+    sessions_.end_session(sid, [weak = std::weak_ptr(event)](Result<EndSessionReport> report) {
+        if (auto e = weak.lock()) e->set(std::move(report));
+    });
+    auto report = co_await event->wait();
+    if (!report)
+        throw ApiFailure({503, "shutting_down",
+                          "corrald is shutting down; it ends session `" + sid + "` itself", nullptr});
+    co_await ex.send_json(200, end_report_json(take(std::move(*report))));
+}
+
+asio::awaitable<void> Api::patch_env(Exchange& ex, const RouteParams& params, const Caller&) {
+    const std::string body = co_await ex.read_body(kJsonBodyLimit);
+    const EnvPatch patch = parse_env_patch(body);
+    auto env = take(sessions_.patch_env(params.at("sid"), patch));
+    nlohmann::json reply = {{"env", env}};
+    co_await ex.send_json(200, reply);
+}
+
+}  // namespace corral::daemon

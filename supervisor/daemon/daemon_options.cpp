@@ -1,0 +1,81 @@
+#include "supervisor/daemon/daemon_options.hpp"
+
+#include <charconv>
+
+namespace corral::daemon {
+namespace {
+
+bool parse_port(std::string_view text, uint16_t* out) {
+    unsigned value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 65535)
+        return false;
+    *out = static_cast<uint16_t>(value);
+    return true;
+}
+
+/// Instance names become cgroup directory names: keep them to a safe alphabet.
+bool valid_instance(const std::string& name) {
+    if (name.empty() || name.size() > 64 || name[0] == '.') return false;
+    for (char c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+            return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+std::string daemon_usage() {
+    return "usage: corrald [--socket PATH] [--listen 127.0.0.1:PORT] [--state-dir DIR]\n"
+           "               [--policy-dir DIR] [--port-range FIRST-LAST] [--instance NAME]\n";
+}
+
+Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args) {
+    DaemonOptions options;
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string name = args[i];
+        std::string value;
+        bool has_value = false;
+        if (auto eq = name.find('='); name.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = name.substr(eq + 1);
+            name = name.substr(0, eq);
+            has_value = true;
+        }
+        if (name == "--help" || name == "-h") {
+            options.help = true;
+            continue;
+        }
+        if (!has_value) {
+            if (i + 1 >= args.size()) return sys_error(EINVAL, "option `" + name + "` needs a value");
+            value = args[++i];
+        }
+        if (name == "--socket") {
+            options.socket_path = value;
+        } else if (name == "--listen") {
+            options.listen = value;
+        } else if (name == "--state-dir") {
+            options.state_dir = value;
+        } else if (name == "--policy-dir") {
+            options.policy_dir = value;
+        } else if (name == "--instance") {
+            if (!valid_instance(value))
+                return sys_error(EINVAL, "--instance `" + value + "`: use [A-Za-z0-9._-]{1,64}");
+            options.instance = value;
+        } else if (name == "--port-range") {
+            const size_t dash = value.find('-');
+            if (dash == std::string::npos ||
+                !parse_port(std::string_view(value).substr(0, dash), &options.port_first) ||
+                !parse_port(std::string_view(value).substr(dash + 1), &options.port_last) ||
+                options.port_first > options.port_last)
+                return sys_error(EINVAL, "--port-range `" + value + "`: expected FIRST-LAST");
+        } else {
+            return sys_error(EINVAL, "unknown option `" + name + "`");
+        }
+    }
+    if (options.socket_path.empty() || options.state_dir.empty())
+        return sys_error(EINVAL, "--socket and --state-dir must not be empty");
+    return options;
+}
+
+}  // namespace corral::daemon

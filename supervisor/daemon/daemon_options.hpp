@@ -1,0 +1,29 @@
+#pragma once
+// corrald's command line.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+
+namespace corral::daemon {
+
+/// Everything corrald is told on its command line.
+struct DaemonOptions {
+    std::string socket_path = "/run/corral/corrald.sock";
+    std::string listen;                     ///< "127.0.0.1:PORT"; empty = no TCP listener
+    std::string state_dir = "/var/lib/corral";
+    std::string policy_dir;                 ///< extra named policies (*.yaml)
+    uint16_t port_first = 40000;
+    uint16_t port_last = 40999;
+    std::string instance = "corral";        ///< cgroup subtree name (tests use unique ones)
+    bool help = false;
+};
+
+/// Parses argv (without argv[0]); EINVAL naming the bad option or value.
+Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args);
+/// The usage text.
+std::string daemon_usage();
+
+}  // namespace corral::daemon

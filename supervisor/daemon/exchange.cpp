@@ -1,0 +1,165 @@
+#include "supervisor/daemon/exchange.hpp"
+
+#include <unistd.h>
+
+#include <vector>
+
+#include "supervisor/daemon/json_fields.hpp"
+
+namespace corral::daemon {
+namespace {
+
+constexpr size_t kChunk = 256 * 1024;
+
+}  // namespace
+
+Exchange::Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser,
+                   Listener listener)
+    : socket_(socket), buffer_(buffer), parser_(parser), listener_(listener) {
+    const auto& req = parser_.get();
+    method_ = std::string(req.method_string());
+    auto [path, query] = split_target(std::string_view(req.target().data(), req.target().size()));
+    path_ = std::string(path);
+    query_ = parse_query(query);
+}
+
+std::string Exchange::header(std::string_view name) const {
+    const auto& req = parser_.get();
+    auto it = req.find(beast::string_view(name.data(), name.size()));
+    if (it == req.end()) return "";
+    return std::string(it->value());
+}
+
+bool Exchange::keep_alive() const {
+    // Unread body bytes would be parsed as the next request: close instead.
+    return !force_close_ && parser_.is_done() && parser_.get().keep_alive();
+}
+
+asio::awaitable<Status> Exchange::read_body_chunks(
+    const std::function<Status(std::string_view)>& sink) {
+    if (!parser_.is_done() && !sent_100_continue_ &&
+        beast::iequals(header("Expect"), "100-continue")) {
+        // curl waits for this before sending a large body.
+        sent_100_continue_ = true;
+        static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        co_await asio::async_write(socket_, asio::buffer(kContinue, sizeof kContinue - 1),
+                                   asio::use_awaitable);
+    }
+    std::vector<char> chunk(kChunk);
+    while (!parser_.is_done()) {
+        auto& body = parser_.get().body();
+        body.data = chunk.data();
+        body.size = chunk.size();
+        beast::error_code ec;
+        co_await http::async_read(socket_, buffer_, parser_,
+                                  asio::redirect_error(asio::use_awaitable, ec));
+        if (ec && ec != http::error::need_buffer) throw beast::system_error(ec);
+        const size_t got = chunk.size() - body.size;
+        if (got == 0) continue;
+        Status status = sink(std::string_view(chunk.data(), got));
+        if (!status) co_return status;
+    }
+    co_return Status{};
+}
+
+asio::awaitable<std::string> Exchange::read_body(size_t limit) {
+    std::string body;
+    Status status = co_await read_body_chunks([&](std::string_view bytes) -> Status {
+        if (body.size() + bytes.size() > limit)
+            return sys_error(EFBIG, "request body exceeds " + std::to_string(limit) + " bytes");
+        body.append(bytes);
+        return {};
+    });
+    if (!status) throw ApiFailure(api_error(status.error()));
+    co_return body;
+}
+
+template <class Response>
+void Exchange::prepare(Response& response) {
+    response.set(http::field::server, "corrald/" CORRAL_VERSION);
+    response.keep_alive(keep_alive());
+    response_started_ = true;
+}
+
+asio::awaitable<void> Exchange::send_json(unsigned status, const nlohmann::json& body) {
+    http::response<http::string_body> res{static_cast<http::status>(status), 11};
+    res.set(http::field::content_type, "application/json");
+    res.body() = dump_json(body) + "\n";
+    prepare(res);
+    res.prepare_payload();
+    co_await http::async_write(socket_, res, asio::use_awaitable);
+}
+
+asio::awaitable<void> Exchange::send_error(const ApiError& error, const std::string& allow) {
+    http::response<http::string_body> res{static_cast<http::status>(error.status), 11};
+    res.set(http::field::content_type, "application/json");
+    if (!allow.empty()) res.set(http::field::allow, allow);
+    res.body() = dump_json(error.to_json()) + "\n";
+    prepare(res);
+    res.prepare_payload();
+    co_await http::async_write(socket_, res, asio::use_awaitable);
+}
+
+asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size) {
+    http::response<http::buffer_body> res{http::status::ok, 11};
+    res.set(http::field::content_type, "application/octet-stream");
+    res.content_length(size);
+    prepare(res);
+    http::response_serializer<http::buffer_body> serializer{res};
+    res.body().data = nullptr;
+    res.body().more = true;
+    co_await http::async_write_header(socket_, serializer, asio::use_awaitable);
+
+    std::vector<char> chunk(kChunk);
+    uint64_t sent = 0;
+    bool complete = true;
+    while (sent < size) {
+        // A regular file: a blocking read is short and bounded by the chunk size.
+        const ssize_t n = ::read(fd, chunk.data(), std::min<uint64_t>(chunk.size(), size - sent));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            complete = false;  // truncated under us or I/O error: cannot keep the promise
+            break;
+        }
+        sent += static_cast<uint64_t>(n);
+        res.body().data = chunk.data();
+        res.body().size = static_cast<size_t>(n);
+        res.body().more = sent < size;
+        beast::error_code ec;
+        co_await http::async_write(socket_, serializer,
+                                   asio::redirect_error(asio::use_awaitable, ec));
+        if (ec && ec != http::error::need_buffer) throw beast::system_error(ec);
+    }
+    if (!complete) {
+        force_close_ = true;
+        co_return false;
+    }
+    if (size == 0) {
+        res.body().data = nullptr;
+        res.body().more = false;
+        co_await http::async_write(socket_, serializer, asio::use_awaitable);
+    }
+    co_return true;
+}
+
+asio::awaitable<void> Exchange::begin_ndjson() {
+    http::response<http::empty_body> res{http::status::ok, 11};
+    res.set(http::field::content_type, "application/x-ndjson");
+    res.set(http::field::cache_control, "no-cache");
+    res.chunked(true);
+    prepare(res);
+    http::response_serializer<http::empty_body> serializer{res};
+    co_await http::async_write_header(socket_, serializer, asio::use_awaitable);
+}
+
+asio::awaitable<void> Exchange::send_chunk(std::string_view data) {
+    if (data.empty()) co_return;
+    co_await asio::async_write(socket_, http::make_chunk(asio::buffer(data.data(), data.size())),
+                               asio::use_awaitable);
+}
+
+asio::awaitable<void> Exchange::end_chunked() {
+    co_await asio::async_write(socket_, http::make_chunk_last(), asio::use_awaitable);
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,95 @@
+#pragma once
+// One HTTP request and its response on a keep-alive connection. The connection reads the header;
+// the handler then reads the body (whole, with a limit, or chunk by chunk for uploads) and writes
+// exactly one response: JSON, a streamed file, or a chunked NDJSON stream.
+//
+// Bodies are read through a buffer_body parser, so an upload is never held in memory as a whole:
+// each chunk goes to its sink (the file service's write transaction) before the next is read.
+// If a handler answers without reading the body (an error, a refused token), the connection is
+// closed after the response instead of parsing the unread body as the next request.
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "base/error.hpp"
+#include "supervisor/daemon/auth.hpp"
+#include "supervisor/daemon/http_errors.hpp"
+#include "supervisor/daemon/router.hpp"
+
+namespace corral::daemon {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+/// The socket type of both listeners (Unix and TCP), so the HTTP code is not a template.
+using Socket = asio::generic::stream_protocol::socket;
+/// Request parser whose body is handed out in caller-provided chunks.
+using RequestParser = http::request_parser<http::buffer_body>;
+
+/// One request/response exchange.
+class Exchange {
+public:
+    Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser, Listener listener);
+
+    /// Request method ("GET"), path (without query) and decoded query parameters.
+    const std::string& method() const { return method_; }
+    const std::string& path() const { return path_; }
+    const QueryParams& query() const { return query_; }
+    /// A request header ("" when absent).
+    std::string header(std::string_view name) const;
+    Listener listener() const { return listener_; }
+
+    /// Reads the whole body; 413 too_large (thrown as ApiFailure) beyond `limit` bytes.
+    asio::awaitable<std::string> read_body(size_t limit);
+    /// Reads the body chunk by chunk into `sink`; a failing sink stops the upload and its Error
+    /// is returned (the rest of the body is not read; the connection will close).
+    asio::awaitable<Status> read_body_chunks(const std::function<Status(std::string_view)>& sink);
+
+    /// Sends a JSON response.
+    asio::awaitable<void> send_json(unsigned status, const nlohmann::json& body);
+    /// Sends an API error ({"error": ...}); adds Allow for 405 when `allow` is non-empty.
+    asio::awaitable<void> send_error(const ApiError& error, const std::string& allow = "");
+    /// Streams `size` bytes of a file descriptor as the body (application/octet-stream).
+    /// Returns false when the file ended early or failed (the connection is then closed, since
+    /// the promised Content-Length cannot be honoured).
+    asio::awaitable<bool> send_file(int fd, uint64_t size);
+
+    /// Starts a chunked NDJSON response (status 200).
+    asio::awaitable<void> begin_ndjson();
+    /// Sends lines (each already ending in '\n') as one chunk.
+    asio::awaitable<void> send_chunk(std::string_view data);
+    /// Ends the chunked response.
+    asio::awaitable<void> end_chunked();
+
+    /// Whether a response was started (errors after that cannot be sent as JSON).
+    bool response_started() const { return response_started_; }
+    /// Whether the connection may carry another request after this one.
+    bool keep_alive() const;
+    /// Forces the connection to close after this response (e.g. daemon shutting down).
+    void close_after() { force_close_ = true; }
+
+private:
+    template <class Response>
+    void prepare(Response& response);
+
+    Socket& socket_;
+    beast::flat_buffer& buffer_;
+    RequestParser& parser_;
+    Listener listener_;
+    std::string method_;
+    std::string path_;
+    QueryParams query_;
+    bool response_started_ = false;
+    bool force_close_ = false;
+    bool sent_100_continue_ = false;
+};
+
+}  // namespace corral::daemon

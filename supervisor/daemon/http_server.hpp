@@ -1,0 +1,55 @@
+#pragma once
+// corrald's listeners and connections: a Unix socket (always) and a loopback TCP port (when
+// asked), both served by the same Api on the one event-loop thread. Each connection is one
+// coroutine that reads a request header, lets the Api answer, and loops while keep-alive holds.
+
+#include <set>
+#include <string>
+
+#include "supervisor/daemon/api.hpp"
+#include "supervisor/daemon/exchange.hpp"
+
+namespace corral::daemon {
+
+/// Accepts connections and serves them until stop().
+class HttpServer {
+public:
+    HttpServer(asio::io_context& io, Api& api);
+    ~HttpServer();
+
+    /// Listens on a Unix socket at `path`: a stale socket file is removed, but if another daemon
+    /// answers on it, this fails (EADDRINUSE) rather than stealing the path. The socket gets
+    /// mode 0660 and owner root:root, so only root and the root group can reach it.
+    Status listen_unix(const std::string& path);
+    /// Listens on "127.0.0.1:PORT" / "[::1]:PORT" / "localhost:PORT"; any non-loopback address
+    /// is refused (EINVAL): TCP carries bearer tokens, which must not cross a network.
+    Status listen_tcp(const std::string& address);
+    /// The TCP port actually bound (for --listen 127.0.0.1:0); 0 without a TCP listener.
+    uint16_t tcp_port() const { return tcp_port_; }
+
+    /// Stops accepting (closes the listeners and removes the socket file).
+    void stop_accepting();
+    /// Closes every open connection (after the final events were written).
+    void close_connections();
+
+private:
+    class Connection;
+    asio::awaitable<void> accept_unix();
+    asio::awaitable<void> accept_tcp();
+    void start_connection(Socket socket, Listener listener);
+
+    asio::io_context& io_;
+    Api& api_;
+    asio::local::stream_protocol::acceptor unix_acceptor_;
+    asio::ip::tcp::acceptor tcp_acceptor_;
+    std::string unix_path_;
+    uint16_t tcp_port_ = 0;
+    std::set<Connection*> connections_;
+};
+
+/// True when a process accepts connections on the Unix socket at `path` (another daemon).
+bool unix_socket_in_use(const std::string& path);
+/// Parses a --listen address; EINVAL naming it when malformed or not a loopback address.
+Result<asio::ip::tcp::endpoint> parse_loopback_endpoint(const std::string& address);
+
+}  // namespace corral::daemon

@@ -1,0 +1,163 @@
+#include "supervisor/daemon/json_fields.hpp"
+
+namespace corral::daemon {
+
+nlohmann::json parse_json_object(std::string_view body) {
+    if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return nlohmann::json::object();
+    nlohmann::json value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded())
+        throw ApiFailure(bad_request("bad_json", "request body is not valid JSON"));
+    if (!value.is_object())
+        throw ApiFailure(bad_request("bad_json", "request body must be a JSON object"));
+    return value;
+}
+
+ObjectReader::ObjectReader(const nlohmann::json& object, std::string prefix)
+    : object_(object), prefix_(std::move(prefix)) {}
+
+const nlohmann::json* ObjectReader::get(const char* name) {
+    known_.insert(name);
+    auto it = object_.find(name);
+    if (it == object_.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+void ObjectReader::wrong_type(const char* name, const char* expected) const {
+    throw ApiFailure(bad_request("bad_type", "field `" + prefix_ + name + "` must be " + expected));
+}
+
+void ObjectReader::missing(const char* name) const {
+    throw ApiFailure(bad_request("missing_field", "field `" + prefix_ + name + "` is required"));
+}
+
+std::optional<std::string> ObjectReader::string(const char* name) {
+    const auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) wrong_type(name, "a string");
+    return v->get<std::string>();
+}
+
+std::optional<bool> ObjectReader::boolean(const char* name) {
+    const auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) wrong_type(name, "true or false");
+    return v->get<bool>();
+}
+
+std::optional<uint64_t> ObjectReader::unsigned_integer(const char* name) {
+    const auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number_unsigned()) wrong_type(name, "a non-negative integer");
+    return v->get<uint64_t>();
+}
+
+std::optional<std::vector<std::string>> ObjectReader::string_list(const char* name) {
+    const auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_array()) wrong_type(name, "an array of strings");
+    std::vector<std::string> out;
+    for (const auto& item : *v) {
+        if (!item.is_string()) wrong_type(name, "an array of strings");
+        out.push_back(item.get<std::string>());
+    }
+    return out;
+}
+
+std::optional<std::map<std::string, std::string>> ObjectReader::string_map(const char* name) {
+    const auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_object()) wrong_type(name, "an object of strings");
+    std::map<std::string, std::string> out;
+    for (const auto& [key, item] : v->items()) {
+        if (!item.is_string()) wrong_type(name, "an object of strings");
+        out[key] = item.get<std::string>();
+    }
+    return out;
+}
+
+const nlohmann::json* ObjectReader::object(const char* name) {
+    const auto* v = get(name);
+    if (v && !v->is_object()) wrong_type(name, "an object");
+    return v;
+}
+
+void ObjectReader::finish() const {
+    for (const auto& [key, value] : object_.items()) {
+        if (!known_.count(key))
+            throw ApiFailure(bad_request("unknown_field", "unknown field `" + prefix_ + key + "`"));
+    }
+}
+
+bool is_valid_utf8(std::string_view s) {
+    size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) { ++i; continue; }
+        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+        else return false;
+        if (i + len > s.size()) return false;
+        for (size_t k = 1; k < len; ++k) {
+            const auto cc = static_cast<unsigned char>(s[i + k]);
+            if ((cc & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (cc & 0x3F);
+        }
+        // Overlong forms, surrogates and values beyond U+10FFFF are not UTF-8.
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+size_t utf8_complete_prefix(std::string_view s) {
+    // Look back at most 3 bytes for the lead byte of a sequence that runs past the end.
+    const size_t n = s.size();
+    for (size_t back = 1; back <= 3 && back <= n; ++back) {
+        const auto c = static_cast<unsigned char>(s[n - back]);
+        if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
+        size_t len = 1;
+        if ((c & 0xE0) == 0xC0) len = 2;
+        else if ((c & 0xF0) == 0xE0) len = 3;
+        else if ((c & 0xF8) == 0xF0) len = 4;
+        return len > back ? n - back : n;
+    }
+    return n;
+}
+
+std::string base64_encode(std::string_view in) {
+    static constexpr char table[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+        out += {table[v >> 18], table[(v >> 12) & 63], table[(v >> 6) & 63], table[v & 63]};
+    }
+    if (i + 1 == in.size()) {
+        const uint32_t v = uint8_t(in[i]) << 16;
+        out += {table[v >> 18], table[(v >> 12) & 63], '=', '='};
+    } else if (i + 2 == in.size()) {
+        const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+        out += {table[v >> 18], table[(v >> 12) & 63], table[(v >> 6) & 63], '='};
+    }
+    return out;
+}
+
+void put_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes) {
+    if (is_valid_utf8(bytes))
+        out[key] = std::string(bytes);
+    else
+        out[key + "Base64"] = base64_encode(bytes);
+}
+
+std::string dump_json(const nlohmann::json& value) {
+    return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,79 @@
+#pragma once
+// Strict reading of JSON request bodies. Every field a request may carry is read through an
+// ObjectReader, which remembers what it was asked for; finish() then refuses any field nobody
+// asked for ("unknown field `polcy`"), so a typo is an error instead of a silently ignored
+// option. Wrong types name the field ("field `env` must be an object of strings").
+//
+// Errors are thrown as ApiFailure: request handlers are coroutines several calls deep, and the
+// dispatcher turns any ApiFailure into the JSON error response in one place.
+
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "supervisor/daemon/http_errors.hpp"
+
+namespace corral::daemon {
+
+/// An API error on its way to the dispatcher.
+struct ApiFailure : std::exception {
+    explicit ApiFailure(ApiError e) : error(std::move(e)) {}
+    const char* what() const noexcept override { return error.message.c_str(); }
+    ApiError error;
+};
+
+/// Parses a request body that must be a JSON object. An empty body is `{}` (every field of such
+/// a request is optional or reported missing by name). 400 bad_json when malformed.
+nlohmann::json parse_json_object(std::string_view body);
+
+/// Reads the fields of one JSON object and refuses the ones it was not asked for.
+class ObjectReader {
+public:
+    /// `object` must outlive the reader.
+    explicit ObjectReader(const nlohmann::json& object, std::string prefix = "");
+
+    std::optional<std::string> string(const char* name);
+    std::optional<bool> boolean(const char* name);
+    /// A non-negative integer.
+    std::optional<uint64_t> unsigned_integer(const char* name);
+    std::optional<std::vector<std::string>> string_list(const char* name);
+    std::optional<std::map<std::string, std::string>> string_map(const char* name);
+    /// A nested object (the caller reads it with its own ObjectReader).
+    const nlohmann::json* object(const char* name);
+
+    /// 400 missing_field naming `name`.
+    [[noreturn]] void missing(const char* name) const;
+    /// 400 unknown_field for the first field no accessor asked for.
+    void finish() const;
+
+private:
+    const nlohmann::json* get(const char* name);
+    [[noreturn]] void wrong_type(const char* name, const char* expected) const;
+
+    const nlohmann::json& object_;
+    std::string prefix_;
+    std::set<std::string> known_;
+};
+
+/// Puts `bytes` under `key` when they are valid UTF-8, else base64 under `key + "Base64"`, so a
+/// client always gets either exact text or exact bytes, never replacement characters.
+void put_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes);
+/// True when `bytes` is well-formed UTF-8.
+bool is_valid_utf8(std::string_view bytes);
+/// Length of the longest prefix of `bytes` that does not end inside a multi-byte UTF-8 sequence
+/// (so a chunk cut in the middle of a character can hold the partial character back).
+size_t utf8_complete_prefix(std::string_view bytes);
+/// Standard base64 with padding.
+std::string base64_encode(std::string_view bytes);
+/// Serializes JSON; invalid UTF-8 in any string (paths, messages) becomes U+FFFD instead of
+/// throwing mid-response.
+std::string dump_json(const nlohmann::json& value);
+
+}  // namespace corral::daemon

@@ -1,0 +1,163 @@
+#include "supervisor/daemon/output_stream.hpp"
+
+#include "supervisor/daemon/api_json.hpp"
+#include "supervisor/daemon/json_fields.hpp"
+
+namespace corral::daemon {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kFlushAt = 256 * 1024;
+constexpr uint64_t kNever = UINT64_MAX;  // a wait offset no stream ever grows past
+
+/// Per-stream cursor: `sent` is where the next event starts; `seen` is how far we read (bytes
+/// held back because they end inside a UTF-8 character lie between the two).
+struct Cursor {
+    OutputStream stream;
+    const char* name;
+    bool wanted;
+    uint64_t sent;
+    uint64_t seen;
+    bool eof = false;
+};
+
+class ProcessStream {
+public:
+    ProcessStream(Exchange& ex, SessionManager& sessions, WaitRegistry& waits,
+                  const StreamRequest& request)
+        : ex_(ex), sessions_(sessions), waits_(waits), request_(request),
+          cursors_{Cursor{OutputStream::out, "stdout", request.want_stdout, request.stdout_offset,
+                          request.stdout_offset},
+                   Cursor{OutputStream::err, "stderr", request.want_stderr, request.stderr_offset,
+                          request.stderr_offset}} {}
+
+    asio::awaitable<void> run();
+
+private:
+    void emit(nlohmann::json event) {
+        event["seq"] = seq_++;
+        pending_ += dump_json(event);
+        pending_ += '\n';
+    }
+    asio::awaitable<void> flush() {
+        std::string out = std::move(pending_);
+        pending_.clear();
+        co_await ex_.send_chunk(out);
+    }
+    /// Reads everything available now into events; false when the process record is gone.
+    asio::awaitable<bool> drain(bool final_record);
+    void emit_exit(const ProcessInfo& info);
+    void emit_error(const std::string& code, const std::string& message, bool running);
+    asio::awaitable<std::optional<Status>> wait_for_output();
+
+    Exchange& ex_;
+    SessionManager& sessions_;
+    WaitRegistry& waits_;
+    const StreamRequest& request_;
+    Cursor cursors_[2];
+    uint64_t seq_ = 0;
+    std::string pending_;
+};
+
+asio::awaitable<bool> ProcessStream::drain(bool final_record) {
+    for (auto& c : cursors_) {
+        if (!c.wanted) continue;
+        for (;;) {
+            auto chunk = sessions_.read_output(request_.session_id, request_.process_id, c.stream,
+                                               c.sent, kReadChunk);
+            if (!chunk) co_return false;
+            c.eof = chunk->eof;
+            std::string_view data = chunk->data;
+            // Hold back a trailing partial character while more bytes may complete it.
+            if (!chunk->eof && !final_record) data = data.substr(0, utf8_complete_prefix(data));
+            c.seen = chunk->next_offset;
+            if (data.empty() && chunk->skipped == 0) break;
+            nlohmann::json event = {{"type", c.name}, {"offset", chunk->offset}};
+            if (chunk->skipped) event["skipped"] = chunk->skipped;
+            put_bytes(event, "data", data);
+            emit(std::move(event));
+            c.sent = chunk->offset + data.size();
+            if (pending_.size() >= kFlushAt) co_await flush();
+            if (data.size() < chunk->data.size()) break;  // held back: wait for the rest
+        }
+    }
+    co_return true;
+}
+
+void ProcessStream::emit_exit(const ProcessInfo& info) {
+    nlohmann::json event = process_json(info);
+    event["type"] = "exit";
+    emit(std::move(event));
+}
+
+void ProcessStream::emit_error(const std::string& code, const std::string& message, bool running) {
+    emit({{"type", "error"}, {"code", code}, {"message", message}, {"running", running}});
+}
+
+asio::awaitable<std::optional<Status>> ProcessStream::wait_for_output() {
+    auto event = std::make_shared<AsyncEvent<Status>>(co_await asio::this_coro::executor, waits_);
+    const uint64_t out = cursors_[0].wanted ? cursors_[0].seen : kNever;
+    const uint64_t err = cursors_[1].wanted ? cursors_[1].seen : kNever;
+    WaitHandle handle = sessions_.async_wait_output(
+        request_.session_id, request_.process_id, out, err,
+        [weak = std::weak_ptr(event)](Status status) {
+            if (auto e = weak.lock()) e->set(std::move(status));
+        });
+    co_return co_await event->wait();
+}
+
+asio::awaitable<void> ProcessStream::run() {
+    const std::string& proc = request_.process_id;
+    auto first = sessions_.get_process(request_.session_id, proc);
+    if (!first) throw ApiFailure(api_error(first.error()));  // before the response: plain 404
+    co_await ex_.begin_ndjson();
+    emit({{"type", "start"},
+          {"id", proc},
+          {"pid", first->pid},
+          {"stdoutOffset", request_.stdout_offset},
+          {"stderrOffset", request_.stderr_offset}});
+    bool interrupted = false;
+    for (;;) {
+        auto info = sessions_.get_process(request_.session_id, proc);
+        const bool final_record = info && !info->running;
+        if (!info || !co_await drain(final_record)) {
+            emit_error("session_ended",
+                       "session `" + request_.session_id + "` ended; process `" + proc +
+                           "` is gone and its record with it",
+                       false);
+            break;
+        }
+        // drain() read until nothing was left, and a final record gets no more output.
+        if (final_record) {
+            emit_exit(*info);
+            break;
+        }
+        if (interrupted) {
+            emit_error("shutting_down",
+                       "corrald is shutting down; process `" + proc + "` was still running", true);
+            break;
+        }
+        co_await flush();
+        auto woke = co_await wait_for_output();
+        if (!woke) {
+            interrupted = true;  // one more pass: the process may have just finished
+            continue;
+        }
+        if (!*woke) {
+            emit_error("session_ended", woke->error().describe(), false);
+            break;
+        }
+    }
+    co_await flush();
+    co_await ex_.end_chunked();
+}
+
+}  // namespace
+
+asio::awaitable<void> stream_process(Exchange& ex, SessionManager& sessions, WaitRegistry& waits,
+                                     const StreamRequest& request) {
+    ProcessStream stream(ex, sessions, waits, request);
+    co_await stream.run();
+}
+
+}  // namespace corral::daemon
