@@ -20,7 +20,8 @@ struct Rule {
 
 // Reads a section (a map) whose keys are the rules' names.
 template <size_t N>
-void apply_rules(PolicyReader& reader, const Entry& section, const Rule (&rules)[N], Policy& policy) {
+void apply_rules(PolicyReader& reader, const Entry& section, const Rule (&rules)[N],
+                 Policy& policy) {
     std::vector<std::string_view> names;
     for (const Rule& rule : rules) names.push_back(rule.name);
     for (const Entry& entry : reader.entries(section, names)) {
@@ -49,13 +50,16 @@ void assign(std::optional<T> value, T& field) {
 
 // ---- value checks (return "" when fine, else what was expected) ----
 
-std::string valid_path(std::string_view path) { return check_absolute_path(path); }
+std::string valid_path(std::string_view path) {
+    return check_absolute_path(path);
+}
 
 std::string valid_env_name(std::string_view name) {
     bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
     for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-    return ok ? "" : "expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*), got `" +
-                         std::string(name) + "`";
+    return ok ? ""
+              : "expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*), got `" +
+                    std::string(name) + "`";
 }
 
 std::string valid_syscall(std::string_view name) {
@@ -65,7 +69,8 @@ std::string valid_syscall(std::string_view name) {
         bool plain = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
         ok = ok && (plain || (c == '-' && name[0] == '@'));
     }
-    return ok ? "" : "expected a syscall name ([a-z0-9_]) or an @group, got `" + std::string(name) + "`";
+    return ok ? ""
+              : "expected a syscall name ([a-z0-9_]) or an @group, got `" + std::string(name) + "`";
 }
 
 std::string valid_capability(std::string_view name) {
@@ -77,19 +82,25 @@ std::string valid_capability(std::string_view name) {
 
 std::string valid_name(std::string_view name) {
     bool ok = !name.empty() && name.size() <= 64;
-    for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+    for (char c : name)
+        ok =
+            ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
     return ok ? "" : "expected 1-64 characters of [A-Za-z0-9._-], got `" + std::string(name) + "`";
 }
 
 std::string valid_hostname(std::string_view name) {
     bool ok = !name.empty() && name.size() <= 64 && name[0] != '-' && name[0] != '.';
-    for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.');
-    return ok ? "" : "expected a hostname of 1-64 characters [A-Za-z0-9.-], got `" + std::string(name) + "`";
+    for (char c : name)
+        ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.');
+    return ok ? ""
+              : "expected a hostname of 1-64 characters [A-Za-z0-9.-], got `" + std::string(name) +
+                    "`";
 }
 
 // "host:port", "[v6]:port".
 std::string valid_endpoint(std::string_view text) {
-    std::string problem = "expected host:port (e.g. 127.0.0.1:8080 or [::1]:443), got `" + std::string(text) + "`";
+    std::string problem =
+        "expected host:port (e.g. 127.0.0.1:8080 or [::1]:443), got `" + std::string(text) + "`";
     size_t colon = text.rfind(':');
     if (colon == std::string_view::npos || colon == 0) return problem;
     std::string_view host = text.substr(0, colon);
@@ -133,7 +144,8 @@ void user_field(PolicyReader& r, const Entry& e, Policy& p) {
         }
         return;
     }
-    if (!e.value.IsMap()) return r.error(e, "expected `inherit` or {uid: N, gid: N, groups: [N...]}");
+    if (!e.value.IsMap())
+        return r.error(e, "expected `inherit` or {uid: N, gid: N, groups: [N...]}");
     static constexpr std::string_view keys[] = {"uid", "gid", "groups"};
     UserSpec user;
     user.inherit = false;
@@ -184,21 +196,26 @@ void env_set(PolicyReader& r, const Entry& e, Policy& p) {
 }
 
 constexpr Rule kEnvRules[] = {
-    {"clear", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.env.clear); }},
+    {"clear",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.env.clear); }},
     {"set", env_set},
-    {"pass", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.string_list(e, valid_env_name), p.env.pass); }},
+    {"pass", [](PolicyReader& r, const Entry& e,
+                Policy& p) { assign(r.string_list(e, valid_env_name), p.env.pass); }},
 };
 
 // ---- workdir ----
 
 constexpr Rule kWorkdirRules[] = {
-    {"size", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"size",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          read_optional(r, e, p.workdir.size, [&] { return r.size(e, 1 << 20); });
      }},
-    {"mount", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"mount",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          auto path = r.string(e);
          if (!path) return;
-         if (std::string problem = check_absolute_path(*path); !problem.empty()) return r.error(e, problem);
+         if (std::string problem = check_absolute_path(*path); !problem.empty())
+             return r.error(e, problem);
          if (*path == "/") return r.error(e, "the workdir cannot be mounted over /");
          p.workdir.mount = *path;
      }},
@@ -226,38 +243,44 @@ std::optional<double> read_cpu(PolicyReader& r, const Entry& e) {
 constexpr uint64_t kMaxTasks = 4194304;  // PID_MAX_LIMIT
 
 constexpr Rule kLimitRules[] = {
-    {"memory", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"memory",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          read_optional(r, e, p.limits.memory, [&] { return r.size(e, 1 << 20); });
      }},
-    {"swap", [](PolicyReader& r, const Entry& e, Policy& p) {
-         read_optional(r, e, p.limits.swap, [&] { return r.size(e); });
-     }},
-    {"pids", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"swap", [](PolicyReader& r, const Entry& e,
+                Policy& p) { read_optional(r, e, p.limits.swap, [&] { return r.size(e); }); }},
+    {"pids",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          read_optional(r, e, p.limits.pids, [&] { return r.integer(e, 1, kMaxTasks); });
      }},
-    {"cpu", [](PolicyReader& r, const Entry& e, Policy& p) {
-         read_optional(r, e, p.limits.cpu, [&] { return read_cpu(r, e); });
-     }},
-    {"io_weight", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"cpu", [](PolicyReader& r, const Entry& e,
+               Policy& p) { read_optional(r, e, p.limits.cpu, [&] { return read_cpu(r, e); }); }},
+    {"io_weight",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          read_optional(r, e, p.limits.io_weight, [&] { return r.integer(e, 1, 10000); });
      }},
-    {"open_files", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"open_files",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          read_optional(r, e, p.limits.open_files, [&] { return r.integer(e, 1, 1u << 30); });
      }},
-    {"core", [](PolicyReader& r, const Entry& e, Policy& p) {
-         read_optional(r, e, p.limits.core, [&] { return r.size(e); });
-     }},
-    {"file_size", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"core", [](PolicyReader& r, const Entry& e,
+                Policy& p) { read_optional(r, e, p.limits.core, [&] { return r.size(e); }); }},
+    {"file_size",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          read_optional(r, e, p.limits.file_size, [&] { return r.size(e); });
      }},
-    {"processes", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"processes",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          read_optional(r, e, p.limits.processes, [&] { return r.integer(e, 1, kMaxTasks); });
      }},
-    {"stack", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"stack",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          read_optional(r, e, p.limits.stack, [&] { return r.size(e, 64 << 10); });
      }},
-    {"output", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.size(e), p.limits.output); }},
-    {"oom_group", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.limits.oom_group); }},
+    {"output",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.size(e), p.limits.output); }},
+    {"oom_group",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.limits.oom_group); }},
 };
 
 // ---- timeouts ----
@@ -275,10 +298,14 @@ void read_timeout(PolicyReader& r, const Entry& e, std::optional<Millis>& field)
 }
 
 constexpr Rule kTimeoutRules[] = {
-    {"command", [](PolicyReader& r, const Entry& e, Policy& p) { read_timeout(r, e, p.timeouts.command); }},
-    {"session", [](PolicyReader& r, const Entry& e, Policy& p) { read_timeout(r, e, p.timeouts.session); }},
-    {"idle", [](PolicyReader& r, const Entry& e, Policy& p) { read_timeout(r, e, p.timeouts.idle); }},
-    {"grace", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.duration(e), p.timeouts.grace); }},
+    {"command",
+     [](PolicyReader& r, const Entry& e, Policy& p) { read_timeout(r, e, p.timeouts.command); }},
+    {"session",
+     [](PolicyReader& r, const Entry& e, Policy& p) { read_timeout(r, e, p.timeouts.session); }},
+    {"idle",
+     [](PolicyReader& r, const Entry& e, Policy& p) { read_timeout(r, e, p.timeouts.idle); }},
+    {"grace",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.duration(e), p.timeouts.grace); }},
 };
 
 // ---- namespaces ----
@@ -286,12 +313,18 @@ constexpr Rule kTimeoutRules[] = {
 constexpr std::string_view kNetworkModes[] = {"isolated", "host"};
 
 constexpr Rule kNamespaceRules[] = {
-    {"pid", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.pid); }},
-    {"mount", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.mount); }},
-    {"ipc", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.ipc); }},
-    {"uts", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.uts); }},
-    {"user", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.user); }},
-    {"network", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"pid",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.pid); }},
+    {"mount",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.mount); }},
+    {"ipc",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.ipc); }},
+    {"uts",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.uts); }},
+    {"user",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.namespaces.user); }},
+    {"network",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          if (auto mode = r.choice(e, kNetworkModes)) {
              p.namespaces.network = *mode == "host" ? NetworkMode::host : NetworkMode::isolated;
          }
@@ -306,20 +339,28 @@ void filesystem_tmpfs(PolicyReader& r, const Entry& e, Policy& p) {
     for (const Entry& mount : r.free_entries(e, valid_path, true)) {
         auto size = r.size(mount, 4096);  // tmpfs size=0 would mean "unlimited" to the kernel
         ok = ok && size;
-        if (size) tmpfs[mount.key.substr(e.key.size() + 1, mount.key.size() - e.key.size() - 2)] = *size;
+        if (size)
+            tmpfs[mount.key.substr(e.key.size() + 1, mount.key.size() - e.key.size() - 2)] = *size;
     }
     if (ok) p.filesystem.tmpfs = std::move(tmpfs);
 }
 
 constexpr Rule kFilesystemRules[] = {
-    {"read_only", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.string_list(e, valid_path), p.filesystem.read_only); }},
-    {"read_write", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.string_list(e, valid_path), p.filesystem.read_write); }},
-    {"hidden", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.string_list(e, valid_path), p.filesystem.hidden); }},
+    {"read_only", [](PolicyReader& r, const Entry& e,
+                     Policy& p) { assign(r.string_list(e, valid_path), p.filesystem.read_only); }},
+    {"read_write",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
+         assign(r.string_list(e, valid_path), p.filesystem.read_write);
+     }},
+    {"hidden", [](PolicyReader& r, const Entry& e,
+                  Policy& p) { assign(r.string_list(e, valid_path), p.filesystem.hidden); }},
     {"tmpfs", filesystem_tmpfs},
-    {"hostname", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"hostname",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          auto name = r.string(e);
          if (!name) return;
-         if (std::string problem = valid_hostname(*name); !problem.empty()) return r.error(e, problem);
+         if (std::string problem = valid_hostname(*name); !problem.empty())
+             return r.error(e, problem);
          p.filesystem.hostname = *name;
      }},
 };
@@ -327,10 +368,12 @@ constexpr Rule kFilesystemRules[] = {
 // ---- network ----
 
 constexpr Rule kNetworkRules[] = {
-    {"ports", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"ports",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          if (auto ports = r.integer(e, 0, 1024)) p.network.ports = static_cast<unsigned>(*ports);
      }},
-    {"allow", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.string_list(e, valid_endpoint), p.network.allow); }},
+    {"allow", [](PolicyReader& r, const Entry& e,
+                 Policy& p) { assign(r.string_list(e, valid_endpoint), p.network.allow); }},
 };
 
 // ---- seccomp ----
@@ -354,10 +397,14 @@ void seccomp_errno(PolicyReader& r, const Entry& e, Policy& p) {
 }
 
 constexpr Rule kSeccompRules[] = {
-    {"preset", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.choice(e, kSeccompPresets), p.seccomp.preset); }},
-    {"deny", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.string_list(e, valid_syscall), p.seccomp.deny); }},
-    {"allow", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.string_list(e, valid_syscall), p.seccomp.allow); }},
-    {"action", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"preset", [](PolicyReader& r, const Entry& e,
+                  Policy& p) { assign(r.choice(e, kSeccompPresets), p.seccomp.preset); }},
+    {"deny", [](PolicyReader& r, const Entry& e,
+                Policy& p) { assign(r.string_list(e, valid_syscall), p.seccomp.deny); }},
+    {"allow", [](PolicyReader& r, const Entry& e,
+                 Policy& p) { assign(r.string_list(e, valid_syscall), p.seccomp.allow); }},
+    {"action",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          auto action = r.choice(e, kSeccompActions);
          if (!action) return;
          p.seccomp.action = *action == "errno"          ? SeccompAction::errno_code
@@ -370,8 +417,10 @@ constexpr Rule kSeccompRules[] = {
 // ---- capabilities, landlock ----
 
 constexpr Rule kCapabilityRules[] = {
-    {"inherit", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.capabilities.inherit); }},
-    {"keep", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"inherit", [](PolicyReader& r, const Entry& e,
+                   Policy& p) { assign(r.boolean(e), p.capabilities.inherit); }},
+    {"keep",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          auto names = r.string_list(e, valid_capability);
          if (!names) return;
          p.capabilities.keep.clear();
@@ -384,8 +433,10 @@ constexpr Rule kCapabilityRules[] = {
 };
 
 constexpr Rule kLandlockRules[] = {
-    {"read", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.string_list(e, valid_path), p.landlock.read); }},
-    {"write", [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.string_list(e, valid_path), p.landlock.write); }},
+    {"read", [](PolicyReader& r, const Entry& e,
+                Policy& p) { assign(r.string_list(e, valid_path), p.landlock.read); }},
+    {"write", [](PolicyReader& r, const Entry& e,
+                 Policy& p) { assign(r.string_list(e, valid_path), p.landlock.write); }},
 };
 
 // ---- top level ----
@@ -411,7 +462,8 @@ constexpr Rule kTopRules[] = {
     {"seccomp", section<kSeccompRules>},
     {"capabilities", section<kCapabilityRules>},
     {"landlock", section<kLandlockRules>},
-    {"enforcement", [](PolicyReader& r, const Entry& e, Policy& p) {
+    {"enforcement",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
          if (auto mode = r.choice(e, kEnforcements)) {
              p.enforcement = *mode == "strict" ? Enforcement::strict : Enforcement::best_effort;
          }
@@ -437,11 +489,13 @@ void check_resolved_policy(const Policy& policy, PolicyReader& reader) {
     bool changes_filesystem =
         !fs.read_only.empty() || !fs.read_write.empty() || !fs.hidden.empty() || !fs.tmpfs.empty();
     if (changes_filesystem && !policy.namespaces.mount) {
-        reader.error(first_mark(reader, {"namespaces.mount", "filesystem", "namespaces"}), "filesystem",
+        reader.error(first_mark(reader, {"namespaces.mount", "filesystem", "namespaces"}),
+                     "filesystem",
                      "filesystem read_only/read_write/hidden/tmpfs need namespaces.mount: true");
     }
     if (!policy.network.allow.empty() && policy.namespaces.network == NetworkMode::host) {
-        reader.error(first_mark(reader, {"network.allow", "namespaces.network", "network"}), "network.allow",
+        reader.error(first_mark(reader, {"network.allow", "namespaces.network", "network"}),
+                     "network.allow",
                      "an egress allow-list needs namespaces.network: isolated (the host network "
                      "filters nothing)");
     }

@@ -97,8 +97,9 @@ PolicyParseResult parse_parent(const detail::Entry& entry, const std::string& ta
         fs::path path(target);
         if (path.is_relative()) {
             if (child.base_dir.empty()) {
-                reader.error(entry, "a relative extends path needs the policy to be a file (this one "
-                                    "was given inline); use an absolute path or a preset");
+                reader.error(entry,
+                             "a relative extends path needs the policy to be a file (this one "
+                             "was given inline); use an absolute path or a preset");
                 return {};
             }
             path = fs::path(child.base_dir) / path;
@@ -225,10 +226,12 @@ PolicyParseResult parse_policy(std::string_view yaml, const std::string& source_
 PolicyParseResult parse_policy_file(const std::string& path) {
     auto text = read_file(path);
     if (!text) {
-        return diagnostic_only(PolicyDiagnostic{path, 0, 0, "", "cannot read policy: " + text.error().describe()});
+        return diagnostic_only(
+            PolicyDiagnostic{path, 0, 0, "", "cannot read policy: " + text.error().describe()});
     }
     std::string dir = fs::path(path).parent_path().string();
-    return parse_outermost(Document{*text, path, dir.empty() ? "." : dir, Link{file_id(path), path}});
+    return parse_outermost(
+        Document{*text, path, dir.empty() ? "." : dir, Link{file_id(path), path}});
 }
 
 PolicyParseResult load_policy(const std::string& file_or_preset) {
@@ -240,9 +243,9 @@ PolicyParseResult load_policy(const std::string& file_or_preset) {
         return parse_outermost(Document{*yaml, "preset:" + file_or_preset, "",
                                         Link{"preset:" + file_or_preset, file_or_preset}});
     }
-    return diagnostic_only(PolicyDiagnostic{
-        file_or_preset, 0, 0, "",
-        "no policy file or preset of that name (presets: " + preset_list() + ")"});
+    return diagnostic_only(
+        PolicyDiagnostic{file_or_preset, 0, 0, "",
+                         "no policy file or preset of that name (presets: " + preset_list() + ")"});
 }
 
 }  // namespace corral

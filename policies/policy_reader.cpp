@@ -20,7 +20,9 @@ std::string join(std::span<const std::string_view> words, std::string_view separ
     return text;
 }
 
-std::string quoted(std::string_view text) { return "`" + std::string(text) + "`"; }
+std::string quoted(std::string_view text) {
+    return "`" + std::string(text) + "`";
+}
 
 }  // namespace
 
@@ -55,7 +57,9 @@ void PolicyReader::error(const Entry& entry, std::string message) {
     error(entry.mark(), entry.key, std::move(message));
 }
 
-void PolicyReader::note_key(const std::string& key, const YAML::Mark& mark) { marks_[key] = mark; }
+void PolicyReader::note_key(const std::string& key, const YAML::Mark& mark) {
+    marks_[key] = mark;
+}
 
 std::optional<YAML::Mark> PolicyReader::where(const std::string& key) const {
     auto it = marks_.find(key);
@@ -63,7 +67,8 @@ std::optional<YAML::Mark> PolicyReader::where(const std::string& key) const {
     return it->second;
 }
 
-std::vector<Entry> PolicyReader::entries(const Entry& map, std::span<const std::string_view> known) {
+std::vector<Entry> PolicyReader::entries(const Entry& map,
+                                         std::span<const std::string_view> known) {
     std::vector<Entry> result;
     if (!map.value.IsDefined() || map.value.IsNull()) return result;
     if (!map.value.IsMap()) {
@@ -151,7 +156,8 @@ std::optional<uint64_t> PolicyReader::integer(const Entry& entry, uint64_t min, 
     if (!text) return std::nullopt;
     uint64_t value = 0;
     auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
-    if (ec == std::errc::result_out_of_range || (ec == std::errc() && (value < min || value > max))) {
+    if (ec == std::errc::result_out_of_range ||
+        (ec == std::errc() && (value < min || value > max))) {
         error(entry, "out of range: expected " + range + ", got " + quoted(*text));
         return std::nullopt;
     }

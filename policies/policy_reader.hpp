@@ -30,7 +30,7 @@ struct Entry {
 
 /// Converts values and collects diagnostics for one document.
 class PolicyReader {
-public:
+  public:
     PolicyReader(std::string source, std::vector<PolicyDiagnostic>& out);
 
     /// Records a problem at `mark` (0-based, as yaml-cpp gives it).
@@ -58,14 +58,15 @@ public:
     std::optional<uint64_t> size(const Entry& entry, uint64_t min = 0);
     std::optional<Millis> duration(const Entry& entry);
     /// One of `choices`, spelled exactly.
-    std::optional<std::string> choice(const Entry& entry, std::span<const std::string_view> choices);
+    std::optional<std::string> choice(const Entry& entry,
+                                      std::span<const std::string_view> choices);
     /// A list of strings, each checked by `valid` (which returns an error message or "").
     std::optional<std::vector<std::string>> string_list(const Entry& entry,
                                                         std::string (*valid)(std::string_view));
     /// Whether the value is null or the word `none` / `unlimited`: "no limit".
     bool is_unset(const Entry& entry) const;
 
-private:
+  private:
     std::optional<std::string> scalar(const Entry& entry, std::string_view expected);
 
     std::string source_;

@@ -17,7 +17,9 @@ std::string optional_text(const std::optional<T>& value, Format format, const ch
     return value ? format(*value) : unset;
 }
 
-std::string count_text(uint64_t value) { return std::to_string(value); }
+std::string count_text(uint64_t value) {
+    return std::to_string(value);
+}
 
 // The shortest text that reads back as the same double.
 std::string cpu_text(double value) {
@@ -55,7 +57,8 @@ void emit_env(YAML::Emitter& out, const EnvSpec& env) {
     out << YAML::Key << "clear" << YAML::Value << env.clear;
     out << YAML::Key << "set" << YAML::Value << YAML::BeginMap;
     // Always quoted: a value like `yes`, `~` or `0755` must come back as the same string.
-    for (const auto& [name, value] : env.set) out << YAML::Key << name << YAML::Value << YAML::DoubleQuoted << value;
+    for (const auto& [name, value] : env.set)
+        out << YAML::Key << name << YAML::Value << YAML::DoubleQuoted << value;
     out << YAML::EndMap;
     emit_list(out, "pass", env.pass);
     out << YAML::EndMap;
@@ -66,13 +69,18 @@ void emit_limits(YAML::Emitter& out, const Limits& limits) {
     out << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "memory" << YAML::Value << optional_text(limits.memory, size, "unlimited");
     out << YAML::Key << "swap" << YAML::Value << optional_text(limits.swap, size, "unlimited");
-    out << YAML::Key << "pids" << YAML::Value << optional_text(limits.pids, count_text, "unlimited");
+    out << YAML::Key << "pids" << YAML::Value
+        << optional_text(limits.pids, count_text, "unlimited");
     out << YAML::Key << "cpu" << YAML::Value << optional_text(limits.cpu, cpu_text, "unlimited");
-    out << YAML::Key << "io_weight" << YAML::Value << optional_text(limits.io_weight, count_text, "unlimited");
-    out << YAML::Key << "open_files" << YAML::Value << optional_text(limits.open_files, count_text, "unlimited");
+    out << YAML::Key << "io_weight" << YAML::Value
+        << optional_text(limits.io_weight, count_text, "unlimited");
+    out << YAML::Key << "open_files" << YAML::Value
+        << optional_text(limits.open_files, count_text, "unlimited");
     out << YAML::Key << "core" << YAML::Value << optional_text(limits.core, size, "unlimited");
-    out << YAML::Key << "file_size" << YAML::Value << optional_text(limits.file_size, size, "unlimited");
-    out << YAML::Key << "processes" << YAML::Value << optional_text(limits.processes, count_text, "unlimited");
+    out << YAML::Key << "file_size" << YAML::Value
+        << optional_text(limits.file_size, size, "unlimited");
+    out << YAML::Key << "processes" << YAML::Value
+        << optional_text(limits.processes, count_text, "unlimited");
     out << YAML::Key << "stack" << YAML::Value << optional_text(limits.stack, size, "unlimited");
     out << YAML::Key << "output" << YAML::Value << format_size(limits.output);
     out << YAML::Key << "oom_group" << YAML::Value << limits.oom_group;
@@ -82,8 +90,10 @@ void emit_limits(YAML::Emitter& out, const Limits& limits) {
 void emit_timeouts(YAML::Emitter& out, const Timeouts& timeouts) {
     auto duration = [](Millis v) { return format_duration(v); };
     out << YAML::Key << "timeouts" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "command" << YAML::Value << optional_text(timeouts.command, duration, "none");
-    out << YAML::Key << "session" << YAML::Value << optional_text(timeouts.session, duration, "none");
+    out << YAML::Key << "command" << YAML::Value
+        << optional_text(timeouts.command, duration, "none");
+    out << YAML::Key << "session" << YAML::Value
+        << optional_text(timeouts.session, duration, "none");
     out << YAML::Key << "idle" << YAML::Value << optional_text(timeouts.idle, duration, "none");
     out << YAML::Key << "grace" << YAML::Value << format_duration(timeouts.grace);
     out << YAML::EndMap;
@@ -96,7 +106,8 @@ void emit_namespaces(YAML::Emitter& out, const NamespaceSpec& ns) {
     out << YAML::Key << "ipc" << YAML::Value << ns.ipc;
     out << YAML::Key << "uts" << YAML::Value << ns.uts;
     out << YAML::Key << "user" << YAML::Value << ns.user;
-    out << YAML::Key << "network" << YAML::Value << (ns.network == NetworkMode::host ? "host" : "isolated");
+    out << YAML::Key << "network" << YAML::Value
+        << (ns.network == NetworkMode::host ? "host" : "isolated");
     out << YAML::EndMap;
 }
 
@@ -106,7 +117,8 @@ void emit_filesystem(YAML::Emitter& out, const FilesystemSpec& fs) {
     emit_list(out, "read_write", fs.read_write);
     emit_list(out, "hidden", fs.hidden);
     out << YAML::Key << "tmpfs" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    for (const auto& [path, size] : fs.tmpfs) out << YAML::Key << path << YAML::Value << format_size(size);
+    for (const auto& [path, size] : fs.tmpfs)
+        out << YAML::Key << path << YAML::Value << format_size(size);
     out << YAML::EndMap;
     out << YAML::Key << "hostname" << YAML::Value << fs.hostname;
     out << YAML::EndMap;
@@ -140,8 +152,10 @@ std::string policy_to_yaml(const Policy& policy) {
     out << YAML::Key << "name" << YAML::Value << policy.name;
     emit_user(out, policy.user);
     emit_env(out, policy.env);
-    out << YAML::Key << "workdir" << YAML::Value << YAML::BeginMap << YAML::Key << "size" << YAML::Value
-        << optional_text(policy.workdir.size, [](uint64_t v) { return format_size(v); }, "none")
+    out << YAML::Key << "workdir" << YAML::Value << YAML::BeginMap << YAML::Key << "size"
+        << YAML::Value
+        << optional_text(
+               policy.workdir.size, [](uint64_t v) { return format_size(v); }, "none")
         << YAML::Key << "mount" << YAML::Value << policy.workdir.mount << YAML::EndMap;
     emit_limits(out, policy.limits);
     emit_timeouts(out, policy.timeouts);

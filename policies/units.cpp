@@ -59,7 +59,8 @@ std::optional<uint64_t> size_multiplier(std::string_view unit) {
     bool binary = unit.size() == 2 && unit[1] == 'i';
     if (unit.size() != 1 && !binary) return std::nullopt;
     static constexpr std::string_view prefixes = "kmgt";
-    size_t power = prefixes.find(static_cast<char>(std::tolower(static_cast<unsigned char>(unit[0]))));
+    size_t power =
+        prefixes.find(static_cast<char>(std::tolower(static_cast<unsigned char>(unit[0]))));
     if (power == std::string_view::npos) return std::nullopt;
     uint64_t base = binary ? 1024 : 1000;
     uint64_t multiplier = 1;
@@ -132,10 +133,12 @@ std::string format_size(uint64_t bytes) {
     // "1953125Ki"; 1Gi is "1Gi".
     for (int power = 4; power >= 1; --power) {
         uint64_t binary_unit = uint64_t{1} << (10 * power);
-        if (bytes % binary_unit == 0) return std::to_string(bytes / binary_unit) + std::string(binary[power - 1]);
+        if (bytes % binary_unit == 0)
+            return std::to_string(bytes / binary_unit) + std::string(binary[power - 1]);
         uint64_t decimal_unit = 1;
         for (int i = 0; i < power; ++i) decimal_unit *= 1000;
-        if (bytes % decimal_unit == 0) return std::to_string(bytes / decimal_unit) + std::string(decimal[power - 1]);
+        if (bytes % decimal_unit == 0)
+            return std::to_string(bytes / decimal_unit) + std::string(decimal[power - 1]);
     }
     return std::to_string(bytes);
 }

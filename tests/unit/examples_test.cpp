@@ -43,7 +43,8 @@ TEST(ExamplePolicies, EveryFileParsesAndRoundTrips) {
 TEST(ExamplePolicies, SyscallGroupsInExamplesAndPresetsExist) {
     std::vector<Policy> policies;
     for (const auto& entry : fs::directory_iterator(kExamples)) {
-        if (entry.path().extension() == ".yaml") policies.push_back(load_example(entry.path().filename()));
+        if (entry.path().extension() == ".yaml")
+            policies.push_back(load_example(entry.path().filename()));
     }
     for (const auto& name : preset_names()) policies.push_back(load_policy(name).policy.value());
     for (const Policy& policy : policies) {

@@ -13,7 +13,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-PolicyParseResult parse(const std::string& yaml) { return parse_policy(yaml, "t.yaml"); }
+PolicyParseResult parse(const std::string& yaml) {
+    return parse_policy(yaml, "t.yaml");
+}
 
 Policy parse_ok(const std::string& yaml) {
     PolicyParseResult result = parse(yaml);
@@ -38,7 +40,7 @@ void expect_error(const std::string& yaml, int line, int column, const std::stri
 
 // A scratch directory removed with everything in it, even when a test fails.
 class TempDir {
-public:
+  public:
     TempDir() {
         std::string pattern = (fs::temp_directory_path() / "corral-policy-test-XXXXXX").string();
         path_ = mkdtemp(pattern.data());
@@ -55,7 +57,7 @@ public:
     }
     const fs::path& path() const { return path_; }
 
-private:
+  private:
     fs::path path_;
 };
 
@@ -83,9 +85,10 @@ TEST(PolicyParser, WrongTypeSaysWhatWasExpected) {
 TEST(PolicyParser, BadSizeUnitIsAnError) {
     PolicyParseResult result = parse("limits:\n  memory: 12XB\n");
     ASSERT_EQ(result.diagnostics.size(), 1u);
-    EXPECT_EQ(result.diagnostics[0].format(),
-              "t.yaml:2:11: limits.memory: bad size `12XB` (expected e.g. 512Mi, 2G, 64k or a number "
-              "of bytes)");
+    EXPECT_EQ(
+        result.diagnostics[0].format(),
+        "t.yaml:2:11: limits.memory: bad size `12XB` (expected e.g. 512Mi, 2G, 64k or a number "
+        "of bytes)");
 }
 
 TEST(PolicyParser, BadDurationIsAnError) {
@@ -160,14 +163,16 @@ TEST(PolicyParser, SeccompErrnoTakesANameOrANumber) {
 }
 
 TEST(PolicyParser, SyscallNamesAreCheckedForSyntaxOnly) {
-    Policy policy = parse_ok("seccomp: { deny: [ptrace, '@mount', '@system-service', open_by_handle_at] }\n");
+    Policy policy =
+        parse_ok("seccomp: { deny: [ptrace, '@mount', '@system-service', open_by_handle_at] }\n");
     EXPECT_EQ(policy.seccomp.deny.size(), 4u);
     expect_error("seccomp:\n  allow: [read, Ptrace]\n", 2, 17, "seccomp.allow[1]", "syscall name");
     expect_error("seccomp:\n  deny: ['@']\n", 2, 10, "seccomp.deny[0]", "syscall name");
 }
 
 TEST(PolicyParser, CapabilityNamesAreNormalizedAndCheckedForSyntax) {
-    Policy policy = parse_ok("capabilities: { keep: [net_bind_service, CAP_CHOWN, cap_kill, CHOWN] }\n");
+    Policy policy =
+        parse_ok("capabilities: { keep: [net_bind_service, CAP_CHOWN, cap_kill, CHOWN] }\n");
     EXPECT_EQ(policy.capabilities.keep,
               (std::vector<std::string>{"CAP_NET_BIND_SERVICE", "CAP_CHOWN", "CAP_KILL"}));
     expect_error("capabilities: { keep: [CAP_NET-ADMIN] }\n", 1, 24, "capabilities.keep[0]",
@@ -286,7 +291,7 @@ TEST(PolicyExtends, ChildKeysReplaceParentLeavesOthersAreInherited) {
         "filesystem: { hidden: [/srv] }\n"
         "env: { set: { FOO: bar } }\n");
     EXPECT_EQ(p.limits.memory, 2ull << 30);
-    EXPECT_EQ(p.limits.output, base.limits.output);                  // sibling leaf inherited
+    EXPECT_EQ(p.limits.output, base.limits.output);                    // sibling leaf inherited
     EXPECT_EQ(p.filesystem.hidden, std::vector<std::string>{"/srv"});  // lists replace wholesale
     EXPECT_EQ(p.filesystem.tmpfs, base.filesystem.tmpfs);
     EXPECT_EQ(p.env.set, (std::map<std::string, std::string>{{"FOO", "bar"}}));  // maps too
@@ -296,7 +301,9 @@ TEST(PolicyExtends, ChildKeysReplaceParentLeavesOthersAreInherited) {
 }
 
 TEST(PolicyExtends, UnlimitedClearsAnInheritedLimit) {
-    Policy p = parse_ok("extends: strict\nlimits: { memory: unlimited, pids: null }\ntimeouts: { session: none }\n");
+    Policy p = parse_ok(
+        "extends: strict\nlimits: { memory: unlimited, pids: null }\ntimeouts: { session: none "
+        "}\n");
     EXPECT_FALSE(p.limits.memory.has_value());
     EXPECT_FALSE(p.limits.pids.has_value());
     EXPECT_FALSE(p.timeouts.session.has_value());
@@ -315,7 +322,8 @@ TEST(PolicyExtends, InlineRelativeFileIsAnError) {
 TEST(PolicyExtends, FromFileRelativeToTheExtendingFile) {
     TempDir dir;
     dir.write("shared/base.yaml", "extends: strict\nlimits: { memory: 3Gi }\n");
-    std::string child = dir.write("jobs/ci.yaml", "extends: ../shared/base.yaml\nlimits: { pids: 99 }\n");
+    std::string child =
+        dir.write("jobs/ci.yaml", "extends: ../shared/base.yaml\nlimits: { pids: 99 }\n");
     PolicyParseResult result = parse_policy_file(child);
     ASSERT_TRUE(result.ok()) << result.format_errors();
     EXPECT_EQ(result.policy->limits.memory, 3ull << 30);
@@ -390,7 +398,8 @@ TEST(LoadPolicy, PresetNameFileOrAListOfPresets) {
 TEST(PolicyDiagnostic, FormatsWithAndWithoutPosition) {
     EXPECT_EQ((PolicyDiagnostic{"ci.yaml", 4, 11, "limits.memory", "bad"}).format(),
               "ci.yaml:4:11: limits.memory: bad");
-    EXPECT_EQ((PolicyDiagnostic{"ci.yaml", 0, 0, "", "cannot read"}).format(), "ci.yaml: cannot read");
+    EXPECT_EQ((PolicyDiagnostic{"ci.yaml", 0, 0, "", "cannot read"}).format(),
+              "ci.yaml: cannot read");
 }
 
 TEST(PolicyToYaml, EveryFieldRoundTrips) {
@@ -398,7 +407,8 @@ TEST(PolicyToYaml, EveryFieldRoundTrips) {
     p.name = "everything";
     p.user = UserSpec{false, 1000, 1001, {27, 100}};
     p.env.clear = false;
-    p.env.set = {{"A", "yes"}, {"B", "~"}, {"C", ""}, {"D", "a: b # c"}, {"E", "0755"}, {"F", "'\"\n"}};
+    p.env.set = {{"A", "yes"},      {"B", "~"},    {"C", ""},
+                 {"D", "a: b # c"}, {"E", "0755"}, {"F", "'\"\n"}};
     p.env.pass = {"LANG", "TERM"};
     p.workdir = WorkdirSpec{3ull << 29, "/work"};
     p.limits.memory = 1536ull << 20;
@@ -421,7 +431,8 @@ TEST(PolicyToYaml, EveryFieldRoundTrips) {
     p.filesystem.tmpfs = {{"/tmp", 1ull << 20}, {"/var/tmp", 5'000'000}};
     p.filesystem.hostname = "box.local";
     p.network = NetworkSpec{3, {"127.0.0.1:5432", "[::1]:443"}};
-    p.seccomp = SeccompSpec{"strict", {"ptrace", "@mount"}, {"@system-service"}, SeccompAction::log, 200};
+    p.seccomp =
+        SeccompSpec{"strict", {"ptrace", "@mount"}, {"@system-service"}, SeccompAction::log, 200};
     p.capabilities = CapabilitySpec{false, {"CAP_NET_BIND_SERVICE"}};
     p.landlock = LandlockSpec{{"/usr", "/etc"}, {"/work"}};
     p.enforcement = Enforcement::best_effort;
@@ -432,7 +443,8 @@ TEST(PolicyToYaml, EveryFieldRoundTrips) {
 }
 
 TEST(PolicyToYaml, ParsedPolicyRoundTrips) {
-    Policy p = parse_ok("extends: strict\nseccomp: { action: kill-process, errno: EACCES }\nlimits: { cpu: 2 }\n");
+    Policy p = parse_ok(
+        "extends: strict\nseccomp: { action: kill-process, errno: EACCES }\nlimits: { cpu: 2 }\n");
     PolicyParseResult again = parse(policy_to_yaml(p));
     ASSERT_TRUE(again.ok()) << again.format_errors();
     again.policy->extends_chain = p.extends_chain;

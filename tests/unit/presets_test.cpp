@@ -98,8 +98,9 @@ TEST(Presets, StrictTightensDefault) {
     EXPECT_EQ(strict.timeouts.idle, std::chrono::minutes(15));
     EXPECT_EQ(strict.enforcement, Enforcement::strict);
     for (const auto& hidden : base.filesystem.hidden) {
-        EXPECT_NE(std::find(strict.filesystem.hidden.begin(), strict.filesystem.hidden.end(), hidden),
-                  strict.filesystem.hidden.end())
+        EXPECT_NE(
+            std::find(strict.filesystem.hidden.begin(), strict.filesystem.hidden.end(), hidden),
+            strict.filesystem.hidden.end())
             << hidden << " hidden by default must stay hidden in strict";
     }
     // Inherited unchanged from default.
