@@ -102,6 +102,20 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& args, const ArgsSp
     return parsed;
 }
 
+std::pair<std::string, std::vector<std::string>> split_verb(const std::vector<std::string>& args) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--socket" || args[i] == "--token") {
+            ++i;  // skip its value
+            continue;
+        }
+        if (looks_like_option(args[i])) continue;
+        std::vector<std::string> rest = args;
+        rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
+        return {args[i], std::move(rest)};
+    }
+    return {"", args};
+}
+
 Result<std::map<std::string, std::string>> parse_env_assignments(const std::vector<std::string>& words) {
     std::map<std::string, std::string> env;
     for (const auto& word : words) {

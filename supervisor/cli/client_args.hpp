@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.hpp"
@@ -48,6 +49,10 @@ struct ParsedArgs {
 /// Parses `args` (the words after the subcommand name) against `spec`. The error message names
 /// the problem and ends with the synopsis.
 Result<ParsedArgs> parse_args(const std::vector<std::string>& args, const ArgsSpec& spec);
+
+/// Splits a command family's words into its verb ("create" in `session --socket S create --id x`) and
+/// the remaining words; connection options may come before the verb. Empty verb when there is none.
+std::pair<std::string, std::vector<std::string>> split_verb(const std::vector<std::string>& args);
 
 /// Parses repeated "K=V" words into pairs; an error names the word without "=" or with an empty key.
 Result<std::map<std::string, std::string>> parse_env_assignments(const std::vector<std::string>& words);

@@ -96,8 +96,7 @@ int port_endpoint(const std::vector<std::string>& args, ClientIo& io) {
 }  // namespace
 
 int run_port_command(const std::vector<std::string>& args, ClientIo& io) {
-    std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
-    std::string verb = args.empty() ? "" : args[0];
+    auto [verb, rest] = split_verb(args);
     if (verb == "lease") return lease_port(rest, io);
     if (verb == "ls" || verb == "list") return list_ports(rest, io);
     if (verb == "rm" || verb == "release") return release_port(rest, io);

@@ -119,8 +119,7 @@ int remove_session(const std::vector<std::string>& args, ClientIo& io) {
 }  // namespace
 
 int run_session_command(const std::vector<std::string>& args, ClientIo& io) {
-    std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
-    std::string verb = args.empty() ? "" : args[0];
+    auto [verb, rest] = split_verb(args);
     if (verb == "create") return create_session(rest, io);
     if (verb == "ls" || verb == "list") return list_sessions(rest, io);
     if (verb == "show" || verb == "inspect") return show_session(rest, io);
