@@ -43,7 +43,11 @@ Result<Confinement> compile_confinement(const Policy& policy) {
     Confinement out;
     auto filter = compile_seccomp(policy.seccomp);
     if (!filter) return std::move(filter.error());
-    out.seccomp_filter = std::move(*filter);
+    // A kernel without seccomp filters: refused under `enforcement: strict` (the child's install
+    // fails and names the step), skipped under best-effort.
+    if (seccomp_available() || policy.enforcement == Enforcement::strict) {
+        out.seccomp_filter = std::move(*filter);
+    }
     auto credentials = compile_credentials(policy, out);
     if (!credentials) return std::move(credentials.error());
     out.rlimits = compile_rlimits(policy.limits);

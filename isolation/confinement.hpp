@@ -43,7 +43,9 @@ struct Confinement {
 };
 
 /// Compiles a policy's seccomp, capabilities, ids, rlimits and Landlock sections. Errors name the
-/// key and the bad value ("seccomp.deny: unknown syscall `foo`").
+/// key and the bad value ("seccomp.deny: unknown syscall `foo`"). Landlock or seccomp missing
+/// from the kernel: an error (Landlock) or a setup failure (seccomp) under `enforcement: strict`,
+/// skipped under best-effort.
 Result<Confinement> compile_confinement(const Policy& policy);
 
 /// Runs in the child between clone and exec. Async-signal-safe. On failure returns the failing
