@@ -17,8 +17,8 @@ namespace corral {
 struct ChildReport {
     enum Kind : int { failure = 1, started_pid = 2, ready = 3 };
     int kind = 0;
-    int error = 0;     ///< errno of the failed step
-    pid_t pid = -1;    ///< started_pid: the real child (launcher, namespaces path)
+    int error = 0;        ///< errno of the failed step
+    pid_t pid = -1;       ///< started_pid: the real child (launcher, namespaces path)
     char step[244] = {};  ///< NUL-terminated step name, truncated if longer
 };
 

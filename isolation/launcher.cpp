@@ -220,9 +220,13 @@ Result<UniqueFd> pidfd_open(pid_t pid) {
 }
 
 /// Reaps a child that failed setup (it has exited or is about to).
-void reap(const PidRef& child) { (void)child.wait(); }
+void reap(const PidRef& child) {
+    (void)child.wait();
+}
 
-Error failure_error(const ChildReport& report) { return sys_error(report.error, report.step); }
+Error failure_error(const ChildReport& report) {
+    return sys_error(report.error, report.step);
+}
 
 /// Starts the first child. With clone3 it is born in the cgroup; the fallback (kernels without
 /// CLONE_INTO_CGROUP) holds it on a pipe until the parent has written it into cgroup.procs.

@@ -23,17 +23,17 @@ namespace corral {
 
 /// What to start and how.
 struct LaunchSpec {
-    std::vector<std::string> argv;      ///< argv[0] is resolved through PATH from `env` if no '/'
-    std::vector<std::string> env;       ///< "KEY=VALUE"
-    std::string cwd;                    ///< inside the sandbox; must exist
-    int cgroup_fd = -1;                 ///< v2 leaf (Cgroup::dir_fd); required
+    std::vector<std::string> argv;  ///< argv[0] is resolved through PATH from `env` if no '/'
+    std::vector<std::string> env;   ///< "KEY=VALUE"
+    std::string cwd;                ///< inside the sandbox; must exist
+    int cgroup_fd = -1;             ///< v2 leaf (Cgroup::dir_fd); required
     std::vector<int> extra_cgroup_procs_fds;  ///< v1 cgroup.procs files: the child writes "0"
-    int namespace_holder_pidfd = -1;    ///< -1: no namespaces to join
-    int namespace_flags = 0;            ///< CLONE_NEW* of the holder
-    int stdin_fd = -1;                  ///< -1: /dev/null
+    int namespace_holder_pidfd = -1;          ///< -1: no namespaces to join
+    int namespace_flags = 0;                  ///< CLONE_NEW* of the holder
+    int stdin_fd = -1;                        ///< -1: /dev/null
     int stdout_fd = 1;
     int stderr_fd = 2;
-    bool new_session = true;            ///< setsid() so the process has no controlling terminal
+    bool new_session = true;  ///< setsid() so the process has no controlling terminal
     const Confinement* confinement = nullptr;  ///< nullptr: none
 };
 

@@ -46,8 +46,8 @@ Status add_workdir(std::vector<MountStep>& plan, const WorkdirBinding& workdir) 
     if (workdir.host_path.empty()) return {};
     auto host = checked_path("workdir (host path)", workdir.host_path);
     if (!host) return std::move(host.error());
-    auto inside = checked_path("workdir.mount", workdir.inside_path.empty() ? workdir.host_path
-                                                                              : workdir.inside_path);
+    auto inside = checked_path(
+        "workdir.mount", workdir.inside_path.empty() ? workdir.host_path : workdir.inside_path);
     if (!inside) return std::move(inside.error());
     if (*inside == "/") return plain_error("workdir.mount: the workdir cannot replace `/`");
     plan.push_back(MountStep{MountStep::Kind::bind_read_write, *host, *inside, 0});
@@ -61,10 +61,11 @@ Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
     std::vector<MountStep> plan;
     if (!policy.namespaces.mount) return plan;
     const FilesystemSpec& fs = policy.filesystem;
-    CORRAL_TRY(add_binds(plan, "filesystem.read_only", fs.read_only,
-                         MountStep::Kind::bind_read_only), "");
-    CORRAL_TRY(add_binds(plan, "filesystem.read_write", fs.read_write,
-                         MountStep::Kind::bind_read_write), "");
+    CORRAL_TRY(
+        add_binds(plan, "filesystem.read_only", fs.read_only, MountStep::Kind::bind_read_only), "");
+    CORRAL_TRY(
+        add_binds(plan, "filesystem.read_write", fs.read_write, MountStep::Kind::bind_read_write),
+        "");
     for (const auto& path : fs.hidden) {
         auto checked = checked_path("filesystem.hidden", path);
         if (!checked) return std::move(checked.error());

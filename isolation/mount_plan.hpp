@@ -37,15 +37,16 @@ struct MountStep {
 
 /// Where the session's files live on the host and where its processes see them.
 struct WorkdirBinding {
-    std::string host_path;   ///< the session's working directory on the host
-    std::string inside_path; ///< where it appears inside (== host_path for `corral run` cwd)
+    std::string host_path;    ///< the session's working directory on the host
+    std::string inside_path;  ///< where it appears inside (== host_path for `corral run` cwd)
 };
 
 /// The steps for a policy, in execution order: read_only, read_write, hidden, tmpfs, workdir,
 /// /dev, /sys (network isolated), /proc (pid namespace). Empty when the mount namespace is off.
 /// Paths are normalised ("/usr/" -> "/usr"); errors name the policy key of a relative, empty or
 /// ".."-containing path.
-Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy, const WorkdirBinding& workdir);
+Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
+                                                  const WorkdirBinding& workdir);
 
 /// "ro-bind /usr -> /usr" etc., one line per step (for `corral policy check --plan` and tests).
 std::string describe_mount_plan(const std::vector<MountStep>& plan);

@@ -23,7 +23,9 @@ constexpr const char* kOldRoot = "/oldroot";
 constexpr const char* kNewRoot = "/newroot";
 constexpr unsigned long kTmpfsFlags = MS_NOSUID | MS_NODEV;
 
-std::string old_path(const std::string& host) { return host == "/" ? kOldRoot : kOldRoot + host; }
+std::string old_path(const std::string& host) {
+    return host == "/" ? kOldRoot : kOldRoot + host;
+}
 std::string new_path(const std::string& inside) {
     return inside == "/" ? kNewRoot : kNewRoot + inside;
 }
@@ -36,12 +38,14 @@ std::string parent_of(const std::string& path) {
 /// Whether `path` is `prefix` or lies beneath it.
 bool is_within(const std::string& path, const std::string& prefix) {
     if (prefix == "/") return true;
-    return path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
-                              path[prefix.size()] == '/');
+    return path == prefix ||
+           (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
+            path[prefix.size()] == '/');
 }
 
 std::optional<std::string> real_path(const std::string& path) {
-    std::unique_ptr<char, decltype(&std::free)> resolved(::realpath(path.c_str(), nullptr), &std::free);
+    std::unique_ptr<char, decltype(&std::free)> resolved(::realpath(path.c_str(), nullptr),
+                                                         &std::free);
     if (!resolved) return std::nullopt;
     return std::string(resolved.get());
 }
@@ -56,7 +60,7 @@ struct Placed {
 /// Builds the operations, tracking what is mounted where so each new mount point is either
 /// known to exist or created in a corral-owned tmpfs.
 class Builder {
-public:
+  public:
     std::vector<MountOp> ops;
 
     void add(Op kind, std::string source, std::string target, std::string step,
@@ -97,7 +101,7 @@ public:
         return {};
     }
 
-private:
+  private:
     std::vector<Placed> placed_;
 };
 
@@ -107,7 +111,8 @@ void add_staging(Builder& b) {
           "mode=0700,size=64k");
     b.add(Op::mkdir, {}, std::string(kStaging) + kOldRoot, "create staging dirs");
     b.add(Op::mkdir, {}, std::string(kStaging) + kNewRoot, "create staging dirs");
-    b.add(Op::pivot_to_staging, std::string(kStaging) + kOldRoot, kStaging, "pivot_root to staging");
+    b.add(Op::pivot_to_staging, std::string(kStaging) + kOldRoot, kStaging,
+          "pivot_root to staging");
     b.add(Op::mount_fs, "tmpfs", kNewRoot, "mount root tmpfs", kTmpfsFlags, false,
           "mode=0755,size=1m");
     b.place("/", true);
@@ -345,9 +350,9 @@ Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan) {
                 CORRAL_TRY(add_kernel_fs(b, step, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC), "");
                 break;
             case MountStep::Kind::sysfs:
-                CORRAL_TRY(add_kernel_fs(b, step, "sysfs",
-                                         MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC),
-                           "");
+                CORRAL_TRY(
+                    add_kernel_fs(b, step, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC),
+                    "");
                 break;
         }
     }

@@ -25,16 +25,16 @@ namespace corral {
 /// One concrete operation of the holder.
 struct MountOp {
     enum class Kind {
-        make_rprivate,  ///< mount(NULL, target, NULL, MS_REC|MS_PRIVATE)
-        mount_fs,       ///< mount(source=fstype, target, fstype, flags, data)
-        mkdir,          ///< one directory; an existing one is fine
-        mkdir_parents,  ///< mkdir -p (only inside corral's own tmpfs mounts)
-        touch,          ///< empty file as a mount point for a file bind
-        bind,           ///< bind mount source -> target (recursive when `recursive`)
-        set_readonly,   ///< mount_setattr(MOUNT_ATTR_RDONLY), AT_RECURSIVE when `recursive`
-        symlink,        ///< symlink(source, target)
+        make_rprivate,     ///< mount(NULL, target, NULL, MS_REC|MS_PRIVATE)
+        mount_fs,          ///< mount(source=fstype, target, fstype, flags, data)
+        mkdir,             ///< one directory; an existing one is fine
+        mkdir_parents,     ///< mkdir -p (only inside corral's own tmpfs mounts)
+        touch,             ///< empty file as a mount point for a file bind
+        bind,              ///< bind mount source -> target (recursive when `recursive`)
+        set_readonly,      ///< mount_setattr(MOUNT_ATTR_RDONLY), AT_RECURSIVE when `recursive`
+        symlink,           ///< symlink(source, target)
         pivot_to_staging,  ///< pivot_root(target, source) then chdir /
-        pivot_into,     ///< chdir target; pivot_root(".", "."); umount2(".", MNT_DETACH); chdir /
+        pivot_into,  ///< chdir target; pivot_root(".", "."); umount2(".", MNT_DETACH); chdir /
     };
     Kind kind;
     std::string source;

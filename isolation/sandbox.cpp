@@ -75,8 +75,7 @@ void release_descriptors() noexcept {
     if (plan.flags & CLONE_NEWNS) {
         if (const char* step = execute_mounts(plan.mounts)) holder_fail(plan, step, errno);
     }
-    if ((plan.flags & CLONE_NEWUTS) &&
-        !set_hostname(plan.hostname.data(), plan.hostname.size()))
+    if ((plan.flags & CLONE_NEWUTS) && !set_hostname(plan.hostname.data(), plan.hostname.size()))
         holder_fail(plan, "sethostname", errno);
     if ((plan.flags & CLONE_NEWNET) && !bring_loopback_up())
         holder_fail(plan, "bring up lo", errno);
@@ -130,7 +129,9 @@ Sandbox& Sandbox::operator=(Sandbox&& other) noexcept {
     return *this;
 }
 
-Sandbox::~Sandbox() { stop(); }
+Sandbox::~Sandbox() {
+    stop();
+}
 
 void Sandbox::stop() {
     if (!holder_.valid()) return;
@@ -159,8 +160,8 @@ Result<Sandbox> Sandbox::create(const Policy& policy, const Cgroup& holder_cgrou
     plan->go_fd = go.read.get();
 
     int pidfd = -1;
-    pid_t pid = clone3_fork(static_cast<uint64_t>(flags) | CLONE_PIDFD, holder_cgroup.dir_fd(),
-                            &pidfd);
+    pid_t pid =
+        clone3_fork(static_cast<uint64_t>(flags) | CLONE_PIDFD, holder_cgroup.dir_fd(), &pidfd);
     if (pid < 0) return sys_error("clone3 namespace holder");
     if (pid == 0) holder_main(*plan);
     PidRef holder(pid, UniqueFd(pidfd));

@@ -19,7 +19,7 @@ namespace corral {
 
 /// The running holder of a session's namespaces.
 class Sandbox {
-public:
+  public:
     Sandbox() = default;
     /// Moves leave the source empty (its destructor must not touch the holder).
     Sandbox(Sandbox&& other) noexcept;
@@ -43,7 +43,7 @@ public:
     /// Ends the holder now (idempotent).
     void stop();
 
-private:
+  private:
     PidRef holder_;
     int flags_ = 0;
 };

@@ -164,13 +164,28 @@ TEST_F(LauncherTest, Launch_NewSessionDetachesFromOurSession) {
 }
 
 TEST_F(LauncherTest, Launch_ResetsIgnoredSignals) {
-    struct sigaction ignore {}, old {};
+    struct sigaction ignore {
+    }, old{};
     ignore.sa_handler = SIG_IGN;
     ASSERT_EQ(::sigaction(SIGINT, &ignore, &old), 0);
     auto [out, status] = run(spec({"sh", "-c", "kill -INT $$; exit 3"}));
     ::sigaction(SIGINT, &old, nullptr);
     EXPECT_FALSE(status.exited) << "SIGINT stayed ignored in the child";
     EXPECT_EQ(status.code, SIGINT);
+}
+
+TEST_F(LauncherTest, Launch_AppliesConfinementBeforeExec) {
+    Policy policy;
+    policy.user.inherit = false;
+    policy.user.uid = 65534;
+    policy.user.gid = 65534;
+    policy.limits.open_files = 77;
+    auto confinement = compile_confinement(policy);
+    ASSERT_TRUE(confinement) << confinement.error().describe();
+    auto s = spec({"sh", "-c", "id -u; id -g; ulimit -n; grep CapEff /proc/self/status"});
+    s.confinement = &*confinement;
+    auto [out, status] = run(s);
+    EXPECT_EQ(out, "65534\n65534\n77\nCapEff:\t0000000000000000\n");
 }
 
 TEST(LauncherProbe, CloneIntoCgroupIsSupportedOnThisKernel) {

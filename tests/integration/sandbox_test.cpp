@@ -242,7 +242,8 @@ TEST_F(SandboxTest, Sandbox_TwoProcessesSeeEachOther) {
     ASSERT_NE(at, std::string::npos);
     std::string nspid_line = status->substr(at, status->find('\n', at) - at);
     std::string inner = nspid_line.substr(nspid_line.rfind('\t') + 1);
-    ASSERT_NE(inner, std::to_string(sleeper->pid())) << "not in a new pid namespace: " << nspid_line;
+    ASSERT_NE(inner, std::to_string(sleeper->pid()))
+        << "not in a new pid namespace: " << nspid_line;
 
     Output out = run_inside("tr '\\0' ' ' < /proc/" + inner + "/cmdline");
     EXPECT_EQ(out.text, "sleep 60 ");
