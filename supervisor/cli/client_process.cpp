@@ -49,11 +49,8 @@ void print_logs_body(const HttpResponseHead& head, const std::string& body, cons
         return;
     }
     auto write_field = [&](const char* key, std::ostream& target) {
-        auto it = parsed.find(key);
-        if (it == parsed.end() || !it->is_string()) return;
-        std::string text = it->get<std::string>();
-        if (parsed.value("encoding", "") == "base64") text = decode_base64(text).value_or(text);
-        target << text;
+        auto bytes = bytes_field(parsed, key);
+        if (bytes) target << *bytes;
     };
     write_field("data", stream == "stderr" ? io.err : io.out);
     write_field("stdout", io.out);
@@ -152,6 +149,9 @@ int run_kill_command(const std::vector<std::string>& args, ClientIo& io) {
         done = "killed " + parsed.positionals[1];
     }
     if (int code = failure_code(reply, io.err)) return code;
+    if (std::string count = field_text(reply->body, {"killed"}); count != "-" && !parsed.value("--signal")) {
+        done += " (" + count + " processes)";
+    }
     if (parsed.flag("--json")) {
         print_json(io.out, reply->body);
     } else {

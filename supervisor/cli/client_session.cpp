@@ -64,6 +64,17 @@ int create_session(const std::vector<std::string>& args, ClientIo& io) {
     return client_exit::kOk;
 }
 
+/// The PORTS cell: leased port numbers, whether the list holds numbers or {port, url} objects.
+std::string ports_text(const json& session) {
+    auto ports = session.find("ports");
+    if (ports == session.end() || !ports->is_array()) return "-";
+    std::string joined;
+    for (const auto& lease : *ports) {
+        joined += (joined.empty() ? "" : ",") + (lease.is_object() ? field_text(lease, {"port"}) : cell_text(lease));
+    }
+    return joined.empty() ? "-" : joined;
+}
+
 int list_sessions(const std::vector<std::string>& args, ClientIo& io) {
     ArgsSpec spec{"session ls", {{"--json", false}}, 0, 0, {}, false, "corral session ls [--json]"};
     auto prepared = prepare_command(args, spec, io);
@@ -78,7 +89,7 @@ int list_sessions(const std::vector<std::string>& args, ClientIo& io) {
     for (const auto& session : list_in(reply->body, "sessions")) {
         rows.push_back({field_text(session, {"id", "sessionId"}), field_text(session, {"policy", "policyName"}),
                         field_text(session, {"status", "state"}), field_text(session, {"processes", "processCount"}),
-                        field_text(session, {"ports"}, true), field_text(session, {"createdAt", "created"})});
+                        ports_text(session), field_text(session, {"createdAt", "created"})});
     }
     print_table(io.out, {"ID", "POLICY", "STATUS", "PROCESSES", "PORTS", "CREATED"}, rows);
     return client_exit::kOk;

@@ -13,16 +13,6 @@ std::string event_type(const nlohmann::json& event) {
     return "";
 }
 
-/// The bytes an output event carries, decoded from base64 when the event says so.
-Result<std::string> event_data(const nlohmann::json& event) {
-    auto data = event.find("data");
-    if (data == event.end() || !data->is_string()) return std::string();
-    if (event.value("encoding", "") != "base64") return data->get<std::string>();
-    auto decoded = decode_base64(data->get<std::string>());
-    if (!decoded) return plain_error("output event with bad base64 data");
-    return std::move(*decoded);
-}
-
 /// The signal number of an exit event: `signal` as a number, or a name such as "SIGKILL".
 std::optional<int> event_signal(const nlohmann::json& event) {
     auto signal = event.find("signal");
@@ -58,7 +48,7 @@ Result<StreamEnd> relay_stream(HttpResponseReader& reader, ClientIo& io, const s
         if (type == "error") return StreamEnd{StreamEnd::Kind::Error, std::move(event)};
         if (type != "stdout" && type != "stderr") continue;  // start, and kinds newer than this client
         if (!only_stream.empty() && type != only_stream) continue;
-        auto data = event_data(event);
+        auto data = bytes_field(event, "data");
         if (!data) return std::move(data.error());
         std::ostream& target = type == "stdout" ? io.out : io.err;
         target.write(data->data(), static_cast<std::streamsize>(data->size()));
@@ -89,6 +79,22 @@ int command_exit_code(const StreamEnd& end, std::ostream& err) {
     if (code != end.event.end() && code->is_number_integer()) return code->get<int>();
     if (status == "" || status == "exited") err << "corral: exit event without an exit code\n";
     return client_exit::kExecFailure;
+}
+
+Result<std::string> bytes_field(const nlohmann::json& object, const std::string& key) {
+    auto plain = object.find(key);
+    auto encoded = object.find(key + "Base64");
+    std::optional<std::string> text;
+    if (encoded != object.end() && encoded->is_string()) {
+        text = decode_base64(encoded->get<std::string>());
+    } else if (plain != object.end() && plain->is_string()) {
+        if (object.value("encoding", "") != "base64") return plain->get<std::string>();
+        text = decode_base64(plain->get<std::string>());
+    } else {
+        return std::string();
+    }
+    if (!text) return plain_error("field `" + key + "` holds bad base64");
+    return std::move(*text);
 }
 
 std::optional<std::string> decode_base64(const std::string& text) {

@@ -31,6 +31,10 @@ Result<StreamEnd> relay_stream(HttpResponseReader& reader, ClientIo& io, const s
 /// timeout; 125 when corral failed or the stream was cut. Explains non-plain endings on `err`.
 int command_exit_code(const StreamEnd& end, std::ostream& err);
 
+/// The bytes in field `key` of an event or reply: the string `key`, or `key`+"Base64" decoded (how the
+/// daemon sends bytes that are not UTF-8), or `key` decoded when `encoding` is "base64". Empty when absent.
+Result<std::string> bytes_field(const nlohmann::json& object, const std::string& key);
+
 /// Decodes standard base64 (padding optional); nullopt on a bad character.
 std::optional<std::string> decode_base64(const std::string& text);
 

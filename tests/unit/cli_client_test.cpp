@@ -438,7 +438,8 @@ TEST(ClientCommands, SessionCreateMissingPolicyFileIsLocalError) {
 TEST(ClientCommands, SessionLsPrintsTable) {
     CannedServer server(json_response(200, {{"sessions",
                                              {{{"id", "s1"}, {"policy", "default"}, {"status", "running"},
-                                               {"processes", 2}, {"ports", {8001, 8002}}}}}}));
+                                               {"processes", 2},
+                                               {"ports", {{{"port", 8001}, {"url", "u1"}}, {{"port", 8002}}}}}}}}));
     RunResult run = run_client(with_socket({"session", "ls"}, server));
     EXPECT_EQ(run.code, 0) << run.err;
     EXPECT_EQ(server.request().target, "/v1/sessions");
@@ -476,13 +477,14 @@ TEST(ClientCommands, ExecStreamsOutputAndExitsWithCommandCode) {
                                          {{"seq", 3}, {"type", "stderr"}, {"offset", 0}, {"data", "oops\n"}},
                                          {{"seq", 4}, {"type", "stdout"}, {"offset", 6}, {"data", "d29ybGQK"},
                                           {"encoding", "base64"}},
-                                         {{"seq", 5}, {"type", "exit"}, {"status", "exited"}, {"exitCode", 3}}},
+                                         {{"seq", 5}, {"type", "stdout"}, {"offset", 12}, {"dataBase64", "/wA="}},
+                                         {{"seq", 6}, {"type", "exit"}, {"status", "exited"}, {"exitCode", 3}}},
                                         7));
     RunResult run = run_client(with_socket({"exec", "s1", "--cwd", "/w", "--env", "X=y", "--timeout", "30s", "--",
                                       "sh", "-c", "echo hello"},
                                      server));
     EXPECT_EQ(run.code, 3) << run.err;
-    EXPECT_EQ(run.out, "hello\nworld\n");
+    EXPECT_EQ(run.out, std::string("hello\nworld\n\xff\0", 14));
     EXPECT_EQ(run.err, "oops\n");
     EXPECT_EQ(server.request().target, "/v1/sessions/s1/exec");
     EXPECT_EQ(json::parse(server.request().body),
@@ -567,6 +569,14 @@ TEST(ClientCommands, LogsPrintsRawBodyAndFollowUsesStream) {
         EXPECT_EQ(run.out, "one\ntwo\n");
         EXPECT_EQ(server.request().target, "/v1/sessions/s1/processes/p1/stream?offset=12");
     }
+}
+
+TEST(ClientCommands, LogsPrintsJsonReplyData) {
+    CannedServer server(json_response(200, {{"stream", "stdout"}, {"offset", 0}, {"nextOffset", 6}, {"data", "lines\n"}}));
+    RunResult run = run_client(with_socket({"logs", "s1", "p1"}, server));
+    EXPECT_EQ(run.code, 0) << run.err;
+    EXPECT_EQ(run.out, "lines\n");
+    EXPECT_EQ(server.request().target, "/v1/sessions/s1/processes/p1/logs?offset=0");
 }
 
 TEST(ClientCommands, KillSendsSignalOrDeletes) {
