@@ -299,6 +299,32 @@ Status Cgroup::remove(std::chrono::milliseconds timeout) {
     return {};
 }
 
+Result<Cgroup> enter_supervisor_leaf(const CgroupHost& host, const std::string& instance_dir) {
+    const std::string& own = host.v2_own;
+    bool below = instance_dir.size() > own.size() + 1 &&
+                 instance_dir.compare(0, own.size(), own) == 0 && instance_dir[own.size()] == '/';
+    if (!below)
+        return plain_error("supervisor cgroup `" + instance_dir + "` is not below our cgroup `" +
+                           own + "`");
+    // mkdir -p below our own cgroup only.
+    for (size_t slash = instance_dir.find('/', own.size() + 1);;
+         slash = instance_dir.find('/', slash + 1)) {
+        std::string dir = instance_dir.substr(0, slash);
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+            return sys_error("mkdir `" + dir + "`");
+        if (slash == std::string::npos) break;
+    }
+    std::string leaf = instance_dir + "/supervisor";
+    if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST)
+        return sys_error("mkdir `" + leaf + "`");
+    auto cgroup = Cgroup::open_unowned(leaf);
+    if (!cgroup) return std::move(cgroup.error());
+    // "0" moves the writing process with all its threads.
+    CORRAL_TRY(write_file(cgroup->dir_fd(), "cgroup.procs", "0"),
+               "enter supervisor leaf `" + leaf + "`");
+    return cgroup;
+}
+
 bool cgroup_kill_supported(const Cgroup& any) {
     return ::faccessat(any.dir_fd(), "cgroup.kill", F_OK, 0) == 0;
 }

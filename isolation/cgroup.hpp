@@ -132,6 +132,13 @@ class Cgroup {
     bool owned_ = false;
 };
 
+/// Moves the calling process (all its threads) into `<instance_dir>/supervisor`, creating both
+/// directories when missing, and returns that leaf (unowned: never killed by us). The
+/// no-internal-process rule forbids enabling controllers for children in a cgroup that has
+/// processes of its own, so the daemon must leave `instance_dir` before sessions get limits.
+/// `instance_dir` must lie strictly below host.v2_own: nothing outside our own subtree moves.
+Result<Cgroup> enter_supervisor_leaf(const CgroupHost& host, const std::string& instance_dir);
+
 /// Whether this kernel has cgroup.kill (5.14+), probed on a cgroup we own.
 bool cgroup_kill_supported(const Cgroup& any);
 

@@ -1,0 +1,348 @@
+// Limits against the real kernel (root), with the backend this host gets (hybrid-v1 here: the
+// v2 tree tracks and kills, v1 controllers enforce). Every test's cgroups, v1 and v2, are
+// removed even when an assertion fails, and TearDown checks that nothing is left anywhere.
+#include "isolation/limits.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <ctime>
+#include <functional>
+
+#include "base/file_io.hpp"
+#include "isolation/cgroup.hpp"
+#include "isolation/pid_ref.hpp"
+
+namespace corral {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string unique_name() {
+    static std::atomic<int> counter{0};
+    return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+bool exists(const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+double monotonic_seconds() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+/// Polls `fds` until one is readable; false at the hang bound.
+bool wait_readable(const std::vector<int>& fds, int timeout_ms) {
+    std::vector<pollfd> pfds;
+    for (int fd : fds) pfds.push_back({fd, POLLIN, 0});
+    return ::poll(pfds.data(), pfds.size(), timeout_ms) > 0;
+}
+
+class LimitsTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+        auto host = discover_cgroup_host();
+        ASSERT_TRUE(host) << host.error().describe();
+        host_ = *host;
+        name_ = unique_name();
+        auto cgroup = Cgroup::create(host_.v2_own, name_);
+        ASSERT_TRUE(cgroup) << cgroup.error().describe();
+        session_ = std::move(*cgroup);
+        backend_ = make_limit_backend(host_);
+    }
+
+    void TearDown() override {
+        if (name_.empty()) return;
+        if (session_.valid()) {
+            EXPECT_TRUE(session_.kill_all());
+            EXPECT_TRUE(session_.wait_until_empty(10s));
+        }
+        limits_.reset();  // removes the v1 cgroups
+        EXPECT_TRUE(session_.remove());
+        EXPECT_FALSE(exists(host_.v2_own + "/" + name_)) << "v2 cgroup left behind";
+        for (const auto& [controller, dir] : host_.v1_own)
+            EXPECT_FALSE(exists(dir + "/corral-" + name_)) << controller << " cgroup left behind";
+    }
+
+    Status apply(const Limits& limits, Enforcement enforcement = Enforcement::strict) {
+        auto applied = backend_->apply(session_, name_, limits, enforcement);
+        if (!applied) return std::move(applied.error());
+        limits_ = std::move(*applied);
+        return {};
+    }
+
+    /// Forks a child that joins the session (v2 cgroup.procs, then "0" into every v1 join fd,
+    /// as the launcher's child does) and runs `body`; returns once it has joined.
+    PidRef start(std::function<void()> body) {
+        int ready[2];
+        if (::pipe2(ready, O_CLOEXEC) != 0) return {};
+        std::string procs = session_.path() + "/cgroup.procs";
+        std::vector<int> joins = limits_ ? limits_->join_fds() : std::vector<int>{};
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            ::close(ready[0]);
+            int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+            if (fd < 0 || ::write(fd, "0", 1) != 1) ::_exit(120);
+            for (int join : joins)
+                if (::write(join, "0", 1) != 1) ::_exit(121);
+            ::close(ready[1]);
+            body();
+            ::_exit(0);
+        }
+        ::close(ready[1]);
+        char byte;
+        while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {
+        }
+        ::close(ready[0]);
+        return PidRef(pid, UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))));
+    }
+
+    CgroupHost host_;
+    std::string name_;
+    Cgroup session_;
+    std::unique_ptr<LimitBackend> backend_;
+    std::unique_ptr<SessionLimits> limits_;
+};
+
+TEST_F(LimitsTest, Limits_PidsLimitContainsAForkBomb) {
+    if (!backend_->support().get(LimitKind::pids).enforceable)
+        GTEST_SKIP() << "pids: " << backend_->support().get(LimitKind::pids).detail;
+    Limits limits;
+    limits.pids = 64;
+    ASSERT_TRUE(apply(limits));
+    PidRef bomb = start([] {
+        for (;;)
+            if (::fork() < 0) ::usleep(1000);  // refused at the limit: back off a little
+    });
+    ASSERT_TRUE(bomb.valid());
+    // Wait for the kernel to refuse a fork (a pids.events change wakes us; hang bound 30 s).
+    LimitEvents events;
+    for (double deadline = monotonic_seconds() + 30; monotonic_seconds() < deadline;) {
+        events = limits_->read_events();
+        if (events.pids_limit_hits > 0) break;
+        auto fds = limits_->event_fds();
+        ASSERT_FALSE(fds.empty());
+        wait_readable(fds, 1000);
+    }
+    EXPECT_GT(events.pids_limit_hits, 0u);
+    auto usage = limits_->usage();
+    ASSERT_TRUE(usage.pids_current.has_value());
+    EXPECT_LE(*usage.pids_current, 64u);
+    auto pids = session_.pids();
+    ASSERT_TRUE(pids);
+    EXPECT_LE(pids->size(), 64u) << "the v2 tree sees the same contained set";
+    EXPECT_GT(usage.pids_limit_hits, 0u);
+
+    ASSERT_TRUE(session_.kill_all());
+    ASSERT_TRUE(session_.wait_until_empty(10s));
+    auto exit = bomb.wait();
+    ASSERT_TRUE(exit);
+    EXPECT_EQ(exit->code, SIGKILL);
+}
+
+TEST_F(LimitsTest, Limits_MemoryLimitOomKillsAnAllocatingChild) {
+    if (!backend_->support().get(LimitKind::memory).enforceable)
+        GTEST_SKIP() << "memory: " << backend_->support().get(LimitKind::memory).detail;
+    Limits limits;
+    limits.memory = 64ull << 20;
+    ASSERT_TRUE(apply(limits)) << "swap off must be enforceable too";
+    PidRef hog = start([] {
+        const size_t chunk = 1 << 20;
+        for (int i = 0; i < 512; ++i) {  // 512 MiB, touched page by page
+            char* block = static_cast<char*>(::malloc(chunk));
+            if (!block) ::_exit(3);
+            std::memset(block, 1, chunk);
+        }
+        ::_exit(0);
+    });
+    auto exit = hog.wait();
+    ASSERT_TRUE(exit);
+    EXPECT_FALSE(exit->exited) << "the allocation must not succeed";
+    EXPECT_EQ(exit->code, SIGKILL);
+    EXPECT_TRUE(wait_readable(limits_->event_fds(), 5000)) << "the OOM event fd fired";
+    auto events = limits_->read_events();
+    EXPECT_GE(events.oom_kills, 1u);
+    auto usage = limits_->usage();
+    ASSERT_TRUE(usage.memory_peak.has_value());
+    EXPECT_GT(*usage.memory_peak, 32ull << 20) << "it did allocate up to the limit";
+    EXPECT_LE(*usage.memory_peak, (64ull << 20) + (4ull << 20));
+    EXPECT_GE(usage.oom_kills, 1u);
+}
+
+TEST_F(LimitsTest, Limits_CpuQuotaHoldsABusyLoopNearItsShare) {
+    if (!backend_->support().get(LimitKind::cpu).enforceable)
+        GTEST_SKIP() << "cpu: " << backend_->support().get(LimitKind::cpu).detail;
+    Limits limits;
+    limits.cpu = 0.2;
+    ASSERT_TRUE(apply(limits));
+    double started = monotonic_seconds();
+    PidRef busy = start([] {
+        double end = monotonic_seconds() + 2.0;
+        while (monotonic_seconds() < end) {
+        }
+    });
+    ASSERT_TRUE(busy.wait());
+    double wall = monotonic_seconds() - started;
+    auto usage = limits_->usage();
+    double share = static_cast<double>(usage.cpu_total_usec) / 1e6 / wall;
+    // Generous bounds: a fifth of a core, allowing for the first period and accounting slack.
+    RecordProperty("cpu_share", std::to_string(share));
+    EXPECT_LE(share, 0.35) << "cpu " << usage.cpu_total_usec << " us over " << wall << " s";
+    EXPECT_GE(share, 0.05) << "it did run";
+    EXPECT_GT(usage.cpu_user_usec, 0u);
+}
+
+TEST_F(LimitsTest, Limits_StrictRefusesAnUnenforceableLimitByName) {
+    auto support = backend_->support();
+    std::optional<LimitKind> missing;
+    for (LimitKind kind : {LimitKind::io, LimitKind::cpu, LimitKind::pids, LimitKind::memory})
+        if (!support.get(kind).enforceable) missing = kind;
+    if (!missing) GTEST_SKIP() << "this host enforces every limit kind";
+    Limits limits;
+    limits.io_weight = 100;
+    limits.cpu = 1;
+    limits.pids = 10;
+    limits.memory = 1ull << 30;
+    auto refused = backend_->apply(session_, name_, limits, Enforcement::strict);
+    ASSERT_FALSE(refused);
+    const std::string message = refused.error().describe();
+    EXPECT_NE(message.find(std::string("`") + limit_name(*missing) + "`"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(support.get(*missing).detail), std::string::npos) << message;
+
+    auto lenient = backend_->apply(session_, name_, limits, Enforcement::best_effort);
+    ASSERT_TRUE(lenient) << lenient.error().describe();
+    bool listed = false;
+    for (const auto& note : (*lenient)->not_enforced())
+        listed = listed || note.rfind(std::string(limit_name(*missing)) + ": ", 0) == 0;
+    EXPECT_TRUE(listed) << "best-effort lists what it could not enforce";
+    limits_ = std::move(*lenient);
+}
+
+TEST_F(LimitsTest, Limits_UsageIsPlausibleWithoutAnyLimit) {
+    ASSERT_TRUE(apply(Limits{}));
+    PidRef child = start([] {
+        std::vector<char> block(16 << 20, 1);  // 16 MiB touched
+        timespec ts{};
+        do {
+            ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        } while (ts.tv_sec == 0 && ts.tv_nsec < 200'000'000);
+        (void)!::write(-1, block.data(), 1);
+    });
+    ASSERT_TRUE(child.wait());
+    auto usage = limits_->usage();
+    EXPECT_GE(usage.cpu_total_usec, 100'000u);
+    if (usage.memory_peak) {
+        EXPECT_GE(*usage.memory_peak, 8ull << 20);
+    }
+    if (usage.pids_peak) {
+        EXPECT_GE(*usage.pids_peak, 1u);
+    }
+    EXPECT_EQ(usage.oom_kills, 0u);
+}
+
+// The unified backend on this hybrid host: the v2 tree has none of our controllers (they are
+// bound to v1 hierarchies), so every limit must be reported unavailable with that reason.
+TEST_F(LimitsTest, UnifiedBackend_ReportsControllersUnavailableOnAHybridHost) {
+    if (host_.layout != CgroupLayout::hybrid) GTEST_SKIP() << "host is not hybrid";
+    auto unified = make_unified_backend(host_);
+    for (LimitKind kind : {LimitKind::memory, LimitKind::pids, LimitKind::cpu}) {
+        auto capability = unified->support().get(kind);
+        EXPECT_FALSE(capability.enforceable) << limit_name(kind);
+        EXPECT_NE(capability.detail.find("cgroup.controllers"), std::string::npos)
+            << capability.detail;
+    }
+    Limits limits;
+    limits.memory = 64ull << 20;
+    auto refused = unified->apply(session_, name_, limits, Enforcement::strict);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().describe().find("limit `memory` cannot be enforced"),
+              std::string::npos)
+        << refused.error().describe();
+}
+
+// The unified backend's controller-enabling path on the real kernel, with a controller this
+// host's v2 tree does have (hybrid hosts leave e.g. hugetlb, misc or rdma to cgroup2): the
+// kernel accepts our "+ctrl" writes down the path, the session gets the controller's files, and
+// a process living in a cgroup on the way yields the no-internal-process explanation until it
+// moves into its own leaf (enter_supervisor_leaf).
+TEST_F(LimitsTest, UnifiedBackend_EnablesControllersDownThePathOnTheRealKernel) {
+    auto controllers = read_file(host_.v2_own + "/cgroup.controllers");
+    ASSERT_TRUE(controllers);
+    std::string controller;
+    for (const char* candidate : {"memory", "pids", "hugetlb", "misc", "rdma"})
+        if (controller.empty() && std::string(*controllers).find(candidate) != std::string::npos)
+            controller = candidate;
+    if (controller.empty()) GTEST_SKIP() << "no controller available in " << host_.v2_own;
+
+    auto instance = session_.create_child("instance");
+    ASSERT_TRUE(instance) << instance.error().describe();
+    auto sessions = instance->create_child("sessions");
+    ASSERT_TRUE(sessions);
+    auto leaf = sessions->create_child("s1");
+    ASSERT_TRUE(leaf);
+
+    // A process directly in `instance` (as corrald would be before entering its leaf).
+    int go[2], done[2];
+    ASSERT_EQ(::pipe(go), 0);
+    ASSERT_EQ(::pipe(done), 0);
+    std::string instance_path = instance->path();
+    CgroupHost host = host_;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        if (!instance->attach(::getpid())) ::_exit(10);
+        (void)!::write(done[1], "x", 1);
+        char byte;
+        if (::read(go[0], &byte, 1) != 1) ::_exit(11);
+        auto entered = enter_supervisor_leaf(host, instance_path);
+        (void)!::write(done[1], entered ? "y" : "n", 1);
+        ::pause();
+        ::_exit(0);
+    }
+    char byte;
+    ASSERT_EQ(::read(done[0], &byte, 1), 1);
+
+    auto busy = enable_controllers_down_to(host_.v2_own, leaf->path(), {controller});
+    ASSERT_FALSE(busy);
+    EXPECT_EQ(busy.error().code, EBUSY) << busy.error().describe();
+    EXPECT_NE(busy.error().describe().find("no-internal-process"), std::string::npos);
+
+    ASSERT_EQ(::write(go[1], "g", 1), 1);
+    ASSERT_EQ(::read(done[0], &byte, 1), 1);
+    EXPECT_EQ(byte, 'y') << "the process moved itself into instance/supervisor";
+    EXPECT_TRUE(exists(instance_path + "/supervisor"));
+
+    auto enabled = enable_controllers_down_to(host_.v2_own, leaf->path(), {controller});
+    EXPECT_TRUE(enabled) << enabled.error().describe();
+    auto leaf_controllers = read_file(leaf->path() + "/cgroup.controllers");
+    ASSERT_TRUE(leaf_controllers);
+    EXPECT_NE(leaf_controllers->find(controller), std::string::npos) << *leaf_controllers;
+
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    for (int fd : {go[0], go[1], done[0], done[1]}) ::close(fd);
+    // Before removal: turn the controller off again on the host's own cgroup if we were the
+    // ones who turned it on is not needed here: v2_own's subtree_control only lets our children
+    // see the controller, and they are removed with the session.
+}
+
+TEST_F(LimitsTest, EnterSupervisorLeaf_RefusesADirectoryOutsideOurCgroup) {
+    auto refused = enter_supervisor_leaf(host_, "/tmp/not-a-cgroup");
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().describe().find("not below our cgroup"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace corral

@@ -1,0 +1,201 @@
+// The unified (v2) limit backend's path and format logic, checked against a temporary directory
+// tree laid out like cgroupfs (regular files named like the kernel's interface files). This is a
+// unit test of which files get which values, NOT a stand-in for the kernel: it cannot show that
+// the kernel accepts a value or enforces it. The real-kernel side is in
+// tests/integration/limits_test.cpp (controller enabling down the path with a controller this
+// host's v2 tree really has, the no-internal-process EBUSY explanation, and the unavailable
+// report for memory/pids/cpu/io on this hybrid host).
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "base/file_io.hpp"
+#include "isolation/limits.hpp"
+
+namespace corral {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCgroupFiles[] = {"cgroup.controllers", "cgroup.subtree_control",
+                                        "cgroup.procs", "cgroup.events", "cpu.stat"};
+constexpr const char* kSessionFiles[] = {
+    "memory.max",  "memory.swap.max", "memory.oom.group", "memory.events",  "pids.max",
+    "pids.events", "cpu.max",         "io.weight",        "memory.current", "memory.peak"};
+
+void touch(const fs::path& file, const std::string& content = "") {
+    std::ofstream(file) << content;
+}
+
+std::string contents(const fs::path& file) {
+    auto text = read_file(file.string());
+    return text ? *text : "<missing>";
+}
+
+/// <tmp>/own/corral/sessions/s1, every level with the core cgroup files, the session with the
+/// controller files a v2 kernel shows once memory, pids, cpu and io are enabled above it.
+class FakeCgroupTree : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        char pattern[] = "/tmp/corral-limits-unit-XXXXXX";
+        ASSERT_NE(::mkdtemp(pattern), nullptr);
+        tmp_ = pattern;
+        own_ = tmp_ / "own";
+        session_ = own_ / "corral" / "sessions" / "s1";
+        fs::create_directories(session_);
+        for (fs::path dir = session_;; dir = dir.parent_path()) {
+            for (const char* file : kCgroupFiles) touch(dir / file);
+            if (dir == own_) break;
+        }
+        for (const char* file : kSessionFiles) touch(session_ / file);
+        touch(session_ / "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+        touch(session_ / "pids.events", "max 0\n");
+        host_.layout = CgroupLayout::unified;
+        host_.v2_mount = own_.string();
+        host_.v2_own = own_.string();
+        host_.v2_controllers = {"cpu", "io", "memory", "pids"};
+    }
+    void TearDown() override { fs::remove_all(tmp_); }
+
+    Cgroup session() {
+        auto cgroup = Cgroup::open_unowned(session_.string());
+        EXPECT_TRUE(cgroup);
+        return std::move(*cgroup);
+    }
+
+    fs::path tmp_, own_, session_;
+    CgroupHost host_;
+};
+
+TEST_F(FakeCgroupTree, UnifiedLimits_EnableControllersOnEveryLevelAndWriteLimitFiles) {
+    Limits limits;
+    limits.memory = 64ull << 20;
+    limits.pids = 64;
+    limits.cpu = 0.5;
+    limits.oom_group = true;
+    auto backend = make_unified_backend(host_);
+    EXPECT_EQ(backend->name(), "unified");
+    auto applied = backend->apply(session(), "s1", limits, Enforcement::strict);
+    ASSERT_TRUE(applied) << applied.error().describe();
+
+    for (const fs::path& dir : {own_, own_ / "corral", own_ / "corral" / "sessions"})
+        EXPECT_EQ(contents(dir / "cgroup.subtree_control"), "+cpu +memory +pids") << dir;
+    EXPECT_EQ(contents(session_ / "memory.max"), "67108864");
+    EXPECT_EQ(contents(session_ / "memory.swap.max"), "0") << "swap is off by default";
+    EXPECT_EQ(contents(session_ / "pids.max"), "64");
+    EXPECT_EQ(contents(session_ / "cpu.max"), "50000 100000");
+    EXPECT_EQ(contents(session_ / "memory.oom.group"), "1");
+    EXPECT_EQ(contents(session_ / "io.weight"), "") << "io was not asked for";
+    EXPECT_TRUE((*applied)->join_fds().empty()) << "nothing to join outside v2";
+    EXPECT_TRUE((*applied)->not_enforced().empty());
+    EXPECT_FALSE((*applied)->supervisor_must_end_session_on_oom());
+}
+
+TEST_F(FakeCgroupTree, UnifiedLimits_ExplicitSwapIsWrittenAsIs) {
+    Limits limits;
+    limits.memory = 1ull << 30;
+    limits.swap = 256ull << 20;
+    auto applied = make_unified_backend(host_)->apply(session(), "s1", limits, Enforcement::strict);
+    ASSERT_TRUE(applied) << applied.error().describe();
+    EXPECT_EQ(contents(session_ / "memory.swap.max"), "268435456");
+}
+
+TEST_F(FakeCgroupTree, UnifiedLimits_StrictRefusesAMissingControllerAndWritesNothing) {
+    host_.v2_controllers = {"cpu", "pids"};
+    Limits limits;
+    limits.memory = 64ull << 20;
+    limits.pids = 10;
+    auto applied = make_unified_backend(host_)->apply(session(), "s1", limits, Enforcement::strict);
+    ASSERT_FALSE(applied);
+    const std::string message = applied.error().describe();
+    EXPECT_NE(message.find("limit `memory` cannot be enforced"), std::string::npos) << message;
+    EXPECT_NE(message.find("cgroup.controllers"), std::string::npos) << message;
+    EXPECT_EQ(contents(session_ / "pids.max"), "") << "refused before writing anything";
+    EXPECT_EQ(contents(own_ / "cgroup.subtree_control"), "");
+}
+
+TEST_F(FakeCgroupTree, UnifiedLimits_BestEffortAppliesWhatItCanAndListsTheRest) {
+    host_.v2_controllers = {"pids"};
+    Limits limits;
+    limits.memory = 64ull << 20;
+    limits.pids = 10;
+    auto applied =
+        make_unified_backend(host_)->apply(session(), "s1", limits, Enforcement::best_effort);
+    ASSERT_TRUE(applied) << applied.error().describe();
+    EXPECT_EQ(contents(session_ / "pids.max"), "10");
+    EXPECT_EQ(contents(session_ / "memory.max"), "");
+    EXPECT_EQ(contents(own_ / "cgroup.subtree_control"), "+pids");
+    auto notes = (*applied)->not_enforced();
+    ASSERT_EQ(notes.size(), 2u);
+    EXPECT_EQ(notes[0].rfind("memory: ", 0), 0u) << notes[0];
+    EXPECT_EQ(notes[1].rfind("swap: ", 0), 0u) << notes[1];
+}
+
+TEST_F(FakeCgroupTree, UnifiedLimits_IoWeightOnlyWhereASchedulerHonoursIt) {
+    Limits limits;
+    limits.io_weight = 200;
+    auto backend = make_unified_backend(host_);
+    auto applied = backend->apply(session(), "s1", limits, Enforcement::best_effort);
+    ASSERT_TRUE(applied) << applied.error().describe();
+    if (host_has_weighted_io_scheduler()) {
+        EXPECT_EQ(contents(session_ / "io.weight"), "default 200");
+    } else {
+        EXPECT_FALSE(backend->support().get(LimitKind::io).enforceable);
+        ASSERT_EQ((*applied)->not_enforced().size(), 1u);
+        EXPECT_NE((*applied)->not_enforced()[0].find("bfq"), std::string::npos);
+    }
+}
+
+TEST_F(FakeCgroupTree, UnifiedLimits_SessionOutsideOurCgroupIsRefused) {
+    fs::create_directories(tmp_ / "elsewhere");
+    auto outside = Cgroup::open_unowned((tmp_ / "elsewhere").string());
+    ASSERT_TRUE(outside);
+    Limits limits;
+    limits.pids = 10;
+    auto applied = make_unified_backend(host_)->apply(*outside, "x", limits, Enforcement::strict);
+    ASSERT_FALSE(applied);
+    EXPECT_NE(applied.error().describe().find("not below our cgroup"), std::string::npos);
+}
+
+TEST_F(FakeCgroupTree, UnifiedLimits_EventsComeFromMemoryAndPidsEvents) {
+    Limits limits;
+    limits.memory = 64ull << 20;
+    limits.pids = 64;
+    auto applied = make_unified_backend(host_)->apply(session(), "s1", limits, Enforcement::strict);
+    ASSERT_TRUE(applied);
+    auto fds = (*applied)->event_fds();
+    ASSERT_EQ(fds.size(), 1u);
+    touch(session_ / "memory.events", "low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n");
+    touch(session_ / "pids.events", "max 3\n");
+    pollfd pfd{fds[0], POLLIN, 0};
+    EXPECT_EQ(::poll(&pfd, 1, 5000), 1) << "inotify reports the change";
+    auto events = (*applied)->read_events();
+    EXPECT_EQ(events.oom_kills, 2u);
+    EXPECT_EQ(events.memory_max_hits, 7u);
+    EXPECT_EQ(events.pids_limit_hits, 3u);
+    EXPECT_EQ(::poll(&pfd, 1, 0), 0) << "read_events drains the fd";
+}
+
+TEST(LimitsFormat, CpuQuotaAndBlkioWeight) {
+    EXPECT_EQ(cpu_quota_usec(0.2), 20000u);
+    EXPECT_EQ(cpu_quota_usec(1.5), 150000u);
+    EXPECT_EQ(cpu_quota_usec(0.001), 1000u) << "the kernel's minimum quota is 1 ms";
+    EXPECT_EQ(blkio_weight_from_io_weight(100), 500u);
+    EXPECT_EQ(blkio_weight_from_io_weight(1), 10u);
+    EXPECT_EQ(blkio_weight_from_io_weight(10000), 1000u);
+}
+
+TEST(LimitsFormat, MemoryImpliesSwapOff) {
+    Limits limits;
+    EXPECT_TRUE(requested_limits(limits).empty());
+    limits.memory = 1;
+    EXPECT_EQ(requested_limits(limits),
+              (std::vector<LimitKind>{LimitKind::memory, LimitKind::swap}));
+    EXPECT_STREQ(limit_name(LimitKind::pids), "pids");
+}
+
+}  // namespace
+}  // namespace corral
