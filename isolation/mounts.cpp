@@ -78,8 +78,10 @@ class Builder {
         const Placed* covering = nullptr;
         for (const auto& p : placed_) {
             if (p.target == target) return {};  // already a mount point
+            // The deepest mount covers the target; of two at the same path (a tmpfs over a
+            // host bind of /tmp) the later one is on top.
             if (is_within(target, p.target) &&
-                (covering == nullptr || p.target.size() > covering->target.size()))
+                (covering == nullptr || p.target.size() >= covering->target.size()))
                 covering = &p;
         }
         if (covering == nullptr || covering->corral_owned) {
