@@ -166,7 +166,15 @@ PolicyParseResult parse_document(const Document& doc, std::vector<Link>& chain, 
     detail::PolicyReader reader(doc.source, result.diagnostics);
     YAML::Node root;
     try {
-        root = YAML::Load(std::string(doc.yaml));
+        std::vector<YAML::Node> documents = YAML::LoadAll(std::string(doc.yaml));
+        if (documents.size() > 1) {
+            // A second document would otherwise be ignored without a word.
+            reader.error(
+                documents[1].Mark(), "",
+                "a policy is one YAML document; found " + std::to_string(documents.size()));
+            return result;
+        }
+        if (!documents.empty()) root = documents[0];
     } catch (const YAML::Exception& e) {
         reader.error(e.mark, "", "invalid YAML: " + e.msg);
         return result;

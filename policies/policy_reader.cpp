@@ -77,7 +77,8 @@ std::vector<Entry> PolicyReader::entries(const Entry& map,
     }
     std::set<std::string> seen;
     for (auto it = map.value.begin(); it != map.value.end(); ++it) {
-        const YAML::Node& key = it->first;
+        // A copy: `it->first` lives in a proxy that dies at the end of the statement.
+        YAML::Node key = it->first;
         if (!key.IsScalar()) {
             error(key.Mark(), map.key, "expected a string key");
             continue;
@@ -109,7 +110,8 @@ std::vector<Entry> PolicyReader::free_entries(const Entry& map,
     }
     std::set<std::string> seen;
     for (auto it = map.value.begin(); it != map.value.end(); ++it) {
-        const YAML::Node& key = it->first;
+        // A copy: `it->first` lives in a proxy that dies at the end of the statement.
+        YAML::Node key = it->first;
         if (!key.IsScalar()) {
             error(key.Mark(), map.key, "expected a string key");
             continue;

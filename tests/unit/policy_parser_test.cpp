@@ -208,6 +208,10 @@ TEST(PolicyParser, InvalidYamlReportsItsPosition) {
     EXPECT_THAT(result.diagnostics[0].message, HasSubstr("invalid YAML"));
 }
 
+TEST(PolicyParser, SecondYamlDocumentIsAnError) {
+    expect_error("name: a\n---\nname: b\n", 3, 1, "", "one YAML document");
+}
+
 TEST(PolicyParser, DocumentMustBeAMapping) {
     expect_error("- a\n- b\n", 1, 1, "", "expected a mapping of policy keys");
 }
