@@ -192,15 +192,25 @@ Result<UniqueFd> Cgroup::watch_events() const {
 
 Status Cgroup::wait_for_event(const std::string& key, uint64_t value,
                               std::chrono::milliseconds timeout) const {
-    // Watch first, then read: a change between the read and poll() still wakes us.
+    auto reached = [&]() -> Result<bool> {
+        auto text = read_file(dir_.get(), "cgroup.events");
+        if (!text) return std::move(text.error().context(path_));
+        auto values = parse_keyed_values(*text);
+        return values.count(key) && values[key] == value;
+    };
+    // The common case (already empty) needs no inotify instance: closing one costs an RCU grace
+    // period (~20 ms here), which would dominate a short session's teardown.
+    auto already = reached();
+    if (!already) return std::move(already.error());
+    if (*already) return {};
+    // Watch first, then read again: a change between the read and poll() still wakes us.
     auto watch = watch_events();
     if (!watch) return std::move(watch.error());
     auto deadline = Clock::now() + timeout;
     for (;;) {
-        auto text = read_file(dir_.get(), "cgroup.events");
-        if (!text) return std::move(text.error().context(path_));
-        auto values = parse_keyed_values(*text);
-        if (values.count(key) && values[key] == value) return {};
+        auto now_reached = reached();
+        if (!now_reached) return std::move(now_reached.error());
+        if (*now_reached) return {};
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         if (left.count() <= 0)
             return sys_error(ETIMEDOUT, "waiting for `" + key + " " + std::to_string(value) +
