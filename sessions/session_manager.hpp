@@ -50,7 +50,7 @@ struct SessionManagerConfig {
     uint16_t port_last = 40999;
     std::string port_host = "127.0.0.1";        ///< host part of endpoint URLs
     size_t max_sessions = 1024;                 ///< creation beyond this fails with EBUSY
-    std::chrono::seconds ended_retention{60};   ///< ended sessions keep output readable this long
+    std::chrono::milliseconds ended_retention{60000};  ///< ended sessions stay readable this long
     size_t max_tombstones = 4096;               ///< ended-session records kept for "already ended"
     bool move_self_to_supervisor_leaf = false;  ///< corrald: move into <instance>/supervisor
     bool set_child_subreaper = true;            ///< PR_SET_CHILD_SUBREAPER + orphan reaping

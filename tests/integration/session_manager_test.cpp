@@ -1,0 +1,536 @@
+// The session manager against the real kernel (root), driven through a real io_context: sessions
+// from presets, commands and their output, daemons that double-fork away and are still gone after
+// the session ends, per-process kill that spares siblings, bounded output, timeouts, many sessions
+// at once, and nothing left in the cgroup tree or the state dir afterwards.
+#include "sessions/session_manager.hpp"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace corral {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string unique_instance() {
+    static std::atomic<int> counter{0};
+    return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+bool exists(const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+/// Subdirectories of a cgroup directory (child cgroups).
+std::vector<std::string> child_cgroups(const std::string& dir) {
+    std::vector<std::string> names;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return names;
+    while (dirent* entry = ::readdir(d)) {
+        if (entry->d_type == DT_DIR && entry->d_name[0] != '.') names.push_back(entry->d_name);
+    }
+    ::closedir(d);
+    return names;
+}
+
+uint64_t resident_kib() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+    }
+    return 0;
+}
+
+bool pid_alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+class SessionManagerTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+        auto host = discover_cgroup_host();
+        ASSERT_TRUE(host) << host.error().describe();
+        char tmpl[] = "/tmp/corral-sm-test-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        state_dir_ = tmpl;
+        SessionManagerConfig config;
+        config.state_dir = state_dir_;
+        config.instance_name = unique_instance();
+        config.port_first = static_cast<uint16_t>(42000 + (::getpid() % 500) * 10);
+        config.port_last = static_cast<uint16_t>(config.port_first + 9);
+        config.ended_retention = 200ms;
+        instance_path_ = host->v2_own + "/" + config.instance_name;
+        auto manager = SessionManager::create(io_, config, *host);
+        ASSERT_TRUE(manager) << manager.error().describe();
+        manager_ = std::move(*manager);
+    }
+
+    void TearDown() override {
+        manager_.reset();
+        if (!instance_path_.empty()) {
+            EXPECT_FALSE(exists(instance_path_)) << instance_path_ << " left behind";
+        }
+        if (!state_dir_.empty()) {
+            EXPECT_TRUE(child_cgroups(state_dir_ + "/sessions").empty()) << "session dirs left";
+            std::filesystem::remove_all(state_dir_);
+        }
+    }
+
+    /// Runs the loop until `done` or a generous hang bound.
+    bool run_until(const std::function<bool()>& done, std::chrono::milliseconds bound = 30s) {
+        const auto deadline = std::chrono::steady_clock::now() + bound;
+        io_.restart();
+        while (!done()) {
+            if (std::chrono::steady_clock::now() > deadline) return false;
+            io_.run_one_for(20ms);
+        }
+        return true;
+    }
+
+    CreatedSession create(const std::string& policy, const std::string& yaml = "") {
+        CreateSessionRequest request;
+        request.policy = policy;
+        request.policy_yaml = yaml;
+        auto created = manager_->create_session(request);
+        EXPECT_TRUE(created) << created.error().describe();
+        return created ? *created : CreatedSession{};
+    }
+
+    ProcessInfo wait(const std::string& sid, const std::string& proc) {
+        std::optional<ProcessInfo> result;
+        auto handle = manager_->async_wait_process(sid, proc, std::nullopt,
+                                                   [&](Result<ProcessInfo> info, bool finished) {
+                                                       EXPECT_TRUE(info) << info.error().describe();
+                                                       EXPECT_TRUE(finished);
+                                                       result = info ? *info : ProcessInfo{};
+                                                   });
+        EXPECT_TRUE(run_until([&] { return result.has_value(); })) << "wait for " << proc << " hung";
+        return result.value_or(ProcessInfo{});
+    }
+
+    ProcessInfo run(const std::string& sid, ProcessRequest request) {
+        auto started = manager_->start_process(sid, request);
+        EXPECT_TRUE(started) << started.error().describe();
+        if (!started) return {};
+        return wait(sid, started->id);
+    }
+
+    ProcessInfo run(const std::string& sid, const std::string& command) {
+        ProcessRequest request;
+        request.command = command;
+        return run(sid, request);
+    }
+
+    std::string output(const std::string& sid, const std::string& proc,
+                       OutputStream stream = OutputStream::out) {
+        auto chunk = manager_->read_output(sid, proc, stream, 0, 64 << 20);
+        EXPECT_TRUE(chunk) << chunk.error().describe();
+        return chunk ? chunk->data : "";
+    }
+
+    EndSessionReport end(const std::string& sid) {
+        std::optional<Result<EndSessionReport>> result;
+        manager_->end_session(sid, [&](Result<EndSessionReport> report) { result = std::move(report); });
+        EXPECT_TRUE(run_until([&] { return result.has_value(); })) << "end_session hung";
+        if (!result) return {};
+        EXPECT_TRUE(*result) << result->error().describe();
+        return *result ? result->value() : EndSessionReport{};
+    }
+
+    std::string session_cgroup(const std::string& sid) {
+        return manager_->sessions_cgroup_path() + "/" + sid;
+    }
+
+    boost::asio::io_context io_;
+    std::unique_ptr<SessionManager> manager_;
+    std::string state_dir_;
+    std::string instance_path_;
+};
+
+TEST_F(SessionManagerTest, SessionManager_CreatesSessionsFromPresetsWithTokensAndCgroups) {
+    for (const std::string preset : {"none", "default"}) {
+        CreatedSession session = create(preset);
+        ASSERT_FALSE(session.info.id.empty()) << preset;
+        EXPECT_EQ(session.info.state, SessionState::active);
+        EXPECT_EQ(session.info.policy_name, preset);
+        EXPECT_TRUE(exists(session_cgroup(session.info.id) + "/holder"));
+        EXPECT_TRUE(exists(session.info.root));
+        EXPECT_NE(session.full_token, session.restricted_token);
+        auto full = manager_->check_token(session.full_token);
+        ASSERT_TRUE(full);
+        EXPECT_EQ(full->session_id, session.info.id);
+        EXPECT_EQ(full->rights, TokenRights::full);
+        auto restricted = manager_->check_token(session.restricted_token);
+        ASSERT_TRUE(restricted);
+        EXPECT_EQ(restricted->rights, TokenRights::restricted);
+        EXPECT_FALSE(manager_->check_token(session.full_token + "x"));
+        if (preset == "default") {
+            EXPECT_EQ(session.info.workdir, "/workspace");
+            EXPECT_FALSE(session.info.namespaces.empty());
+        }
+        end(session.info.id);
+        EXPECT_FALSE(exists(session_cgroup(session.info.id)));
+        EXPECT_FALSE(exists(session.info.root));
+        EXPECT_FALSE(manager_->check_token(session.full_token)) << "token of an ended session";
+    }
+}
+
+TEST_F(SessionManagerTest, SessionManager_RunsEchoAndCapturesStdoutInBothPresets) {
+    for (const std::string preset : {"none", "default"}) {
+        CreatedSession session = create(preset);
+        const std::string sid = session.info.id;
+        ProcessInfo info = run(sid, "echo hi; echo err >&2");
+        EXPECT_EQ(info.status(), "exited") << preset << ": " << info.error;
+        EXPECT_EQ(info.exit_code, 0);
+        EXPECT_EQ(output(sid, info.id), "hi\n");
+        EXPECT_EQ(output(sid, info.id, OutputStream::err), "err\n");
+        EXPECT_TRUE(info.stdout_stats.eof);
+        EXPECT_FALSE(exists(session_cgroup(sid) + "/" + info.id)) << "leaf of a finished process";
+
+        ProcessInfo failing = run(sid, "exit 3");
+        EXPECT_EQ(failing.status(), "exited");
+        EXPECT_EQ(failing.exit_code, 3);
+        ProcessInfo pwd = run(sid, "pwd");
+        EXPECT_EQ(output(sid, pwd.id), session.info.workdir + "\n");
+        end(sid);
+    }
+}
+
+TEST_F(SessionManagerTest, SessionManager_SetupFailureIsARecordNotAnError) {
+    CreatedSession session = create("none");
+    ProcessRequest request;
+    request.argv = {"/nonexistent/binary"};
+    ProcessInfo info = run(session.info.id, request);
+    EXPECT_EQ(info.status(), "setup-failed");
+    EXPECT_NE(info.error.find("/nonexistent/binary"), std::string::npos) << info.error;
+    end(session.info.id);
+}
+
+TEST_F(SessionManagerTest, SessionManager_EnvLayersAndPatchApplyToLaterCommands) {
+    CreateSessionRequest request;
+    request.policy = "default";
+    request.env = {{"FOO", "session"}, {"BAR", "kept"}};
+    auto created = manager_->create_session(request);
+    ASSERT_TRUE(created) << created.error().describe();
+    const std::string sid = created->info.id;
+    ProcessInfo first = run(sid, "echo $FOO-$BAR");
+    EXPECT_EQ(output(sid, first.id), "session-kept\n");
+    auto patched = manager_->patch_env(sid, EnvPatch{{{"FOO", "patched"}}, {"BAR"}});
+    ASSERT_TRUE(patched);
+    ProcessInfo second = run(sid, "echo $FOO-$BAR");
+    EXPECT_EQ(output(sid, second.id), "patched-\n");
+    ProcessRequest with_env;
+    with_env.command = "echo $FOO";
+    with_env.env = {{"FOO", "request"}};
+    ProcessInfo third = run(sid, with_env);
+    EXPECT_EQ(output(sid, third.id), "request\n");
+    end(sid);
+}
+
+TEST_F(SessionManagerTest, SessionManager_StdinDataAndStreamedStdinReachTheProcess) {
+    CreatedSession session = create("none");
+    const std::string sid = session.info.id;
+    ProcessRequest given;
+    given.command = "cat";
+    given.stdin_data = "hello";
+    ProcessInfo first = run(sid, given);
+    EXPECT_EQ(output(sid, first.id), "hello");
+
+    ProcessRequest open;
+    open.command = "cat";
+    open.stdin_open = true;
+    auto started = manager_->start_process(sid, open);
+    ASSERT_TRUE(started);
+    int writes_done = 0;
+    manager_->write_stdin(sid, started->id, "one ", false, [&](Status s) {
+        EXPECT_TRUE(s) << s.error().describe();
+        ++writes_done;
+    });
+    manager_->write_stdin(sid, started->id, "two", true, [&](Status s) {
+        EXPECT_TRUE(s) << s.error().describe();
+        ++writes_done;
+    });
+    ProcessInfo second = wait(sid, started->id);
+    EXPECT_EQ(writes_done, 2);
+    EXPECT_EQ(output(sid, second.id), "one two");
+    EXPECT_EQ(second.exit_code, 0);
+    end(sid);
+}
+
+TEST_F(SessionManagerTest, SessionManager_EndKillsDaemonizedBackgroundProcess) {
+    CreatedSession session = create("none");
+    const std::string sid = session.info.id;
+    // The subshell forks a setsid'd sleep and exits: the sleep is reparented away from the
+    // process the API started (to us, the subreaper) — only the cgroup still knows it.
+    ProcessInfo info = run(sid, "( setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $! > bg.pid )");
+    EXPECT_EQ(info.status(), "exited");
+    std::ifstream pid_file(session.info.root + "/bg.pid");
+    pid_t daemon_pid = 0;
+    pid_file >> daemon_pid;
+    ASSERT_GT(daemon_pid, 0);
+    EXPECT_TRUE(pid_alive(daemon_pid));
+    EXPECT_TRUE(exists(session_cgroup(sid) + "/" + info.id)) << "leaf with a live descendant";
+
+    EndSessionReport report = end(sid);
+    EXPECT_FALSE(report.already_ended);
+    EXPECT_GE(report.processes_killed, 1u);
+    EXPECT_TRUE(run_until([&] { return !pid_alive(daemon_pid); }, 10s)) << "daemon survived";
+    EXPECT_FALSE(exists(session_cgroup(sid))) << "session cgroup left";
+}
+
+TEST_F(SessionManagerTest, SessionManager_DaemonInPidNamespaceGoneAfterEnd) {
+    CreatedSession session = create("default");
+    const std::string sid = session.info.id;
+    ProcessInfo info = run(sid, "( setsid sleep 1000 >/dev/null 2>&1 < /dev/null & )");
+    EXPECT_EQ(info.status(), "exited");
+    auto populated = [&] {
+        std::ifstream events(session_cgroup(sid) + "/cgroup.events");
+        std::string line;
+        while (std::getline(events, line)) {
+            if (line == "populated 1") return true;
+        }
+        return false;
+    };
+    EXPECT_TRUE(populated());
+    EndSessionReport report = end(sid);
+    EXPECT_GE(report.processes_killed, 1u);
+    EXPECT_FALSE(exists(session_cgroup(sid)));
+}
+
+TEST_F(SessionManagerTest, SessionManager_KillProcessKillsDescendantsButNotSibling) {
+    CreatedSession session = create("none");
+    const std::string sid = session.info.id;
+    ProcessRequest tree;
+    tree.command = "sleep 1000 & sleep 1000 & wait";
+    auto victim = manager_->start_process(sid, tree);
+    ASSERT_TRUE(victim);
+    ProcessRequest single;
+    single.command = "sleep 1000";
+    auto sibling = manager_->start_process(sid, single);
+    ASSERT_TRUE(sibling);
+    const std::string victim_leaf = session_cgroup(sid) + "/" + victim->id;
+    ASSERT_TRUE(run_until([&] {
+        std::ifstream procs(victim_leaf + "/cgroup.procs");
+        int lines = 0;
+        std::string line;
+        while (std::getline(procs, line)) ++lines;
+        return lines >= 3;
+    })) << "tree did not start";
+
+    auto killed = manager_->kill_process(sid, victim->id);
+    ASSERT_TRUE(killed) << killed.error().describe();
+    ProcessInfo victim_info = wait(sid, victim->id);
+    EXPECT_EQ(victim_info.status(), "killed");
+    EXPECT_FALSE(exists(victim_leaf)) << "victim's leaf left";
+
+    auto sibling_info = manager_->get_process(sid, sibling->id);
+    ASSERT_TRUE(sibling_info);
+    EXPECT_TRUE(sibling_info->running);
+    EXPECT_TRUE(pid_alive(sibling_info->pid));
+    EndSessionReport report = end(sid);
+    EXPECT_EQ(report.killed_process_ids, std::vector<std::string>{sibling->id});
+    auto final_sibling = manager_->get_process(sid, sibling->id);
+    ASSERT_TRUE(final_sibling);
+    EXPECT_EQ(final_sibling->status(), "killed");
+}
+
+TEST_F(SessionManagerTest, SessionManager_TwentySessionsAtOnce) {
+    std::vector<std::string> ids;
+    std::vector<std::string> procs;
+    for (int i = 0; i < 20; ++i) {
+        CreatedSession session = create(i % 2 ? "default" : "none");
+        ASSERT_FALSE(session.info.id.empty());
+        ids.push_back(session.info.id);
+    }
+    for (int i = 0; i < 20; ++i) {
+        ProcessRequest request;
+        request.command = "echo session-" + std::to_string(i);
+        auto started = manager_->start_process(ids[i], request);
+        ASSERT_TRUE(started) << started.error().describe();
+        procs.push_back(started->id);
+    }
+    EXPECT_EQ(manager_->list_sessions().size(), 20u);
+    for (int i = 0; i < 20; ++i) {
+        ProcessInfo info = wait(ids[i], procs[i]);
+        EXPECT_EQ(info.exit_code, 0) << info.error;
+        EXPECT_EQ(output(ids[i], procs[i]), "session-" + std::to_string(i) + "\n");
+    }
+    int ended = 0;
+    for (const auto& sid : ids) {
+        manager_->end_session(sid, [&](Result<EndSessionReport> report) {
+            EXPECT_TRUE(report);
+            ++ended;
+        });
+    }
+    EXPECT_TRUE(run_until([&] { return ended == 20; }));
+    EXPECT_TRUE(child_cgroups(manager_->sessions_cgroup_path()).empty());
+}
+
+TEST_F(SessionManagerTest, SessionManager_OutputIsCappedAndDaemonMemoryStaysBounded) {
+    CreatedSession session = create("", "name: capped\nextends: none\nlimits: { output: 1Mi }\n");
+    const std::string sid = session.info.id;
+    const uint64_t rss_before = resident_kib();
+    ProcessInfo info = run(sid, "head -c 50M /dev/zero");
+    const uint64_t rss_after = resident_kib();
+    EXPECT_EQ(info.exit_code, 0);
+    EXPECT_EQ(info.stdout_stats.total_bytes, 50ull << 20);
+    EXPECT_TRUE(info.stdout_stats.truncated);
+    EXPECT_EQ(info.stdout_stats.dropped_bytes, 49ull << 20);
+    auto chunk = manager_->read_output(sid, info.id, OutputStream::out, 0, 64 << 20);
+    ASSERT_TRUE(chunk);
+    EXPECT_EQ(chunk->data.size(), 1u << 20);
+    EXPECT_EQ(chunk->skipped, 49ull << 20);
+    EXPECT_TRUE(chunk->eof);
+    // Generous bound: 50 MiB went through; the daemon may keep the 1 MiB cap plus read buffers.
+    EXPECT_LT(rss_after, rss_before + 24 * 1024) << "RSS grew from " << rss_before << " KiB to "
+                                                 << rss_after << " KiB";
+    end(sid);
+}
+
+TEST_F(SessionManagerTest, SessionManager_CommandTimeoutGivesStatusTimeout) {
+    CreatedSession session = create("", "name: quick\nextends: none\ntimeouts: { grace: 300ms }\n");
+    const std::string sid = session.info.id;
+    ProcessRequest polite;
+    polite.command = "sleep 1000";
+    polite.timeout = 200ms;
+    ProcessInfo first = run(sid, polite);
+    EXPECT_EQ(first.status(), "timeout");
+    ProcessRequest stubborn;  // ignores SIGTERM: cgroup.kill after the grace period
+    stubborn.command = "trap '' TERM; sleep 1000 & wait; wait";
+    stubborn.timeout = 200ms;
+    ProcessInfo second = run(sid, stubborn);
+    EXPECT_EQ(second.status(), "timeout");
+    EXPECT_EQ(second.signal, SIGKILL);
+    EXPECT_TRUE(child_cgroups(session_cgroup(sid)) == std::vector<std::string>{"holder"});
+    end(sid);
+}
+
+TEST_F(SessionManagerTest, SessionManager_EndingTwiceIsNotAnError) {
+    CreatedSession session = create("none");
+    const std::string sid = session.info.id;
+    auto started = manager_->start_process(sid, ProcessRequest{.argv = {"sleep", "1000"}});
+    ASSERT_TRUE(started);
+    EndSessionReport first = end(sid);
+    EXPECT_FALSE(first.already_ended);
+    EXPECT_EQ(first.processes_killed, 1u);
+    EndSessionReport second = end(sid);
+    EXPECT_TRUE(second.already_ended);
+    auto info = manager_->get_session(sid);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->state, SessionState::ended);
+    // After the retention window the session is a tombstone: still "already ended".
+    run_until([] { return false; }, 400ms);
+    EndSessionReport third = end(sid);
+    EXPECT_TRUE(third.already_ended);
+    auto unknown = manager_->get_session("never-existed");
+    EXPECT_FALSE(unknown);
+    EXPECT_EQ(unknown.error().code, ENOENT);
+    EXPECT_FALSE(manager_->start_process(sid, ProcessRequest{.command = "true"}));
+}
+
+TEST_F(SessionManagerTest, SessionManager_EndWhileRunKeepsReportingTruth) {
+    CreatedSession session = create("default");
+    const std::string sid = session.info.id;
+    auto started = manager_->start_process(sid, ProcessRequest{.command = "sleep 1000"});
+    ASSERT_TRUE(started);
+    std::optional<ProcessInfo> waited;
+    auto handle = manager_->async_wait_process(sid, started->id, std::nullopt,
+                                               [&](Result<ProcessInfo> info, bool finished) {
+                                                   EXPECT_TRUE(finished);
+                                                   if (info) waited = *info;
+                                               });
+    EndSessionReport report = end(sid);
+    EXPECT_TRUE(run_until([&] { return waited.has_value(); }));
+    ASSERT_TRUE(waited);
+    EXPECT_EQ(waited->status(), "killed");
+    EXPECT_EQ(report.killed_process_ids.size(), 1u);
+}
+
+TEST_F(SessionManagerTest, SessionManager_WaitTimesOutWhileProcessRuns) {
+    CreatedSession session = create("none");
+    const std::string sid = session.info.id;
+    auto started = manager_->start_process(sid, ProcessRequest{.command = "sleep 1000"});
+    ASSERT_TRUE(started);
+    std::optional<bool> finished;
+    auto handle = manager_->async_wait_process(sid, started->id, 100ms,
+                                               [&](Result<ProcessInfo> info, bool done) {
+                                                   EXPECT_TRUE(info);
+                                                   finished = done;
+                                               });
+    EXPECT_TRUE(run_until([&] { return finished.has_value(); }));
+    EXPECT_EQ(finished, false);
+    end(sid);
+}
+
+TEST_F(SessionManagerTest, SessionManager_OutputWaitFiresOnNewOutputAndAtExit) {
+    CreatedSession session = create("none");
+    const std::string sid = session.info.id;
+    ProcessRequest request;
+    request.command = "cat";
+    request.stdin_open = true;
+    auto started = manager_->start_process(sid, request);
+    ASSERT_TRUE(started);
+    bool woke = false;
+    auto handle = manager_->async_wait_output(sid, started->id, 0, 0, [&](Status s) {
+        EXPECT_TRUE(s);
+        woke = true;
+    });
+    manager_->write_stdin(sid, started->id, "ping\n", false, [](Status) {});
+    EXPECT_TRUE(run_until([&] { return woke; }));
+    EXPECT_EQ(output(sid, started->id), "ping\n");
+    woke = false;
+    handle = manager_->async_wait_output(sid, started->id, 5, 0, [&](Status) { woke = true; });
+    manager_->write_stdin(sid, started->id, "", true, [](Status) {});
+    EXPECT_TRUE(run_until([&] { return woke; }));
+    auto info = manager_->get_process(sid, started->id);
+    ASSERT_TRUE(info);
+    EXPECT_FALSE(info->running);
+    end(sid);
+}
+
+TEST_F(SessionManagerTest, SessionManager_PortsAreLeasedFromThePoolAndReleasedAtEnd) {
+    CreatedSession session = create("", "name: ports\nextends: none\nnetwork: { ports: 2 }\n");
+    const std::string sid = session.info.id;
+    ASSERT_EQ(session.info.ports.size(), 2u);
+    EXPECT_NE(session.info.ports[0].port, session.info.ports[1].port);
+    auto extra = manager_->lease_port(sid);
+    ASSERT_TRUE(extra) << extra.error().describe();
+    auto url = manager_->port_endpoint(sid, extra->port, "ws");
+    ASSERT_TRUE(url);
+    EXPECT_EQ(*url, "ws://127.0.0.1:" + std::to_string(extra->port));
+    EXPECT_TRUE(manager_->release_port(sid, extra->port));
+    EXPECT_FALSE(manager_->release_port(sid, extra->port));
+    auto ports = manager_->list_ports(sid);
+    ASSERT_TRUE(ports);
+    EXPECT_EQ(ports->size(), 2u);
+    end(sid);
+    // All of the pool is free again: a new session can take every port.
+    CreatedSession next = create("", "name: all\nextends: none\nnetwork: { ports: 10 }\n");
+    EXPECT_EQ(next.info.ports.size(), 10u);
+    end(next.info.id);
+}
+
+TEST_F(SessionManagerTest, SessionManager_BadPolicyIsAnErrorWithDiagnostics) {
+    CreateSessionRequest request;
+    request.policy_yaml = "name: bad\nlimits: { memory: 12XB }\n";
+    auto created = manager_->create_session(request);
+    ASSERT_FALSE(created);
+    EXPECT_EQ(created.error().code, EINVAL);
+    EXPECT_NE(created.error().message.find("limits.memory"), std::string::npos)
+        << created.error().message;
+    EXPECT_TRUE(child_cgroups(manager_->sessions_cgroup_path()).empty());
+    EXPECT_TRUE(child_cgroups(state_dir_ + "/sessions").empty());
+}
+
+}  // namespace
+}  // namespace corral
