@@ -295,15 +295,19 @@ class HybridV1Backend : public LimitBackend {
                            "uses bfq here"};
     }
 
-    /// memory and pids always (their usage and event counters feed the reports), cpu and blkio
-    /// only when a limit needs them.
+    /// Only the controllers a limit needs. Joining a fresh v1 cgroup costs the joining process
+    /// an RCU grace period (~15 ms here: the first write to its cgroup.procs takes the
+    /// threadgroup rwsem for writing), which would dominate a short session's start; so a session
+    /// without memory or pids limits goes without v1 memory/pids accounting on hybrid hosts.
     bool wanted(const std::string& controller, const Limits& limits,
                 const EnforcementLedger& ledger) const {
         auto enforceable = [&](LimitKind kind) {
             return support_.get(kind).enforceable && !ledger.noted(kind);
         };
-        if (controller == "memory") return enforceable(LimitKind::memory);
-        if (controller == "pids") return enforceable(LimitKind::pids);
+        if (controller == "memory")
+            return (limits.memory || limits.swap || limits.oom_group) &&
+                   enforceable(LimitKind::memory);
+        if (controller == "pids") return limits.pids && enforceable(LimitKind::pids);
         if (controller == "cpu") return limits.cpu && enforceable(LimitKind::cpu);
         if (controller == "blkio") return limits.io_weight && enforceable(LimitKind::io);
         return false;
