@@ -82,13 +82,16 @@ int run(const DaemonOptions& options) {
 
     auto host = discover_cgroup_host();
     if (!host) return fail(host.error().context("discover cgroups"));
+    // Declared before the io_context: coroutine frames the io_context still holds when it is
+    // destroyed unregister their waits from it.
+    WaitRegistry waits;
     asio::io_context io;
     auto sessions = SessionManager::create(io, manager_config(options), *host);
     if (!sessions) return fail(sessions.error().context("start session manager"));
 
-    WaitRegistry waits;
     Api api(**sessions, waits, ApiOptions{options.policy_dir, options.instance});
     HttpServer server(io, api);
+    server.set_error_log(log_line);
     if (auto status = server.listen_unix(options.socket_path); !status) return fail(status.error());
     log_line("listening on unix:" + options.socket_path);
     if (!options.listen.empty()) {
@@ -102,6 +105,11 @@ int run(const DaemonOptions& options) {
     io.run();
     server.stop_accepting();
     server.close_connections();
+    // Let the connection coroutines see their sockets closed and unwind (bounded).
+    io.restart();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (server.connection_count() > 0 && std::chrono::steady_clock::now() < until)
+        io.run_one_for(std::chrono::milliseconds(100));
     log_line("stopped");
     return 0;
 }

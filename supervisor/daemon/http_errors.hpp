@@ -32,7 +32,7 @@ struct ApiError {
 ///   EACCES/EPERM/EROFS -> 403 forbidden, EINVAL/ENAMETOOLONG/ENOTDIR/EISDIR -> 400 invalid,
 ///   EBADMSG -> 422 invalid_policy, EAGAIN/EADDRNOTAVAIL/EBUSY -> 503 exhausted (ports, sessions),
 ///   ENOSPC/EDQUOT -> 507 no_space, EFBIG/E2BIG -> 413 too_large, ETIMEDOUT -> 504 timeout,
-///   others -> 500 internal. The message is Error::describe().
+///   others -> 500 internal. The message is Error::describe() ("open `a/b`: ENOENT (...)").
 ApiError api_error(const Error& error);
 /// Maps an Error of the file service (sessions/file_service.hpp classify()): escapes (EXDEV,
 /// ELOOP) -> 403 path_escape, with the message naming the path as the client sent it.

@@ -4,6 +4,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <limits>
+
 namespace corral::daemon {
 
 /// One client connection: a coroutine serving requests until the client closes or keep-alive
@@ -11,10 +13,14 @@ namespace corral::daemon {
 class HttpServer::Connection {
 public:
     Connection(HttpServer& server, Socket socket, Listener listener)
-        : server_(server), socket_(std::move(socket)), listener_(listener) {
-        server_.connections_.insert(this);
+        : server_(&server), socket_(std::move(socket)), listener_(listener) {
+        server_->connections_.insert(this);
     }
-    ~Connection() { server_.connections_.erase(this); }
+    ~Connection() {
+        if (server_) server_->connections_.erase(this);
+    }
+    /// The server is going away first (its io_context destroys this frame later).
+    void detach() { server_ = nullptr; }
     void close() {
         beast::error_code ignored;
         socket_.shutdown(Socket::shutdown_both, ignored);
@@ -25,21 +31,29 @@ public:
         beast::flat_buffer buffer;
         for (;;) {
             RequestParser parser;
-            parser.body_limit(boost::none);  // uploads are streamed; JSON readers set their own
+            // Uploads are streamed; whole-body readers enforce their own limits.
+            parser.body_limit(std::numeric_limits<std::uint64_t>::max());
             parser.header_limit(64 * 1024);
             beast::error_code ec;
             co_await http::async_read_header(socket_, buffer, parser,
                                              asio::redirect_error(asio::use_awaitable, ec));
-            if (ec) co_return;  // client closed, malformed request, or shutdown
+            if (ec) {
+                // A client that closes between requests is normal; a malformed request is not.
+                if (ec != http::error::end_of_stream && ec != asio::error::eof &&
+                    ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor &&
+                    ec != asio::error::connection_reset && server_ && server_->error_log_)
+                    server_->error_log_("read request: " + ec.message());
+                co_return;
+            }
             Exchange exchange(socket_, buffer, parser, listener_);
-            co_await server_.api_.handle(exchange);
+            co_await server_->api_.handle(exchange);
             if (!exchange.keep_alive()) break;
         }
         close();
     }
 
 private:
-    HttpServer& server_;
+    HttpServer* server_;
     Socket socket_;
     Listener listener_;
 };
@@ -50,6 +64,7 @@ HttpServer::HttpServer(asio::io_context& io, Api& api)
 HttpServer::~HttpServer() {
     stop_accepting();
     close_connections();
+    for (auto* c : connections_) c->detach();
 }
 
 bool unix_socket_in_use(const std::string& path) {
@@ -138,9 +153,22 @@ asio::awaitable<void> run_connection(std::shared_ptr<C> connection) {
 
 void HttpServer::start_connection(Socket socket, Listener listener) {
     auto connection = std::make_shared<Connection>(*this, std::move(socket), listener);
-    asio::co_spawn(io_, run_connection(std::move(connection)), [](std::exception_ptr) {
-            // I/O failures end the connection; the client is gone or misbehaved.
-        });
+    asio::co_spawn(io_, run_connection(std::move(connection)), [this](std::exception_ptr failure) {
+        // I/O failures end the connection; only the unexpected ones are worth a log line.
+        if (!failure || !error_log_) return;
+        try {
+            std::rethrow_exception(failure);
+        } catch (const beast::system_error& e) {
+            const auto code = e.code();
+            if (code == asio::error::eof || code == asio::error::broken_pipe ||
+                code == asio::error::connection_reset || code == asio::error::operation_aborted ||
+                code == asio::error::bad_descriptor || code == http::error::end_of_stream)
+                return;
+            error_log_(std::string("connection: ") + e.what());
+        } catch (const std::exception& e) {
+            error_log_(std::string("connection: ") + e.what());
+        }
+    });
 }
 
 asio::awaitable<void> HttpServer::accept_unix() {

@@ -3,6 +3,7 @@
 // asked), both served by the same Api on the one event-loop thread. Each connection is one
 // coroutine that reads a request header, lets the Api answer, and loops while keep-alive holds.
 
+#include <functional>
 #include <set>
 #include <string>
 
@@ -24,6 +25,9 @@ public:
     /// Listens on "127.0.0.1:PORT" / "[::1]:PORT" / "localhost:PORT"; any non-loopback address
     /// is refused (EINVAL): TCP carries bearer tokens, which must not cross a network.
     Status listen_tcp(const std::string& address);
+    /// Where unexpected connection failures are reported (the daemon's log); ordinary client
+    /// disconnects are not reported.
+    void set_error_log(std::function<void(const std::string&)> log) { error_log_ = std::move(log); }
     /// The TCP port actually bound (for --listen 127.0.0.1:0); 0 without a TCP listener.
     uint16_t tcp_port() const { return tcp_port_; }
 
@@ -31,6 +35,8 @@ public:
     void stop_accepting();
     /// Closes every open connection (after the final events were written).
     void close_connections();
+    /// Connections still open (their coroutines have not finished).
+    size_t connection_count() const { return connections_.size(); }
 
 private:
     class Connection;
@@ -45,6 +51,7 @@ private:
     std::string unix_path_;
     uint16_t tcp_port_ = 0;
     std::set<Connection*> connections_;
+    std::function<void(const std::string&)> error_log_;
 };
 
 /// True when a process accepts connections on the Unix socket at `path` (another daemon).
