@@ -5,14 +5,15 @@
 namespace corral::cli {
 
 Result<HttpClient> make_client(const ParsedArgs& args, const ClientIo& io) {
-    auto address = resolve_daemon_address(args.value("--socket").value_or(""), args.value("--token").value_or(""),
-                                          io.socket_env, io.token_env);
+    auto address =
+        resolve_daemon_address(args.value("--socket").value_or(""),
+                               args.value("--token").value_or(""), io.socket_env, io.token_env);
     if (!address) return std::move(address.error());
     return HttpClient(std::move(*address));
 }
 
-Result<ApiReply> call_api(const HttpClient& client, const std::string& method, const std::string& target,
-                          const nlohmann::json* body) {
+Result<ApiReply> call_api(const HttpClient& client, const std::string& method,
+                          const std::string& target, const nlohmann::json* body) {
     HttpRequest request{method, target, {{"Accept", "application/json"}}, "", -1, std::nullopt};
     if (body != nullptr) {
         request.headers.emplace_back("Content-Type", "application/json");
@@ -28,7 +29,8 @@ Result<ApiReply> call_api(const HttpClient& client, const std::string& method, c
             return plain_error(method + " " + target + ": corrald sent a body that is not JSON: `" +
                                response->body.substr(0, 120) + "`");
         }
-        reply.body = response->body;  // a non-JSON error (e.g. from a proxy): keep the text for the message
+        reply.body =
+            response->body;  // a non-JSON error (e.g. from a proxy): keep the text for the message
     }
     return reply;
 }
@@ -76,6 +78,8 @@ Result<PreparedCommand> prepare_command(const std::vector<std::string>& args, co
     return PreparedCommand{std::move(*parsed), std::move(*client)};
 }
 
-std::string session_path(const std::string& sid) { return "/v1/sessions/" + url_encode(sid, false); }
+std::string session_path(const std::string& sid) {
+    return "/v1/sessions/" + url_encode(sid, false);
+}
 
 }  // namespace corral::cli

@@ -20,7 +20,8 @@ const std::vector<OptionSpec>& connection_options() {
 const OptionSpec* find_option(const ArgsSpec& spec, const std::string& name) {
     for (const auto* list : {&spec.options, &connection_options()}) {
         for (const auto& option : *list) {
-            if (option.name == name || (!option.alias.empty() && option.alias == name)) return &option;
+            if (option.name == name || (!option.alias.empty() && option.alias == name))
+                return &option;
         }
     }
     return nullptr;
@@ -32,7 +33,9 @@ Error usage_error(const ArgsSpec& spec, const std::string& problem) {
     return plain_error(std::move(message));
 }
 
-bool looks_like_option(const std::string& word) { return word.size() > 1 && word[0] == '-'; }
+bool looks_like_option(const std::string& word) {
+    return word.size() > 1 && word[0] == '-';
+}
 
 }  // namespace
 
@@ -95,7 +98,8 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& args, const ArgsSp
     }
     if (parsed.positionals.size() < spec.min_positionals) {
         size_t missing = parsed.positionals.size();
-        std::string what = missing < spec.positional_names.size() ? spec.positional_names[missing] : "argument";
+        std::string what =
+            missing < spec.positional_names.size() ? spec.positional_names[missing] : "argument";
         return usage_error(spec, "missing " + what);
     }
     if (spec.takes_command && parsed.command.empty()) return usage_error(spec, "missing command");
@@ -116,7 +120,8 @@ std::pair<std::string, std::vector<std::string>> split_verb(const std::vector<st
     return {"", args};
 }
 
-Result<std::map<std::string, std::string>> parse_env_assignments(const std::vector<std::string>& words) {
+Result<std::map<std::string, std::string>> parse_env_assignments(
+    const std::vector<std::string>& words) {
     std::map<std::string, std::string> env;
     for (const auto& word : words) {
         size_t eq = word.find('=');
@@ -137,10 +142,12 @@ std::optional<int> parse_signal(const std::string& text) {
         return std::nullopt;
     }
     std::string name = text;
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return std::toupper(c); });
     if (name.rfind("SIG", 0) == 0) name.erase(0, 3);
     for (int number = 1; number < NSIG; ++number) {
-        const char* abbrev = sigabbrev_np(number);  // "TERM" for SIGTERM; null for real-time signals
+        const char* abbrev =
+            sigabbrev_np(number);  // "TERM" for SIGTERM; null for real-time signals
         if (abbrev != nullptr && name == abbrev) return number;
     }
     return std::nullopt;
@@ -148,7 +155,9 @@ std::optional<int> parse_signal(const std::string& text) {
 
 Result<long long> parse_duration_ms(const std::string& option, const std::string& text) {
     auto duration = parse_duration(text);
-    if (!duration) return plain_error(option + ": bad duration `" + text + "` (expected e.g. 30s, 10m, 250ms)");
+    if (!duration)
+        return plain_error(option + ": bad duration `" + text +
+                           "` (expected e.g. 30s, 10m, 250ms)");
     return static_cast<long long>(duration->count());
 }
 

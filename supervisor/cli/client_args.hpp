@@ -1,7 +1,8 @@
 #pragma once
 // Argument parsing for the client subcommands: options (with values, repeatable, or flags) anywhere
-// among the positionals, `--opt=value` or `--opt value`, and a command tail for exec/spawn that starts
-// at `--` or at the first non-option word after the fixed positionals. Errors name the problem.
+// among the positionals, `--opt=value` or `--opt value`, and a command tail for exec/spawn that
+// starts at `--` or at the first non-option word after the fixed positionals. Errors name the
+// problem.
 
 #include <map>
 #include <optional>
@@ -22,13 +23,13 @@ struct OptionSpec {
 
 /// How a subcommand's words are split.
 struct ArgsSpec {
-    std::string command;                ///< "exec", "session create": used in error messages
-    std::vector<OptionSpec> options;    ///< accepted options (--socket, --token, --json are added)
-    size_t min_positionals = 0;         ///< required positional words
-    size_t max_positionals = 0;         ///< allowed positional words before the command tail
+    std::string command;              ///< "exec", "session create": used in error messages
+    std::vector<OptionSpec> options;  ///< accepted options (--socket, --token, --json are added)
+    size_t min_positionals = 0;       ///< required positional words
+    size_t max_positionals = 0;       ///< allowed positional words before the command tail
     std::vector<std::string> positional_names;  ///< "SID", "PROC": named in "missing SID" errors
-    bool takes_command = false;         ///< exec/spawn: the rest after the positionals is a command
-    std::string synopsis;               ///< "corral exec SID [options] -- CMD ARGS...", shown in errors
+    bool takes_command = false;  ///< exec/spawn: the rest after the positionals is a command
+    std::string synopsis;        ///< "corral exec SID [options] -- CMD ARGS...", shown in errors
 };
 
 /// The parsed words of one subcommand.
@@ -50,12 +51,15 @@ struct ParsedArgs {
 /// the problem and ends with the synopsis.
 Result<ParsedArgs> parse_args(const std::vector<std::string>& args, const ArgsSpec& spec);
 
-/// Splits a command family's words into its verb ("create" in `session --socket S create --id x`) and
-/// the remaining words; connection options may come before the verb. Empty verb when there is none.
+/// Splits a command family's words into its verb ("create" in `session --socket S create --id x`)
+/// and the remaining words; connection options may come before the verb. Empty verb when there is
+/// none.
 std::pair<std::string, std::vector<std::string>> split_verb(const std::vector<std::string>& args);
 
-/// Parses repeated "K=V" words into pairs; an error names the word without "=" or with an empty key.
-Result<std::map<std::string, std::string>> parse_env_assignments(const std::vector<std::string>& words);
+/// Parses repeated "K=V" words into pairs; an error names the word without "=" or with an empty
+/// key.
+Result<std::map<std::string, std::string>> parse_env_assignments(
+    const std::vector<std::string>& words);
 
 /// The number of a signal given as "TERM", "SIGTERM", "term" or "15"; nullopt when unknown.
 std::optional<int> parse_signal(const std::string& text);

@@ -35,7 +35,9 @@ std::string env_or_empty(const char* name) {
 
 }  // namespace
 
-bool is_client_command(const std::string& word) { return find_command(word) != nullptr; }
+bool is_client_command(const std::string& word) {
+    return find_command(word) != nullptr;
+}
 
 int run_client_command(const std::vector<std::string>& args, ClientIo& io) {
     if (args.empty()) return -1;
@@ -48,7 +50,8 @@ int run_client_command(const std::vector<std::string>& args, ClientIo& io) {
 }
 
 int run_client_command(const std::vector<std::string>& args) {
-    ClientIo io{std::cout, std::cerr, 0, env_or_empty("CORRAL_SOCKET"), env_or_empty("CORRAL_TOKEN")};
+    ClientIo io{std::cout, std::cerr, 0, env_or_empty("CORRAL_SOCKET"),
+                env_or_empty("CORRAL_TOKEN")};
     return run_client_command(args, io);
 }
 

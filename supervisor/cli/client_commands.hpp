@@ -10,12 +10,13 @@
 
 namespace corral::cli {
 
-/// Runs a client subcommand (session, exec, spawn, ps, logs, kill, cp, port); returns the exit code,
-/// or -1 if `args[0]` is not a client command. Prints to std::cout/std::cerr and reads CORRAL_SOCKET
-/// and CORRAL_TOKEN from the environment.
+/// Runs a client subcommand (session, exec, spawn, ps, logs, kill, cp, port); returns the exit
+/// code, or -1 if `args[0]` is not a client command. Prints to std::cout/std::cerr and reads
+/// CORRAL_SOCKET and CORRAL_TOKEN from the environment.
 int run_client_command(const std::vector<std::string>& args);
 
-/// The same, printing to and reading from `io` (tests pass string streams and an explicit environment).
+/// The same, printing to and reading from `io` (tests pass string streams and an explicit
+/// environment).
 int run_client_command(const std::vector<std::string>& args, ClientIo& io);
 
 /// Whether `word` names a client subcommand.

@@ -12,7 +12,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<OptionSpec> kCommandOptions = {{"--cwd", true}, {"--env", true, "-e"}, {"--timeout", true}};
+const std::vector<OptionSpec> kCommandOptions = {
+    {"--cwd", true}, {"--env", true, "-e"}, {"--timeout", true}};
 
 /// The request body shared by exec and spawn: {argv, cwd?, env?, timeoutMs?}.
 Result<json> command_body(const ParsedArgs& parsed) {
@@ -42,7 +43,12 @@ int report_refused_exec(HttpResponseHead& head, HttpResponseReader& reader, std:
 
 int run_exec_command(const std::vector<std::string>& args, ClientIo& io) {
     std::vector<OptionSpec> options = kCommandOptions;
-    ArgsSpec spec{"exec", options, 1, 1, {"SID"}, true,
+    ArgsSpec spec{"exec",
+                  options,
+                  1,
+                  1,
+                  {"SID"},
+                  true,
                   "corral exec SID [--cwd DIR] [--env K=V]... [--timeout 30s] -- CMD ARGS..."};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) {
@@ -54,9 +60,12 @@ int run_exec_command(const std::vector<std::string>& args, ClientIo& io) {
         report_usage_error(body.error().context("exec"), io.err);
         return client_exit::kExecFailure;
     }
-    HttpRequest request{"POST", session_path(prepared->args.positionals[0]) + "/exec",
+    HttpRequest request{"POST",
+                        session_path(prepared->args.positionals[0]) + "/exec",
                         {{"Content-Type", "application/json"}, {"Accept", "application/x-ndjson"}},
-                        body->dump(), -1, std::nullopt};
+                        body->dump(),
+                        -1,
+                        std::nullopt};
     auto opened = prepared->client.open(request);
     if (!opened) {
         report_transport_error(opened.error(), io.err);
@@ -75,13 +84,20 @@ int run_exec_command(const std::vector<std::string>& args, ClientIo& io) {
 int run_spawn_command(const std::vector<std::string>& args, ClientIo& io) {
     std::vector<OptionSpec> options = kCommandOptions;
     options.push_back({"--json", false});
-    ArgsSpec spec{"spawn", options, 1, 1, {"SID"}, true,
-                  "corral spawn SID [--cwd DIR] [--env K=V]... [--timeout 30s] [--json] -- CMD ARGS..."};
+    ArgsSpec spec{
+        "spawn",
+        options,
+        1,
+        1,
+        {"SID"},
+        true,
+        "corral spawn SID [--cwd DIR] [--env K=V]... [--timeout 30s] [--json] -- CMD ARGS..."};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     auto body = command_body(prepared->args);
     if (!body) return report_usage_error(body.error().context("spawn"), io.err);
-    auto reply = call_api(prepared->client, "POST", session_path(prepared->args.positionals[0]) + "/processes", &*body);
+    auto reply = call_api(prepared->client, "POST",
+                          session_path(prepared->args.positionals[0]) + "/processes", &*body);
     if (int code = failure_code(reply, io.err)) return code;
     if (prepared->args.flag("--json")) {
         print_json(io.out, reply->body);

@@ -9,7 +9,8 @@ void print_table(std::ostream& out, const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& rows) {
     std::vector<size_t> widths(header.size(), 0);
     auto widen = [&](const std::vector<std::string>& row) {
-        for (size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+        for (size_t i = 0; i < row.size() && i < widths.size(); ++i)
+            widths[i] = std::max(widths[i], row[i].size());
     };
     widen(header);
     for (const auto& row : rows) widen(row);
@@ -32,7 +33,8 @@ std::string cell_text(const nlohmann::json& value, bool join_arrays) {
     if (value.is_string()) return value.get<std::string>();
     if (value.is_boolean()) return value.get<bool>() ? "yes" : "no";
     if (value.is_array()) {
-        bool scalars = std::all_of(value.begin(), value.end(), [](const auto& item) { return item.is_primitive(); });
+        bool scalars = std::all_of(value.begin(), value.end(),
+                                   [](const auto& item) { return item.is_primitive(); });
         if (!join_arrays || !scalars) return std::to_string(value.size());
         std::string joined;
         for (const auto& item : value) joined += (joined.empty() ? "" : ",") + cell_text(item);
@@ -41,7 +43,8 @@ std::string cell_text(const nlohmann::json& value, bool join_arrays) {
     return value.dump();
 }
 
-std::string field_text(const nlohmann::json& object, std::initializer_list<const char*> keys, bool join_arrays) {
+std::string field_text(const nlohmann::json& object, std::initializer_list<const char*> keys,
+                       bool join_arrays) {
     if (!object.is_object()) return "-";
     for (const char* key : keys) {
         auto it = object.find(key);
@@ -70,7 +73,8 @@ void print_fields(std::ostream& out, const nlohmann::json& object, const std::st
             print_fields(out, value, name);
         } else if (value.is_array() && !value.empty() && !value.front().is_primitive()) {
             out << name << ": " << value.size() << "\n";
-            for (size_t i = 0; i < value.size(); ++i) print_fields(out, value[i], name + "[" + std::to_string(i) + "]");
+            for (size_t i = 0; i < value.size(); ++i)
+                print_fields(out, value[i], name + "[" + std::to_string(i) + "]");
         } else {
             out << name << ": " << cell_text(value, /*join_arrays=*/true) << "\n";
         }

@@ -1,14 +1,13 @@
 #pragma once
 // Human-readable output of the client commands: aligned tables and short renderings of JSON values.
-// Field names come from the API contract; the renderers tolerate missing fields ("-") so a daemon that
-// adds or omits a field never breaks `corral ps`.
+// Field names come from the API contract; the renderers tolerate missing fields ("-") so a daemon
+// that adds or omits a field never breaks `corral ps`.
 
 #include <initializer_list>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace corral::cli {
 
@@ -24,8 +23,8 @@ std::string cell_text(const nlohmann::json& value, bool join_arrays = false);
 std::string field_text(const nlohmann::json& object, std::initializer_list<const char*> keys,
                        bool join_arrays = false);
 
-/// The list inside a reply: the body itself when it is an array, else body[key] when that is an array,
-/// else empty. Lets `ls` commands accept both `[...]` and `{"sessions": [...]}`.
+/// The list inside a reply: the body itself when it is an array, else body[key] when that is an
+/// array, else empty. Lets `ls` commands accept both `[...]` and `{"sessions": [...]}`.
 nlohmann::json list_in(const nlohmann::json& body, const char* key);
 
 /// Prints an object as "key: value" lines, nested objects flattened as "a.b: value".

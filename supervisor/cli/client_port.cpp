@@ -10,10 +10,13 @@ namespace {
 
 using nlohmann::json;
 
-std::string ports_path(const std::string& sid) { return session_path(sid) + "/ports"; }
+std::string ports_path(const std::string& sid) {
+    return session_path(sid) + "/ports";
+}
 
 Status check_port(const std::string& command, const std::string& port) {
-    bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
+    bool digits = !port.empty() && port.size() <= 5 &&
+                  port.find_first_not_of("0123456789") == std::string::npos;
     if (!digits || std::stoul(port) == 0 || std::stoul(port) > 65535) {
         return plain_error(command + ": bad port `" + port + "` (expected 1-65535)");
     }
@@ -21,11 +24,13 @@ Status check_port(const std::string& command, const std::string& port) {
 }
 
 int lease_port(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"port lease", {{"--json", false}}, 1, 1, {"SID"}, false, "corral port lease SID [--json]"};
+    ArgsSpec spec{
+        "port lease", {{"--json", false}}, 1, 1, {"SID"}, false, "corral port lease SID [--json]"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     json body = json::object();
-    auto reply = call_api(prepared->client, "POST", ports_path(prepared->args.positionals[0]), &body);
+    auto reply =
+        call_api(prepared->client, "POST", ports_path(prepared->args.positionals[0]), &body);
     if (int code = failure_code(reply, io.err)) return code;
     if (prepared->args.flag("--json")) {
         print_json(io.out, reply->body);
@@ -38,7 +43,8 @@ int lease_port(const std::vector<std::string>& args, ClientIo& io) {
 }
 
 int list_ports(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"port ls", {{"--json", false}}, 1, 1, {"SID"}, false, "corral port ls SID [--json]"};
+    ArgsSpec spec{"port ls", {{"--json", false}},          1, 1, {"SID"},
+                  false,     "corral port ls SID [--json]"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     auto reply = call_api(prepared->client, "GET", ports_path(prepared->args.positionals[0]));
@@ -60,11 +66,13 @@ int list_ports(const std::vector<std::string>& args, ClientIo& io) {
 }
 
 int release_port(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"port rm", {{"--json", false}}, 2, 2, {"SID", "PORT"}, false, "corral port rm SID PORT"};
+    ArgsSpec spec{"port rm", {{"--json", false}},      2, 2, {"SID", "PORT"},
+                  false,     "corral port rm SID PORT"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     const auto& words = prepared->args.positionals;
-    if (auto valid = check_port("port rm", words[1]); !valid) return report_usage_error(valid.error(), io.err);
+    if (auto valid = check_port("port rm", words[1]); !valid)
+        return report_usage_error(valid.error(), io.err);
     auto reply = call_api(prepared->client, "DELETE", ports_path(words[0]) + "/" + words[1]);
     if (int code = failure_code(reply, io.err)) return code;
     if (prepared->args.flag("--json")) {
@@ -76,14 +84,17 @@ int release_port(const std::vector<std::string>& args, ClientIo& io) {
 }
 
 int port_endpoint(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"port endpoint", {{"--ws", false}, {"--json", false}}, 2, 2, {"SID", "PORT"}, false,
-                  "corral port endpoint SID PORT [--ws] [--json]"};
+    ArgsSpec spec{
+        "port endpoint", {{"--ws", false}, {"--json", false}},           2, 2, {"SID", "PORT"},
+        false,           "corral port endpoint SID PORT [--ws] [--json]"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     const auto& words = prepared->args.positionals;
-    if (auto valid = check_port("port endpoint", words[1]); !valid) return report_usage_error(valid.error(), io.err);
+    if (auto valid = check_port("port endpoint", words[1]); !valid)
+        return report_usage_error(valid.error(), io.err);
     std::string protocol = prepared->args.flag("--ws") ? "ws" : "http";
-    auto reply = call_api(prepared->client, "GET", ports_path(words[0]) + "/" + words[1] + "/endpoint?protocol=" + protocol);
+    auto reply = call_api(prepared->client, "GET",
+                          ports_path(words[0]) + "/" + words[1] + "/endpoint?protocol=" + protocol);
     if (int code = failure_code(reply, io.err)) return code;
     if (prepared->args.flag("--json")) {
         print_json(io.out, reply->body);
@@ -101,7 +112,8 @@ int run_port_command(const std::vector<std::string>& args, ClientIo& io) {
     if (verb == "ls" || verb == "list") return list_ports(rest, io);
     if (verb == "rm" || verb == "release") return release_port(rest, io);
     if (verb == "endpoint") return port_endpoint(rest, io);
-    io.err << "corral port: " << (verb.empty() ? "missing subcommand" : "unknown subcommand `" + verb + "`")
+    io.err << "corral port: "
+           << (verb.empty() ? "missing subcommand" : "unknown subcommand `" + verb + "`")
            << "\nusage: corral port lease|ls|rm|endpoint ...\n";
     return client_exit::kUsage;
 }

@@ -41,7 +41,8 @@ std::string command_text(const json& process) {
 }
 
 /// Writes a /logs reply: a JSON object with `data` (or `stdout`/`stderr`), or raw bytes.
-void print_logs_body(const HttpResponseHead& head, const std::string& body, const std::string& stream, ClientIo& io) {
+void print_logs_body(const HttpResponseHead& head, const std::string& body,
+                     const std::string& stream, ClientIo& io) {
     bool is_json = head.header("content-type").value_or("").find("json") != std::string::npos;
     json parsed = is_json ? json::parse(body, nullptr, false) : json();
     if (!parsed.is_object()) {
@@ -57,7 +58,8 @@ void print_logs_body(const HttpResponseHead& head, const std::string& body, cons
     write_field("stderr", io.err);
 }
 
-int follow_logs(const PreparedCommand& prepared, const std::string& target, const std::string& stream, ClientIo& io) {
+int follow_logs(const PreparedCommand& prepared, const std::string& target,
+                const std::string& stream, ClientIo& io) {
     HttpRequest request{"GET", target, {{"Accept", "application/x-ndjson"}}, "", -1, std::nullopt};
     auto opened = prepared.client.open(request);
     if (!opened) return report_transport_error(opened.error(), io.err);
@@ -65,7 +67,8 @@ int follow_logs(const PreparedCommand& prepared, const std::string& target, cons
     if (head.status < 200 || head.status >= 300) {
         auto text = reader.read_all(1 << 20);
         json body = text ? json::parse(*text, nullptr, false) : json();
-        return report_api_error(ApiReply{head.status, body.is_discarded() ? json(*text) : body}, io.err);
+        return report_api_error(ApiReply{head.status, body.is_discarded() ? json(*text) : body},
+                                io.err);
     }
     auto end = relay_stream(reader, io, stream);
     if (!end) return report_transport_error(end.error(), io.err);
@@ -80,7 +83,8 @@ int run_ps_command(const std::vector<std::string>& args, ClientIo& io) {
     ArgsSpec spec{"ps", {{"--json", false}}, 1, 1, {"SID"}, false, "corral ps SID [--json]"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
-    auto reply = call_api(prepared->client, "GET", session_path(prepared->args.positionals[0]) + "/processes");
+    auto reply = call_api(prepared->client, "GET",
+                          session_path(prepared->args.positionals[0]) + "/processes");
     if (int code = failure_code(reply, io.err)) return code;
     if (prepared->args.flag("--json")) {
         print_json(io.out, reply->body);
@@ -89,36 +93,47 @@ int run_ps_command(const std::vector<std::string>& args, ClientIo& io) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& process : list_in(reply->body, "processes")) {
         rows.push_back({field_text(process, {"id", "processId"}), field_text(process, {"pid"}),
-                        field_text(process, {"status", "state"}), exit_text(process), command_text(process)});
+                        field_text(process, {"status", "state"}), exit_text(process),
+                        command_text(process)});
     }
     print_table(io.out, {"ID", "PID", "STATUS", "EXIT", "COMMAND"}, rows);
     return client_exit::kOk;
 }
 
 int run_logs_command(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"logs", {{"--follow", false, "-f"}, {"--stream", true}, {"--offset", true}}, 2, 2,
-                  {"SID", "PROC"}, false, "corral logs SID PROC [-f] [--stream stdout|stderr] [--offset N]"};
+    ArgsSpec spec{"logs",
+                  {{"--follow", false, "-f"}, {"--stream", true}, {"--offset", true}},
+                  2,
+                  2,
+                  {"SID", "PROC"},
+                  false,
+                  "corral logs SID PROC [-f] [--stream stdout|stderr] [--offset N]"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     const ParsedArgs& parsed = prepared->args;
     std::string stream = parsed.value("--stream").value_or("");
     if (!stream.empty() && stream != "stdout" && stream != "stderr") {
-        return report_usage_error(plain_error("logs: --stream must be stdout or stderr, not `" + stream + "`"), io.err);
+        return report_usage_error(
+            plain_error("logs: --stream must be stdout or stderr, not `" + stream + "`"), io.err);
     }
     std::string offset = parsed.value("--offset").value_or("0");
     if (offset.empty() || offset.find_first_not_of("0123456789") != std::string::npos) {
-        return report_usage_error(plain_error("logs: --offset must be a byte count, not `" + offset + "`"), io.err);
+        return report_usage_error(
+            plain_error("logs: --offset must be a byte count, not `" + offset + "`"), io.err);
     }
     std::string query = "?offset=" + offset + (stream.empty() ? "" : "&stream=" + stream);
     std::string base = process_path(parsed.positionals[0], parsed.positionals[1]);
-    if (parsed.flag("--follow")) return follow_logs(*prepared, base + "/stream" + query, stream, io);
+    if (parsed.flag("--follow"))
+        return follow_logs(*prepared, base + "/stream" + query, stream, io);
 
-    auto response = prepared->client.fetch(HttpRequest{"GET", base + "/logs" + query, {}, "", -1, std::nullopt});
+    auto response = prepared->client.fetch(
+        HttpRequest{"GET", base + "/logs" + query, {}, "", -1, std::nullopt});
     if (!response) return report_transport_error(response.error(), io.err);
     if (response->head.status < 200 || response->head.status >= 300) {
         json body = json::parse(response->body, nullptr, false);
-        return report_api_error(ApiReply{response->head.status, body.is_discarded() ? json(response->body) : body},
-                                io.err);
+        return report_api_error(
+            ApiReply{response->head.status, body.is_discarded() ? json(response->body) : body},
+            io.err);
     }
     print_logs_body(response->head, response->body, stream, io);
     io.out.flush();
@@ -126,8 +141,8 @@ int run_logs_command(const std::vector<std::string>& args, ClientIo& io) {
 }
 
 int run_kill_command(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"kill", {{"--signal", true, "-s"}, {"--json", false}}, 2, 2, {"SID", "PROC"}, false,
-                  "corral kill SID PROC [--signal TERM]"};
+    ArgsSpec spec{"kill", {{"--signal", true, "-s"}, {"--json", false}}, 2, 2, {"SID", "PROC"},
+                  false,  "corral kill SID PROC [--signal TERM]"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     const ParsedArgs& parsed = prepared->args;
@@ -138,7 +153,8 @@ int run_kill_command(const std::vector<std::string>& args, ClientIo& io) {
         auto number = parse_signal(*signal_text);
         const char* abbrev = number ? sigabbrev_np(*number) : nullptr;
         if (abbrev == nullptr) {
-            return report_usage_error(plain_error("kill: unknown signal `" + *signal_text + "`"), io.err);
+            return report_usage_error(plain_error("kill: unknown signal `" + *signal_text + "`"),
+                                      io.err);
         }
         std::string name = std::string("SIG") + abbrev;
         json body = {{"signal", name}};
@@ -149,7 +165,8 @@ int run_kill_command(const std::vector<std::string>& args, ClientIo& io) {
         done = "killed " + parsed.positionals[1];
     }
     if (int code = failure_code(reply, io.err)) return code;
-    if (std::string count = field_text(reply->body, {"killed"}); count != "-" && !parsed.value("--signal")) {
+    if (std::string count = field_text(reply->body, {"killed"});
+        count != "-" && !parsed.value("--signal")) {
         done += " (" + count + " processes)";
     }
     if (parsed.flag("--json")) {

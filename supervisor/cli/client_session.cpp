@@ -16,16 +16,25 @@ using nlohmann::json;
 /// A --policy value names a file when it looks like a path or an existing file; otherwise it is the
 /// name of a preset or a policy loaded by the daemon.
 bool names_policy_file(const std::string& value) {
-    struct stat st{};
-    bool has_yaml_suffix = value.size() > 5 && (value.ends_with(".yaml") || value.ends_with(".yml"));
-    return value.find('/') != std::string::npos || has_yaml_suffix || ::stat(value.c_str(), &st) == 0;
+    struct stat st {};
+    bool has_yaml_suffix =
+        value.size() > 5 && (value.ends_with(".yaml") || value.ends_with(".yml"));
+    return value.find('/') != std::string::npos || has_yaml_suffix ||
+           ::stat(value.c_str(), &st) == 0;
 }
 
 int create_session(const std::vector<std::string>& args, ClientIo& io) {
     ArgsSpec spec{"session create",
-                  {{"--policy", true}, {"--id", true}, {"--env", true}, {"--cwd", true},
-                   {"--command-timeout", true}, {"--json", false}},
-                  0, 0, {}, false,
+                  {{"--policy", true},
+                   {"--id", true},
+                   {"--env", true},
+                   {"--cwd", true},
+                   {"--command-timeout", true},
+                   {"--json", false}},
+                  0,
+                  0,
+                  {},
+                  false,
                   "corral session create [--policy NAME|FILE] [--id ID] [--env K=V]... [--cwd DIR] "
                   "[--command-timeout 10m] [--json]"};
     auto prepared = prepare_command(args, spec, io);
@@ -70,7 +79,8 @@ std::string ports_text(const json& session) {
     if (ports == session.end() || !ports->is_array()) return "-";
     std::string joined;
     for (const auto& lease : *ports) {
-        joined += (joined.empty() ? "" : ",") + (lease.is_object() ? field_text(lease, {"port"}) : cell_text(lease));
+        joined += (joined.empty() ? "" : ",") +
+                  (lease.is_object() ? field_text(lease, {"port"}) : cell_text(lease));
     }
     return joined.empty() ? "-" : joined;
 }
@@ -87,16 +97,24 @@ int list_sessions(const std::vector<std::string>& args, ClientIo& io) {
     }
     std::vector<std::vector<std::string>> rows;
     for (const auto& session : list_in(reply->body, "sessions")) {
-        rows.push_back({field_text(session, {"id", "sessionId"}), field_text(session, {"policy", "policyName"}),
-                        field_text(session, {"status", "state"}), field_text(session, {"processes", "processCount"}),
-                        ports_text(session), field_text(session, {"createdAt", "created"})});
+        rows.push_back({field_text(session, {"id", "sessionId"}),
+                        field_text(session, {"policy", "policyName"}),
+                        field_text(session, {"status", "state"}),
+                        field_text(session, {"processes", "processCount"}), ports_text(session),
+                        field_text(session, {"createdAt", "created"})});
     }
     print_table(io.out, {"ID", "POLICY", "STATUS", "PROCESSES", "PORTS", "CREATED"}, rows);
     return client_exit::kOk;
 }
 
 int show_session(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"session show", {{"--json", false}}, 1, 1, {"SID"}, false, "corral session show SID [--json]"};
+    ArgsSpec spec{"session show",
+                  {{"--json", false}},
+                  1,
+                  1,
+                  {"SID"},
+                  false,
+                  "corral session show SID [--json]"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     auto reply = call_api(prepared->client, "GET", session_path(prepared->args.positionals[0]));
@@ -110,7 +128,8 @@ int show_session(const std::vector<std::string>& args, ClientIo& io) {
 }
 
 int remove_session(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"session rm", {{"--json", false}}, 1, 1, {"SID"}, false, "corral session rm SID [--json]"};
+    ArgsSpec spec{
+        "session rm", {{"--json", false}}, 1, 1, {"SID"}, false, "corral session rm SID [--json]"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     const std::string& sid = prepared->args.positionals[0];
@@ -135,7 +154,8 @@ int run_session_command(const std::vector<std::string>& args, ClientIo& io) {
     if (verb == "ls" || verb == "list") return list_sessions(rest, io);
     if (verb == "show" || verb == "inspect") return show_session(rest, io);
     if (verb == "rm" || verb == "delete") return remove_session(rest, io);
-    io.err << "corral session: " << (verb.empty() ? "missing subcommand" : "unknown subcommand `" + verb + "`")
+    io.err << "corral session: "
+           << (verb.empty() ? "missing subcommand" : "unknown subcommand `" + verb + "`")
            << "\nusage: corral session create|ls|show|rm ...\n";
     return client_exit::kUsage;
 }

@@ -33,7 +33,8 @@ std::string error_event_message(const nlohmann::json& event) {
 
 }  // namespace
 
-Result<StreamEnd> relay_stream(HttpResponseReader& reader, ClientIo& io, const std::string& only_stream) {
+Result<StreamEnd> relay_stream(HttpResponseReader& reader, ClientIo& io,
+                               const std::string& only_stream) {
     for (;;) {
         auto line = reader.read_line();
         if (!line) return std::move(line.error().context("read output stream"));
@@ -41,12 +42,18 @@ Result<StreamEnd> relay_stream(HttpResponseReader& reader, ClientIo& io, const s
         if ((*line)->empty()) continue;
         auto event = nlohmann::json::parse(**line, nullptr, /*allow_exceptions=*/false);
         if (event.is_discarded() || !event.is_object()) {
-            return plain_error("read output stream: bad event line `" + (*line)->substr(0, 120) + "`");
+            return plain_error("read output stream: bad event line `" + (*line)->substr(0, 120) +
+                               "`");
         }
         std::string type = event_type(event);
-        if (type == "exit") return StreamEnd{StreamEnd::Kind::Exit, std::move(event)};
-        if (type == "error") return StreamEnd{StreamEnd::Kind::Error, std::move(event)};
-        if (type != "stdout" && type != "stderr") continue;  // start, and kinds newer than this client
+        if (type == "exit" || type == "error") {
+            // Read the body to its end so the daemon finishes its response before we hang up.
+            (void)reader.read_all(1 << 20);
+            return StreamEnd{type == "exit" ? StreamEnd::Kind::Exit : StreamEnd::Kind::Error,
+                             std::move(event)};
+        }
+        if (type != "stdout" && type != "stderr")
+            continue;  // start, and kinds newer than this client
         if (!only_stream.empty() && type != only_stream) continue;
         auto data = bytes_field(event, "data");
         if (!data) return std::move(data.error());
@@ -58,7 +65,8 @@ Result<StreamEnd> relay_stream(HttpResponseReader& reader, ClientIo& io, const s
 
 int command_exit_code(const StreamEnd& end, std::ostream& err) {
     if (end.kind == StreamEnd::Kind::Cut) {
-        err << "corral: the output stream ended without a final event; the command's fate is unknown\n";
+        err << "corral: the output stream ended without a final event; the command's fate is "
+               "unknown\n";
         return client_exit::kExecFailure;
     }
     if (end.kind == StreamEnd::Kind::Error) {
@@ -72,7 +80,8 @@ int command_exit_code(const StreamEnd& end, std::ostream& err) {
     }
     auto signal = event_signal(end.event);
     if (status != "" && status != "exited" && status != "signaled") {
-        err << "corral: the command ended: " << status << "\n";  // oom, pids-limit, seccomp, killed, setup-failed
+        err << "corral: the command ended: " << status
+            << "\n";  // oom, pids-limit, seccomp, killed, setup-failed
     }
     if (signal) return 128 + *signal;
     auto code = end.event.find("exitCode");

@@ -41,14 +41,15 @@ Result<DaemonAddress> parse_tcp_address(const std::string& spec) {
     DaemonAddress address;
     address.tcp_host = rest.substr(0, colon);
     std::string port = rest.substr(colon + 1);
-    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit) || std::stoul(port) == 0 ||
-        std::stoul(port) > 65535) {
+    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit) ||
+        std::stoul(port) == 0 || std::stoul(port) > 65535) {
         return plain_error("bad port in daemon address `" + spec + "`");
     }
     address.tcp_port = static_cast<uint16_t>(std::stoul(port));
     in_addr probe{};
     if (inet_pton(AF_INET, address.tcp_host.c_str(), &probe) != 1) {
-        return plain_error("bad host in daemon address `" + spec + "` (expected a numeric IPv4 address)");
+        return plain_error("bad host in daemon address `" + spec +
+                           "` (expected a numeric IPv4 address)");
     }
     return address;
 }
@@ -71,7 +72,9 @@ Status write_all(int fd, const char* data, size_t size) {
     return {};
 }
 
-Status write_all(int fd, const std::string& text) { return write_all(fd, text.data(), text.size()); }
+Status write_all(int fd, const std::string& text) {
+    return write_all(fd, text.data(), text.size());
+}
 
 /// Reads up to `capacity` bytes from the body source, retrying on EINTR.
 Result<size_t> read_source(int fd, char* out, size_t capacity) {
@@ -87,7 +90,8 @@ Status stream_sized_body(int sock, int source, uint64_t size) {
     while (size > 0) {
         auto n = read_source(source, chunk.data(), std::min<uint64_t>(chunk.size(), size));
         if (!n) return std::move(n.error());
-        if (*n == 0) return plain_error("request body ended " + std::to_string(size) + " bytes early");
+        if (*n == 0)
+            return plain_error("request body ended " + std::to_string(size) + " bytes early");
         CORRAL_TRY(write_all(sock, chunk.data(), *n), "");
         size -= *n;
     }
@@ -130,9 +134,13 @@ std::string DaemonAddress::describe() const {
     return unix_path;
 }
 
-Result<DaemonAddress> resolve_daemon_address(const std::string& socket_flag, const std::string& token_flag,
-                                             const std::string& socket_env, const std::string& token_env) {
-    std::string spec = !socket_flag.empty() ? socket_flag : !socket_env.empty() ? socket_env : kDefaultDaemonSocket;
+Result<DaemonAddress> resolve_daemon_address(const std::string& socket_flag,
+                                             const std::string& token_flag,
+                                             const std::string& socket_env,
+                                             const std::string& token_env) {
+    std::string spec = !socket_flag.empty()  ? socket_flag
+                       : !socket_env.empty() ? socket_env
+                                             : kDefaultDaemonSocket;
     DaemonAddress address;
     if (spec.rfind(kTcpPrefix, 0) == 0) {
         auto tcp = parse_tcp_address(spec);
@@ -163,8 +171,9 @@ Result<UniqueFd> connect_to_daemon(const DaemonAddress& address) {
     sockaddr_un sun{};
     sun.sun_family = AF_UNIX;
     if (address.unix_path.empty() || address.unix_path.size() >= sizeof sun.sun_path) {
-        return plain_error("bad corrald socket path `" + address.unix_path + "` (empty or longer than " +
-                           std::to_string(sizeof sun.sun_path - 1) + " bytes)");
+        return plain_error("bad corrald socket path `" + address.unix_path +
+                           "` (empty or longer than " + std::to_string(sizeof sun.sun_path - 1) +
+                           " bytes)");
     }
     std::memcpy(sun.sun_path, address.unix_path.data(), address.unix_path.size());
     UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -231,10 +240,12 @@ Result<std::string> HttpResponseReader::read_protocol_line() {
             if (!line.empty() && line.back() == '\r') line.pop_back();
             return line;
         }
-        if (buffer_.size() - buffer_pos_ > kMaxHeadBytes) return plain_error("response header line too long");
+        if (buffer_.size() - buffer_pos_ > kMaxHeadBytes)
+            return plain_error("response header line too long");
         auto n = fill();
         if (!n) return std::move(n.error());
-        if (*n == 0) return plain_error("corrald closed the connection in the middle of a response");
+        if (*n == 0)
+            return plain_error("corrald closed the connection in the middle of a response");
     }
 }
 
@@ -252,13 +263,15 @@ Result<HttpResponseHead> HttpResponseReader::read_head() {
             total += line->size();
             if (total > kMaxHeadBytes) return plain_error("response headers too large");
             size_t colon = line->find(':');
-            if (colon == std::string::npos) return plain_error("bad response header `" + *line + "`");
+            if (colon == std::string::npos)
+                return plain_error("bad response header `" + *line + "`");
             std::string name = lower(trim(line->substr(0, colon)));
             std::string value = trim(line->substr(colon + 1));
             auto [it, inserted] = head->headers.emplace(name, value);
             if (!inserted) it->second += ", " + value;
         }
-        if (head->status >= 100 && head->status < 200) continue;  // interim response: the real one follows
+        if (head->status >= 100 && head->status < 200)
+            continue;  // interim response: the real one follows
         auto encoding = head->header("transfer-encoding");
         auto length = head->header("content-length");
         if (encoding && lower(*encoding).find("chunked") != std::string::npos) {
@@ -292,7 +305,8 @@ Status HttpResponseReader::begin_chunk() {
     auto line = read_protocol_line();
     if (!line) return std::move(line.error());
     std::string size_text = trim(line->substr(0, line->find(';')));
-    if (size_text.empty() || size_text.size() > 15 || !std::all_of(size_text.begin(), size_text.end(), ::isxdigit)) {
+    if (size_text.empty() || size_text.size() > 15 ||
+        !std::all_of(size_text.begin(), size_text.end(), ::isxdigit)) {
         return plain_error("bad chunk size `" + line->substr(0, 40) + "`");
     }
     remaining_ = std::stoull(size_text, nullptr, 16);
@@ -377,11 +391,13 @@ Result<std::string> HttpResponseReader::read_all(size_t limit) {
         if (!n) return std::move(n.error());
         if (*n == 0) return body;
         body.append(piece.data(), *n);
-        if (body.size() > limit) return plain_error("response body larger than " + std::to_string(limit) + " bytes");
+        if (body.size() > limit)
+            return plain_error("response body larger than " + std::to_string(limit) + " bytes");
     }
 }
 
-Result<std::pair<HttpResponseHead, HttpResponseReader>> HttpClient::open(const HttpRequest& request) const {
+Result<std::pair<HttpResponseHead, HttpResponseReader>> HttpClient::open(
+    const HttpRequest& request) const {
     auto sock = connect_to_daemon(address_);
     if (!sock) return std::move(sock.error());
     int fd = sock->get();
@@ -410,7 +426,8 @@ std::string url_encode(const std::string& value, bool keep_slash) {
     static const char* hex = "0123456789ABCDEF";
     std::string out;
     for (unsigned char c : value) {
-        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (c == '/' && keep_slash)) {
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+            (c == '/' && keep_slash)) {
             out += static_cast<char>(c);
         } else {
             out += '%';

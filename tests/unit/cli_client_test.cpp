@@ -2,14 +2,17 @@
 //
 // Three kinds of test:
 //  - argument parsing: bad words give a usage error that names the problem, before any connection;
-//  - HTTP response parsing: the client's reader against CANNED BYTES written by a test thread into a
-//    socketpair (Content-Length, chunked, read-to-close, NDJSON lines split across chunks). These test
-//    the client's parsing, not corrald;
-//  - request building and output: each command against a CANNED-RESPONSE AF_UNIX server thread in this
-//    test, which records the request the client sent and answers with fixed bytes. The real daemon is
-//    exercised by the integration test of the client.
+//  - HTTP response parsing: the client's reader against CANNED BYTES written by a test thread into
+//  a
+//    socketpair (Content-Length, chunked, read-to-close, NDJSON lines split across chunks). These
+//    test the client's parsing, not corrald;
+//  - request building and output: each command against a CANNED-RESPONSE AF_UNIX server thread in
+//  this
+//    test, which records the request the client sent and answers with fixed bytes. The real daemon
+//    is exercised by the integration test of the client.
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -17,11 +20,9 @@
 
 #include <atomic>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "supervisor/cli/client_args.hpp"
 #include "supervisor/cli/client_commands.hpp"
@@ -35,7 +36,8 @@ using nlohmann::json;
 
 std::string unique_name(const std::string& stem) {
     static std::atomic<int> counter{0};
-    return "/tmp/corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + stem;
+    return "/tmp/corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
+           "-" + stem;
 }
 
 /// Writes `bytes` in pieces of `piece` bytes, so the reader sees many partial reads.
@@ -73,7 +75,10 @@ std::string chunked(const std::vector<std::string>& chunks) {
 // ---- HTTP response parsing (the client's reader against canned bytes) ----
 
 TEST(HttpReader, ParsesContentLengthBody) {
-    CannedStream stream("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"a\":\"bc\"}\n", 1);
+    CannedStream stream(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+        "11\r\n\r\n{\"a\":\"bc\"}\n",
+        1);
     auto head = stream.reader->read_head();
     ASSERT_TRUE(head) << head.error().describe();
     EXPECT_EQ(head->status, 200);
@@ -84,8 +89,9 @@ TEST(HttpReader, ParsesContentLengthBody) {
 }
 
 TEST(HttpReader, DecodesChunkedBodyWithExtensionsAndTrailers) {
-    std::string bytes = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                        "5;name=value\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nX-Trailer: 1\r\n\r\n";
+    std::string bytes =
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5;name=value\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nX-Trailer: 1\r\n\r\n";
     CannedStream stream(bytes, 2);
     ASSERT_TRUE(stream.reader->read_head());
     auto body = stream.reader->read_all();
@@ -94,10 +100,10 @@ TEST(HttpReader, DecodesChunkedBodyWithExtensionsAndTrailers) {
 }
 
 TEST(HttpReader, SplitsNdjsonLinesAcrossChunkBoundaries) {
-    // Lines cut mid-way by chunk boundaries, an empty chunk-free stretch, CRLF line ends, and a last
-    // line without a newline: read_line must reassemble exactly the lines that were sent.
-    std::string body = chunked({"{\"seq\":1,\"ty", "pe\":\"start\"}\n{\"seq\":2}\r", "\n{\"seq\":3,",
-                                "\"data\":\"x\"}\n{\"seq\":4}"});
+    // Lines cut mid-way by chunk boundaries, an empty chunk-free stretch, CRLF line ends, and a
+    // last line without a newline: read_line must reassemble exactly the lines that were sent.
+    std::string body = chunked({"{\"seq\":1,\"ty", "pe\":\"start\"}\n{\"seq\":2}\r",
+                                "\n{\"seq\":3,", "\"data\":\"x\"}\n{\"seq\":4}"});
     CannedStream stream("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 5);
     ASSERT_TRUE(stream.reader->read_head());
     std::vector<std::string> lines;
@@ -124,11 +130,13 @@ TEST(HttpReader, ReportsBodyCutShortOfContentLength) {
     ASSERT_TRUE(stream.reader->read_head());
     auto body = stream.reader->read_all();
     ASSERT_FALSE(body);
-    EXPECT_NE(body.error().message.find("95 bytes before the end"), std::string::npos) << body.error().message;
+    EXPECT_NE(body.error().message.find("95 bytes before the end"), std::string::npos)
+        << body.error().message;
 }
 
 TEST(HttpReader, RejectsBadChunkSize) {
-    CannedStream stream("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n");
+    CannedStream stream(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n");
     EXPECT_FALSE(stream.reader->read_head());  // the first chunk size is read with the head
 }
 
@@ -139,7 +147,8 @@ TEST(HttpReader, RejectsChunkCutByClose) {
 }
 
 TEST(HttpReader, SkipsInterimContinueResponse) {
-    CannedStream stream("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok");
+    CannedStream stream(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok");
     auto head = stream.reader->read_head();
     ASSERT_TRUE(head);
     EXPECT_EQ(head->status, 201);
@@ -186,7 +195,8 @@ TEST(DaemonAddress, ConnectFailureNamesSocketAndHint) {
     std::string path = unique_name("absent.sock");
     auto sock = connect_to_daemon(*resolve_daemon_address(path, "", "", ""));
     ASSERT_FALSE(sock);
-    EXPECT_NE(sock.error().message.find("cannot connect to corrald at " + path + ": ENOENT"), std::string::npos)
+    EXPECT_NE(sock.error().message.find("cannot connect to corrald at " + path + ": ENOENT"),
+              std::string::npos)
         << sock.error().message;
     EXPECT_NE(sock.error().message.find("is corrald running?"), std::string::npos);
 }
@@ -211,17 +221,24 @@ TEST(ClientArgs, DoubleDashEndsOptions) {
 }
 
 TEST(ClientArgs, ErrorsNameTheProblem) {
-    ArgsSpec spec{"logs", {{"--stream", true}, {"--follow", false, "-f"}}, 2, 2, {"SID", "PROC"}, false, "SYN"};
+    ArgsSpec spec{
+        "logs", {{"--stream", true}, {"--follow", false, "-f"}}, 2, 2, {"SID", "PROC"}, false,
+        "SYN"};
     auto missing = parse_args({"s1"}, spec);
     ASSERT_FALSE(missing);
     EXPECT_EQ(missing.error().message, "logs: missing PROC\nusage: SYN");
-    EXPECT_NE(parse_args({"s1", "p", "--bogus"}, spec).error().message.find("unknown option `--bogus`"),
-              std::string::npos);
-    EXPECT_NE(parse_args({"s1", "p", "--stream"}, spec).error().message.find("--stream needs a value"),
-              std::string::npos);
-    EXPECT_NE(parse_args({"s1", "p", "extra"}, spec).error().message.find("unexpected argument `extra`"),
-              std::string::npos);
-    EXPECT_NE(parse_args({"s1", "p", "--follow=yes"}, spec).error().message.find("--follow takes no value"),
+    EXPECT_NE(
+        parse_args({"s1", "p", "--bogus"}, spec).error().message.find("unknown option `--bogus`"),
+        std::string::npos);
+    EXPECT_NE(
+        parse_args({"s1", "p", "--stream"}, spec).error().message.find("--stream needs a value"),
+        std::string::npos);
+    EXPECT_NE(
+        parse_args({"s1", "p", "extra"}, spec).error().message.find("unexpected argument `extra`"),
+        std::string::npos);
+    EXPECT_NE(parse_args({"s1", "p", "--follow=yes"}, spec)
+                  .error()
+                  .message.find("--follow takes no value"),
               std::string::npos);
 }
 
@@ -306,7 +323,8 @@ TEST(ClientCommands, UnreachableDaemonExitsThreeNamingTheSocket) {
     EXPECT_EQ(run_client({"exec", "s1", "--socket", path, "--", "true"}).code, 125);
 }
 
-// ---- commands against a canned-response AF_UNIX server (tests the client's requests and output) ----
+// ---- commands against a canned-response AF_UNIX server (tests the client's requests and output)
+// ----
 
 /// A request as the canned server received it.
 struct SeenRequest {
@@ -315,7 +333,7 @@ struct SeenRequest {
 
 /// One-connection AF_UNIX server: records the request, answers with `response` in small pieces.
 class CannedServer {
-public:
+  public:
     explicit CannedServer(std::string response) : path_(unique_name("api.sock")) {
         listener_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
         sockaddr_un sun{};
@@ -335,7 +353,7 @@ public:
     /// The request; valid after the client command returned.
     const SeenRequest& request() const { return request_; }
 
-private:
+  private:
     void serve(const std::string& response) {
         UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
         if (!conn) return;
@@ -356,7 +374,9 @@ private:
         if (auto at = request_.head.find("Content-Length: "); at != std::string::npos) {
             length = std::stoul(request_.head.substr(at + 16));
         }
-        auto complete = [&] { return is_chunked ? rest.ends_with("0\r\n\r\n") : rest.size() >= length; };
+        auto complete = [&] {
+            return is_chunked ? rest.ends_with("0\r\n\r\n") : rest.size() >= length;
+        };
         while (!complete()) {
             ssize_t n = ::recv(conn.get(), buf, sizeof buf, 0);
             if (n <= 0) break;
@@ -386,7 +406,8 @@ private:
 
 std::string json_response(int status, const json& body) {
     std::string text = body.dump();
-    return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\nContent-Length: " +
+    return "HTTP/1.1 " + std::to_string(status) +
+           " X\r\nContent-Type: application/json\r\nContent-Length: " +
            std::to_string(text.size()) + "\r\n\r\n" + text;
 }
 
@@ -394,8 +415,10 @@ std::string ndjson_response(const std::vector<json>& events, size_t split_every 
     std::string text;
     for (const auto& event : events) text += event.dump() + "\n";
     std::vector<std::string> chunks;
-    for (size_t at = 0; at < text.size(); at += split_every) chunks.push_back(text.substr(at, split_every));
-    return "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n" +
+    for (size_t at = 0; at < text.size(); at += split_every)
+        chunks.push_back(text.substr(at, split_every));
+    return "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: "
+           "chunked\r\n\r\n" +
            chunked(chunks);
 }
 
@@ -405,27 +428,34 @@ std::vector<std::string> with_socket(std::vector<std::string> args, const Canned
 }
 
 TEST(ClientCommands, SessionCreateSendsPolicyNameEnvAndPrintsId) {
-    CannedServer server(json_response(201, {{"id", "s-42"}, {"token", "full"}, {"restrictedToken", "r"}}));
-    RunResult run = run_client(with_socket({"session", "create", "--policy", "ci-strict", "--env", "A=1", "--id", "s-42",
-                                      "--command-timeout", "2m", "--token", "tok"},
-                                     server));
+    CannedServer server(
+        json_response(201, {{"id", "s-42"}, {"token", "full"}, {"restrictedToken", "r"}}));
+    RunResult run =
+        run_client(with_socket({"session", "create", "--policy", "ci-strict", "--env", "A=1",
+                                "--id", "s-42", "--command-timeout", "2m", "--token", "tok"},
+                               server));
     EXPECT_EQ(run.code, 0) << run.err;
     EXPECT_EQ(run.out, "s-42\n");
     EXPECT_EQ(server.request().method, "POST");
     EXPECT_EQ(server.request().target, "/v1/sessions");
     EXPECT_NE(server.request().head.find("Authorization: Bearer tok"), std::string::npos);
     json body = json::parse(server.request().body);
-    EXPECT_EQ(body, json({{"policy", "ci-strict"}, {"env", {{"A", "1"}}}, {"id", "s-42"}, {"commandTimeoutMs", 120000}}));
+    EXPECT_EQ(body, json({{"policy", "ci-strict"},
+                          {"env", {{"A", "1"}}},
+                          {"id", "s-42"},
+                          {"commandTimeoutMs", 120000}}));
 }
 
 TEST(ClientCommands, SessionCreateSendsPolicyFileInlineAndJsonPrintsTokens) {
     std::string file = unique_name("policy.yaml");
     std::ofstream(file) << "name: t\nextends: default\n";
     CannedServer server(json_response(201, {{"id", "s1"}, {"token", "full-token"}}));
-    RunResult run = run_client(with_socket({"session", "create", "--policy", file, "--json"}, server));
+    RunResult run =
+        run_client(with_socket({"session", "create", "--policy", file, "--json"}, server));
     ::unlink(file.c_str());
     EXPECT_EQ(run.code, 0) << run.err;
-    EXPECT_EQ(json::parse(server.request().body), json({{"policyYaml", "name: t\nextends: default\n"}}));
+    EXPECT_EQ(json::parse(server.request().body),
+              json({{"policyYaml", "name: t\nextends: default\n"}}));
     EXPECT_NE(run.out.find("full-token"), std::string::npos);
 }
 
@@ -436,19 +466,26 @@ TEST(ClientCommands, SessionCreateMissingPolicyFileIsLocalError) {
 }
 
 TEST(ClientCommands, SessionLsPrintsTable) {
-    CannedServer server(json_response(200, {{"sessions",
-                                             {{{"id", "s1"}, {"policy", "default"}, {"status", "running"},
-                                               {"processes", 2},
-                                               {"ports", {{{"port", 8001}, {"url", "u1"}}, {{"port", 8002}}}}}}}}));
+    CannedServer server(
+        json_response(200, {{"sessions",
+                             {{{"id", "s1"},
+                               {"policy", "default"},
+                               {"status", "running"},
+                               {"processes", 2},
+                               {"ports", {{{"port", 8001}, {"url", "u1"}}, {{"port", 8002}}}}}}}}));
     RunResult run = run_client(with_socket({"session", "ls"}, server));
     EXPECT_EQ(run.code, 0) << run.err;
     EXPECT_EQ(server.request().target, "/v1/sessions");
-    EXPECT_NE(run.out.find("ID  POLICY   STATUS   PROCESSES  PORTS      CREATED"), std::string::npos) << run.out;
-    EXPECT_NE(run.out.find("s1  default  running  2          8001,8002  -"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("ID  POLICY   STATUS   PROCESSES  PORTS      CREATED"),
+              std::string::npos)
+        << run.out;
+    EXPECT_NE(run.out.find("s1  default  running  2          8001,8002  -"), std::string::npos)
+        << run.out;
 }
 
 TEST(ClientCommands, ApiErrorPrintsMessageAndNotFoundExitsFour) {
-    CannedServer server(json_response(404, {{"error", {{"code", "not_found"}, {"message", "no session `zz`"}}}}));
+    CannedServer server(
+        json_response(404, {{"error", {{"code", "not_found"}, {"message", "no session `zz`"}}}}));
     RunResult run = run_client(with_socket({"session", "show", "zz"}, server));
     EXPECT_EQ(run.code, 4);
     EXPECT_EQ(server.request().target, "/v1/sessions/zz");
@@ -456,7 +493,8 @@ TEST(ClientCommands, ApiErrorPrintsMessageAndNotFoundExitsFour) {
 }
 
 TEST(ClientCommands, ApiConflictExitsOne) {
-    CannedServer server(json_response(409, {{"error", {{"code", "exists"}, {"message", "session exists"}}}}));
+    CannedServer server(
+        json_response(409, {{"error", {{"code", "exists"}, {"message", "session exists"}}}}));
     RunResult run = run_client(with_socket({"session", "create", "--id", "dup"}, server));
     EXPECT_EQ(run.code, 1);
     EXPECT_NE(run.err.find("session exists"), std::string::npos);
@@ -472,47 +510,57 @@ TEST(ClientCommands, SessionRmReportsKilledCount) {
 }
 
 TEST(ClientCommands, ExecStreamsOutputAndExitsWithCommandCode) {
-    CannedServer server(ndjson_response({{{"seq", 1}, {"type", "start"}, {"pid", 77}},
-                                         {{"seq", 2}, {"type", "stdout"}, {"offset", 0}, {"data", "hello\n"}},
-                                         {{"seq", 3}, {"type", "stderr"}, {"offset", 0}, {"data", "oops\n"}},
-                                         {{"seq", 4}, {"type", "stdout"}, {"offset", 6}, {"data", "d29ybGQK"},
-                                          {"encoding", "base64"}},
-                                         {{"seq", 5}, {"type", "stdout"}, {"offset", 12}, {"dataBase64", "/wA="}},
-                                         {{"seq", 6}, {"type", "exit"}, {"status", "exited"}, {"exitCode", 3}}},
-                                        7));
-    RunResult run = run_client(with_socket({"exec", "s1", "--cwd", "/w", "--env", "X=y", "--timeout", "30s", "--",
-                                      "sh", "-c", "echo hello"},
-                                     server));
+    CannedServer server(
+        ndjson_response({{{"seq", 1}, {"type", "start"}, {"pid", 77}},
+                         {{"seq", 2}, {"type", "stdout"}, {"offset", 0}, {"data", "hello\n"}},
+                         {{"seq", 3}, {"type", "stderr"}, {"offset", 0}, {"data", "oops\n"}},
+                         {{"seq", 4},
+                          {"type", "stdout"},
+                          {"offset", 6},
+                          {"data", "d29ybGQK"},
+                          {"encoding", "base64"}},
+                         {{"seq", 5}, {"type", "stdout"}, {"offset", 12}, {"dataBase64", "/wA="}},
+                         {{"seq", 6}, {"type", "exit"}, {"status", "exited"}, {"exitCode", 3}}},
+                        7));
+    RunResult run = run_client(with_socket({"exec", "s1", "--cwd", "/w", "--env", "X=y",
+                                            "--timeout", "30s", "--", "sh", "-c", "echo hello"},
+                                           server));
     EXPECT_EQ(run.code, 3) << run.err;
     EXPECT_EQ(run.out, std::string("hello\nworld\n\xff\0", 14));
     EXPECT_EQ(run.err, "oops\n");
     EXPECT_EQ(server.request().target, "/v1/sessions/s1/exec");
-    EXPECT_EQ(json::parse(server.request().body),
-              json({{"argv", {"sh", "-c", "echo hello"}}, {"cwd", "/w"}, {"env", {{"X", "y"}}}, {"timeoutMs", 30000}}));
+    EXPECT_EQ(json::parse(server.request().body), json({{"argv", {"sh", "-c", "echo hello"}},
+                                                        {"cwd", "/w"},
+                                                        {"env", {{"X", "y"}}},
+                                                        {"timeoutMs", 30000}}));
 }
 
 TEST(ClientCommands, ExecSignalExitIs128PlusSignal) {
     {
-        CannedServer server(ndjson_response({{{"type", "exit"}, {"status", "signaled"}, {"signal", 9}}}));
+        CannedServer server(
+            ndjson_response({{{"type", "exit"}, {"status", "signaled"}, {"signal", 9}}}));
         EXPECT_EQ(run_client(with_socket({"exec", "s1", "--", "x"}, server)).code, 137);
     }
     {
-        CannedServer server(ndjson_response({{{"type", "exit"}, {"status", "killed"}, {"signal", "SIGTERM"}}}));
+        CannedServer server(
+            ndjson_response({{{"type", "exit"}, {"status", "killed"}, {"signal", "SIGTERM"}}}));
         RunResult run = run_client(with_socket({"exec", "s1", "--", "x"}, server));
         EXPECT_EQ(run.code, 143);
         EXPECT_NE(run.err.find("ended: killed"), std::string::npos);
     }
     {
-        CannedServer server(ndjson_response({{{"type", "exit"}, {"status", "timeout"}, {"signal", 9}}}));
+        CannedServer server(
+            ndjson_response({{{"type", "exit"}, {"status", "timeout"}, {"signal", 9}}}));
         EXPECT_EQ(run_client(with_socket({"exec", "s1", "--", "x"}, server)).code, 124);
     }
 }
 
 TEST(ClientCommands, ExecErrorEventOrCutStreamExits125) {
     {
-        CannedServer server(ndjson_response({{{"type", "stdout"}, {"data", "partial"}},
-                                             {{"type", "error"}, {"error", {{"code", "internal"},
-                                                                            {"message", "spawn failed: EPERM"}}}}}));
+        CannedServer server(ndjson_response(
+            {{{"type", "stdout"}, {"data", "partial"}},
+             {{"type", "error"},
+              {"error", {{"code", "internal"}, {"message", "spawn failed: EPERM"}}}}}));
         RunResult run = run_client(with_socket({"exec", "s1", "--", "x"}, server));
         EXPECT_EQ(run.code, 125);
         EXPECT_EQ(run.out, "partial");
@@ -525,7 +573,8 @@ TEST(ClientCommands, ExecErrorEventOrCutStreamExits125) {
         EXPECT_NE(run.err.find("without a final event"), std::string::npos);
     }
     {
-        CannedServer server(json_response(404, {{"error", {{"code", "not_found"}, {"message", "no session"}}}}));
+        CannedServer server(
+            json_response(404, {{"error", {{"code", "not_found"}, {"message", "no session"}}}}));
         RunResult run = run_client(with_socket({"exec", "s1", "--", "x"}, server));
         EXPECT_EQ(run.code, 125);
         EXPECT_NE(run.err.find("no session"), std::string::npos);
@@ -542,10 +591,15 @@ TEST(ClientCommands, SpawnPrintsProcessId) {
 }
 
 TEST(ClientCommands, PsPrintsProcessTable) {
-    CannedServer server(json_response(200, json::array({{{"id", "p1"}, {"pid", 10}, {"status", "exited"},
-                                                         {"exitCode", 0}, {"argv", {"true"}}},
-                                                        {{"id", "p2"}, {"pid", 11}, {"status", "killed"},
-                                                         {"signal", 9}, {"argv", {"sleep", "9"}}}})));
+    CannedServer server(json_response(
+        200,
+        json::array(
+            {{{"id", "p1"}, {"pid", 10}, {"status", "exited"}, {"exitCode", 0}, {"argv", {"true"}}},
+             {{"id", "p2"},
+              {"pid", 11},
+              {"status", "killed"},
+              {"signal", 9},
+              {"argv", {"sleep", "9"}}}})));
     RunResult run = run_client(with_socket({"ps", "s1"}, server));
     EXPECT_EQ(run.code, 0) << run.err;
     EXPECT_NE(run.out.find("p1  10   exited  0        true"), std::string::npos) << run.out;
@@ -554,17 +608,21 @@ TEST(ClientCommands, PsPrintsProcessTable) {
 
 TEST(ClientCommands, LogsPrintsRawBodyAndFollowUsesStream) {
     {
-        CannedServer server("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 4\r\n\r\nlog\n");
+        CannedServer server(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: "
+            "4\r\n\r\nlog\n");
         RunResult run = run_client(with_socket({"logs", "s1", "p1", "--stream", "stdout"}, server));
         EXPECT_EQ(run.code, 0) << run.err;
         EXPECT_EQ(run.out, "log\n");
-        EXPECT_EQ(server.request().target, "/v1/sessions/s1/processes/p1/logs?offset=0&stream=stdout");
+        EXPECT_EQ(server.request().target,
+                  "/v1/sessions/s1/processes/p1/logs?offset=0&stream=stdout");
     }
     {
         CannedServer server(ndjson_response({{{"type", "stdout"}, {"data", "one\n"}},
                                              {{"type", "stdout"}, {"data", "two\n"}},
                                              {{"type", "exit"}, {"exitCode", 1}}}));
-        RunResult run = run_client(with_socket({"logs", "s1", "p1", "-f", "--offset", "12"}, server));
+        RunResult run =
+            run_client(with_socket({"logs", "s1", "p1", "-f", "--offset", "12"}, server));
         EXPECT_EQ(run.code, 0) << run.err;
         EXPECT_EQ(run.out, "one\ntwo\n");
         EXPECT_EQ(server.request().target, "/v1/sessions/s1/processes/p1/stream?offset=12");
@@ -572,7 +630,8 @@ TEST(ClientCommands, LogsPrintsRawBodyAndFollowUsesStream) {
 }
 
 TEST(ClientCommands, LogsPrintsJsonReplyData) {
-    CannedServer server(json_response(200, {{"stream", "stdout"}, {"offset", 0}, {"nextOffset", 6}, {"data", "lines\n"}}));
+    CannedServer server(json_response(
+        200, {{"stream", "stdout"}, {"offset", 0}, {"nextOffset", 6}, {"data", "lines\n"}}));
     RunResult run = run_client(with_socket({"logs", "s1", "p1"}, server));
     EXPECT_EQ(run.code, 0) << run.err;
     EXPECT_EQ(run.out, "lines\n");
@@ -584,14 +643,16 @@ TEST(ClientCommands, KillSendsSignalOrDeletes) {
         CannedServer server(json_response(200, json::object()));
         RunResult run = run_client(with_socket({"kill", "s1", "p1", "--signal", "term"}, server));
         EXPECT_EQ(run.code, 0) << run.err;
-        EXPECT_EQ(server.request().method + " " + server.request().target, "POST /v1/sessions/s1/processes/p1/signal");
+        EXPECT_EQ(server.request().method + " " + server.request().target,
+                  "POST /v1/sessions/s1/processes/p1/signal");
         EXPECT_EQ(json::parse(server.request().body), json({{"signal", "SIGTERM"}}));
     }
     {
         CannedServer server(json_response(200, json::object()));
         RunResult run = run_client(with_socket({"kill", "s1", "p1"}, server));
         EXPECT_EQ(run.code, 0) << run.err;
-        EXPECT_EQ(server.request().method + " " + server.request().target, "DELETE /v1/sessions/s1/processes/p1");
+        EXPECT_EQ(server.request().method + " " + server.request().target,
+                  "DELETE /v1/sessions/s1/processes/p1");
         EXPECT_EQ(run.out, "killed p1\n");
     }
 }
@@ -605,7 +666,8 @@ TEST(ClientCommands, CpUploadStreamsFileWithLength) {
     RunResult run = run_client(with_socket({"cp", file, "s1:/work/dir with space/"}, server));
     EXPECT_EQ(run.code, 0) << run.err;
     std::string name = file.substr(file.rfind('/') + 1);
-    EXPECT_EQ(server.request().target, "/v1/sessions/s1/files?path=/work/dir%20with%20space/" + name);
+    EXPECT_EQ(server.request().target,
+              "/v1/sessions/s1/files?path=/work/dir%20with%20space/" + name);
     EXPECT_NE(server.request().head.find("Content-Length: 300000"), std::string::npos);
     EXPECT_TRUE(server.request().body == content);
     ::unlink(file.c_str());
@@ -631,7 +693,8 @@ TEST(ClientCommands, CpUploadFromPipeIsChunked) {
 TEST(ClientCommands, CpDownloadWritesFileAndRefusalLeavesNothing) {
     std::string file = unique_name("download.txt");
     {
-        CannedServer server("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked({"abc", "def\n"}));
+        CannedServer server("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                            chunked({"abc", "def\n"}));
         RunResult run = run_client(with_socket({"cp", "s1:/out.txt", file}, server));
         EXPECT_EQ(run.code, 0) << run.err;
         EXPECT_EQ(server.request().target, "/v1/sessions/s1/files?path=/out.txt");
@@ -640,33 +703,38 @@ TEST(ClientCommands, CpDownloadWritesFileAndRefusalLeavesNothing) {
         ::unlink(file.c_str());
     }
     {
-        CannedServer server(json_response(404, {{"error", {{"code", "not_found"}, {"message", "no file /nope"}}}}));
+        CannedServer server(
+            json_response(404, {{"error", {{"code", "not_found"}, {"message", "no file /nope"}}}}));
         RunResult run = run_client(with_socket({"cp", "s1:/nope", file}, server));
         EXPECT_EQ(run.code, 4);
         EXPECT_NE(run.err.find("no file /nope"), std::string::npos);
-        struct stat st{};
+        struct stat st {};
         EXPECT_NE(::stat(file.c_str(), &st), 0);
     }
     {
-        // The body stops short of its Content-Length: no file may appear under the destination name.
+        // The body stops short of its Content-Length: no file may appear under the destination
+        // name.
         CannedServer server("HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nonly part");
         RunResult run = run_client(with_socket({"cp", "s1:/big", file}, server));
         EXPECT_EQ(run.code, 3);
-        struct stat st{};
+        struct stat st {};
         EXPECT_NE(::stat(file.c_str(), &st), 0);
     }
 }
 
 TEST(ClientCommands, PortCommandsBuildTheirRequests) {
     {
-        CannedServer server(json_response(201, {{"port", 20001}, {"url", "http://127.0.0.1:20001"}}));
+        CannedServer server(
+            json_response(201, {{"port", 20001}, {"url", "http://127.0.0.1:20001"}}));
         RunResult run = run_client(with_socket({"port", "lease", "s1"}, server));
         EXPECT_EQ(run.code, 0) << run.err;
-        EXPECT_EQ(server.request().method + " " + server.request().target, "POST /v1/sessions/s1/ports");
+        EXPECT_EQ(server.request().method + " " + server.request().target,
+                  "POST /v1/sessions/s1/ports");
         EXPECT_EQ(run.out, "20001  http://127.0.0.1:20001\n");
     }
     {
-        CannedServer server(json_response(200, {{"ports", {{{"port", 20001}, {"url", "http://127.0.0.1:20001"}}}}}));
+        CannedServer server(json_response(
+            200, {{"ports", {{{"port", 20001}, {"url", "http://127.0.0.1:20001"}}}}}));
         RunResult run = run_client(with_socket({"port", "ls", "s1"}, server));
         EXPECT_EQ(run.code, 0) << run.err;
         EXPECT_EQ(run.out, "PORT   URL\n20001  http://127.0.0.1:20001\n");
@@ -675,11 +743,13 @@ TEST(ClientCommands, PortCommandsBuildTheirRequests) {
         CannedServer server(json_response(200, json::object()));
         RunResult run = run_client(with_socket({"port", "rm", "s1", "20001"}, server));
         EXPECT_EQ(run.code, 0) << run.err;
-        EXPECT_EQ(server.request().method + " " + server.request().target, "DELETE /v1/sessions/s1/ports/20001");
+        EXPECT_EQ(server.request().method + " " + server.request().target,
+                  "DELETE /v1/sessions/s1/ports/20001");
     }
     {
         CannedServer server(json_response(200, {{"url", "ws://127.0.0.1:20001"}}));
-        RunResult run = run_client(with_socket({"port", "endpoint", "s1", "20001", "--ws"}, server));
+        RunResult run =
+            run_client(with_socket({"port", "endpoint", "s1", "20001", "--ws"}, server));
         EXPECT_EQ(run.code, 0) << run.err;
         EXPECT_EQ(server.request().target, "/v1/sessions/s1/ports/20001/endpoint?protocol=ws");
         EXPECT_EQ(run.out, "ws://127.0.0.1:20001\n");
@@ -688,8 +758,9 @@ TEST(ClientCommands, PortCommandsBuildTheirRequests) {
 
 TEST(ClientCommands, UsageTextListsCommandsAndExitCodes) {
     std::string usage = client_commands_usage();
-    for (const char* word : {"session create", "exec SID", "spawn", "ps SID", "logs SID PROC", "kill SID PROC",
-                             "cp LOCAL SID:PATH", "port lease", "Exit codes", "125"}) {
+    for (const char* word :
+         {"session create", "exec SID", "spawn", "ps SID", "logs SID PROC", "kill SID PROC",
+          "cp LOCAL SID:PATH", "port lease", "Exit codes", "125"}) {
         EXPECT_NE(usage.find(word), std::string::npos) << word;
     }
 }
