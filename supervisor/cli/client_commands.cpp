@@ -40,10 +40,13 @@ bool is_client_command(const std::string& word) {
 }
 
 int run_client_command(const std::vector<std::string>& args, ClientIo& io) {
-    if (args.empty()) return -1;
-    const ClientCommand* command = find_command(args[0]);
+    // `corral --socket S ps s1` works too: connection options may precede the command word.
+    auto [word, rest] = split_verb(args);
+    if (args.empty() || (args[0] != word && args[0] != "--socket" && args[0] != "--token"))
+        return -1;
+    const ClientCommand* command = find_command(word);
     if (command == nullptr) return -1;
-    int code = command->handler(std::vector<std::string>(args.begin() + 1, args.end()), io);
+    int code = command->handler(rest, io);
     io.out.flush();
     io.err.flush();
     return code;

@@ -465,6 +465,15 @@ TEST(ClientCommands, SessionCreateMissingPolicyFileIsLocalError) {
     EXPECT_NE(run.err.find("absent.yaml"), std::string::npos) << run.err;
 }
 
+TEST(ClientCommands, ConnectionOptionsMayPrecedeTheCommand) {
+    CannedServer server(json_response(200, {{"processes", json::array()}}));
+    RunResult run = run_client({"--socket", server.path(), "--token", "t", "ps", "s1"});
+    EXPECT_EQ(run.code, 0) << run.err;
+    EXPECT_EQ(server.request().target, "/v1/sessions/s1/processes");
+    EXPECT_NE(server.request().head.find("Authorization: Bearer t"), std::string::npos);
+    EXPECT_EQ(run.out, "ID  PID  STATUS  EXIT  COMMAND\n");
+}
+
 TEST(ClientCommands, SessionLsPrintsTable) {
     CannedServer server(
         json_response(200, {{"sessions",
