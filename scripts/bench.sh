@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# One command for every benchmark: installs the baselines (bubblewrap, firejail, hyperfine) when
+# missing, builds Release into build-bench, runs the programs of tests/bench and prints one table of
+# medians, p99 and ratios against baselines measured in the same run. Must run as root (cgroups,
+# namespaces). Everything it creates (daemon, sessions, cgroups, temp dirs) is removed on exit.
+#
+#   scripts/bench.sh [--quick] [--only launch|cgroup|daemon|micro]...
+#   RUNS=200 scripts/bench.sh            # launch runs per case (default 100; --quick: 20)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${BUILD_DIR:-$root/build-bench}
+runs=${RUNS:-100}
+only=()
+while (($#)); do
+    case $1 in
+        --quick) runs=${RUNS:-20}; export CORRAL_BENCH_QUICK=1 ;;
+        --only) only+=("$2"); shift ;;
+        *) echo "usage: $0 [--quick] [--only launch|cgroup|daemon|micro]..." >&2; exit 2 ;;
+    esac
+    shift
+done
+wants() { ((${#only[@]} == 0)) || [[ " ${only[*]} " == *" $1 "* ]]; }
+
+if [[ $(id -u) != 0 ]]; then echo "bench.sh: run as root (cgroups and namespaces)" >&2; exit 1; fi
+
+# --- baselines -------------------------------------------------------------------------------
+missing=()
+for tool in bwrap:bubblewrap firejail:firejail hyperfine:hyperfine; do
+    command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+done
+if ((${#missing[@]})); then
+    echo "bench.sh: installing ${missing[*]}" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2 ||
+        echo "bench.sh: could not install ${missing[*]}; their rows will say so" >&2
+fi
+
+# --- build -------------------------------------------------------------------------------------
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCORRAL_BUILD_BENCH=ON >/dev/null
+targets=(corral corral_bench_launch corral_bench_cgroup corral_bench_micro)
+[[ -f $root/supervisor/corrald_main.cpp ]] && targets+=(corrald corral_bench_daemon)
+cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" >&2
+
+corral=$build/supervisor/corral
+bench=$build/tests/bench
+policies=$root/tests/bench/policies
+work=$(mktemp -d /tmp/corral-bench-XXXXXX)
+rows=$work/rows.tsv
+: >"$rows"
+daemon_pid=""
+
+cleanup() {
+    set +e
+    if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then
+        kill -TERM "$daemon_pid"
+        for _ in $(seq 50); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$daemon_pid" 2>/dev/null
+    fi
+    # A daemon that died uncleanly leaves its instance subtree behind; it is ours to remove.
+    [[ -n ${instance:-} ]] && "$bench/corral_bench_cgroup" --remove-instance "$instance" >/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+collect() { tee -a "$work/log" | grep '^ROW' >>"$rows" || true; }
+
+# --- (1) launch latency per tier -------------------------------------------------------------
+if wants launch; then
+    echo "== launch latency ($runs runs per case, round-robin) ==" >&2
+    bwrap_fs="--dev-bind / / --proc /proc"
+    bwrap_default="--unshare-pid --unshare-ipc --unshare-uts --unshare-net --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /home --tmpfs /root --cap-drop ALL --new-session --die-with-parent"
+    fj="firejail --quiet --noprofile"
+    "$bench/corral_bench_launch" --runs "$runs" --warmup 3 --group "launch: cgroup only" \
+        "bare posix_spawn+wait=/bin/true" \
+        "corral none=$corral run --policy none -- /bin/true" | collect
+    "$bench/corral_bench_launch" --runs "$runs" --warmup 3 --group "launch: +mount+pid ns" \
+        "bare posix_spawn+wait=/bin/true" \
+        "corral mount+pid=$corral run --policy $policies/tier-mount-pid.yaml -- /bin/true" \
+        "bwrap --unshare-pid=bwrap --unshare-pid $bwrap_fs -- /bin/true" \
+        "firejail (always mount+pid)=$fj -- /bin/true" | collect
+    "$bench/corral_bench_launch" --runs "$runs" --warmup 3 --group "launch: +ipc+uts+net ns" \
+        "bare posix_spawn+wait=/bin/true" \
+        "corral +net=$corral run --policy $policies/tier-net.yaml -- /bin/true" \
+        "bwrap +net=bwrap --unshare-pid --unshare-ipc --unshare-uts --unshare-net $bwrap_fs -- /bin/true" \
+        "firejail --net=none=$fj --net=none -- /bin/true" | collect
+    "$bench/corral_bench_launch" --runs "$runs" --warmup 3 --group "launch: default (ro /, seccomp, no caps)" \
+        "bare posix_spawn+wait=/bin/true" \
+        "corral default=$corral run --policy default -- /bin/true" \
+        "bwrap default-equiv (no seccomp)=bwrap $bwrap_default -- /bin/true" \
+        "firejail default-equiv=$fj --net=none --seccomp --caps.drop=all --private-tmp --nonewprivs -- /bin/true" | collect
+    if command -v hyperfine >/dev/null; then
+        # Cross-check of the same cases with an independent tool (means, in the log only).
+        hyperfine -N -w 3 -r "$runs" --export-markdown "$work/hyperfine.md" \
+            "/bin/true" "$corral run --policy none -- /bin/true" \
+            "$corral run --policy default -- /bin/true" >"$work/hyperfine.log" 2>&1 &&
+            { echo "== hyperfine cross-check (means) ==" >&2; cat "$work/hyperfine.md" >&2; }
+    fi
+fi
+
+# --- (4b) raw cgroup.kill baseline -----------------------------------------------------------
+if wants cgroup; then
+    echo "== raw cgroup.kill of a 1,000-process tree ==" >&2
+    "$bench/corral_bench_cgroup" --procs 1000 --runs "${KILL_RUNS:-5}" | collect
+fi
+
+# --- (2)-(6) daemon --------------------------------------------------------------------------
+if wants daemon; then
+    if [[ -x $build/supervisor/corrald ]]; then
+        instance=corral-bench-$$
+        sock=$work/corrald.sock
+        "$build/supervisor/corrald" --socket "$sock" --state-dir "$work/state" \
+            --instance "$instance" --port-range 41000-41999 >"$work/corrald.log" 2>&1 &
+        daemon_pid=$!
+        for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
+        echo "== corrald (pid $daemon_pid) ==" >&2
+        "$bench/corral_bench_daemon" --socket "$sock" --daemon-pid "$daemon_pid" \
+            --policy-dir "$policies" | collect
+    else
+        echo "ROW	daemon	(all)	-	-	-	-	PENDING (corrald not built)" >>"$rows"
+    fi
+fi
+
+# --- micro-benchmarks (Google Benchmark): where a launch spends its time ---------------------
+if wants micro; then
+    echo "== micro-benchmarks ==" >&2
+    "$bench/corral_bench_micro" --benchmark_min_time=0.2 --benchmark_repetitions=3 \
+        --benchmark_report_aggregates_only=true >&2 || true
+fi
+
+# --- the table ---------------------------------------------------------------------------------
+echo
+echo "corral benchmarks — $(nproc) CPUs, kernel $(uname -r), cgroup mode: $(
+    if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then echo unified;
+    elif grep -q cgroup2 /proc/self/mountinfo; then echo hybrid; else echo legacy; fi)"
+{
+    printf 'group\tcase\tmedian\tp99\tunit\tvs baseline\tnote\n'
+    cut -f2- "$rows"
+} | column -t -s $'\t'
