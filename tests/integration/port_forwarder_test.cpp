@@ -1,0 +1,317 @@
+// The port forwarder against real network namespaces (root): a server whose listener lives in a
+// fresh namespace (only `lo`) is reachable through a host loopback port, byte for byte, over plain
+// TCP, a WebSocket, with half-close and under 200 concurrent connections; stop() leaves no
+// listener, connection, thread or namespace reference behind.
+#include "sessions/port_forwarder.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "sessions/netns_thread.hpp"
+#include "sessions/port_waiter.hpp"
+#include "tests/integration/netns_fixture.hpp"
+
+namespace corral {
+namespace {
+
+using namespace nettest;
+using namespace std::chrono_literals;
+
+class PortForwarderTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+        auto ns = new_network_namespace();
+        ASSERT_TRUE(ns) << ns.error().describe();
+        netns_fd_ = std::move(*ns);
+        auto thread = NetnsThread::start(dup_fd(netns_fd_));
+        ASSERT_TRUE(thread) << thread.error().describe();
+        netns_ = std::move(*thread);
+    }
+    void TearDown() override {
+        if (forwarder_)
+            loop_.call([&] {
+                forwarder_.reset();
+                return 0;
+            });
+        server_.reset();
+        if (netns_) netns_->stop();
+    }
+
+    /// An echo server listening inside the namespace on an ephemeral port.
+    void start_inside_echo() {
+        auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+        ASSERT_TRUE(listener) << listener.error().describe();
+        server_ = std::make_unique<EchoServer>(std::move(*listener));
+    }
+    /// Forwards an ephemeral host port to `inside_port` in the namespace.
+    void forward(uint16_t inside_port) {
+        auto made = loop_.call(
+            [&] { return PortForwarder::into_namespace(loop_.io, netns_, 0, inside_port); });
+        ASSERT_TRUE(made) << made.error().describe();
+        forwarder_ = std::move(*made);
+        host_port_ = forwarder_->listen_port();
+    }
+
+    Loop loop_;
+    UniqueFd netns_fd_;
+    std::shared_ptr<NetnsThread> netns_;
+    std::unique_ptr<EchoServer> server_;
+    std::unique_ptr<PortForwarder> forwarder_;
+    uint16_t host_port_ = 0;
+};
+
+TEST_F(PortForwarderTest, NamespaceServerUnreachableFromHostWithoutForward) {
+    start_inside_echo();
+    // Same port number on the host's loopback: nothing there (the namespace is separate).
+    UniqueFd client = connect_host(server_->port());
+    EXPECT_FALSE(client.valid());
+}
+
+TEST_F(PortForwarderTest, PlainTcpRoundTripReachesServerInsideNamespace) {
+    start_inside_echo();
+    forward(server_->port());
+    UniqueFd client = connect_host(host_port_);
+    ASSERT_TRUE(client.valid());
+    ASSERT_TRUE(write_all(client.get(), "ping through the namespace"));
+    EXPECT_EQ(read_exactly(client.get(), 26), "ping through the namespace");
+    EXPECT_EQ(server_->accepted(), 1);
+}
+
+TEST_F(PortForwarderTest, HalfCloseStillDeliversReply) {
+    start_inside_echo();
+    forward(server_->port());
+    UniqueFd client = connect_host(host_port_);
+    ASSERT_TRUE(client.valid());
+    std::string payload(300000, 'x');  // more than one relay buffer
+    for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>('a' + i % 26);
+    std::thread writer([&] {
+        write_all(client.get(), payload);
+        ::shutdown(client.get(), SHUT_WR);  // done sending; the reply must still arrive
+    });
+    int error = 0;
+    std::string reply = read_to_eof(client.get(), &error);
+    writer.join();
+    EXPECT_EQ(error, 0);
+    EXPECT_EQ(reply.size(), payload.size());
+    EXPECT_TRUE(reply == payload);
+}
+
+TEST_F(PortForwarderTest, WebSocketEchoThroughForward) {
+    namespace beast = boost::beast;
+    namespace ws = beast::websocket;
+    using boost::asio::ip::tcp;
+    // A WebSocket echo server inside the namespace (Beast, synchronous, its own io_context).
+    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+    ASSERT_TRUE(listener);
+    uint16_t inside_port = port_of(listener->get());
+    boost::asio::io_context server_io;
+    tcp::acceptor acceptor(server_io);
+    acceptor.assign(tcp::v4(), listener->release());
+    std::promise<std::string> server_result;
+    std::thread server([&] {
+        try {
+            tcp::socket socket(server_io);
+            acceptor.accept(socket);
+            ws::stream<tcp::socket> stream(std::move(socket));
+            stream.accept();
+            beast::flat_buffer buffer;
+            stream.read(buffer);
+            stream.text(stream.got_text());
+            stream.write(buffer.data());
+            beast::flat_buffer rest;
+            beast::error_code ec;
+            stream.read(rest, ec);  // the client's close frame
+            server_result.set_value(ec == ws::error::closed ? "closed" : ec.message());
+        } catch (const std::exception& e) {
+            server_result.set_value(std::string("server: ") + e.what());
+        }
+    });
+    forward(inside_port);
+
+    std::string echoed;
+    try {
+        boost::asio::io_context client_io;
+        ws::stream<tcp::socket> client(client_io);
+        client.next_layer().connect({boost::asio::ip::make_address("127.0.0.1"), host_port_});
+        bound_io(client.next_layer().native_handle());
+        client.handshake("127.0.0.1:" + std::to_string(host_port_), "/echo");
+        client.text(true);
+        client.write(boost::asio::buffer(std::string("hello over websocket")));
+        beast::flat_buffer buffer;
+        client.read(buffer);
+        echoed = beast::buffers_to_string(buffer.data());
+        client.close(ws::close_code::normal);
+    } catch (const std::exception& e) {
+        echoed = std::string("client: ") + e.what();
+    }
+    auto server_done = server_result.get_future();
+    ASSERT_EQ(server_done.wait_for(20s), std::future_status::ready) << "server hung";
+    server.join();
+    EXPECT_EQ(echoed, "hello over websocket");
+    EXPECT_EQ(server_done.get(), "closed");
+}
+
+TEST_F(PortForwarderTest, TwoHundredConcurrentConnectionsAllComplete) {
+    start_inside_echo();
+    forward(server_->port());
+    constexpr int kConnections = 200;
+    std::vector<std::thread> clients;
+    std::atomic<int> good{0};
+    std::vector<std::string> failures(kConnections);
+    for (int i = 0; i < kConnections; ++i) {
+        clients.emplace_back([&, i] {
+            // Each connection has its own bytes, so a mix-up between connections shows.
+            std::string payload = "conn-" + std::to_string(i) + ":";
+            payload += std::string(20000 + i * 37, static_cast<char>('A' + i % 26));
+            UniqueFd client = connect_host(host_port_);
+            if (!client.valid()) {
+                failures[i] = "connect failed";
+                return;
+            }
+            std::thread writer([&] {
+                write_all(client.get(), payload);
+                ::shutdown(client.get(), SHUT_WR);
+            });
+            std::string reply = read_to_eof(client.get());
+            writer.join();
+            if (reply == payload)
+                ++good;
+            else
+                failures[i] = "got " + std::to_string(reply.size()) + " bytes";
+        });
+    }
+    for (auto& t : clients) t.join();
+    EXPECT_EQ(good.load(), kConnections);
+    for (int i = 0; i < kConnections; ++i) EXPECT_EQ(failures[i], "") << "connection " << i;
+    EXPECT_EQ(server_->accepted(), kConnections);
+}
+
+TEST_F(PortForwarderTest, NothingListeningInsideClosesClient) {
+    // A port inside where nothing listens (bind it, learn it, close it).
+    auto probe = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+    ASSERT_TRUE(probe);
+    uint16_t closed_port = port_of(probe->get());
+    probe->reset();
+    forward(closed_port);
+    UniqueFd client = connect_host(host_port_);
+    ASSERT_TRUE(client.valid());  // the host side accepts...
+    int error = 0;
+    EXPECT_EQ(read_to_eof(client.get(), &error), "");  // ...then closes: EOF, no hang
+    EXPECT_NE(error, EAGAIN) << "client hung until the receive timeout";
+    EXPECT_EQ(loop_.call([&] { return forwarder_->connection_count(); }), 0u);
+}
+
+TEST_F(PortForwarderTest, StopClosesOpenConnectionsAndPortAndLeavesNothing) {
+    // Asio creates its reactor (epoll, eventfd, timerfd) on first use: warm it up so the
+    // baseline counts it. The baseline includes the fixture's namespace thread.
+    loop_.call([&] {
+        boost::asio::ip::tcp::acceptor warm(loop_.io, boost::asio::ip::tcp::v4());
+        return 0;
+    });
+    int threads_before = thread_count();
+    int fds_before = fd_count();
+    ino_t ns_inode = inode_of(netns_fd_.get());
+    start_inside_echo();
+    forward(server_->port());
+    UniqueFd client = connect_host(host_port_);
+    ASSERT_TRUE(client.valid());
+    ASSERT_TRUE(write_all(client.get(), "live"));
+    ASSERT_EQ(read_exactly(client.get(), 4), "live");
+    EXPECT_EQ(loop_.call([&] { return forwarder_->connection_count(); }), 1u);
+
+    loop_.call([&] {
+        forwarder_->stop();
+        return 0;
+    });
+    // The open connection ends (EOF or RST), it does not hang until the timeout.
+    int error = 0;
+    read_to_eof(client.get(), &error);
+    EXPECT_TRUE(error == 0 || error == ECONNRESET) << std::strerror(error);
+    // The host port refuses from now on.
+    EXPECT_FALSE(connect_host(host_port_).valid());
+    EXPECT_EQ(loop_.call([&] { return forwarder_->connection_count(); }), 0u);
+
+    client.reset();
+    loop_.call([&] {
+        forwarder_.reset();
+        return 0;
+    });
+    server_.reset();
+    netns_->stop();
+    netns_.reset();
+    EXPECT_FALSE(some_thread_in_namespace(ns_inode));
+    EXPECT_EQ(thread_count(), threads_before - 1);  // the namespace thread is gone
+    EXPECT_EQ(fd_count(), fds_before);
+}
+
+TEST_F(PortForwarderTest, WaitForPortReturnsOnceServerListensInside) {
+    auto listener_port = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+    ASSERT_TRUE(listener_port);
+    uint16_t port = port_of(listener_port->get());
+    listener_port->reset();  // free again: the server comes later
+
+    std::promise<Status> result;
+    auto wait = loop_.call([&] {
+        return std::make_shared<PortWait>(wait_for_port_in_namespace(
+            loop_.io, netns_, port, 20s, [&](Status s) { result.set_value(std::move(s)); }));
+    });
+    std::this_thread::sleep_for(150ms);  // several refused attempts happen meanwhile
+    auto future = result.get_future();
+    EXPECT_EQ(future.wait_for(0s), std::future_status::timeout) << "returned before a server";
+    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", port});
+    ASSERT_TRUE(listener) << listener.error().describe();
+    ASSERT_EQ(future.wait_for(20s), std::future_status::ready);
+    Status status = future.get();
+    EXPECT_TRUE(status) << status.error().describe();
+    loop_.call([&] {
+        wait.reset();
+        return 0;
+    });
+}
+
+TEST_F(PortForwarderTest, WaitForPortTimesOutWithClearError) {
+    auto probe = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+    ASSERT_TRUE(probe);
+    uint16_t port = port_of(probe->get());
+    probe->reset();
+    std::promise<Status> result;
+    auto wait = loop_.call([&] {
+        return std::make_shared<PortWait>(wait_for_port_in_namespace(
+            loop_.io, netns_, port, 300ms, [&](Status s) { result.set_value(std::move(s)); }));
+    });
+    auto future = result.get_future();
+    ASSERT_EQ(future.wait_for(20s), std::future_status::ready);
+    Status status = future.get();
+    ASSERT_FALSE(status);
+    EXPECT_EQ(status.error().code, ETIMEDOUT);
+    EXPECT_NE(status.error().message.find(std::to_string(port)), std::string::npos)
+        << status.error().describe();
+    EXPECT_NE(status.error().message.find("refused"), std::string::npos)
+        << status.error().describe();
+    loop_.call([&] {
+        wait.reset();
+        return 0;
+    });
+}
+
+TEST_F(PortForwarderTest, NamespacesCannotReachEachOther) {
+    start_inside_echo();
+    forward(server_->port());
+    auto other_fd = new_network_namespace();
+    ASSERT_TRUE(other_fd);
+    auto other = NetnsThread::start(std::move(*other_fd));
+    ASSERT_TRUE(other);
+    // From a second namespace: neither the first one's server port nor the forwarded host port.
+    for (uint16_t port : {server_->port(), host_port_}) {
+        auto socket = (*other)->tcp_socket(AF_INET);
+        ASSERT_TRUE(socket);
+        EXPECT_EQ(connect_loopback(socket->get(), port), ECONNREFUSED) << "port " << port;
+    }
+    (*other)->stop();
+}
+
+}  // namespace
+}  // namespace corral
