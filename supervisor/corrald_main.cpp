@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <sys/stat.h>
 
-#include <cstdio>
-#include <filesystem>
+// clang-format off
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+// clang-format on
 
 #include <boost/asio.hpp>
+#include <cstdio>
+#include <filesystem>
 
 #include "isolation/cgroup.hpp"
 #include "sessions/session_manager.hpp"
@@ -22,7 +24,9 @@ namespace {
 using namespace corral;
 using namespace corral::daemon;
 
-void log_line(const std::string& line) { std::fprintf(stderr, "corrald: %s\n", line.c_str()); }
+void log_line(const std::string& line) {
+    std::fprintf(stderr, "corrald: %s\n", line.c_str());
+}
 
 int fail(const Error& error) {
     log_line(error.describe());
@@ -73,12 +77,12 @@ void on_stop_signal(asio::io_context& io, asio::signal_set& signals, HttpServer&
 int run(const DaemonOptions& options) {
     ::signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the daemon
     if (unix_socket_in_use(options.socket_path))
-        return fail(sys_error(EADDRINUSE, "another daemon answers on `" + options.socket_path + "`"));
+        return fail(
+            sys_error(EADDRINUSE, "another daemon answers on `" + options.socket_path + "`"));
     std::error_code fs_error;
     const auto socket_dir = std::filesystem::path(options.socket_path).parent_path();
     if (!socket_dir.empty()) std::filesystem::create_directories(socket_dir, fs_error);
-    if (fs_error)
-        return fail(sys_error(fs_error.value(), "create `" + socket_dir.string() + "`"));
+    if (fs_error) return fail(sys_error(fs_error.value(), "create `" + socket_dir.string() + "`"));
 
     auto host = discover_cgroup_host();
     if (!host) return fail(host.error().context("discover cgroups"));

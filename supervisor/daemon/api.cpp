@@ -72,10 +72,9 @@ asio::awaitable<void> Api::handle(Exchange& ex) {
 asio::awaitable<void> Api::dispatch(Exchange& ex, const Route& route, const RouteParams& params) {
     std::optional<ApiError> failure;
     try {
-        auto caller = authenticate(ex.listener(), ex.header("Authorization"),
-                                   [this](std::string_view token) {
-                                       return sessions_.check_token(token);
-                                   });
+        auto caller =
+            authenticate(ex.listener(), ex.header("Authorization"),
+                         [this](std::string_view token) { return sessions_.check_token(token); });
         if (!caller) throw ApiFailure(unauthorized(caller.error().message));
         auto it = params.find("sid");
         const std::string sid = it == params.end() ? "" : it->second;
@@ -133,8 +132,8 @@ std::optional<uint64_t> query_number(const Exchange& ex, const char* name) {
     const auto& text = it->second;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-        throw ApiFailure(bad_request(
-            "bad_query", std::string("query parameter `") + name + "` must be a non-negative integer"));
+        throw ApiFailure(bad_request("bad_query", std::string("query parameter `") + name +
+                                                      "` must be a non-negative integer"));
     return value;
 }
 

@@ -23,14 +23,14 @@ struct ApiOptions {
 
 /// Serves requests against one SessionManager. Event-loop thread only.
 class Api {
-public:
+  public:
     Api(SessionManager& sessions, WaitRegistry& waits, ApiOptions options);
 
     /// Handles one request: routes, authenticates, authorizes, runs the handler and writes the
     /// response (a JSON error for any failure before the response started).
     asio::awaitable<void> handle(Exchange& exchange);
 
-private:
+  private:
     using Handler = asio::awaitable<void> (Api::*)(Exchange&, const RouteParams&, const Caller&);
     struct Route {
         const char* method;

@@ -18,7 +18,8 @@ CreateSessionRequest parse_create_session(std::string_view body) {
     if (auto ms = r.unsigned_integer("commandTimeoutMs")) request.command_timeout = Millis(*ms);
     r.finish();
     if (!request.policy.empty() && !request.policy_yaml.empty())
-        throw ApiFailure(bad_request("conflicting_fields", "give `policy` or `policyYaml`, not both"));
+        throw ApiFailure(
+            bad_request("conflicting_fields", "give `policy` or `policyYaml`, not both"));
     return request;
 }
 
@@ -61,7 +62,7 @@ std::string format_time(std::chrono::system_clock::time_point time) {
     const std::time_t secs = static_cast<std::time_t>(ms / 1000);
     std::tm tm{};
     gmtime_r(&secs, &tm);
-    char buf[40];
+    char buf[64];
     std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                   static_cast<int>(ms % 1000));
@@ -147,7 +148,8 @@ nlohmann::json session_json(const SessionInfo& s) {
     j["env"] = s.env;
     j["namespaces"] = s.namespaces;
     j["usage"] = usage_json(s.usage);
-    j["commandTimeoutMs"] = s.command_timeout ? nlohmann::json(s.command_timeout->count()) : nullptr;
+    j["commandTimeoutMs"] =
+        s.command_timeout ? nlohmann::json(s.command_timeout->count()) : nullptr;
     if (!s.end_reason.empty()) j["endReason"] = s.end_reason;
     if (s.ended_at) j["endedAt"] = format_time(*s.ended_at);
     if (s.state == SessionState::ended) j["processesKilled"] = s.processes_killed;
@@ -167,12 +169,8 @@ nlohmann::json file_info_json(const FileInfo& f) {
     const auto mtime = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(
             std::chrono::nanoseconds(f.mtime_ns)));
-    nlohmann::json j = {{"name", f.name},
-                        {"type", type_name(f.type)},
-                        {"size", f.size},
-                        {"mode", f.mode},
-                        {"mtime", format_time(mtime)},
-                        {"mtimeNs", f.mtime_ns}};
+    nlohmann::json j = {{"name", f.name}, {"type", type_name(f.type)},   {"size", f.size},
+                        {"mode", f.mode}, {"mtime", format_time(mtime)}, {"mtimeNs", f.mtime_ns}};
     if (f.type == FileType::symlink) j["linkTarget"] = f.link_target;
     return j;
 }

@@ -63,9 +63,8 @@ asio::awaitable<void> Api::list_processes(Exchange& ex, const RouteParams& param
 }
 
 asio::awaitable<void> Api::get_process(Exchange& ex, const RouteParams& params, const Caller&) {
-    co_await ex.send_json(200,
-                          process_json(take(sessions_.get_process(params.at("sid"),
-                                                                  params.at("proc")))));
+    co_await ex.send_json(
+        200, process_json(take(sessions_.get_process(params.at("sid"), params.at("proc")))));
 }
 
 asio::awaitable<void> Api::signal_process(Exchange& ex, const RouteParams& params, const Caller&) {
@@ -76,7 +75,8 @@ asio::awaitable<void> Api::signal_process(Exchange& ex, const RouteParams& param
     if (auto it = json.find("signal"); it != json.end() && it->is_number()) {
         const uint64_t number = r.unsigned_integer("signal").value_or(0);
         if (number == 0 || number > 64)
-            throw ApiFailure(bad_request("invalid", "signal " + std::to_string(number) + " out of range"));
+            throw ApiFailure(
+                bad_request("invalid", "signal " + std::to_string(number) + " out of range"));
         signal = static_cast<int>(number);
     } else if (auto text = r.string("signal")) {
         signal = parse_signal(*text);
@@ -105,13 +105,14 @@ asio::awaitable<void> Api::logs(Exchange& ex, const RouteParams& params, const C
     auto it = ex.query().find("stream");
     const std::string which = it == ex.query().end() ? "stdout" : it->second;
     if (which != "stdout" && which != "stderr")
-        throw ApiFailure(bad_request("bad_query", "query parameter `stream` must be stdout or stderr"));
+        throw ApiFailure(
+            bad_request("bad_query", "query parameter `stream` must be stdout or stderr"));
     const uint64_t offset = query_number(ex, "offset").value_or(0);
-    const uint64_t limit = std::min<uint64_t>(query_number(ex, "limit").value_or(1 << 20), 16 << 20);
-    auto chunk = take(sessions_.read_output(params.at("sid"), params.at("proc"),
-                                            which == "stdout" ? OutputStream::out
-                                                              : OutputStream::err,
-                                            offset, limit));
+    const uint64_t limit =
+        std::min<uint64_t>(query_number(ex, "limit").value_or(1 << 20), 16 << 20);
+    auto chunk = take(sessions_.read_output(
+        params.at("sid"), params.at("proc"),
+        which == "stdout" ? OutputStream::out : OutputStream::err, offset, limit));
     nlohmann::json out = {{"stream", which},
                           {"offset", chunk.offset},
                           {"nextOffset", chunk.next_offset},

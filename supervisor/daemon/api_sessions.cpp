@@ -48,7 +48,8 @@ asio::awaitable<void> Api::end_session(Exchange& ex, const RouteParams& params, 
     auto report = co_await event->wait();
     if (!report)
         throw ApiFailure({503, "shutting_down",
-                          "corrald is shutting down; it ends session `" + sid + "` itself", nullptr});
+                          "corrald is shutting down; it ends session `" + sid + "` itself",
+                          nullptr});
     co_await ex.send_json(200, end_report_json(take(std::move(*report))));
 }
 

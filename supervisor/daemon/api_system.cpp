@@ -30,8 +30,8 @@ nlohmann::json limits_json(const CgroupHost& host) {
     auto backend = make_limit_backend(host);
     nlohmann::json out = {{"backend", backend->name()}};
     const auto support = backend->support();
-    for (LimitKind kind : {LimitKind::memory, LimitKind::swap, LimitKind::pids, LimitKind::cpu,
-                           LimitKind::io}) {
+    for (LimitKind kind :
+         {LimitKind::memory, LimitKind::swap, LimitKind::pids, LimitKind::cpu, LimitKind::io}) {
         const auto cap = support.get(kind);
         out[limit_name(kind)] = {{"enforceable", cap.enforceable}, {"detail", cap.detail}};
     }
@@ -63,27 +63,26 @@ nlohmann::json diagnostics_json(const std::vector<PolicyDiagnostic>& diagnostics
 asio::awaitable<void> Api::health(Exchange& ex, const RouteParams&, const Caller&) {
     const auto& host = sessions_.cgroup_host();
     nlohmann::json layers = {
-        {"cgroupV2Tracking", true},
-        {"cloneIntoCgroup", clone_into_cgroup_supported()},
-        {"seccomp", seccomp_available()},
-        {"landlockAbi", landlock_abi_version()},
+        {"cgroupV2Tracking", true},       {"cloneIntoCgroup", clone_into_cgroup_supported()},
+        {"seccomp", seccomp_available()}, {"landlockAbi", landlock_abi_version()},
         {"limits", limits_json(host)},
     };
-    nlohmann::json body = {{"status", "ok"},
-                           {"version", CORRAL_VERSION},
-                           {"instance", options_.instance},
-                           {"cgroup", cgroup_json(host, sessions_.sessions_cgroup_path())},
-                           {"layers", std::move(layers)},
-                           {"sessions", sessions_.list_sessions().size()},
-                           {"portRange",
-                            {{"first", sessions_.config().port_first},
-                             {"last", sessions_.config().port_last}}}};
+    nlohmann::json body = {
+        {"status", "ok"},
+        {"version", CORRAL_VERSION},
+        {"instance", options_.instance},
+        {"cgroup", cgroup_json(host, sessions_.sessions_cgroup_path())},
+        {"layers", std::move(layers)},
+        {"sessions", sessions_.list_sessions().size()},
+        {"portRange",
+         {{"first", sessions_.config().port_first}, {"last", sessions_.config().port_last}}}};
     co_await ex.send_json(200, body);
 }
 
 asio::awaitable<void> Api::list_policies(Exchange& ex, const RouteParams&, const Caller&) {
     nlohmann::json presets = nlohmann::json::array();
-    for (const auto& name : preset_names()) presets.push_back({{"name", name}, {"source", "preset"}});
+    for (const auto& name : preset_names())
+        presets.push_back({{"name", name}, {"source", "preset"}});
     nlohmann::json named = nlohmann::json::array();
     for (const auto& name : policy_files(options_.policy_dir)) {
         const std::string path = options_.policy_dir + "/" + name + ".yaml";
@@ -102,14 +101,14 @@ asio::awaitable<void> Api::validate_policy(Exchange& ex, const RouteParams&, con
     auto parsed = parse_policy(yaml, "<request>", options_.policy_dir);
     if (!parsed.ok()) {
         nlohmann::json reply = {{"valid", false},
-                                    {"diagnostics", diagnostics_json(parsed.diagnostics)},
-                                    {"message", parsed.format_errors()}};
+                                {"diagnostics", diagnostics_json(parsed.diagnostics)},
+                                {"message", parsed.format_errors()}};
         co_await ex.send_json(200, reply);
         co_return;
     }
     nlohmann::json reply = {{"valid", true},
-                                {"name", parsed.policy->name},
-                                {"resolvedYaml", policy_to_yaml(*parsed.policy)}};
+                            {"name", parsed.policy->name},
+                            {"resolvedYaml", policy_to_yaml(*parsed.policy)}};
     co_await ex.send_json(200, reply);
 }
 

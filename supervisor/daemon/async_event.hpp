@@ -9,7 +9,9 @@
 // "condition variable" of an io_context). interrupt() resumes it without a value, which is how
 // shutdown makes every waiting stream send its final, truthful event.
 
+// clang-format off
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+// clang-format on
 
 #include <boost/asio.hpp>
 #include <memory>
@@ -20,7 +22,7 @@ namespace corral::daemon {
 
 /// Anything a shutdown can wake up.
 class Interruptible {
-public:
+  public:
     virtual ~Interruptible() = default;
     /// Resumes the waiter without a value.
     virtual void interrupt() = 0;
@@ -28,7 +30,7 @@ public:
 
 /// The set of pending waits; shutdown interrupts them all. Event-loop thread only.
 class WaitRegistry {
-public:
+  public:
     void add(Interruptible* waiter) { waiters_.insert(waiter); }
     void remove(Interruptible* waiter) { waiters_.erase(waiter); }
     /// Interrupts every pending and every future wait.
@@ -40,7 +42,7 @@ public:
     /// True once interrupt_all() ran.
     bool stopping() const { return stopping_; }
 
-private:
+  private:
     std::set<Interruptible*> waiters_;
     bool stopping_ = false;
 };
@@ -49,7 +51,7 @@ private:
 /// callback through a shared_ptr so a late callback after the coroutine gave up is harmless.
 template <class T>
 class AsyncEvent : public Interruptible, public std::enable_shared_from_this<AsyncEvent<T>> {
-public:
+  public:
     AsyncEvent(boost::asio::any_io_executor executor, WaitRegistry& registry)
         : timer_(executor, boost::asio::steady_timer::time_point::max()), registry_(registry) {
         registry_.add(this);
@@ -78,7 +80,7 @@ public:
     /// True after interrupt().
     bool interrupted() const { return interrupted_; }
 
-private:
+  private:
     boost::asio::steady_timer timer_;
     WaitRegistry& registry_;
     std::optional<T> value_;

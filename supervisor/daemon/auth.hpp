@@ -37,7 +37,7 @@ enum class Access {
 
 /// The authenticated caller of one request.
 struct Caller {
-    bool daemon_rights = false;   ///< Unix socket without a token
+    bool daemon_rights = false;       ///< Unix socket without a token
     std::optional<TokenGrant> grant;  ///< set when a valid token was presented
 };
 

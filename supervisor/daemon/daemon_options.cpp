@@ -47,7 +47,8 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             continue;
         }
         if (!has_value) {
-            if (i + 1 >= args.size()) return sys_error(EINVAL, "option `" + name + "` needs a value");
+            if (i + 1 >= args.size())
+                return sys_error(EINVAL, "option `" + name + "` needs a value");
             value = args[++i];
         }
         if (name == "--socket") {

@@ -12,12 +12,12 @@ namespace corral::daemon {
 /// Everything corrald is told on its command line.
 struct DaemonOptions {
     std::string socket_path = "/run/corral/corrald.sock";
-    std::string listen;                     ///< "127.0.0.1:PORT"; empty = no TCP listener
+    std::string listen;  ///< "127.0.0.1:PORT"; empty = no TCP listener
     std::string state_dir = "/var/lib/corral";
-    std::string policy_dir;                 ///< extra named policies (*.yaml)
+    std::string policy_dir;  ///< extra named policies (*.yaml)
     uint16_t port_first = 40000;
     uint16_t port_last = 40999;
-    std::string instance = "corral";        ///< cgroup subtree name (tests use unique ones)
+    std::string instance = "corral";  ///< cgroup subtree name (tests use unique ones)
     bool help = false;
 };
 

@@ -8,7 +8,9 @@
 // If a handler answers without reading the body (an error, a refused token), the connection is
 // closed after the response instead of parsing the unread body as the next request.
 
+// clang-format off
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+// clang-format on
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -36,7 +38,7 @@ using RequestParser = http::request_parser<http::buffer_body>;
 
 /// One request/response exchange.
 class Exchange {
-public:
+  public:
     Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser, Listener listener);
 
     /// Request method ("GET"), path (without query) and decoded query parameters.
@@ -76,7 +78,7 @@ public:
     /// Forces the connection to close after this response (e.g. daemon shutting down).
     void close_after() { force_close_ = true; }
 
-private:
+  private:
     template <class Response>
     void prepare(Response& response);
 

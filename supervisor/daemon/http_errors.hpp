@@ -14,10 +14,10 @@ namespace corral::daemon {
 
 /// An error as the API reports it.
 struct ApiError {
-    unsigned status = 500;           ///< HTTP status
-    std::string code;                ///< stable machine-readable code ("not_found", "bad_json")
-    std::string message;             ///< human-readable, names the path / id / field at fault
-    nlohmann::json diagnostics;      ///< policy diagnostics (array) or null
+    unsigned status = 500;       ///< HTTP status
+    std::string code;            ///< stable machine-readable code ("not_found", "bad_json")
+    std::string message;         ///< human-readable, names the path / id / field at fault
+    nlohmann::json diagnostics;  ///< policy diagnostics (array) or null
 
     /// {"error": {"code", "message"[, "diagnostics"]}}
     nlohmann::json to_json() const;

@@ -11,7 +11,7 @@ namespace corral::daemon {
 /// One client connection: a coroutine serving requests until the client closes or keep-alive
 /// ends. Registered with the server so shutdown can close it.
 class HttpServer::Connection {
-public:
+  public:
     Connection(HttpServer& server, Socket socket, Listener listener)
         : server_(&server), socket_(std::move(socket)), listener_(listener) {
         server_->connections_.insert(this);
@@ -52,7 +52,7 @@ public:
         close();
     }
 
-private:
+  private:
     HttpServer* server_;
     Socket socket_;
     Listener listener_;
@@ -112,14 +112,16 @@ Result<asio::ip::tcp::endpoint> parse_loopback_endpoint(const std::string& addre
     if (host == "localhost") host = "127.0.0.1";
     beast::error_code ec;
     const auto ip = asio::ip::make_address(host, ec);
-    if (ec) return sys_error(EINVAL, "--listen `" + address + "`: `" + host + "` is not an IP address");
+    if (ec)
+        return sys_error(EINVAL, "--listen `" + address + "`: `" + host + "` is not an IP address");
     if (!ip.is_loopback())
         return sys_error(EINVAL, "--listen `" + address +
                                      "`: only loopback addresses are allowed (tokens must not "
                                      "cross a network)");
     unsigned port = 0;
     for (char c : port_text) {
-        if (c < '0' || c > '9' || port > 65535) return sys_error(EINVAL, "--listen `" + address + "`: bad port");
+        if (c < '0' || c > '9' || port > 65535)
+            return sys_error(EINVAL, "--listen `" + address + "`: bad port");
         port = port * 10 + static_cast<unsigned>(c - '0');
     }
     if (port_text.empty() || port > 65535)
@@ -174,8 +176,8 @@ void HttpServer::start_connection(Socket socket, Listener listener) {
 asio::awaitable<void> HttpServer::accept_unix() {
     for (;;) {
         beast::error_code ec;
-        auto socket = co_await unix_acceptor_.async_accept(
-            asio::redirect_error(asio::use_awaitable, ec));
+        auto socket =
+            co_await unix_acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
         if (ec == asio::error::operation_aborted || !unix_acceptor_.is_open()) co_return;
         if (ec) continue;  // e.g. EMFILE: keep serving the connections we have
         Socket generic(io_, asio::generic::stream_protocol(AF_UNIX, 0), socket.release());
@@ -186,8 +188,8 @@ asio::awaitable<void> HttpServer::accept_unix() {
 asio::awaitable<void> HttpServer::accept_tcp() {
     for (;;) {
         beast::error_code ec;
-        auto socket = co_await tcp_acceptor_.async_accept(
-            asio::redirect_error(asio::use_awaitable, ec));
+        auto socket =
+            co_await tcp_acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
         if (ec == asio::error::operation_aborted || !tcp_acceptor_.is_open()) co_return;
         if (ec) continue;
         const int family = socket.local_endpoint().protocol().family();

@@ -14,7 +14,7 @@ namespace corral::daemon {
 
 /// Accepts connections and serves them until stop().
 class HttpServer {
-public:
+  public:
     HttpServer(asio::io_context& io, Api& api);
     ~HttpServer();
 
@@ -38,7 +38,7 @@ public:
     /// Connections still open (their coroutines have not finished).
     size_t connection_count() const { return connections_.size(); }
 
-private:
+  private:
     class Connection;
     asio::awaitable<void> accept_unix();
     asio::awaitable<void> accept_tcp();

@@ -3,7 +3,8 @@
 namespace corral::daemon {
 
 nlohmann::json parse_json_object(std::string_view body) {
-    if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return nlohmann::json::object();
+    if (body.find_first_not_of(" \t\r\n") == std::string_view::npos)
+        return nlohmann::json::object();
     nlohmann::json value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (value.is_discarded())
         throw ApiFailure(bad_request("bad_json", "request body is not valid JSON"));
@@ -94,11 +95,21 @@ bool is_valid_utf8(std::string_view s) {
         const auto c = static_cast<unsigned char>(s[i]);
         size_t len;
         uint32_t cp;
-        if (c < 0x80) { ++i; continue; }
-        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-        else return false;
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        } else
+            return false;
         if (i + len > s.size()) return false;
         for (size_t k = 1; k < len; ++k) {
             const auto cc = static_cast<unsigned char>(s[i + k]);
@@ -121,9 +132,12 @@ size_t utf8_complete_prefix(std::string_view s) {
         const auto c = static_cast<unsigned char>(s[n - back]);
         if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
         size_t len = 1;
-        if ((c & 0xE0) == 0xC0) len = 2;
-        else if ((c & 0xF0) == 0xE0) len = 3;
-        else if ((c & 0xF8) == 0xF0) len = 4;
+        if ((c & 0xE0) == 0xC0)
+            len = 2;
+        else if ((c & 0xF0) == 0xE0)
+            len = 3;
+        else if ((c & 0xF8) == 0xF0)
+            len = 4;
         return len > back ? n - back : n;
     }
     return n;

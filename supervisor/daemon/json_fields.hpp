@@ -10,13 +10,12 @@
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "supervisor/daemon/http_errors.hpp"
 
@@ -35,7 +34,7 @@ nlohmann::json parse_json_object(std::string_view body);
 
 /// Reads the fields of one JSON object and refuses the ones it was not asked for.
 class ObjectReader {
-public:
+  public:
     /// `object` must outlive the reader.
     explicit ObjectReader(const nlohmann::json& object, std::string prefix = "");
 
@@ -53,7 +52,7 @@ public:
     /// 400 unknown_field for the first field no accessor asked for.
     void finish() const;
 
-private:
+  private:
     const nlohmann::json* get(const char* name);
     [[noreturn]] void wrong_type(const char* name, const char* expected) const;
 

@@ -22,10 +22,13 @@ struct Cursor {
 };
 
 class ProcessStream {
-public:
+  public:
     ProcessStream(Exchange& ex, SessionManager& sessions, WaitRegistry& waits,
                   const StreamRequest& request)
-        : ex_(ex), sessions_(sessions), waits_(waits), request_(request),
+        : ex_(ex),
+          sessions_(sessions),
+          waits_(waits),
+          request_(request),
           cursors_{Cursor{OutputStream::out, "stdout", request.want_stdout, request.stdout_offset,
                           request.stdout_offset},
                    Cursor{OutputStream::err, "stderr", request.want_stderr, request.stderr_offset,
@@ -33,7 +36,7 @@ public:
 
     asio::awaitable<void> run();
 
-private:
+  private:
     void emit(nlohmann::json event) {
         event["seq"] = seq_++;
         pending_ += dump_json(event);
@@ -98,11 +101,11 @@ asio::awaitable<std::optional<Status>> ProcessStream::wait_for_output() {
     auto event = std::make_shared<AsyncEvent<Status>>(co_await asio::this_coro::executor, waits_);
     const uint64_t out = cursors_[0].wanted ? cursors_[0].seen : kNever;
     const uint64_t err = cursors_[1].wanted ? cursors_[1].seen : kNever;
-    WaitHandle handle = sessions_.async_wait_output(
-        request_.session_id, request_.process_id, out, err,
-        [weak = std::weak_ptr(event)](Status status) {
-            if (auto e = weak.lock()) e->set(std::move(status));
-        });
+    WaitHandle handle =
+        sessions_.async_wait_output(request_.session_id, request_.process_id, out, err,
+                                    [weak = std::weak_ptr(event)](Status status) {
+                                        if (auto e = weak.lock()) e->set(std::move(status));
+                                    });
     co_return co_await event->wait();
 }
 

@@ -72,8 +72,8 @@ RouteMatch Router::match(std::string_view method, std::string_view path) const {
                 result.allowed.push_back(route.method);
         }
     }
-    result.kind = result.allowed.empty() ? RouteMatch::Kind::not_found
-                                         : RouteMatch::Kind::method_not_allowed;
+    result.kind =
+        result.allowed.empty() ? RouteMatch::Kind::not_found : RouteMatch::Kind::method_not_allowed;
     return result;
 }
 

@@ -23,21 +23,21 @@ using QueryParams = std::map<std::string, std::string, std::less<>>;
 struct RouteMatch {
     enum class Kind { found, not_found, method_not_allowed };
     Kind kind = Kind::not_found;
-    int route_id = -1;                   ///< the id given to Router::add (when found)
-    RouteParams params;                  ///< captured placeholders (when found)
-    std::vector<std::string> allowed;    ///< methods that match the path (for 405's Allow header)
+    int route_id = -1;                 ///< the id given to Router::add (when found)
+    RouteParams params;                ///< captured placeholders (when found)
+    std::vector<std::string> allowed;  ///< methods that match the path (for 405's Allow header)
 };
 
 /// A table of (method, pattern) -> route id.
 class Router {
-public:
+  public:
     /// Adds a route. `method` is upper case ("GET"); `pattern` starts with '/'.
     void add(std::string_view method, std::string_view pattern, int route_id);
     /// Matches a request path (without the query string). First matching route wins; a literal
     /// segment therefore wins over a placeholder only if it was added first.
     RouteMatch match(std::string_view method, std::string_view path) const;
 
-private:
+  private:
     struct Route {
         std::string method;
         std::vector<std::string> segments;  ///< "{sid}" for placeholders

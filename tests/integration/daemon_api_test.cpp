@@ -2,6 +2,7 @@
 // temporary socket, state directory and cgroup instance, and a real kernel underneath.
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,8 +16,6 @@
 #include <mutex>
 #include <set>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "support/http_client.hpp"
 
@@ -33,7 +32,7 @@ using testing::url_encode;
 /// A corrald child process with its own socket, state dir, cgroup instance and port range. The
 /// destructor stops it (SIGTERM, then SIGKILL after a bound) and removes the temp dir.
 class Daemon {
-public:
+  public:
     explicit Daemon(std::vector<std::string> extra_args = {}) {
         static int counter = 0;
         ++counter;
@@ -46,14 +45,22 @@ public:
         // 40 ports per test process, spread by pid so parallel test binaries do not collide.
         port_first_ = static_cast<uint16_t>(20000 + (::getpid() % 700) * 40);
         std::vector<std::string> args = {
-            CORRAL_BINARY_DIR "/supervisor/corrald", "--socket", socket_, "--state-dir",
-            dir_ + "/state", "--policy-dir", dir_ + "/policies", "--instance", instance_,
+            CORRAL_BINARY_DIR "/supervisor/corrald",
+            "--socket",
+            socket_,
+            "--state-dir",
+            dir_ + "/state",
+            "--policy-dir",
+            dir_ + "/policies",
+            "--instance",
+            instance_,
             "--port-range",
             std::to_string(port_first_) + "-" + std::to_string(port_first_ + 39)};
         args.insert(args.end(), extra_args.begin(), extra_args.end());
         pid_ = ::fork();
         if (pid_ == 0) {
-            const int log = ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int log =
+                ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
             if (log >= 0) {
                 ::dup2(log, 1);
                 ::dup2(log, 2);
@@ -114,7 +121,7 @@ public:
         return status;
     }
 
-private:
+  private:
     std::string dir_;
     std::string socket_;
     std::string instance_;
@@ -124,7 +131,7 @@ private:
 };
 
 class DaemonApi : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root (cgroups, socket owner root)";
         if (!fs::exists(CORRAL_BINARY_DIR "/supervisor/corrald"))
@@ -143,7 +150,9 @@ protected:
         EXPECT_EQ(res.status, 201u) << res.body;
         return res.json();
     }
-    static std::string s(const json& session) { return "/v1/sessions/" + session["id"].get<std::string>(); }
+    static std::string s(const json& session) {
+        return "/v1/sessions/" + session["id"].get<std::string>();
+    }
 
     std::unique_ptr<Daemon> daemon_;
 };
@@ -293,7 +302,8 @@ TEST_F(DaemonApi, Session_CreateListGetPatchEnvRunEnd) {
     EXPECT_EQ(patched.json()["env"]["EXTRA"], "x");
     EXPECT_FALSE(patched.json()["env"].contains("GREETING"));
 
-    auto run = c.post("/v1/sessions/life/run", {{"command", "echo ${EXTRA}-${GREETING:-unset}; exit 3"}});
+    auto run =
+        c.post("/v1/sessions/life/run", {{"command", "echo ${EXTRA}-${GREETING:-unset}; exit 3"}});
     ASSERT_EQ(run.status, 200u) << run.body;
     EXPECT_EQ(run.json()["stdout"], "x-unset\n");
     EXPECT_EQ(run.json()["exitCode"], 3);
@@ -314,7 +324,8 @@ TEST_F(DaemonApi, TwentyFourSessionsAtOnce_EachRunsAndEnds) {
     for (int i = 0; i < 24; ++i) ids.push_back(create_session(c)["id"]);
     EXPECT_EQ(c.get("/v1/sessions").json()["sessions"].size(), 24u);
     for (size_t i = 0; i < ids.size(); ++i) {
-        auto run = c.post("/v1/sessions/" + ids[i] + "/run", {{"argv", {"echo", std::to_string(i)}}});
+        auto run =
+            c.post("/v1/sessions/" + ids[i] + "/run", {{"argv", {"echo", std::to_string(i)}}});
         ASSERT_EQ(run.status, 200u) << run.body;
         EXPECT_EQ(run.json()["stdout"], std::to_string(i) + "\n");
     }
@@ -403,7 +414,8 @@ TEST_F(DaemonApi, Exec_StreamsStartOutputAndEndsWithExactlyOneExit) {
 TEST_F(DaemonApi, Stream_ResumesFromAnOffsetWithoutRepeatingBytes) {
     auto c = client();
     const auto base = s(create_session(c));
-    auto spawned = c.post(base + "/processes", {{"command", "printf 0123456789; sleep 0.3; printf abc"}});
+    auto spawned =
+        c.post(base + "/processes", {{"command", "printf 0123456789; sleep 0.3; printf abc"}});
     const std::string id = spawned.json()["id"];
     // Read only the first output event, then drop the connection.
     uint64_t resume = 0;
@@ -417,17 +429,61 @@ TEST_F(DaemonApi, Stream_ResumesFromAnOffsetWithoutRepeatingBytes) {
     ASSERT_GT(resume, 0u);
     std::string rest;
     json last;
-    c.stream_lines("GET", base + "/processes/" + id + "/stream?stream=stdout&offset=" + std::to_string(resume),
-                   "", {}, [&](const std::string& line) {
-                       last = json::parse(line);
-                       if (last["type"] == "stdout") {
-                           EXPECT_GE(last["offset"].get<uint64_t>(), resume);
-                           rest += last["data"].get<std::string>();
-                       }
-                       return true;
-                   });
+    c.stream_lines(
+        "GET", base + "/processes/" + id + "/stream?stream=stdout&offset=" + std::to_string(resume),
+        "", {}, [&](const std::string& line) {
+            last = json::parse(line);
+            if (last["type"] == "stdout") {
+                EXPECT_GE(last["offset"].get<uint64_t>(), resume);
+                rest += last["data"].get<std::string>();
+            }
+            return true;
+        });
     EXPECT_EQ(std::string("0123456789abc").substr(resume), rest);
     EXPECT_EQ(last["type"], "exit");
+}
+
+TEST_F(DaemonApi, Stream_OfOutputBeyondTheCapReportsSkippedBytes) {
+    // The `none` preset keeps 16 MiB per stream; 20 MiB were written, so a reader from 0 is told
+    // that the first 4 MiB fell out of the buffer instead of getting a silent splice.
+    auto c = client();
+    const auto base = s(create_session(c));
+    auto run = c.post(base + "/run", {{"command", "yes abcdefg | head -c 20971520"}});
+    ASSERT_EQ(run.status, 200u) << run.body.substr(0, 300);
+    EXPECT_EQ(run.json()["truncated"], true);
+    const std::string id = run.json()["id"];
+    uint64_t skipped = 0, first_offset = 0, bytes = 0;
+    bool first = true;
+    json last;
+    c.stream_lines("GET", base + "/processes/" + id + "/stream?stream=stdout", "", {},
+                   [&](const std::string& line) {
+                       last = json::parse(line);
+                       if (last["type"] != "stdout") return true;
+                       if (first) first_offset = last["offset"];
+                       first = false;
+                       skipped += last.value("skipped", 0ull);
+                       bytes += last["data"].get<std::string>().size();
+                       return true;
+                   });
+    EXPECT_EQ(skipped, 4u << 20);
+    EXPECT_EQ(first_offset, 4u << 20);
+    EXPECT_EQ(bytes, 16u << 20);
+    EXPECT_EQ(last["type"], "exit");
+}
+
+TEST_F(DaemonApi, EndSession_KillsADaemonizedProcessAndReportsIt) {
+    auto c = client();
+    auto session = create_session(c);
+    auto run = c.post(
+        s(session) + "/run",
+        {{"command", "setsid sh -c 'sleep 1000 & echo $!' > pid.txt; sleep 0.2; cat pid.txt"}});
+    ASSERT_EQ(run.status, 200u) << run.body;
+    const pid_t orphan = std::stoi(run.json()["stdout"].get<std::string>());
+    ASSERT_EQ(::kill(orphan, 0), 0) << "the daemonized process should still run";
+    auto ended = c.del(s(session));
+    ASSERT_EQ(ended.status, 200u) << ended.body;
+    EXPECT_GE(ended.json()["processesKilled"].get<int>(), 1) << ended.body;
+    EXPECT_NE(::kill(orphan, 0), 0) << "session end left pid " << orphan << " running";
 }
 
 // --- files ------------------------------------------------------------------------------------
@@ -446,7 +502,8 @@ TEST_F(DaemonApi, Files_PutGetListStatMkdirMoveDelete) {
     EXPECT_EQ(stat.json()["type"], "file");
     EXPECT_EQ(stat.json()["size"], 5);
 
-    EXPECT_EQ(c.post(base + "/files/mkdir", {{"path", "made/deep"}, {"recursive", true}}).status, 201u);
+    EXPECT_EQ(c.post(base + "/files/mkdir", {{"path", "made/deep"}, {"recursive", true}}).status,
+              201u);
     EXPECT_EQ(c.post(base + "/files/mkdir", {{"path", "made"}}).status, 409u);
     auto moved = c.post(base + "/files/move", {{"from", "dir/sub/a.txt"}, {"to", "made/b.txt"}});
     EXPECT_EQ(moved.status, 200u) << moved.body;
@@ -477,7 +534,8 @@ TEST_F(DaemonApi, Files_TraversalAndSymlinkEscapesAreRefusedNamingThePath) {
     EXPECT_NE(put.error_message().find("../escape.txt"), std::string::npos) << put.body;
 
     // An absolute symlink resolves inside the root: its target is <root>/etc/passwd, absent.
-    auto link = c.post(base + "/run", {{"command", "ln -s /etc/passwd link && ln -s ../../../.. up"}});
+    auto link =
+        c.post(base + "/run", {{"command", "ln -s /etc/passwd link && ln -s ../../../.. up"}});
     ASSERT_EQ(link.status, 200u) << link.body;
     ASSERT_EQ(link.json()["exitCode"], 0) << link.body;
     auto via_link = c.get(base + "/files?path=link");
@@ -495,7 +553,9 @@ TEST_F(DaemonApi, Files_100MiBRoundTripIsByteExact) {
     std::string data(100u << 20, '\0');
     uint64_t x = 0x9E3779B97F4A7C15ull;
     for (size_t i = 0; i < data.size(); i += 8) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
         std::memcpy(&data[i], &x, std::min<size_t>(8, data.size() - i));
     }
     auto put = c.request("PUT", base + "/files?path=big.bin", data);
@@ -536,7 +596,8 @@ TEST_F(DaemonApi, Ports_ConcurrentLeasesAreUnique) {
         threads.emplace_back([&, t] {
             auto mine = daemon_->client();
             for (int i = 0; i < 4; ++i) {
-                auto res = mine.request("POST", bases[static_cast<size_t>(t) % bases.size()] + "/ports");
+                auto res =
+                    mine.request("POST", bases[static_cast<size_t>(t) % bases.size()] + "/ports");
                 if (res.status != 201u) continue;
                 std::lock_guard lock(mutex);
                 ports.push_back(res.json()["port"]);

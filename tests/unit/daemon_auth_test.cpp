@@ -1,6 +1,6 @@
-#include "supervisor/daemon/auth.hpp"
-
 #include <gtest/gtest.h>
+
+#include "supervisor/daemon/auth.hpp"
 
 namespace corral::daemon {
 namespace {

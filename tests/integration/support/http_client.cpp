@@ -1,6 +1,8 @@
 #include "http_client.hpp"
 
-#include <utility>
+// clang-format off
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+// clang-format on
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -122,8 +124,8 @@ bool HttpClient::can_connect() {
     }
 }
 
-HttpResponse HttpClient::request(std::string_view method, std::string_view target,
-                                 std::string body, const HttpHeaders& headers) {
+HttpResponse HttpClient::request(std::string_view method, std::string_view target, std::string body,
+                                 const HttpHeaders& headers) {
     auto req = impl_->make(method, target, std::move(body), headers);
     for (int attempt = 0; attempt < 2; ++attempt) {
         impl_->send(req);

@@ -4,13 +4,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace corral::testing {
 
@@ -35,7 +34,7 @@ HttpHeaders bearer(const std::string& token);
 
 /// A keep-alive connection that reconnects when the server closed it.
 class HttpClient {
-public:
+  public:
     /// A client of the Unix socket at `path`.
     static HttpClient unix_socket(std::string path);
     /// A client of host:port over TCP.
@@ -63,7 +62,7 @@ public:
     /// Whether a connection could be opened at all (for waiting until the daemon listens).
     bool can_connect();
 
-private:
+  private:
     struct Impl;
     explicit HttpClient(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
