@@ -1,0 +1,129 @@
+// The egress allow-list against real network namespaces (root): a host listener on the list is
+// reachable from inside the namespace at the same address and port; a host listener not on the
+// list is not; stopping the proxy closes the way out.
+#include <gtest/gtest.h>
+
+#include "sessions/egress_proxy.hpp"
+#include "tests/integration/netns_fixture.hpp"
+
+namespace corral {
+namespace {
+
+using namespace nettest;
+
+class EgressTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+        auto ns = new_network_namespace();
+        ASSERT_TRUE(ns) << ns.error().describe();
+        auto thread = NetnsThread::start(std::move(*ns));
+        ASSERT_TRUE(thread) << thread.error().describe();
+        netns_ = std::move(*thread);
+        allowed_ = host_echo("127.0.0.1");
+        other_ = host_echo("127.0.0.1");
+    }
+    void TearDown() override {
+        if (proxy_)
+            loop_.call([&] {
+                proxy_.reset();
+                return 0;
+            });
+        if (netns_) netns_->stop();
+    }
+    /// An echo server on the host's loopback, on an ephemeral port.
+    std::unique_ptr<EchoServer> host_echo(const std::string& address) {
+        auto listener = make_tcp_listener({AF_INET, address, 0});
+        EXPECT_TRUE(listener);
+        return std::make_unique<EchoServer>(std::move(*listener));
+    }
+    Status start_proxy(std::vector<std::string> allow) {
+        auto made = loop_.call([&] { return EgressProxy::start(loop_.io, netns_, allow); });
+        if (!made) return std::move(made.error());
+        proxy_ = std::move(*made);
+        return {};
+    }
+    /// errno of a connect from inside the namespace to 127.0.0.1:`port`; on success, also checks
+    /// an echo round trip.
+    int connect_from_inside(uint16_t port, std::string* echoed = nullptr) {
+        auto socket = netns_->tcp_socket(AF_INET);
+        EXPECT_TRUE(socket);
+        int error = connect_loopback(socket->get(), port);
+        if (error == 0 && echoed) {
+            write_all(socket->get(), "out and back");
+            *echoed = read_exactly(socket->get(), 12);
+        }
+        return error;
+    }
+
+    Loop loop_;
+    std::shared_ptr<NetnsThread> netns_;
+    std::unique_ptr<EchoServer> allowed_;
+    std::unique_ptr<EchoServer> other_;
+    std::unique_ptr<EgressProxy> proxy_;
+};
+
+TEST_F(EgressTest, HostListenersUnreachableFromInsideByDefault) {
+    EXPECT_EQ(connect_from_inside(allowed_->port()), ECONNREFUSED);
+    EXPECT_EQ(connect_from_inside(other_->port()), ECONNREFUSED);
+}
+
+TEST_F(EgressTest, AllowedHostListenerReachableAtSameAddressAndPort) {
+    ASSERT_TRUE(start_proxy({"127.0.0.1:" + std::to_string(allowed_->port())}));
+    std::string echoed;
+    EXPECT_EQ(connect_from_inside(allowed_->port(), &echoed), 0);
+    EXPECT_EQ(echoed, "out and back");
+    EXPECT_EQ(allowed_->accepted(), 1);
+}
+
+TEST_F(EgressTest, ListenerNotOnListStaysUnreachable) {
+    ASSERT_TRUE(start_proxy({"127.0.0.1:" + std::to_string(allowed_->port())}));
+    EXPECT_EQ(connect_from_inside(other_->port()), ECONNREFUSED);
+    EXPECT_EQ(other_->accepted(), 0);
+}
+
+TEST_F(EgressTest, LocalhostEntryMeansIpv4Loopback) {
+    ASSERT_TRUE(start_proxy({"localhost:" + std::to_string(allowed_->port())}));
+    std::string echoed;
+    EXPECT_EQ(connect_from_inside(allowed_->port(), &echoed), 0);
+    EXPECT_EQ(echoed, "out and back");
+}
+
+TEST_F(EgressTest, AllowedButHostServiceDownClosesConnection) {
+    uint16_t port = allowed_->port();
+    allowed_.reset();  // the host service is gone
+    ASSERT_TRUE(start_proxy({"127.0.0.1:" + std::to_string(port)}));
+    auto socket = netns_->tcp_socket(AF_INET);
+    ASSERT_TRUE(socket);
+    ASSERT_EQ(connect_loopback(socket->get(), port), 0);  // the proxy inside accepts...
+    int error = 0;
+    EXPECT_EQ(read_to_eof(socket->get(), &error), "");  // ...and closes at once
+    EXPECT_NE(error, EAGAIN) << "hung until the receive timeout";
+}
+
+TEST_F(EgressTest, StopClosesTheWayOut) {
+    ASSERT_TRUE(start_proxy({"127.0.0.1:" + std::to_string(allowed_->port())}));
+    auto open = netns_->tcp_socket(AF_INET);
+    ASSERT_TRUE(open);
+    ASSERT_EQ(connect_loopback(open->get(), allowed_->port()), 0);
+    ASSERT_TRUE(write_all(open->get(), "ping"));
+    ASSERT_EQ(read_exactly(open->get(), 4), "ping");
+    loop_.call([&] {
+        proxy_->stop();
+        return 0;
+    });
+    int error = 0;
+    read_to_eof(open->get(), &error);
+    EXPECT_TRUE(error == 0 || error == ECONNRESET) << std::strerror(error);
+    EXPECT_EQ(connect_from_inside(allowed_->port()), ECONNREFUSED);
+}
+
+TEST_F(EgressTest, NonLoopbackEntryRefused) {
+    Status status = start_proxy({"10.1.2.3:80"});
+    ASSERT_FALSE(status);
+    EXPECT_EQ(status.error().code, EINVAL);
+    EXPECT_NE(status.error().message.find("10.1.2.3:80"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace corral
