@@ -273,3 +273,45 @@ TEST_F(CorralRun, ReportHasUsage) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(CorralRun, ForkBombUnderPidsLimitIsContainedAndReported) {
+    std::ofstream(dir_ / "pids.yaml") << "extends: default\nlimits: { pids: 64 }\n";
+    auto r = corral({"run", "--policy", (dir_ / "pids.yaml").string(), "--timeout", "20s",
+                     "--report", "report.json", "--", "sh", "-c",
+                     "bomb() { bomb | bomb & }; bomb; sleep 2; echo still-responsive"});
+    EXPECT_EQ(r.out, "still-responsive\n") << r.err;
+    auto usage = report()["usage"];
+    EXPECT_GT(usage["pidsLimitHits"].get<uint64_t>(), 0u) << usage.dump();
+    EXPECT_LE(usage["pidsPeak"].get<uint64_t>(), 64u) << usage.dump();
+}
+
+TEST_F(CorralRun, AllocationPastMemoryLimitEndsWithOom) {
+    std::ofstream(dir_ / "mem.yaml") << "extends: default\nlimits: { memory: 64Mi }\n";
+    auto r = corral({"run", "--policy", (dir_ / "mem.yaml").string(), "--timeout", "60s",
+                     "--report", "report.json", "--", probe(), "alloc", "512"});
+    EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.out << r.err;
+    auto rep = report();
+    EXPECT_EQ(rep["status"], "oom") << rep.dump();
+    EXPECT_GE(rep["usage"]["oomKills"].get<uint64_t>(), 1u) << rep.dump();
+}
+
+TEST_F(CorralRun, StrictEnforcementRefusesALimitTheHostCannotEnforce) {
+    std::ofstream(dir_ / "io.yaml") << "extends: default\nlimits: { io_weight: 100 }\n";
+    auto r = corral({"run", "--policy", (dir_ / "io.yaml").string(), "--report", "report.json",
+                     "--", "true"});
+    if (r.exit_code == 0) GTEST_SKIP() << "this host can enforce io weights (bfq in use)";
+    EXPECT_EQ(r.exit_code, 125);
+    EXPECT_EQ(report()["status"], "setup-failed");
+    EXPECT_NE(r.err.find("io"), std::string::npos) << r.err;
+
+    std::ofstream(dir_ / "io-best.yaml")
+        << "extends: default\nlimits: { io_weight: 100 }\nenforcement: best-effort\n";
+    auto best = corral({"run", "--policy", (dir_ / "io-best.yaml").string(), "--report",
+                        "report.json", "--", "true"});
+    EXPECT_EQ(best.exit_code, 0) << best.err;
+    EXPECT_FALSE(report()["notEnforced"].empty()) << "best-effort must list what it skipped";
+}
+
+}  // namespace

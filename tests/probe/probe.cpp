@@ -3,7 +3,7 @@
 // real outcome of a system call rather than on a shell's wording.
 //
 //   corral_probe ptrace | mount | unshare-mount | caps | pids | netdevs
-//   corral_probe write PATH | connect PORT | listen PORT
+//   corral_probe write PATH | connect PORT | alloc MIB
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -78,6 +78,14 @@ int main(int argc, char** argv) {
         if (!f) return report(-1);
         std::fclose(f);
         return report(0);
+    }
+    if (action == "alloc" && argc == 3) {  // touch every page, so the memory is really charged
+        size_t bytes = static_cast<size_t>(std::atol(argv[2])) << 20;
+        char* block = static_cast<char*>(std::malloc(bytes));
+        if (!block) return report(-1);
+        for (size_t i = 0; i < bytes; i += 4096) block[i] = 1;
+        std::puts("allocated");
+        return 0;
     }
     if (action == "connect" && argc == 3) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
