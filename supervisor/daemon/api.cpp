@@ -52,18 +52,21 @@ Api::Api(SessionManager& sessions, WaitRegistry& waits, ApiOptions options)
 asio::awaitable<void> Api::handle(Exchange& ex) {
     if (waits_.stopping()) {
         ex.close_after();
-        co_await ex.send_error({503, "shutting_down", "corrald is shutting down", nullptr});
+        const ApiError stopping{503, "shutting_down", "corrald is shutting down", nullptr};
+        co_await ex.send_error(stopping);
         co_return;
     }
     const RouteMatch match = router_.match(ex.method(), ex.path());
     if (match.kind == RouteMatch::Kind::not_found) {
-        co_await ex.send_error(no_such_route(ex.method(), ex.path()));
+        const ApiError unknown = no_such_route(ex.method(), ex.path());
+        co_await ex.send_error(unknown);
         co_return;
     }
     if (match.kind == RouteMatch::Kind::method_not_allowed) {
         std::string allow;
         for (const auto& m : match.allowed) allow += (allow.empty() ? "" : ", ") + m;
-        co_await ex.send_error(method_not_allowed(ex.method(), ex.path()), allow);
+        const ApiError wrong_method = method_not_allowed(ex.method(), ex.path());
+        co_await ex.send_error(wrong_method, allow);
         co_return;
     }
     co_await dispatch(ex, routes()[static_cast<size_t>(match.route_id)], match.params);

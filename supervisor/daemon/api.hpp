@@ -3,6 +3,11 @@
 // of each request, and one handler per endpoint mapping it onto the SessionManager. Handlers live
 // in api_system.cpp (health, policies), api_sessions.cpp, api_processes.cpp, api_files.cpp and
 // api_ports.cpp.
+//
+// Coroutine rule for this directory: never pass a class-type temporary into a co_await
+// expression (`co_await send(Json{...})`); name it first. GCC 12 miscompiles such temporaries
+// (initializer lists fail to compile; aggregates were destroyed twice, crashing corrald after
+// an exec stream).
 
 #include <string>
 

@@ -32,10 +32,11 @@ asio::awaitable<void> Api::put_file(Exchange& ex, const RouteParams& params, con
     WriteTransaction upload = take_file(files->open_write(path, /*create_parents=*/true));
     uint64_t written = 0;
     // Each chunk goes to the temp file before the next is read: memory stays at one chunk.
-    Status status = co_await ex.read_body_chunks([&](std::string_view bytes) -> Status {
+    const std::function<Status(std::string_view)> sink = [&](std::string_view bytes) -> Status {
         written += bytes.size();
         return upload.write_all(bytes);
-    });
+    };
+    Status status = co_await ex.read_body_chunks(sink);
     check_file(status);  // the transaction's destructor removes the temp file
     check_file(upload.commit());
     nlohmann::json reply = {{"path", path}, {"size", written}};
@@ -51,7 +52,8 @@ asio::awaitable<void> Api::delete_file(Exchange& ex, const RouteParams& params, 
 }
 
 asio::awaitable<void> Api::make_directory(Exchange& ex, const RouteParams& params, const Caller&) {
-    const auto json = parse_json_object(co_await ex.read_body(kJsonBodyLimit));
+    const std::string body = co_await ex.read_body(kJsonBodyLimit);
+    const auto json = parse_json_object(body);
     ObjectReader r(json);
     auto path = r.string("path");
     const bool recursive = r.boolean("recursive").value_or(false);
@@ -64,7 +66,8 @@ asio::awaitable<void> Api::make_directory(Exchange& ex, const RouteParams& param
 }
 
 asio::awaitable<void> Api::move_file(Exchange& ex, const RouteParams& params, const Caller&) {
-    const auto json = parse_json_object(co_await ex.read_body(kJsonBodyLimit));
+    const std::string body = co_await ex.read_body(kJsonBodyLimit);
+    const auto json = parse_json_object(body);
     ObjectReader r(json);
     auto from = r.string("from");
     auto to = r.string("to");

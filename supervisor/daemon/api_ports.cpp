@@ -22,9 +22,11 @@ uint16_t port_param(const RouteParams& params) {
 
 asio::awaitable<void> Api::lease_port(Exchange& ex, const RouteParams& params, const Caller&) {
     // No body fields today; still refuse a malformed or unknown one.
-    ObjectReader(parse_json_object(co_await ex.read_body(kJsonBodyLimit))).finish();
+    const std::string body = co_await ex.read_body(kJsonBodyLimit);
+    ObjectReader(parse_json_object(body)).finish();
     auto lease = take(sessions_.lease_port(params.at("sid")));
-    co_await ex.send_json(201, port_json(lease));
+    const nlohmann::json reply = port_json(lease);
+    co_await ex.send_json(201, reply);
 }
 
 asio::awaitable<void> Api::list_ports(Exchange& ex, const RouteParams& params, const Caller&) {

@@ -30,7 +30,8 @@ ApiError shutting_down_while(const std::string& proc) {
 
 asio::awaitable<void> Api::run(Exchange& ex, const RouteParams& params, const Caller&) {
     const std::string& sid = params.at("sid");
-    const ProcessRequest request = parse_process_request(co_await ex.read_body(kJsonBodyLimit));
+    const std::string body = co_await ex.read_body(kJsonBodyLimit);
+    const ProcessRequest request = parse_process_request(body);
     const ProcessInfo started = take(sessions_.start_process(sid, request));
     auto outcome = co_await await_process(sid, started.id, std::nullopt);
     if (!outcome) throw ApiFailure(shutting_down_while(started.id));
@@ -43,15 +44,19 @@ asio::awaitable<void> Api::run(Exchange& ex, const RouteParams& params, const Ca
 
 asio::awaitable<void> Api::exec(Exchange& ex, const RouteParams& params, const Caller&) {
     const std::string& sid = params.at("sid");
-    const ProcessRequest request = parse_process_request(co_await ex.read_body(kJsonBodyLimit));
+    const std::string body = co_await ex.read_body(kJsonBodyLimit);
+    const ProcessRequest request = parse_process_request(body);
     const ProcessInfo started = take(sessions_.start_process(sid, request));
-    co_await stream_process(ex, sessions_, waits_, StreamRequest{sid, started.id});
+    const StreamRequest stream{sid, started.id};
+    co_await stream_process(ex, sessions_, waits_, stream);
 }
 
 asio::awaitable<void> Api::spawn(Exchange& ex, const RouteParams& params, const Caller&) {
-    const ProcessRequest request = parse_process_request(co_await ex.read_body(kJsonBodyLimit));
+    const std::string body = co_await ex.read_body(kJsonBodyLimit);
+    const ProcessRequest request = parse_process_request(body);
     const ProcessInfo started = take(sessions_.start_process(params.at("sid"), request));
-    co_await ex.send_json(201, process_json(started));
+    const nlohmann::json reply = process_json(started);
+    co_await ex.send_json(201, reply);
 }
 
 asio::awaitable<void> Api::list_processes(Exchange& ex, const RouteParams& params, const Caller&) {
@@ -63,12 +68,14 @@ asio::awaitable<void> Api::list_processes(Exchange& ex, const RouteParams& param
 }
 
 asio::awaitable<void> Api::get_process(Exchange& ex, const RouteParams& params, const Caller&) {
-    co_await ex.send_json(
-        200, process_json(take(sessions_.get_process(params.at("sid"), params.at("proc")))));
+    const nlohmann::json reply =
+        process_json(take(sessions_.get_process(params.at("sid"), params.at("proc"))));
+    co_await ex.send_json(200, reply);
 }
 
 asio::awaitable<void> Api::signal_process(Exchange& ex, const RouteParams& params, const Caller&) {
-    const auto json = parse_json_object(co_await ex.read_body(kJsonBodyLimit));
+    const std::string body = co_await ex.read_body(kJsonBodyLimit);
+    const auto json = parse_json_object(body);
     ObjectReader r(json);
     std::optional<int> signal;
     // `signal` is a name ("TERM", "SIGKILL") or a number (15).

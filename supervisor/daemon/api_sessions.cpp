@@ -35,7 +35,8 @@ asio::awaitable<void> Api::list_sessions(Exchange& ex, const RouteParams&, const
 
 asio::awaitable<void> Api::get_session(Exchange& ex, const RouteParams& params, const Caller&) {
     auto info = take(sessions_.get_session(params.at("sid")));
-    co_await ex.send_json(200, session_json(info));
+    const nlohmann::json reply = session_json(info);
+    co_await ex.send_json(200, reply);
 }
 
 asio::awaitable<void> Api::end_session(Exchange& ex, const RouteParams& params, const Caller&) {
@@ -50,7 +51,8 @@ asio::awaitable<void> Api::end_session(Exchange& ex, const RouteParams& params, 
         throw ApiFailure({503, "shutting_down",
                           "corrald is shutting down; it ends session `" + sid + "` itself",
                           nullptr});
-    co_await ex.send_json(200, end_report_json(take(std::move(*report))));
+    const nlohmann::json reply = end_report_json(take(std::move(*report)));
+    co_await ex.send_json(200, reply);
 }
 
 asio::awaitable<void> Api::patch_env(Exchange& ex, const RouteParams& params, const Caller&) {

@@ -64,12 +64,13 @@ asio::awaitable<Status> Exchange::read_body_chunks(
 
 asio::awaitable<std::string> Exchange::read_body(size_t limit) {
     std::string body;
-    Status status = co_await read_body_chunks([&](std::string_view bytes) -> Status {
+    const std::function<Status(std::string_view)> sink = [&](std::string_view bytes) -> Status {
         if (body.size() + bytes.size() > limit)
             return sys_error(EFBIG, "request body exceeds " + std::to_string(limit) + " bytes");
         body.append(bytes);
         return {};
-    });
+    };
+    Status status = co_await read_body_chunks(sink);
     if (!status) throw ApiFailure(api_error(status.error()));
     co_return body;
 }
@@ -154,12 +155,13 @@ asio::awaitable<void> Exchange::begin_ndjson() {
 
 asio::awaitable<void> Exchange::send_chunk(std::string_view data) {
     if (data.empty()) co_return;
-    co_await asio::async_write(socket_, http::make_chunk(asio::buffer(data.data(), data.size())),
-                               asio::use_awaitable);
+    const auto chunk = http::make_chunk(asio::buffer(data.data(), data.size()));
+    co_await asio::async_write(socket_, chunk, asio::use_awaitable);
 }
 
 asio::awaitable<void> Exchange::end_chunked() {
-    co_await asio::async_write(socket_, http::make_chunk_last(), asio::use_awaitable);
+    const auto last = http::make_chunk_last();
+    co_await asio::async_write(socket_, last, asio::use_awaitable);
 }
 
 }  // namespace corral::daemon

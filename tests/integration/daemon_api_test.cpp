@@ -103,9 +103,10 @@ class Daemon {
     const std::string& socket_path() const { return socket_; }
     uint16_t port_first() const { return port_first_; }
 
-    /// SIGTERM, then wait (SIGKILL after `bound`); returns the wait status (-1 if not running).
+    /// SIGTERM, then wait (SIGKILL after `bound`); returns the wait status (the first stop's
+    /// status when called again; -1 if it never ran).
     int stop(std::chrono::seconds bound) {
-        if (pid_ <= 0) return -1;
+        if (pid_ <= 0) return exit_status_;
         ::kill(pid_, SIGTERM);
         const auto deadline = std::chrono::steady_clock::now() + bound;
         int status = 0;
@@ -118,6 +119,7 @@ class Daemon {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
         pid_ = -1;
+        exit_status_ = status;
         return status;
     }
 
@@ -127,6 +129,7 @@ class Daemon {
     std::string instance_;
     uint16_t port_first_ = 0;
     pid_t pid_ = -1;
+    int exit_status_ = -1;
     bool ready_ = false;
 };
 
@@ -138,8 +141,21 @@ class DaemonApi : public ::testing::Test {
             GTEST_SKIP() << "corrald is not built";
         daemon_ = std::make_unique<Daemon>();
         ASSERT_TRUE(daemon_->ready()) << "corrald did not start:\n" << daemon_->log();
+        auto c = client();
+        const std::string sessions = c.get("/v1/health").json()["cgroup"]["sessions"];
+        instance_cgroup_ = fs::path(sessions).parent_path();
     }
-    void TearDown() override { daemon_.reset(); }
+    /// Every test ends with a clean daemon exit: status 0 (no crash) and no cgroup left behind.
+    void TearDown() override {
+        if (!daemon_) return;
+        const int status = daemon_->stop(std::chrono::seconds(60));
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+            << "corrald did not exit cleanly (wait status " << status << "):\n"
+            << daemon_->log();
+        if (!instance_cgroup_.empty())
+            EXPECT_FALSE(fs::exists(instance_cgroup_)) << instance_cgroup_ << " left behind";
+        daemon_.reset();
+    }
 
     HttpClient client() { return daemon_->client(); }
 
@@ -155,6 +171,7 @@ class DaemonApi : public ::testing::Test {
     }
 
     std::unique_ptr<Daemon> daemon_;
+    std::string instance_cgroup_;
 };
 
 // --- daemon level -----------------------------------------------------------------------------
