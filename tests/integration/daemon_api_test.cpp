@@ -152,8 +152,9 @@ class DaemonApi : public ::testing::Test {
         EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
             << "corrald did not exit cleanly (wait status " << status << "):\n"
             << daemon_->log();
-        if (!instance_cgroup_.empty())
+        if (!instance_cgroup_.empty()) {
             EXPECT_FALSE(fs::exists(instance_cgroup_)) << instance_cgroup_ << " left behind";
+        }
         daemon_.reset();
     }
 
