@@ -39,6 +39,9 @@ class PortWait {
     ~PortWait() { cancel(); }
     /// Cancels the wait (idempotent).
     void cancel();
+    /// Lets the wait run to its end (success, error or timeout; the timeout bounds it) without
+    /// this handle: the handler will still be called.
+    void detach() { state_.reset(); }
 
   private:
     std::shared_ptr<State> state_;

@@ -9,6 +9,7 @@
 
 #include "policies/environment.hpp"
 #include "sessions/child_reaper.hpp"
+#include "sessions/session_network.hpp"
 #include "sessions/tokens.hpp"
 
 extern char** environ;
@@ -69,6 +70,7 @@ Status Session::build(const CreateSessionRequest& request) {
         auto port = context_.ports.lease(id_);
         if (!port) return std::move(port.error().context("lease network.ports"));
         leased_.push_back(*port);
+        CORRAL_TRY(forward_port(*port), "network.ports");
     }
 
     env_ = request.env;
@@ -104,6 +106,7 @@ Status Session::create_kernel_resources() {
     if (!sandbox) return std::move(sandbox.error().context("namespaces"));
     sandbox_ = std::move(*sandbox);
     if (sandbox_.active()) context_.reaper.add_owned(sandbox_.holder_pid());
+    CORRAL_TRY(start_network(), "network");
     return {};
 }
 
@@ -245,6 +248,10 @@ Result<PortLeaseInfo> Session::lease_port() {
     }
     auto port = context_.ports.lease(id_);
     if (!port) return sys_error(EBUSY, port.error().describe());
+    if (Status forwarded = forward_port(*port); !forwarded) {
+        context_.ports.release(*port);
+        return std::move(forwarded.error());
+    }
     leased_.push_back(*port);
     return PortLeaseInfo{*port, "http://" + context_.port_host + ":" + std::to_string(*port)};
 }
@@ -263,6 +270,7 @@ Status Session::release_port(uint16_t port) {
         return sys_error(ENOENT, "session " + id_ + " holds no port " + std::to_string(port));
     }
     leased_.erase(found);
+    unforward_port(port);
     context_.ports.release(port);
     return {};
 }

@@ -28,12 +28,14 @@
 #include "policies/policy.hpp"
 #include "sessions/file_service.hpp"
 #include "sessions/port_pool.hpp"
+#include "sessions/port_waiter.hpp"
 #include "sessions/process.hpp"
 #include "sessions/session_types.hpp"
 
 namespace corral {
 
 class ChildReaper;
+class SessionNetwork;
 
 /// What a session needs from the daemon, passed explicitly (no globals).
 struct SessionContext {
@@ -106,6 +108,9 @@ public:
     Status release_port(uint16_t port);
     /// The endpoint URL of a leased port.
     Result<std::string> endpoint(uint16_t port, std::string_view protocol) const;
+    /// Waits until something in the session accepts connections on leased `port` (inside its
+    /// network namespace when isolated). ENOENT when the port is not leased.
+    Result<PortWait> wait_for_port(uint16_t port, Millis timeout, PortWait::Handler handler);
 
     /// The file service over the session's root.
     const std::shared_ptr<FileService>& files() const { return files_; }
@@ -138,6 +143,12 @@ private:
     void finalize();
     void release_resources();
 
+    // session_ports.cpp: forwarding leased ports into an isolated network namespace.
+    Status start_network();
+    Status forward_port(uint16_t port);
+    void unforward_port(uint16_t port);
+    void stop_network();
+
     SessionContext context_;
     std::string id_;
     Policy policy_;
@@ -157,6 +168,7 @@ private:
     Confinement confinement_;
     std::shared_ptr<FileService> files_;
     std::vector<uint16_t> leased_;
+    std::unique_ptr<SessionNetwork> network_;  ///< isolated network only; before sandbox_ dies
 
     WorkdirBinding workdir_;
     std::string cwd_;

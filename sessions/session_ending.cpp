@@ -11,6 +11,7 @@
 
 #include "sessions/child_reaper.hpp"
 #include "sessions/session.hpp"
+#include "sessions/session_network.hpp"
 
 namespace corral {
 namespace {
@@ -139,6 +140,7 @@ void Session::after_empty() {
     if (empty_reached_) return;
     empty_reached_ = true;
     end_watches_.clear();
+    stop_network();
     if (sandbox_.active()) {
         const pid_t holder = sandbox_.holder_pid();
         sandbox_.stop();
@@ -195,6 +197,7 @@ void Session::release_resources() {
     idle_timer_.cancel();
     end_watches_.clear();
     for (const auto& process : processes()) (void)process->remove_leaf();
+    stop_network();
     if (sandbox_.active()) {
         const pid_t holder = sandbox_.holder_pid();
         sandbox_.stop();

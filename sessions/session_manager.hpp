@@ -173,6 +173,12 @@ public:
     /// "http://127.0.0.1:PORT" or "ws://127.0.0.1:PORT" (protocol "http" or "ws", else EINVAL).
     Result<std::string> port_endpoint(const std::string& sid, uint16_t port,
                                       std::string_view protocol);
+    /// Calls `handler` once something in the session accepts TCP connections on leased `port`
+    /// (inside its network namespace when isolated): ok; ETIMEDOUT naming the port after
+    /// `timeout`; ENOENT for an unknown session or port; ESHUTDOWN when the session ends first.
+    /// Defined in session_manager_ports.cpp.
+    WaitHandle async_wait_port(const std::string& sid, uint16_t port, Millis timeout,
+                               StatusHandler handler);
 
     // --- files and tokens ----------------------------------------------------------------------
 

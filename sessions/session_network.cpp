@@ -1,0 +1,67 @@
+#include "sessions/session_network.hpp"
+
+#include <sched.h>
+#include <sys/socket.h>
+
+namespace corral {
+
+SessionNetwork::SessionNetwork(boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns)
+    : io_(io), netns_(std::move(netns)) {}
+
+SessionNetwork::~SessionNetwork() {
+    stop();
+}
+
+Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(boost::asio::io_context& io,
+                                                               const Sandbox& sandbox,
+                                                               const Policy& policy) {
+    if (!sandbox.active() || !(sandbox.namespace_flags() & CLONE_NEWNET))
+        return sys_error(EINVAL, "the session has no network namespace of its own");
+    auto netns_fd = open_network_namespace(sandbox.holder_pid(), sandbox.holder_pidfd());
+    if (!netns_fd) return std::move(netns_fd.error().context("network namespace"));
+    auto thread = NetnsThread::start(std::move(*netns_fd));
+    if (!thread) return std::move(thread.error().context("network namespace"));
+    auto network = std::make_unique<SessionNetwork>(io, std::move(*thread));
+    if (!policy.network.allow.empty()) {
+        auto egress = EgressProxy::start(io, network->netns_, policy.network.allow);
+        if (!egress) return std::move(egress.error());
+        network->egress_ = std::move(*egress);
+    }
+    return network;
+}
+
+Status SessionNetwork::forward(uint16_t port) {
+    if (forwarders_.count(port)) return {};
+    if (!netns_) return sys_error(ESHUTDOWN, "session network stopped");
+    auto forwarder = PortForwarder::into_namespace(io_, netns_, port, port);
+    if (!forwarder)
+        return std::move(forwarder.error().context("forward port " + std::to_string(port)));
+    forwarders_.emplace(port, std::move(*forwarder));
+    return {};
+}
+
+void SessionNetwork::unforward(uint16_t port) {
+    forwarders_.erase(port);
+}
+
+PortWait SessionNetwork::wait_for_port(uint16_t port, std::chrono::milliseconds timeout,
+                                       PortWait::Handler handler) {
+    if (!netns_) {
+        SocketMaker stopped = [](int) -> Result<UniqueFd> {
+            return sys_error(ESHUTDOWN, "session network stopped");
+        };
+        return corral::wait_for_port(io_, std::move(stopped), {{AF_INET, "127.0.0.1", port}},
+                                     timeout, std::move(handler));
+    }
+    return wait_for_port_in_namespace(io_, netns_, port, timeout, std::move(handler));
+}
+
+void SessionNetwork::stop() {
+    forwarders_.clear();
+    if (egress_) egress_->stop();
+    egress_.reset();
+    if (netns_) netns_->stop();
+    netns_.reset();
+}
+
+}  // namespace corral
