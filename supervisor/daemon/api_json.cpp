@@ -107,8 +107,9 @@ nlohmann::json process_json(const ProcessInfo& p) {
                         {"startedAt", format_time(p.started_at)},
                         {"durationMs", p.duration_ms},
                         {"usage", usage_json(p.usage)},
-                        {"stdout", stream_stats_json(p.stdout_stats)},
-                        {"stderr", stream_stats_json(p.stderr_stats)},
+                        {"output",
+                         {{"stdout", stream_stats_json(p.stdout_stats)},
+                          {"stderr", stream_stats_json(p.stderr_stats)}}},
                         {"truncated", p.stdout_stats.truncated || p.stderr_stats.truncated},
                         {"stdinOpen", p.stdin_open}};
     if (!p.command.empty()) j["command"] = p.command;

@@ -20,7 +20,9 @@ EnvPatch parse_env_patch(std::string_view body);
 
 /// cpu/memory/pids/io usage; absent values are omitted.
 nlohmann::json usage_json(const ResourceUsage& usage);
-/// A process record: id, pid, argv, status, exitCode, signal, durationMs, usage, output stats...
+/// A process record: id, pid, argv, status, exitCode, signal, durationMs, usage, truncated, and
+/// output: {stdout|stderr: {bytes, droppedBytes, truncated, eof}} (run adds the text as
+/// stdout/stderr, or stdoutBase64/stderrBase64 when it is not UTF-8).
 nlohmann::json process_json(const ProcessInfo& info);
 /// A session record with its processes and ports.
 nlohmann::json session_json(const SessionInfo& info);
