@@ -35,15 +35,6 @@ pid_t start_tree(const std::string& cgroup, const std::string& script) {
     return pid;
 }
 
-/// Waits (untimed set-up) until `want` processes are in the cgroup; false after 60 s.
-bool wait_for_procs(const std::string& cgroup, int want) {
-    for (int i = 0; i < 6000; ++i) {
-        if (count_procs_recursive(cgroup) >= want) return true;
-        ::usleep(10000);
-    }
-    return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +69,7 @@ int main(int argc, char** argv) {
             break;
         }
         pid_t sh = start_tree(dir, process_tree_script(procs / 2));
-        if (sh < 0 || !wait_for_procs(dir, procs + 1)) failure = "tree did not reach " + std::to_string(procs) + " processes";
+        if (sh < 0 || !wait_for_stable_procs(dir, procs + 1)) failure = "tree did not reach " + std::to_string(procs) + " processes";
         else {
             double ms = kill_and_wait_empty(dir, 30000);
             if (ms < 0) failure = "cgroup.kill failed or timed out";

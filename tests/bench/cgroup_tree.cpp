@@ -101,6 +101,16 @@ int count_procs_recursive(const std::string& dir) {
     return n;
 }
 
+bool wait_for_stable_procs(const std::string& dir, int want) {
+    int stable = 0;
+    for (int i = 0; i < 1200; ++i) {
+        stable = count_procs_recursive(dir) == want ? stable + 1 : 0;
+        if (stable == 3) return true;
+        ::usleep(50000);
+    }
+    return false;
+}
+
 double kill_and_wait_empty(const std::string& dir, int timeout_ms) {
     int events = ::open((dir + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
     if (events < 0) return -1;

@@ -21,6 +21,12 @@ std::string own_v2_cgroup();
 /// Number of pids in the cgroup at `dir` and all its descendants.
 int count_procs_recursive(const std::string& dir);
 
+/// Waits (set-up, untimed) until the subtree at `dir` holds exactly `want` processes on three
+/// checks in a row 50 ms apart: the tree script's transient setsid shells inflate the count while
+/// its loop still runs, and a kill that races the loop would measure the loop, not the kill.
+/// False after 60 s.
+bool wait_for_stable_procs(const std::string& dir, int want);
+
 /// Writes "1" to dir/cgroup.kill and returns the milliseconds until dir/cgroup.events says
 /// populated 0 (waited for with poll(POLLPRI) on cgroup.events, no sleeping); < 0 on error.
 double kill_and_wait_empty(const std::string& dir, int timeout_ms);
