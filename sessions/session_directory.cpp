@@ -36,7 +36,8 @@ Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_di
                                                   std::optional<uint64_t> size) {
     SessionDirectory directory;
     const std::string dir = sessions_dir + "/" + sid;
-    if (::mkdir(dir.c_str(), 0700) != 0) return sys_error("mkdir `" + dir + "`");
+    // 0711: a session running as another uid without a mount namespace must traverse to its root.
+    if (::mkdir(dir.c_str(), 0711) != 0) return sys_error("mkdir `" + dir + "`");
     directory.dir_ = dir;
     directory.root_ = dir + "/root";
     if (::mkdir(directory.root_.c_str(), 0755) != 0) {
