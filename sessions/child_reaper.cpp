@@ -21,7 +21,9 @@ ChildReaper::~ChildReaper() {
     signals_.cancel(ignored);
 }
 
-void ChildReaper::add_owned(pid_t pid) { owned_.insert(pid); }
+void ChildReaper::add_owned(pid_t pid) {
+    owned_.insert(pid);
+}
 
 void ChildReaper::remove_owned(pid_t pid) {
     owned_.erase(pid);

@@ -11,17 +11,16 @@
 
 #include <sys/types.h>
 
+#include <boost/asio.hpp>
 #include <set>
 #include <utility>
 #include <vector>
-
-#include <boost/asio.hpp>
 
 namespace corral {
 
 /// Reaps orphaned children on the event loop; knows which pids have owners.
 class ChildReaper {
-public:
+  public:
     /// Starts listening for SIGCHLD/SIGPIPE on `io`; `subreaper` also sets PR_SET_CHILD_SUBREAPER.
     ChildReaper(boost::asio::io_context& io, bool subreaper);
     ~ChildReaper();
@@ -35,7 +34,7 @@ public:
     /// How many orphans were reaped so far (for tests and health output).
     size_t orphans_reaped() const { return orphans_reaped_; }
 
-private:
+  private:
     void arm();
     void reap_unowned_children_of_all_threads();
 

@@ -28,7 +28,8 @@ Result<Pipe> make_pipe() {
 
 Status set_nonblocking(int fd) {
     const int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return sys_error("fcntl O_NONBLOCK");
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+        return sys_error("fcntl O_NONBLOCK");
     return {};
 }
 
@@ -50,7 +51,9 @@ Process::Process(boost::asio::io_context& io, ChildReaper& reaper, ProcessSetup 
       started_wall_(std::chrono::system_clock::now()),
       started_(std::chrono::steady_clock::now()) {}
 
-Process::~Process() { shut_down(); }
+Process::~Process() {
+    shut_down();
+}
 
 Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, ChildReaper& reaper,
                                                 ProcessSetup setup, FinishCallback on_finish) {
@@ -60,7 +63,8 @@ Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, Chi
     auto leaf = process->setup_.session_cgroup->create_child(process->setup_.id);
     if (!leaf) return std::move(leaf.error().context("start process " + process->setup_.id));
     process->leaf_ = std::move(*leaf);
-    if (process->setup_.read_limit_events) process->events_at_start_ = process->setup_.read_limit_events();
+    if (process->setup_.read_limit_events)
+        process->events_at_start_ = process->setup_.read_limit_events();
     auto launched = process->launch_into_leaf();
     if (!launched) {
         process->record_setup_failure(launched.error());
@@ -167,7 +171,8 @@ ProcessInfo Process::info() const {
     } else if (auto usage = leaf_.usage()) {
         info.usage = *usage;
     }
-    for (auto [stats, stream] : {std::pair{&info.stdout_stats, &out_}, std::pair{&info.stderr_stats, &err_}}) {
+    for (auto [stats, stream] :
+         {std::pair{&info.stdout_stats, &out_}, std::pair{&info.stderr_stats, &err_}}) {
         stats->total_bytes = stream->buffer.total_written();
         stats->dropped_bytes = stream->buffer.dropped();
         stats->truncated = stream->buffer.truncated();

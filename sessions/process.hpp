@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <boost/asio.hpp>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -20,8 +21,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <boost/asio.hpp>
 
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
@@ -38,19 +37,19 @@ class ChildReaper;
 
 /// Everything needed to start one process, computed by the session.
 struct ProcessSetup {
-    std::string id;                        ///< "p<N>", also the leaf cgroup's name
+    std::string id;  ///< "p<N>", also the leaf cgroup's name
     std::vector<std::string> argv;
-    std::string command;                   ///< original shell command, for the record
-    std::string cwd;                       ///< as the process sees it
-    std::vector<std::string> env;          ///< "KEY=VALUE"
-    std::optional<Millis> timeout;         ///< nullopt: none
-    Millis grace{5000};                    ///< SIGTERM -> grace -> cgroup.kill
-    size_t output_cap = 16u << 20;         ///< bytes kept per stream
+    std::string command;            ///< original shell command, for the record
+    std::string cwd;                ///< as the process sees it
+    std::vector<std::string> env;   ///< "KEY=VALUE"
+    std::optional<Millis> timeout;  ///< nullopt: none
+    Millis grace{5000};             ///< SIGTERM -> grace -> cgroup.kill
+    size_t output_cap = 16u << 20;  ///< bytes kept per stream
     std::optional<std::string> stdin_data;
     bool stdin_open = false;
-    const Cgroup* session_cgroup = nullptr;       ///< parent of the leaf
-    std::vector<int> limit_join_fds;              ///< v1 cgroup.procs fds (hybrid limits)
-    int holder_pidfd = -1;                        ///< namespaces to join, -1: none
+    const Cgroup* session_cgroup = nullptr;  ///< parent of the leaf
+    std::vector<int> limit_join_fds;         ///< v1 cgroup.procs fds (hybrid limits)
+    int holder_pidfd = -1;                   ///< namespaces to join, -1: none
     int namespace_flags = 0;
     const Confinement* confinement = nullptr;
     std::function<LimitEvents()> read_limit_events;  ///< session-wide counters; may be empty
@@ -58,14 +57,13 @@ struct ProcessSetup {
 
 /// A started process and its record.
 class Process : public std::enable_shared_from_this<Process> {
-public:
+  public:
     using FinishCallback = std::function<void(Process&)>;
 
     /// Creates the leaf cgroup and pipes and launches. A launch (setup) failure gives a finished
     /// record with reason setup-failed; an Error means the daemon could not even try.
-    static Result<std::shared_ptr<Process>> start(boost::asio::io_context& io,
-                                                  ChildReaper& reaper, ProcessSetup setup,
-                                                  FinishCallback on_finish);
+    static Result<std::shared_ptr<Process>> start(boost::asio::io_context& io, ChildReaper& reaper,
+                                                  ProcessSetup setup, FinishCallback on_finish);
     ~Process();
 
     const std::string& id() const { return setup_.id; }
@@ -102,7 +100,7 @@ public:
     /// Queues bytes for stdin; closes it afterwards when `eof`.
     void write_stdin(std::string data, bool eof, std::function<void(Status)> handler);
 
-private:
+  private:
     struct StreamReader {
         explicit StreamReader(boost::asio::io_context& io, size_t cap) : pipe(io), buffer(cap) {}
         boost::asio::posix::stream_descriptor pipe;

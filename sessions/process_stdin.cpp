@@ -32,8 +32,8 @@ void Process::write_next_stdin() {
             self->stdin_queue_.pop_front();
             Status result;
             if (error) {
-                const int code = error == boost::asio::error::operation_aborted ? ECANCELED
-                                                                                 : error.value();
+                const int code =
+                    error == boost::asio::error::operation_aborted ? ECANCELED : error.value();
                 result = sys_error(code, "write stdin of process " + self->setup_.id);
             }
             if (done.handler) done.handler(std::move(result));

@@ -92,9 +92,10 @@ void Process::on_main_exit(std::optional<WaitStatus> status) {
     reaper_.remove_owned(main_.pid());
     if (!(out_.eof && err_.eof)) {
         settle_timer_.expires_after(kSettleWindow);
-        settle_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
-            if (!error) self->finish();
-        });
+        settle_timer_.async_wait(
+            [self = shared_from_this()](const boost::system::error_code& error) {
+                if (!error) self->finish();
+            });
     }
     maybe_finish();
 }
@@ -197,7 +198,8 @@ void Process::notify_exit() {
 std::shared_ptr<bool> Process::wait_output(uint64_t stdout_offset, uint64_t stderr_offset,
                                            std::function<void()> handler) {
     auto alive = std::make_shared<bool>(true);
-    output_waiters_.push_back(OutputWaiter{alive, stdout_offset, stderr_offset, std::move(handler)});
+    output_waiters_.push_back(
+        OutputWaiter{alive, stdout_offset, stderr_offset, std::move(handler)});
     notify_output();
     return alive;
 }

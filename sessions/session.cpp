@@ -95,8 +95,8 @@ Status Session::create_kernel_resources() {
     auto cgroup = context_.sessions_cgroup.create_child(id_);
     if (!cgroup) return std::move(cgroup.error().context("session cgroup"));
     cgroup_ = std::move(*cgroup);
-    auto limits = context_.limits.apply(cgroup_, context_.instance_name + "-" + id_,
-                                        policy_.limits, policy_.enforcement);
+    auto limits = context_.limits.apply(cgroup_, context_.instance_name + "-" + id_, policy_.limits,
+                                        policy_.enforcement);
     if (!limits) return std::move(limits.error().context("limits"));
     limits_ = std::move(*limits);
     auto holder = cgroup_.create_child("holder");
@@ -121,10 +121,12 @@ std::vector<std::string> Session::process_env(
     std::map<std::string, std::string> overrides = env_;
     for (const auto& [key, value] : extra) overrides[key] = value;
     std::vector<std::string> env = build_environment(policy_.env, environ, overrides);
-    const bool has_path = std::any_of(env.begin(), env.end(),
-                                      [](const std::string& entry) { return entry.rfind("PATH=", 0) == 0; });
+    const bool has_path = std::any_of(env.begin(), env.end(), [](const std::string& entry) {
+        return entry.rfind("PATH=", 0) == 0;
+    });
     // The launcher resolves argv[0] through PATH; without one, `ls` would not be found.
-    if (!has_path) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    if (!has_path)
+        env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     return env;
 }
 
@@ -165,10 +167,10 @@ Result<std::shared_ptr<Process>> Session::start_process(const ProcessRequest& re
     }
     setup.confinement = &confinement_;
     std::weak_ptr<Session> weak = weak_from_this();
-    auto process = Process::start(context_.io, context_.reaper, std::move(setup),
-                                  [weak](Process& finished) {
-                                      if (auto self = weak.lock()) self->on_process_finished(finished);
-                                  });
+    auto process =
+        Process::start(context_.io, context_.reaper, std::move(setup), [weak](Process& finished) {
+            if (auto self = weak.lock()) self->on_process_finished(finished);
+        });
     if (!process) return std::move(process.error());
     processes_[(*process)->id()] = *process;
     process_order_.push_back((*process)->id());
@@ -280,7 +282,8 @@ Result<std::string> Session::endpoint(uint16_t port, std::string_view protocol) 
         return sys_error(ENOENT, "session " + id_ + " holds no port " + std::to_string(port));
     }
     if (protocol != "http" && protocol != "ws") {
-        return sys_error(EINVAL, "protocol must be http or ws, not `" + std::string(protocol) + "`");
+        return sys_error(EINVAL,
+                         "protocol must be http or ws, not `" + std::string(protocol) + "`");
     }
     return std::string(protocol) + "://" + context_.port_host + ":" + std::to_string(port);
 }

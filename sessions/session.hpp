@@ -7,17 +7,15 @@
 // an error half-way destroys what was made (holder killed, cgroups killed and removed, ports
 // released, the state directory removed).
 
+#include <boost/asio.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
-
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
-
-#include <boost/asio.hpp>
+#include <vector>
 
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
@@ -51,7 +49,7 @@ struct SessionContext {
 
 /// The session's own directory on disk: removed (after unmounting a sized workdir) on destruction.
 class SessionDirectory {
-public:
+  public:
     SessionDirectory() = default;
     SessionDirectory(SessionDirectory&& other) noexcept;
     SessionDirectory& operator=(SessionDirectory&& other) noexcept;
@@ -63,7 +61,7 @@ public:
     /// Unmounts and removes everything (idempotent).
     Status remove();
 
-private:
+  private:
     std::string dir_;
     std::string root_;
     bool mounted_ = false;
@@ -71,14 +69,15 @@ private:
 
 /// One session.
 class Session : public std::enable_shared_from_this<Session> {
-public:
+  public:
     using EndHandler = std::function<void(Result<EndSessionReport>)>;
     /// Called once the session has ended (timer-initiated endings included).
     using EndedCallback = std::function<void(Session&)>;
 
     /// Builds everything; `policy` is already resolved.
     static Result<std::shared_ptr<Session>> create(SessionContext context, std::string id,
-                                                   Policy policy, const CreateSessionRequest& request,
+                                                   Policy policy,
+                                                   const CreateSessionRequest& request,
                                                    EndedCallback on_ended);
     ~Session();
 
@@ -122,7 +121,7 @@ public:
     /// Drops the output of ended processes (the retention window is over).
     void forget_processes();
 
-private:
+  private:
     Session(SessionContext context, std::string id, Policy policy, EndedCallback on_ended);
     Status build(const CreateSessionRequest& request);
     Status create_kernel_resources();

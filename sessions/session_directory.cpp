@@ -29,7 +29,9 @@ SessionDirectory& SessionDirectory::operator=(SessionDirectory&& other) noexcept
     return *this;
 }
 
-SessionDirectory::~SessionDirectory() { (void)remove(); }
+SessionDirectory::~SessionDirectory() {
+    (void)remove();
+}
 
 Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_dir,
                                                   const std::string& sid,

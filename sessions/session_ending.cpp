@@ -27,7 +27,8 @@ void Session::end(std::string reason, EndHandler handler) {
         EndSessionReport report = report_;
         report.already_ended = true;
         if (handler) {
-            boost::asio::post(context_.io, [handler = std::move(handler), report] { handler(report); });
+            boost::asio::post(context_.io,
+                              [handler = std::move(handler), report] { handler(report); });
         }
         return;
     }
@@ -79,7 +80,8 @@ void Session::watch_leaves_during_grace() {
     }
     // Re-check after arming, so an exit between the check and the watch is not missed.
     bool any_populated = false;
-    for (const auto& process : processes()) any_populated = any_populated || process->leaf_populated();
+    for (const auto& process : processes())
+        any_populated = any_populated || process->leaf_populated();
     std::weak_ptr<Session> weak = weak_from_this();
     if (!any_populated) {
         end_watches_.clear();
@@ -178,9 +180,10 @@ void Session::finalize() {
     release_resources();
     state_ = SessionState::ended;
     ended_at_ = std::chrono::system_clock::now();
-    report_.duration_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                    std::chrono::steady_clock::now() - end_started_)
-                                                    .count());
+    report_.duration_ms =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - end_started_)
+                                  .count());
     auto handlers = std::move(end_handlers_);
     end_handlers_.clear();
     for (auto& [handler, already_ended] : handlers) {

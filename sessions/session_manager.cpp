@@ -98,12 +98,16 @@ SessionManager::~SessionManager() {
     (void)instance_cgroup_.remove();
 }
 
-const std::string& SessionManager::sessions_cgroup_path() const { return sessions_cgroup_.path(); }
+const std::string& SessionManager::sessions_cgroup_path() const {
+    return sessions_cgroup_.path();
+}
 
-// A named policy is looked up in the policy dir first (<dir>/<name>.yaml), then as a preset or path.
+// A named policy is looked up in the policy dir first (<dir>/<name>.yaml), then as a preset or
+// path.
 static PolicyParseResult resolve_policy(const SessionManagerConfig& config,
                                         const CreateSessionRequest& request) {
-    if (!request.policy_yaml.empty()) return parse_policy(request.policy_yaml, "<inline>", config.policy_dir);
+    if (!request.policy_yaml.empty())
+        return parse_policy(request.policy_yaml, "<inline>", config.policy_dir);
     const std::string name = request.policy.empty() ? "default" : request.policy;
     if (!config.policy_dir.empty() && name.find('/') == std::string::npos) {
         for (const char* ext : {".yaml", ".yml"}) {
@@ -117,7 +121,8 @@ static PolicyParseResult resolve_policy(const SessionManagerConfig& config,
 Result<std::string> SessionManager::new_session_id(const std::string& requested) {
     if (!requested.empty()) {
         if (!valid_session_id(requested)) {
-            return sys_error(EINVAL, "bad session id `" + requested + "` (1-64 of A-Z a-z 0-9 - _)");
+            return sys_error(EINVAL,
+                             "bad session id `" + requested + "` (1-64 of A-Z a-z 0-9 - _)");
         }
         if (sessions_.count(requested) != 0 || tombstones_.count(requested) != 0) {
             return sys_error(EEXIST, "session id `" + requested + "` is taken");
@@ -143,8 +148,14 @@ Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest
     PolicyParseResult parsed = resolve_policy(config_, request);
     if (!parsed.ok()) return sys_error(EINVAL, "policy: " + parsed.format_errors());
 
-    SessionContext context{io_, *reaper_, *ports_, *limits_, sessions_cgroup_,
-                           config_.state_dir + "/sessions", config_.instance_name, config_.port_host};
+    SessionContext context{io_,
+                           *reaper_,
+                           *ports_,
+                           *limits_,
+                           sessions_cgroup_,
+                           config_.state_dir + "/sessions",
+                           config_.instance_name,
+                           config_.port_host};
     auto session = Session::create(context, *id, std::move(*parsed.policy), request,
                                    [this](Session& ended) { on_session_ended(ended.id()); });
     if (!session) return std::move(session.error());
@@ -191,7 +202,8 @@ void SessionManager::end_session(const std::string& sid, EndHandler handler) {
         report.processes_killed = tomb->second->info.processes_killed;
         result = report;
     }
-    boost::asio::post(io_, [handler = std::move(handler), result = std::move(result)] { handler(result); });
+    boost::asio::post(
+        io_, [handler = std::move(handler), result = std::move(result)] { handler(result); });
 }
 
 void SessionManager::shutdown(std::function<void()> done) {
@@ -232,7 +244,8 @@ Result<std::shared_ptr<Session>> SessionManager::find_active(const std::string& 
 Result<std::shared_ptr<Session>> SessionManager::find_any(const std::string& sid) {
     auto found = sessions_.find(sid);
     if (found == sessions_.end()) {
-        if (tombstones_.count(sid) != 0) return sys_error(ESHUTDOWN, "session `" + sid + "` has ended");
+        if (tombstones_.count(sid) != 0)
+            return sys_error(ESHUTDOWN, "session `" + sid + "` has ended");
         return sys_error(ENOENT, "no session `" + sid + "`");
     }
     return found->second;

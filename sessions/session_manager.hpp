@@ -16,6 +16,7 @@
 // <v2_own>/<instance>/sessions/<sid>/p<N> (one leaf per process: killing it ends the process and
 // all its descendants, reparented ones included).
 
+#include <boost/asio.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -26,8 +27,6 @@
 #include <string_view>
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 #include <vector>
-
-#include <boost/asio.hpp>
 
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
@@ -48,8 +47,8 @@ struct SessionManagerConfig {
     std::string instance_name = "corral";       ///< cgroup <v2_own>/<instance_name>
     uint16_t port_first = 40000;                ///< leased loopback port range, inclusive
     uint16_t port_last = 40999;
-    std::string port_host = "127.0.0.1";        ///< host part of endpoint URLs
-    size_t max_sessions = 1024;                 ///< creation beyond this fails with EBUSY
+    std::string port_host = "127.0.0.1";               ///< host part of endpoint URLs
+    size_t max_sessions = 1024;                        ///< creation beyond this fails with EBUSY
     std::chrono::milliseconds ended_retention{60000};  ///< ended sessions stay readable this long
     size_t max_tombstones = 4096;               ///< ended-session records kept for "already ended"
     bool move_self_to_supervisor_leaf = false;  ///< corrald: move into <instance>/supervisor
@@ -58,7 +57,7 @@ struct SessionManagerConfig {
 
 /// Cancels a pending wait when destroyed or reset (e.g. the HTTP client went away). Movable.
 class WaitHandle {
-public:
+  public:
     WaitHandle() = default;
     explicit WaitHandle(std::shared_ptr<bool> alive) : alive_(std::move(alive)) {}
     WaitHandle(WaitHandle&&) noexcept = default;
@@ -74,13 +73,13 @@ public:
         alive_.reset();
     }
 
-private:
+  private:
     std::shared_ptr<bool> alive_;
 };
 
 /// The registry of sessions. One per daemon.
 class SessionManager {
-public:
+  public:
     using CreateHandler = std::function<void(Result<CreatedSession>)>;
     using EndHandler = std::function<void(Result<EndSessionReport>)>;
     /// `finished` is false when the wait timed out while the process still runs.
@@ -200,7 +199,7 @@ public:
     /// Internal: use create().
     SessionManager(boost::asio::io_context& io, SessionManagerConfig config, CgroupHost host);
 
-private:
+  private:
     struct Tombstone;
     Status initialize();
     Result<std::string> new_session_id(const std::string& requested);

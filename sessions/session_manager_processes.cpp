@@ -75,14 +75,15 @@ WaitHandle SessionManager::async_wait_process(const std::string& sid, const std:
     }
     (*session)->touch();
     std::weak_ptr<Process> weak = *process;
-    return WaitHandle((*process)->wait_exit(timeout, [weak, handler = std::move(handler)](bool finished) {
-        auto self = weak.lock();
-        if (!self) {
-            handler(sys_error(ENOENT, "process is gone"), false);
-            return;
-        }
-        handler(self->info(), finished);
-    }));
+    return WaitHandle(
+        (*process)->wait_exit(timeout, [weak, handler = std::move(handler)](bool finished) {
+            auto self = weak.lock();
+            if (!self) {
+                handler(sys_error(ENOENT, "process is gone"), false);
+                return;
+            }
+            handler(self->info(), finished);
+        }));
 }
 
 Result<OutputChunk> SessionManager::read_output(const std::string& sid, const std::string& proc,
@@ -109,8 +110,8 @@ WaitHandle SessionManager::async_wait_output(const std::string& sid, const std::
         return WaitHandle(alive);
     }
     (*session)->touch();
-    return WaitHandle((*process)->wait_output(stdout_offset, stderr_offset,
-                                              [handler = std::move(handler)] { handler(Status{}); }));
+    return WaitHandle((*process)->wait_output(
+        stdout_offset, stderr_offset, [handler = std::move(handler)] { handler(Status{}); }));
 }
 
 void SessionManager::write_stdin(const std::string& sid, const std::string& proc, std::string data,

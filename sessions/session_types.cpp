@@ -37,9 +37,12 @@ std::string ProcessInfo::status() const {
 
 std::string_view to_string(SessionState state) {
     switch (state) {
-        case SessionState::active: return "active";
-        case SessionState::ending: return "ending";
-        case SessionState::ended: return "ended";
+        case SessionState::active:
+            return "active";
+        case SessionState::ending:
+            return "ending";
+        case SessionState::ended:
+            return "ended";
     }
     return "unknown";
 }

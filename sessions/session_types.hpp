@@ -41,12 +41,12 @@ struct TokenGrant {
 
 /// POST /v1/sessions.
 struct CreateSessionRequest {
-    std::string policy;        ///< preset name, name in the policy dir, or file path; "" = "default"
-    std::string policy_yaml;   ///< inline YAML; wins over `policy` when non-empty
-    std::string id;            ///< requested id ([A-Za-z0-9_-]{1,64}); "" = generated
+    std::string policy;       ///< preset name, name in the policy dir, or file path; "" = "default"
+    std::string policy_yaml;  ///< inline YAML; wins over `policy` when non-empty
+    std::string id;           ///< requested id ([A-Za-z0-9_-]{1,64}); "" = generated
     std::map<std::string, std::string> env;  ///< session env on top of the policy's
-    std::string cwd;           ///< default cwd of commands: relative = inside the session root
-    std::optional<Millis> command_timeout;   ///< overrides policy timeouts.command; 0 = none
+    std::string cwd;  ///< default cwd of commands: relative = inside the session root
+    std::optional<Millis> command_timeout;  ///< overrides policy timeouts.command; 0 = none
 };
 
 /// PATCH /v1/sessions/{sid}/env.
@@ -57,13 +57,13 @@ struct EnvPatch {
 
 /// POST run/exec/processes: one process to start.
 struct ProcessRequest {
-    std::string command;                 ///< run as /bin/sh -c COMMAND (exclusive with argv)
-    std::vector<std::string> argv;       ///< run directly
-    std::string cwd;                     ///< "" = session cwd; relative = against the session cwd
+    std::string command;            ///< run as /bin/sh -c COMMAND (exclusive with argv)
+    std::vector<std::string> argv;  ///< run directly
+    std::string cwd;                ///< "" = session cwd; relative = against the session cwd
     std::map<std::string, std::string> env;  ///< on top of policy env + session env
-    std::optional<Millis> timeout;       ///< nullopt = session default; 0 = none
+    std::optional<Millis> timeout;           ///< nullopt = session default; 0 = none
     std::optional<std::string> stdin_data;   ///< written to stdin, then stdin is closed...
-    bool stdin_open = false;             ///< ...unless this keeps it open for write_stdin
+    bool stdin_open = false;                 ///< ...unless this keeps it open for write_stdin
 };
 
 /// Accounting of one output stream. Offsets count every byte the process wrote.
@@ -76,20 +76,20 @@ struct StreamStats {
 
 /// A process record (snapshot).
 struct ProcessInfo {
-    std::string id;                        ///< "p1", "p2", ... (also its leaf cgroup's name)
-    pid_t pid = -1;                        ///< host pid (-1 after setup failure)
+    std::string id;  ///< "p1", "p2", ... (also its leaf cgroup's name)
+    pid_t pid = -1;  ///< host pid (-1 after setup failure)
     std::vector<std::string> argv;
-    std::string command;                   ///< the shell command, when started with one
-    std::string cwd;                       ///< as the process sees it
-    bool running = true;                   ///< false once the record is final
-    std::optional<ExitReason> reason;      ///< set when !running
-    std::optional<int> exit_code;          ///< with reason exited (or pids-limit)
-    std::optional<int> signal;             ///< the terminating signal, when killed by one
-    std::string error;                     ///< setup failure message ("chdir `/x`: ENOENT ...")
+    std::string command;               ///< the shell command, when started with one
+    std::string cwd;                   ///< as the process sees it
+    bool running = true;               ///< false once the record is final
+    std::optional<ExitReason> reason;  ///< set when !running
+    std::optional<int> exit_code;      ///< with reason exited (or pids-limit)
+    std::optional<int> signal;         ///< the terminating signal, when killed by one
+    std::string error;                 ///< setup failure message ("chdir `/x`: ENOENT ...")
     std::chrono::system_clock::time_point started_at;
-    uint64_t duration_ms = 0;              ///< until exit (or until now while running)
-    std::optional<Millis> timeout;         ///< the effective command timeout
-    ResourceUsage usage;                   ///< from its leaf cgroup (final after exit)
+    uint64_t duration_ms = 0;       ///< until exit (or until now while running)
+    std::optional<Millis> timeout;  ///< the effective command timeout
+    ResourceUsage usage;            ///< from its leaf cgroup (final after exit)
     StreamStats stdout_stats;
     StreamStats stderr_stats;
     bool stdin_open = false;
@@ -99,7 +99,7 @@ struct ProcessInfo {
 
 /// A slice of a process's output.
 struct OutputChunk {
-    uint64_t offset = 0;       ///< stream offset of data[0] (> requested when bytes were dropped)
+    uint64_t offset = 0;  ///< stream offset of data[0] (> requested when bytes were dropped)
     std::string data;
     uint64_t next_offset = 0;  ///< offset + data.size(): where the next read continues
     uint64_t skipped = 0;      ///< bytes between the requested offset and `offset` (dropped)
@@ -122,19 +122,19 @@ struct SessionInfo {
     std::string id;
     std::string policy_name;
     SessionState state = SessionState::active;
-    std::string end_reason;                 ///< "api", "timeout", "idle", "shutdown", "" while active
+    std::string end_reason;  ///< "api", "timeout", "idle", "shutdown", "" while active
     std::chrono::system_clock::time_point created_at;
     std::optional<std::chrono::system_clock::time_point> ended_at;
-    std::string root;                       ///< host path of the session's working directory
-    std::string workdir;                    ///< where its processes see it
-    std::string cwd;                        ///< default cwd of commands (as processes see it)
-    std::map<std::string, std::string> env; ///< session env (creation + PATCH), not policy env
-    std::optional<Millis> command_timeout;  ///< effective default
-    std::vector<std::string> namespaces;    ///< "pid", "mount", "net", ... the holder owns
+    std::string root;                        ///< host path of the session's working directory
+    std::string workdir;                     ///< where its processes see it
+    std::string cwd;                         ///< default cwd of commands (as processes see it)
+    std::map<std::string, std::string> env;  ///< session env (creation + PATCH), not policy env
+    std::optional<Millis> command_timeout;   ///< effective default
+    std::vector<std::string> namespaces;     ///< "pid", "mount", "net", ... the holder owns
     std::vector<PortLeaseInfo> ports;
     std::vector<ProcessInfo> processes;
-    ResourceUsage usage;                    ///< whole session subtree (final once ended)
-    size_t processes_killed = 0;            ///< set when ended
+    ResourceUsage usage;          ///< whole session subtree (final once ended)
+    size_t processes_killed = 0;  ///< set when ended
 };
 
 /// A new session with its two tokens (returned only once, at creation).
@@ -147,11 +147,11 @@ struct CreatedSession {
 /// What end_session did.
 struct EndSessionReport {
     std::string id;
-    bool already_ended = false;      ///< ending an ended (or ending) session is not an error
-    size_t processes_killed = 0;     ///< processes still alive when the session ended
+    bool already_ended = false;   ///< ending an ended (or ending) session is not an error
+    size_t processes_killed = 0;  ///< processes still alive when the session ended
     std::vector<std::string> killed_process_ids;  ///< API processes that were running
     std::string end_reason;
-    uint64_t duration_ms = 0;        ///< how long ending took
+    uint64_t duration_ms = 0;  ///< how long ending took
 };
 
 }  // namespace corral

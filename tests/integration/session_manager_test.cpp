@@ -52,7 +52,9 @@ uint64_t resident_kib() {
     return 0;
 }
 
-bool pid_alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+bool pid_alive(pid_t pid) {
+    return ::kill(pid, 0) == 0;
+}
 
 class SessionManagerTest : public ::testing::Test {
   protected:
@@ -114,7 +116,8 @@ class SessionManagerTest : public ::testing::Test {
                                                        EXPECT_TRUE(finished);
                                                        result = info ? *info : ProcessInfo{};
                                                    });
-        EXPECT_TRUE(run_until([&] { return result.has_value(); })) << "wait for " << proc << " hung";
+        EXPECT_TRUE(run_until([&] { return result.has_value(); }))
+            << "wait for " << proc << " hung";
         return result.value_or(ProcessInfo{});
     }
 
@@ -140,7 +143,8 @@ class SessionManagerTest : public ::testing::Test {
 
     EndSessionReport end(const std::string& sid) {
         std::optional<Result<EndSessionReport>> result;
-        manager_->end_session(sid, [&](Result<EndSessionReport> report) { result = std::move(report); });
+        manager_->end_session(sid,
+                              [&](Result<EndSessionReport> report) { result = std::move(report); });
         EXPECT_TRUE(run_until([&] { return result.has_value(); })) << "end_session hung";
         if (!result) return {};
         EXPECT_TRUE(*result) << result->error().describe();
@@ -272,7 +276,8 @@ TEST_F(SessionManagerTest, SessionManager_EndKillsDaemonizedBackgroundProcess) {
     const std::string sid = session.info.id;
     // The subshell forks a setsid'd sleep and exits: the sleep is reparented away from the
     // process the API started (to us, the subreaper) — only the cgroup still knows it.
-    ProcessInfo info = run(sid, "( setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $! > bg.pid )");
+    ProcessInfo info =
+        run(sid, "( setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $! > bg.pid )");
     EXPECT_EQ(info.status(), "exited");
     std::ifstream pid_file(session.info.root + "/bg.pid");
     pid_t daemon_pid = 0;
@@ -392,8 +397,8 @@ TEST_F(SessionManagerTest, SessionManager_OutputIsCappedAndDaemonMemoryStaysBoun
     EXPECT_EQ(chunk->skipped, 49ull << 20);
     EXPECT_TRUE(chunk->eof);
     // Generous bound: 50 MiB went through; the daemon may keep the 1 MiB cap plus read buffers.
-    EXPECT_LT(rss_after, rss_before + 24 * 1024) << "RSS grew from " << rss_before << " KiB to "
-                                                 << rss_after << " KiB";
+    EXPECT_LT(rss_after, rss_before + 24 * 1024)
+        << "RSS grew from " << rss_before << " KiB to " << rss_after << " KiB";
     end(sid);
 }
 
@@ -537,7 +542,8 @@ TEST_F(SessionManagerTest, SessionManager_SessionAndIdleTimeoutsEndTheSession) {
         create("", "name: short\nextends: none\ntimeouts: { session: 300ms, grace: 200ms }\n");
     CreatedSession idle = create("", "name: idle\nextends: none\ntimeouts: { idle: 300ms }\n");
     // A running process keeps an idle session alive; the absolute lifetime ends it regardless.
-    auto busy = manager_->start_process(lifetime.info.id, ProcessRequest{.argv = {"sleep", "1000"}});
+    auto busy =
+        manager_->start_process(lifetime.info.id, ProcessRequest{.argv = {"sleep", "1000"}});
     ASSERT_TRUE(busy);
     auto state_of = [&](const std::string& sid) {
         auto info = manager_->get_session(sid);
@@ -567,12 +573,13 @@ TEST_F(SessionManagerTest, SessionManager_MemoryLimitKillReportsOom) {
     CreateSessionRequest request;
     request.policy_yaml = "name: small\nextends: none\nlimits: { memory: 32Mi }\n";
     auto created = manager_->create_session(request);
-    if (!created) GTEST_SKIP() << "memory limit not enforceable here: " << created.error().describe();
+    if (!created)
+        GTEST_SKIP() << "memory limit not enforceable here: " << created.error().describe();
     const std::string sid = created->info.id;
     // The shell holds 200 MB in a variable: far beyond the limit.
     ProcessInfo info = run(sid, "x=$(head -c 200M /dev/zero | tr '\\0' a); echo ${#x}");
-    EXPECT_EQ(info.status(), "oom") << "exit " << info.exit_code.value_or(-1) << " signal "
-                                     << info.signal.value_or(-1);
+    EXPECT_EQ(info.status(), "oom")
+        << "exit " << info.exit_code.value_or(-1) << " signal " << info.signal.value_or(-1);
     end(sid);
 }
 
