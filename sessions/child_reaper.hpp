@@ -11,10 +11,10 @@
 
 #include <sys/types.h>
 
-#include <boost/asio.hpp>
 #include <set>
-#include <utility>
 #include <vector>
+
+#include "base/asio.hpp"
 
 namespace corral {
 

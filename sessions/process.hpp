@@ -12,16 +12,15 @@
 
 #include <sys/types.h>
 
-#include <boost/asio.hpp>
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "base/asio.hpp"
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
 #include "isolation/confinement.hpp"

@@ -7,16 +7,15 @@
 // an error half-way destroys what was made (holder killed, cgroups killed and removed, ports
 // released, the state directory removed).
 
-#include <boost/asio.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
 #include <vector>
 
+#include "base/asio.hpp"
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
 #include "isolation/confinement.hpp"

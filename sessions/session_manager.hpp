@@ -16,7 +16,6 @@
 // <v2_own>/<instance>/sessions/<sid>/p<N> (one leaf per process: killing it ends the process and
 // all its descendants, reparented ones included).
 
-#include <boost/asio.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -25,9 +24,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 #include <vector>
 
+#include "base/asio.hpp"
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
 #include "sessions/session_types.hpp"
