@@ -5,11 +5,11 @@
 // harmless by construction (open for write without writing, write back the value already there,
 // signal 0 instead of a real signal) and are commented where they are.
 //
-//   escape_probe exe-write                    CVE-2019-5736: open every visible /proc/*/exe for write
-//   escape_probe tiocsti TEXT                 CVE-2017-5226: push TEXT into the terminal on stdin
-//   escape_probe unshare-user native|i386|x32 regain capabilities through a new user namespace
-//   escape_probe keyctl native|i386|x32       a syscall the default filter denies, per syscall ABI
-//   escape_probe clone-user | clone3          the clone flavours of the same
+//   escape_probe exe-write                    CVE-2019-5736: open every visible /proc/*/exe for
+//   write escape_probe tiocsti TEXT                 CVE-2017-5226: push TEXT into the terminal on
+//   stdin escape_probe unshare-user native|i386|x32 regain capabilities through a new user
+//   namespace escape_probe keyctl native|i386|x32       a syscall the default filter denies, per
+//   syscall ABI escape_probe clone-user | clone3          the clone flavours of the same
 //   escape_probe syscall NAME                 keyctl add_key bpf perf_event_open userfaultfd
 //                                             io_uring_setup open_by_handle_at
 //   escape_probe umount-then-list PATH        umount2(PATH, MNT_DETACH), then list PATH
@@ -163,8 +163,9 @@ long try_perf_event_open() {
 }
 
 long try_open_by_handle_at() {
-    // The "shocker" escape (2014): open_by_handle_at needs no path, so a handle for an inode outside
-    // the container (the filesystem root) opens it. name_to_handle_at gives a valid handle to try.
+    // The "shocker" escape (2014): open_by_handle_at needs no path, so a handle for an inode
+    // outside the container (the filesystem root) opens it. name_to_handle_at gives a valid handle
+    // to try.
     struct {
         file_handle handle;
         unsigned char bytes[MAX_HANDLE_SZ];
@@ -333,7 +334,8 @@ int cgroup_escape(const char* token) {
         }
     }
     // The fixed places, in case mountinfo hides them.
-    for (const char* procs : {"/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs"}) {
+    for (const char* procs :
+         {"/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs"}) {
         int fd = open(procs, O_WRONLY | O_CLOEXEC);
         if (fd >= 0 && write(fd, "0\n", 2) < 0) {
             close(fd);
@@ -359,7 +361,9 @@ int host_pid(pid_t pid) {
 
 /// kill(-1, 0) reaches every process the caller may signal except itself and its namespace's init.
 /// Signal 0 so that a broken PID namespace cannot turn the test into a host-wide SIGKILL.
-int kill_all() { return say("kill-all", kill(-1, 0)); }
+int kill_all() {
+    return say("kill-all", kill(-1, 0));
+}
 
 /// Forks children that wait forever until fork fails or MAX is reached, then exits: the session
 /// end must kill every child. Bounded so that a missing pids limit fails the test, not the host.

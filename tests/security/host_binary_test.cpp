@@ -65,7 +65,8 @@ TEST_F(HostBinary, HolderRootCwdAndFdsAreUnreachable_CVE_2024_21626) {
 
     auto fds = attack("default", {"open-fds", "1"});
     EXPECT_NE(fds.out, "") << fds.err;
-    for (const auto& [label, result] : answers(fds.out)) EXPECT_NE(result, "ok") << label << "\n" << fds.out;
+    for (const auto& [label, result] : answers(fds.out))
+        EXPECT_NE(result, "ok") << label << "\n" << fds.out;
 }
 
 }  // namespace

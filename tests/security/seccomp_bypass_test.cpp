@@ -61,9 +61,9 @@ TEST_P(SeccompBypass, NewUserNamespacesAreRefusedAndClone3IsENOSYS) {
 //   keyctl, add_key      keyrings are not namespaced (CVE-2016-0728, refcount overflow to root)
 //   bpf                  verifier bugs to kernel read/write (CVE-2017-16995, CVE-2021-3490)
 //   perf_event_open      CVE-2013-2094 (perf_swevent_init), kernel pointer leaks
-//   userfaultfd          stalls the kernel mid-copy to win races (used in CVE-2016-4557-era exploits)
-//   io_uring_setup       a stream of LPEs (CVE-2022-29582, CVE-2023-2598); disabled by Google
-//   open_by_handle_at    the "shocker" container escape (2014): opens host inodes by handle
+//   userfaultfd          stalls the kernel mid-copy to win races (used in CVE-2016-4557-era
+//   exploits) io_uring_setup       a stream of LPEs (CVE-2022-29582, CVE-2023-2598); disabled by
+//   Google open_by_handle_at    the "shocker" container escape (2014): opens host inodes by handle
 TEST_P(SeccompBypass, DangerousKernelInterfacesAreDenied) {
     for (const char* name : {"keyctl", "add_key", "bpf", "perf_event_open", "userfaultfd",
                              "io_uring_setup", "open_by_handle_at"}) {

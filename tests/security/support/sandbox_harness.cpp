@@ -50,7 +50,9 @@ std::map<std::string, std::string> answers(const std::string& probe_output) {
     return result;
 }
 
-bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+bool process_exists(pid_t pid) {
+    return ::kill(pid, 0) == 0 || errno != ESRCH;
+}
 
 std::vector<pid_t> processes_with_token(const std::string& token) {
     std::vector<pid_t> found;

@@ -25,10 +25,10 @@ struct RunOutcome {
 
 /// Options for SandboxTest::corral.
 struct RunOptions {
-    std::string corral_binary;               ///< default: the build's supervisor/corral
-    int stdin_fd = -1;                       ///< default: /dev/null
-    std::function<void()> in_child;          ///< runs in the forked child before exec
-    std::function<void(pid_t)> on_start;     ///< runs in the test once corral is started
+    std::string corral_binary;            ///< default: the build's supervisor/corral
+    int stdin_fd = -1;                    ///< default: /dev/null
+    std::function<void()> in_child;       ///< runs in the forked child before exec
+    std::function<void(pid_t)> on_start;  ///< runs in the test once corral is started
 };
 
 /// The probe's answer lines "<label> <result>" as a map label -> result (last one wins).
@@ -48,7 +48,7 @@ std::string unique_token();
 
 /// A `sleep` the test starts on the host as a target; killed and reaped by pid when destroyed.
 class HostProcess {
-public:
+  public:
     HostProcess();
     ~HostProcess();
     HostProcess(const HostProcess&) = delete;
@@ -57,20 +57,21 @@ public:
     /// Alive and not a zombie: the attack did not kill it.
     bool alive() const;
 
-private:
+  private:
     pid_t pid_ = -1;
 };
 
 /// Fixture: a temporary working directory (mode 0755 so `strict`'s nobody can enter it) holding
 /// ./probe, removed with everything in it afterwards. Skips without root.
 class SandboxTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override;
     void TearDown() override;
 
     /// Runs `corral ARGS` with the working directory as cwd. Checks that the run's cgroup is gone.
     RunOutcome corral(const std::vector<std::string>& args, const RunOptions& options = {});
-    /// `corral run --policy POLICY [--timeout 60s] -- ./probe PROBE_ARGS...`, the suite's usual call.
+    /// `corral run --policy POLICY [--timeout 60s] -- ./probe PROBE_ARGS...`, the suite's usual
+    /// call.
     RunOutcome attack(const std::string& policy, const std::vector<std::string>& probe_args);
 
     /// The probe's path inside (and outside: the working directory is the same path in both).

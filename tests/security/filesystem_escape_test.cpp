@@ -1,0 +1,93 @@
+// Leaving the filesystem view: uncovering hidden paths, writing kernel knobs through /proc and
+// /sys, and symlinks in the writable working directory.
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <set>
+
+#include "support/sandbox_harness.hpp"
+
+namespace corral::security {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FilesystemEscape : public SandboxTest, public ::testing::WithParamInterface<const char*> {};
+
+/// Answers that mean "refused": the path is read-only, not permitted, or not there at all.
+bool refused(const std::string& answer) {
+    static const std::set<std::string> ok = {"EROFS", "EACCES", "EPERM", "ENOENT"};
+    return ok.count(answer) != 0;
+}
+
+// Hidden paths are covered by an empty mount; lifting it (umount2 MNT_DETACH) would show the host's
+// /home with its keys. runc's CVE-2023-27561 / CVE-2019-16884 class: masks undone from inside.
+TEST_P(FilesystemEscape, HiddenHomeCannotBeUnmountedToUncoverTheHosts) {
+    const std::string token = unique_token();
+    const fs::path marker = fs::path("/home") / token;
+    fs::create_directories(marker);
+    auto r = attack(GetParam(), {"umount-then-list", "/home"});
+    std::error_code ignored;
+    fs::remove_all(marker, ignored);
+
+    auto a = answers(r.out);
+    EXPECT_EQ(a["umount"], "EPERM") << r.out << r.err;
+    EXPECT_EQ(a["list /home"], "ok") << r.out;
+    EXPECT_EQ(r.out.find("entry "), std::string::npos) << "host /home visible:\n" << r.out;
+
+    auto root = attack(GetParam(), {"umount-then-list", "/"});
+    EXPECT_EQ(answers(root.out)["umount"], "EPERM") << root.out;
+}
+
+// Kernel knobs that run code on the host as root when a sandbox can write them. The sandbox's
+// uid may be 0 (`default` keeps the caller's uid) and without capabilities DAC still lets the
+// owner write these root-owned files, so /proc/sys, /proc/sysrq-trigger and /sys must be mounted
+// read-only (runc's readonlyPaths/maskedPaths exist for exactly this):
+//   /proc/sys/kernel/core_pattern  "|/path" runs /path as root in the host's namespaces on the next
+//                                  crash anywhere: the classic container breakout
+//   /proc/sys/kernel/modprobe      run as root when an unknown binary format is exec'd
+//   /proc/sys/vm/drop_caches       host-wide denial of service
+//   /proc/sysrq-trigger            reboot or crash the host ('b', 'c')
+//   /sys/kernel/uevent_helper      run as root on every uevent (Docker masks it)
+//   /sys/power/state               suspend the host
+// The probe only opens each file for writing and closes it: a hole found here writes nothing.
+TEST_P(FilesystemEscape, ProcSysSysrqAndSysAreNotWritable) {
+    const std::vector<std::string> knobs = {
+        "/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe", "/proc/sys/vm/drop_caches",
+        "/proc/sysrq-trigger",           "/sys/kernel/uevent_helper", "/sys/power/state"};
+    std::vector<std::string> args = {"open-write"};
+    args.insert(args.end(), knobs.begin(), knobs.end());
+    auto r = attack(GetParam(), args);
+    auto a = answers(r.out);
+    for (const auto& knob : knobs) {
+        ASSERT_TRUE(a.count(knob)) << r.out << r.err;
+        EXPECT_TRUE(refused(a[knob])) << knob << " is writable inside the sandbox: " << a[knob];
+    }
+}
+
+// The working directory is the one writable place shared with the host. A symlink planted there
+// must resolve inside the sandbox's view (read-only /etc), in this run and in the next one that
+// starts in it (the shape of CVE-2021-30465 in runc: a path swapped for a symlink between runs).
+TEST_P(FilesystemEscape, SymlinkInWorkingDirectoryDoesNotReachHostEtc) {
+    const std::string token = unique_token();
+    const fs::path host_target = fs::path("/etc") / token;
+    ::chmod(dir().c_str(), 0777);  // `strict` runs as nobody, who must be able to plant the link
+    auto first = corral({"run", "--policy", GetParam(), "--", "sh", "-c",
+                         "ln -s /etc etc-link && ./probe create etc-link/" + token});
+    EXPECT_TRUE(fs::is_symlink(dir() / "etc-link")) << first.err;
+    auto second = corral({"run", "--policy", GetParam(), "--cwd", (dir() / "etc-link").string(),
+                          "--", probe(), "create", token});
+    const bool escaped = fs::exists(host_target);
+    std::error_code ignored;
+    fs::remove(host_target, ignored);
+
+    EXPECT_TRUE(refused(answers(first.out)["etc-link/" + token])) << first.out << first.err;
+    EXPECT_TRUE(refused(answers(second.out)[token])) << second.out << second.err;
+    EXPECT_FALSE(escaped) << "a file was created in the host's /etc";
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));
+
+}  // namespace
+}  // namespace corral::security
