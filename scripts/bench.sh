@@ -90,7 +90,7 @@ if wants launch; then
         "bare posix_spawn+wait=/bin/true" \
         "corral +net=$corral run --policy $policies/tier-net.yaml -- /bin/true" \
         "bwrap +net=bwrap --unshare-pid --unshare-ipc --unshare-uts --unshare-net $bwrap_fs -- /bin/true" \
-        "firejail --net=none=$fj --net=none -- /bin/true" | collect
+        "firejail net none=$fj --net=none -- /bin/true" | collect
     "$bench/corral_bench_launch" --runs "$runs" --warmup 3 --group "launch: default (ro /, seccomp, no caps)" \
         "bare posix_spawn+wait=/bin/true" \
         "corral default=$corral run --policy default -- /bin/true" \
