@@ -121,8 +121,9 @@ if wants daemon; then
         daemon_pid=$!
         for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
         echo "== corrald (pid $daemon_pid) ==" >&2
+        raw_kill=$(awk -F'\t' '$2 ~ /^kill/ && $3 ~ /^raw/ {print $4}' "$rows")
         "$bench/corral_bench_daemon" --socket "$sock" --daemon-pid "$daemon_pid" \
-            --policy-dir "$policies" | collect
+            --policy-dir "$policies" --kill-baseline "${raw_kill:-0}" | collect
     else
         printf 'ROW\tdaemon\t(all)\t-\t-\t-\t-\tPENDING (%s)\n' "${daemon_build_error:-corrald not built}" >>"$rows"
     fi

@@ -43,6 +43,7 @@ struct Options {
     int daemon_pid = 0;
     std::string policy_dir;
     std::set<std::string> only;
+    double kill_baseline_ms = 0;  ///< raw cgroup.kill median from corral_bench_cgroup, same run
     bool quick = std::getenv("CORRAL_BENCH_QUICK") != nullptr;
 };
 
@@ -196,8 +197,8 @@ void bench_kill(const Options& o, int procs, int runs, const std::string& grace)
         if (error.empty()) samples.push_back(ms);
     }
     if (!error.empty()) return print_failed_row(group, label, "FAILED (" + error + ")");
-    print_row(group, label, quantile(samples, 0.5), quantile(samples, 0.99), "ms", 0,
-              "n=" + std::to_string(samples.size()) + "; ratio: see raw row");
+    print_row(group, label, quantile(samples, 0.5), quantile(samples, 0.99), "ms", o.kill_baseline_ms,
+              "n=" + std::to_string(samples.size()) + "; vs raw cgroup.kill row");
 }
 
 /// Plain pipe: the child writes `bytes` zeros into a pipe this process drains.
@@ -251,6 +252,12 @@ void bench_output(const Options& o, long long bytes) {
     json last = json::parse(tail.substr(tail.rfind('\n') + 1), nullptr, false);
     if (status != 200 || !last.is_object() || last.value("type", "") != "exit")
         return print_failed_row(group, "corrald exec stream", "FAILED (HTTP " + std::to_string(status) + ")");
+    // The counts sit under "output" (current API) or at the top level (earlier drafts).
+    if (last.contains("output") && last["output"].is_object()) last = last["output"];
+    if (!last.contains("stdout") || !last["stdout"].is_object()) {
+        std::fprintf(stderr, "exec stream final event: %s\n", last.dump().substr(0, 600).c_str());
+        return print_failed_row(group, "corrald exec stream", "FAILED (final event has no stdout counts)");
+    }
     long long written = last["stdout"].value("bytes", 0LL);
     long long dropped = last["stdout"].value("droppedBytes", 0LL);
     char note[160];
@@ -322,6 +329,7 @@ int main(int argc, char** argv) {
         else if (a == "--daemon-pid") o.daemon_pid = std::atoi(argv[i + 1]);
         else if (a == "--policy-dir") o.policy_dir = argv[i + 1];
         else if (a == "--only") o.only.insert(argv[i + 1]);
+        else if (a == "--kill-baseline") o.kill_baseline_ms = std::atof(argv[i + 1]);
     }
     if (o.socket.empty() || o.daemon_pid <= 0 || o.policy_dir.empty()) {
         std::fprintf(stderr, "usage: %s --socket PATH --daemon-pid PID --policy-dir DIR [--only run|churn|kill|output|density]\n", argv[0]);
