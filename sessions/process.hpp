@@ -85,6 +85,9 @@ class Process : public std::enable_shared_from_this<Process> {
     const Cgroup& leaf() const { return leaf_; }
     /// Removes the leaf (session end, after everything is dead).
     Status remove_leaf();
+    /// Daemon teardown (no event loop): reaps the main process, blocking, once it was killed, so
+    /// a pid-namespace holder waiting for its namespace to be reaped can exit.
+    void collect_exit_blocking();
     /// Cancels all I/O and timers (session teardown); pending waits fire as they stand.
     void shut_down();
 

@@ -100,6 +100,12 @@ void Process::on_main_exit(std::optional<WaitStatus> status) {
     maybe_finish();
 }
 
+void Process::collect_exit_blocking() {
+    if (!main_running()) return;
+    auto status = main_.wait();
+    on_main_exit(status ? std::optional<WaitStatus>(*status) : std::nullopt);
+}
+
 void Process::arm_timeout() {
     if (!setup_.timeout || setup_.timeout->count() <= 0) return;
     timeout_timer_.expires_after(*setup_.timeout);

@@ -226,9 +226,17 @@ void Session::end_now() {
     }
     state_ = SessionState::ending;
     on_ended_ = nullptr;  // the manager is tearing down its registry: no callbacks into it
-    if (cgroup_.valid()) {
-        (void)cgroup_.kill_all();
-        (void)cgroup_.wait_until_empty(std::chrono::seconds(5));
+    // Without the event loop nobody reaps: collect our children here. Zombies that are our
+    // children keep a pid namespace's holder from exiting (it waits until its namespace is
+    // reaped), and orphans reparented to us keep the cgroup populated.
+    if (cgroup_.valid()) (void)cgroup_.kill_all();
+    for (const auto& process : processes()) process->collect_exit_blocking();
+    const auto deadline = std::chrono::steady_clock::now() + kKillBound;
+    while (cgroup_.valid() && std::chrono::steady_clock::now() < deadline) {
+        context_.reaper.reap_orphans();
+        auto populated = cgroup_.populated();
+        if (!populated || !*populated) break;
+        (void)cgroup_.wait_until_empty(std::chrono::milliseconds(50));
     }
     for (const auto& process : processes()) process->shut_down();
     empty_reached_ = true;

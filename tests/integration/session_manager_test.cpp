@@ -583,5 +583,18 @@ TEST_F(SessionManagerTest, SessionManager_MemoryLimitKillReportsOom) {
     end(sid);
 }
 
+TEST_F(SessionManagerTest, SessionManager_DestructionEndsEverythingStillRunning) {
+    CreatedSession plain = create("none");
+    CreatedSession isolated = create("default");
+    ASSERT_TRUE(manager_->start_process(
+        plain.info.id, ProcessRequest{.command = "( setsid sleep 1000 & ) ; sleep 1000"}));
+    ASSERT_TRUE(
+        manager_->start_process(isolated.info.id, ProcessRequest{.argv = {"sleep", "1000"}}));
+    run_until([] { return false; }, 200ms);
+    const std::string root = plain.info.root;
+    manager_.reset();  // TearDown checks the instance cgroup and the session dirs are gone
+    EXPECT_FALSE(exists(root));
+}
+
 }  // namespace
 }  // namespace corral
