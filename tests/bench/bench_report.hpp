@@ -27,11 +27,12 @@ inline double quantile(std::vector<double> samples, double q) {
 /// One line of the final table: `ROW<TAB>group<TAB>case<TAB>median<TAB>p99<TAB>unit<TAB>ratio
 /// <TAB>note`. The ratio is against the group's baseline measured in the same run ("-" for none);
 /// bench.sh greps for the ROW prefix, so programs may print anything else for humans.
-inline void print_row(const std::string& group, const std::string& name, double median,
-                      double p99, const std::string& unit, double baseline_median,
+inline void print_row(const std::string& group, const std::string& name, double median, double p99,
+                      const std::string& unit, double baseline_median,
                       const std::string& note = "") {
     char ratio[32] = "-";
-    if (baseline_median > 0 && median > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", median / baseline_median);
+    if (baseline_median > 0 && median > 0)
+        std::snprintf(ratio, sizeof ratio, "%.2fx", median / baseline_median);
     std::printf("ROW\t%s\t%s\t%.3f\t%.3f\t%s\t%s\t%s\n", group.c_str(), name.c_str(), median, p99,
                 unit.c_str(), ratio, note.c_str());
     std::fflush(stdout);

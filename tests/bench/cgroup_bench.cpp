@@ -41,13 +41,16 @@ int main(int argc, char** argv) {
     int procs = 1000, runs = 5;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--procs" && i + 1 < argc) procs = std::atoi(argv[++i]);
-        else if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
+        if (a == "--procs" && i + 1 < argc)
+            procs = std::atoi(argv[++i]);
+        else if (a == "--runs" && i + 1 < argc)
+            runs = std::atoi(argv[++i]);
         else if (a == "--remove-instance" && i + 1 < argc) {
             remove_instance(argv[++i]);
             return 0;
         } else {
-            std::fprintf(stderr, "usage: %s [--procs N] [--runs N] | --remove-instance NAME\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--procs N] [--runs N] | --remove-instance NAME\n",
+                         argv[0]);
             return 2;
         }
     }
@@ -63,25 +66,31 @@ int main(int argc, char** argv) {
     std::vector<double> samples;
     std::string failure;
     for (int run = 0; run < runs && failure.empty(); ++run) {
-        std::string dir = own + "/corral-bench-raw-" + std::to_string(::getpid()) + "-" + std::to_string(run);
+        std::string dir =
+            own + "/corral-bench-raw-" + std::to_string(::getpid()) + "-" + std::to_string(run);
         if (::mkdir(dir.c_str(), 0755) != 0) {
             failure = "mkdir " + dir + " failed";
             break;
         }
         pid_t sh = start_tree(dir, process_tree_script(procs / 2));
-        if (sh < 0 || !wait_for_stable_procs(dir, procs + 1)) failure = "tree did not reach " + std::to_string(procs) + " processes";
+        if (sh < 0 || !wait_for_stable_procs(dir, procs + 1))
+            failure = "tree did not reach " + std::to_string(procs) + " processes";
         else {
             double ms = kill_and_wait_empty(dir, 30000);
-            if (ms < 0) failure = "cgroup.kill failed or timed out";
-            else samples.push_back(ms);
+            if (ms < 0)
+                failure = "cgroup.kill failed or timed out";
+            else
+                samples.push_back(ms);
         }
         remove_cgroup_tree(dir);  // kills anything left if the run failed half-way
         while (::waitpid(-1, nullptr, 0) > 0) {
         }
     }
-    if (!failure.empty()) print_failed_row(group, "raw cgroup.kill", "FAILED (" + failure + ")");
+    if (!failure.empty())
+        print_failed_row(group, "raw cgroup.kill", "FAILED (" + failure + ")");
     else
-        print_row(group, "raw cgroup.kill (baseline)", quantile(samples, 0.5), quantile(samples, 0.99),
-                  "ms", quantile(samples, 0.5), "n=" + std::to_string(samples.size()));
+        print_row(group, "raw cgroup.kill (baseline)", quantile(samples, 0.5),
+                  quantile(samples, 0.99), "ms", quantile(samples, 0.5),
+                  "n=" + std::to_string(samples.size()));
     return 0;
 }

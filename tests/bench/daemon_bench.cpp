@@ -73,7 +73,8 @@ std::set<std::string> g_live_sessions;
 std::string create_session(DaemonConnection& c, const json& body, std::string* error = nullptr) {
     Response r = c.request("POST", "/v1/sessions", body.dump());
     if (r.status != 200 && r.status != 201) {
-        if (error) *error = "create: HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 160);
+        if (error)
+            *error = "create: HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 160);
         return "";
     }
     std::string id = json::parse(r.body, nullptr, false).value("id", "");
@@ -124,7 +125,8 @@ void bench_run(const Options& o, const std::string& tier, const json& create_bod
                 double t0 = now_ms();
                 Response r = c.request("POST", "/v1/sessions/" + sid + "/run", kRunTrue);
                 if (r.status != 200 || r.body.find("\"exitCode\":0") == std::string::npos) {
-                    if (failures++ == 0) first_failure = std::to_string(r.status) + " " + r.body.substr(0, 120);
+                    if (failures++ == 0)
+                        first_failure = std::to_string(r.status) + " " + r.body.substr(0, 120);
                     return;
                 }
                 lat[t].push_back(now_ms() - t0);
@@ -137,7 +139,8 @@ void bench_run(const Options& o, const std::string& tier, const json& create_bod
     std::vector<double> all;
     for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
     char note[64];
-    std::snprintf(note, sizeof note, "%.0f req/s, n=%zu", all.size() / (elapsed / 1000), all.size());
+    std::snprintf(note, sizeof note, "%.0f req/s, n=%zu", all.size() / (elapsed / 1000),
+                  all.size());
     print_row(group, label, quantile(all, 0.5), quantile(all, 0.99), "ms", baseline, note);
 }
 
@@ -150,17 +153,20 @@ void bench_churn(const Options& o, int runs) {
             double t0 = now_ms();
             std::string sid = create_session(c, tier.create_body, &error);
             if (sid.empty()) break;
-            if (!delete_session(c, sid)) error = "delete failed";
-            else samples.push_back(now_ms() - t0);
+            if (!delete_session(c, sid))
+                error = "delete failed";
+            else
+                samples.push_back(now_ms() - t0);
         }
         if (!error.empty()) {
             print_failed_row("session create+delete", tier.label, "FAILED (" + error + ")");
             continue;
         }
         char note[64];
-        std::snprintf(note, sizeof note, "%.0f sessions/s, n=%zu", 1000 / quantile(samples, 0.5), samples.size());
-        print_row("session create+delete", tier.label, quantile(samples, 0.5), quantile(samples, 0.99),
-                  "ms", 0, note);
+        std::snprintf(note, sizeof note, "%.0f sessions/s, n=%zu", 1000 / quantile(samples, 0.5),
+                      samples.size());
+        print_row("session create+delete", tier.label, quantile(samples, 0.5),
+                  quantile(samples, 0.99), "ms", 0, note);
     }
 }
 
@@ -176,8 +182,10 @@ void bench_kill(const Options& o, int procs, int runs, const std::string& grace)
     std::string label = "corrald DELETE (grace " + grace + ")";
     DaemonConnection c(o.socket);
     std::string root = sessions_cgroup(c);
-    if (root.empty()) return print_failed_row(group, label, "FAILED (no cgroup.sessions in /v1/health)");
-    json body = {{"policyYaml", "name: bench-kill\nextends: none\ntimeouts: { grace: " + grace + " }\n"}};
+    if (root.empty())
+        return print_failed_row(group, label, "FAILED (no cgroup.sessions in /v1/health)");
+    json body = {
+        {"policyYaml", "name: bench-kill\nextends: none\ntimeouts: { grace: " + grace + " }\n"}};
     std::vector<double> samples;
     std::string error;
     for (int run = 0; run < runs && error.empty(); ++run) {
@@ -185,7 +193,8 @@ void bench_kill(const Options& o, int procs, int runs, const std::string& grace)
         if (sid.empty()) break;
         json spawn = {{"command", process_tree_script(procs / 2)}};
         Response r = c.request("POST", "/v1/sessions/" + sid + "/processes", spawn.dump());
-        if (r.status / 100 != 2) error = "spawn: HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 120);
+        if (r.status / 100 != 2)
+            error = "spawn: HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 120);
         std::string dir = root + "/" + sid;
         if (error.empty() && !wait_for_stable_procs(dir, procs + 1))
             error = "tree did not settle at " + std::to_string(procs + 1) + " processes";
@@ -197,7 +206,8 @@ void bench_kill(const Options& o, int procs, int runs, const std::string& grace)
         if (error.empty()) samples.push_back(ms);
     }
     if (!error.empty()) return print_failed_row(group, label, "FAILED (" + error + ")");
-    print_row(group, label, quantile(samples, 0.5), quantile(samples, 0.99), "ms", o.kill_baseline_ms,
+    print_row(group, label, quantile(samples, 0.5), quantile(samples, 0.99), "ms",
+              o.kill_baseline_ms,
               "n=" + std::to_string(samples.size()) + "; vs raw cgroup.kill row");
 }
 
@@ -229,21 +239,24 @@ void bench_output(const Options& o, long long bytes) {
     std::string group = "output head -c " + std::to_string(bytes >> 20) + "M /dev/zero";
     double pipe_s = pipe_seconds(bytes);
     double mib = static_cast<double>(bytes) / (1 << 20);
-    if (pipe_s > 0) print_row(group, "plain pipe (baseline)", pipe_s * 1000, pipe_s * 1000, "ms", pipe_s * 1000,
-                              std::to_string(static_cast<long long>(mib / pipe_s)) + " MiB/s");
+    if (pipe_s > 0)
+        print_row(group, "plain pipe (baseline)", pipe_s * 1000, pipe_s * 1000, "ms", pipe_s * 1000,
+                  std::to_string(static_cast<long long>(mib / pipe_s)) + " MiB/s");
     DaemonConnection c(o.socket);
     std::string error;
     std::string sid = create_session(c, {{"policy", "none"}}, &error);
-    if (sid.empty()) return print_failed_row(group, "corrald exec stream", "FAILED (" + error + ")");
+    if (sid.empty())
+        return print_failed_row(group, "corrald exec stream", "FAILED (" + error + ")");
     long long wire = 0;
     std::string tail;  // the last, final event
     json body = {{"argv", {"head", "-c", std::to_string(bytes), "/dev/zero"}}};
     double t0 = now_ms();
-    int status = c.stream("POST", "/v1/sessions/" + sid + "/exec", body.dump(), [&](const char* p, size_t n) {
-        wire += static_cast<long long>(n);
-        tail.append(p, n);
-        if (tail.size() > 8192) tail.erase(0, tail.size() - 4096);
-    });
+    int status = c.stream("POST", "/v1/sessions/" + sid + "/exec", body.dump(),
+                          [&](const char* p, size_t n) {
+                              wire += static_cast<long long>(n);
+                              tail.append(p, n);
+                              if (tail.size() > 8192) tail.erase(0, tail.size() - 4096);
+                          });
     double s = (now_ms() - t0) / 1000;
     delete_session(c, sid);
     // Only the final event is parsed: how many bytes the process wrote and how many the bounded
@@ -251,17 +264,20 @@ void bench_output(const Options& o, long long bytes) {
     while (!tail.empty() && tail.back() == '\n') tail.pop_back();
     json last = json::parse(tail.substr(tail.rfind('\n') + 1), nullptr, false);
     if (status != 200 || !last.is_object() || last.value("type", "") != "exit")
-        return print_failed_row(group, "corrald exec stream", "FAILED (HTTP " + std::to_string(status) + ")");
+        return print_failed_row(group, "corrald exec stream",
+                                "FAILED (HTTP " + std::to_string(status) + ")");
     // The counts sit under "output" (current API) or at the top level (earlier drafts).
     if (last.contains("output") && last["output"].is_object()) last = last["output"];
     if (!last.contains("stdout") || !last["stdout"].is_object()) {
         std::fprintf(stderr, "exec stream final event: %s\n", last.dump().substr(0, 600).c_str());
-        return print_failed_row(group, "corrald exec stream", "FAILED (final event has no stdout counts)");
+        return print_failed_row(group, "corrald exec stream",
+                                "FAILED (final event has no stdout counts)");
     }
     long long written = last["stdout"].value("bytes", 0LL);
     long long dropped = last["stdout"].value("droppedBytes", 0LL);
     char note[160];
-    std::snprintf(note, sizeof note, "%.0f MiB/s delivered; %.1f MiB dropped by the buffer; %.2f wire bytes/byte",
+    std::snprintf(note, sizeof note,
+                  "%.0f MiB/s delivered; %.1f MiB dropped by the buffer; %.2f wire bytes/byte",
                   (written - dropped) / (1024.0 * 1024.0) / s, dropped / (1024.0 * 1024.0),
                   written ? static_cast<double>(wire) / written : 0);
     print_row(group, "corrald exec stream", s * 1000, s * 1000, "ms", pipe_s * 1000, note);
@@ -309,14 +325,20 @@ void bench_density(const Options& o, int sessions, int runs) {
     for (const auto& sid : ids) delete_session(c, sid);
     double drain_s = (now_ms() - t0) / 1000;
     delete_session(c, probe);
-    if (!error.empty()) return print_failed_row(group, "corrald", "FAILED after " + std::to_string(ids.size()) + " sessions (" + error + ")");
+    if (!error.empty())
+        return print_failed_row(
+            group, "corrald",
+            "FAILED after " + std::to_string(ids.size()) + " sessions (" + error + ")");
     char note[160];
-    std::snprintf(note, sizeof note, "RSS %ld KiB idle -> %ld KiB (%.1f KiB/session); filled in %.1f s, deleted in %.1f s",
-                  rss_idle, rss_loaded, static_cast<double>(rss_loaded - rss_idle) / sessions, fill_s, drain_s);
+    std::snprintf(
+        note, sizeof note,
+        "RSS %ld KiB idle -> %ld KiB (%.1f KiB/session); filled in %.1f s, deleted in %.1f s",
+        rss_idle, rss_loaded, static_cast<double>(rss_loaded - rss_idle) / sessions, fill_s,
+        drain_s);
     print_row(group, "run /bin/true, idle daemon", quantile(idle, 0.5), quantile(idle, 0.99), "ms",
               quantile(idle, 0.5), "baseline");
-    print_row(group, "run /bin/true, " + std::to_string(sessions) + " sessions", quantile(loaded, 0.5), quantile(loaded, 0.99), "ms",
-              quantile(idle, 0.5), note);
+    print_row(group, "run /bin/true, " + std::to_string(sessions) + " sessions",
+              quantile(loaded, 0.5), quantile(loaded, 0.99), "ms", quantile(idle, 0.5), note);
 }
 
 }  // namespace
@@ -325,14 +347,22 @@ int main(int argc, char** argv) {
     Options o;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string a = argv[i];
-        if (a == "--socket") o.socket = argv[i + 1];
-        else if (a == "--daemon-pid") o.daemon_pid = std::atoi(argv[i + 1]);
-        else if (a == "--policy-dir") o.policy_dir = argv[i + 1];
-        else if (a == "--only") o.only.insert(argv[i + 1]);
-        else if (a == "--kill-baseline") o.kill_baseline_ms = std::atof(argv[i + 1]);
+        if (a == "--socket")
+            o.socket = argv[i + 1];
+        else if (a == "--daemon-pid")
+            o.daemon_pid = std::atoi(argv[i + 1]);
+        else if (a == "--policy-dir")
+            o.policy_dir = argv[i + 1];
+        else if (a == "--only")
+            o.only.insert(argv[i + 1]);
+        else if (a == "--kill-baseline")
+            o.kill_baseline_ms = std::atof(argv[i + 1]);
     }
     if (o.socket.empty() || o.daemon_pid <= 0 || o.policy_dir.empty()) {
-        std::fprintf(stderr, "usage: %s --socket PATH --daemon-pid PID --policy-dir DIR [--only run|churn|kill|output|density]\n", argv[0]);
+        std::fprintf(stderr,
+                     "usage: %s --socket PATH --daemon-pid PID --policy-dir DIR [--only "
+                     "run|churn|kill|output|density]\n",
+                     argv[0]);
         return 2;
     }
     if (!DaemonConnection(o.socket).connected()) {
@@ -344,7 +374,8 @@ int main(int argc, char** argv) {
     double bare = bare_spawn_median(100);
     if (wants("run")) {
         auto all = tiers(o);
-        for (int clients : {1, 2, 8}) bench_run(o, all[0].label, all[0].create_body, clients, runs / clients + 1, bare);
+        for (int clients : {1, 2, 8})
+            bench_run(o, all[0].label, all[0].create_body, clients, runs / clients + 1, bare);
         bench_run(o, all[3].label, all[3].create_body, 1, runs, bare);
     }
     if (wants("churn")) bench_churn(o, o.quick ? 20 : 100);

@@ -1,12 +1,12 @@
 // See daemon_client.hpp.
 #include "tests/bench/daemon_client.hpp"
 
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <strings.h>
 
 namespace corral::bench {
 
@@ -30,7 +30,8 @@ bool DaemonConnection::send_request(const std::string& method, const std::string
                                     const std::string& body) {
     std::string req = method + " " + target + " HTTP/1.1\r\nHost: corrald\r\n";
     if (!body.empty() || method == "POST" || method == "PUT")
-        req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+        req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+               "\r\n";
     req += "\r\n" + body;
     size_t off = 0;
     while (off < req.size()) {
@@ -84,7 +85,8 @@ int DaemonConnection::stream(const std::string& method, const std::string& targe
     long long length = -1;
     bool chunked = false;
     while (read_line(line) && !line.empty()) {
-        if (strncasecmp(line.c_str(), "content-length:", 15) == 0) length = std::atoll(line.c_str() + 15);
+        if (strncasecmp(line.c_str(), "content-length:", 15) == 0)
+            length = std::atoll(line.c_str() + 15);
         if (strncasecmp(line.c_str(), "transfer-encoding:", 18) == 0 &&
             line.find("chunked") != std::string::npos)
             chunked = true;

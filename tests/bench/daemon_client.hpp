@@ -35,7 +35,8 @@ class DaemonConnection {
                const std::function<void(const char*, size_t)>& on_data);
 
   private:
-    bool send_request(const std::string& method, const std::string& target, const std::string& body);
+    bool send_request(const std::string& method, const std::string& target,
+                      const std::string& body);
     bool fill();  ///< reads more bytes into buf_; false on EOF/error
     bool read_line(std::string& line);
     bool read_exact(size_t n, const std::function<void(const char*, size_t)>& sink);

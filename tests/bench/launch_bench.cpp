@@ -40,7 +40,7 @@ struct Case {
 };
 
 struct RunResult {
-    int status = -1;     ///< wait status
+    int status = -1;  ///< wait status
     std::string stderr_text;
     bool timed_out = false;
 };
@@ -122,8 +122,8 @@ std::string describe_failure(const RunResult& r) {
     std::string line = r.stderr_text.substr(0, r.stderr_text.find('\n'));
     for (char& ch : line)
         if (ch == '\t') ch = ' ';
-    std::string status = r.timed_out ? "timed out"
-                         : WIFEXITED(r.status) ? "exit " + std::to_string(WEXITSTATUS(r.status))
+    std::string status = r.timed_out             ? "timed out"
+                         : WIFEXITED(r.status)   ? "exit " + std::to_string(WEXITSTATUS(r.status))
                          : WIFSIGNALED(r.status) ? "signal " + std::to_string(WTERMSIG(r.status))
                                                  : "spawn failed";
     return line.empty() ? status : status + ": " + line;
@@ -141,10 +141,14 @@ int main(int argc, char** argv) {
     std::vector<Case> cases;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
-        else if (a == "--warmup" && i + 1 < argc) warmup = std::atoi(argv[++i]);
-        else if (a == "--group" && i + 1 < argc) group = argv[++i];
-        else if (auto c = parse_case(a)) cases.push_back(std::move(*c));
+        if (a == "--runs" && i + 1 < argc)
+            runs = std::atoi(argv[++i]);
+        else if (a == "--warmup" && i + 1 < argc)
+            warmup = std::atoi(argv[++i]);
+        else if (a == "--group" && i + 1 < argc)
+            group = argv[++i];
+        else if (auto c = parse_case(a))
+            cases.push_back(std::move(*c));
         else {
             std::fprintf(stderr, "usage: %s [--runs N] [--warmup N] [--group G] label=cmd...\n",
                          argv[0]);
@@ -174,7 +178,8 @@ int main(int argc, char** argv) {
         }
     }
 
-    double baseline = cases[0].failure.empty() ? corral::bench::quantile(cases[0].samples_ms, 0.5) : 0;
+    double baseline =
+        cases[0].failure.empty() ? corral::bench::quantile(cases[0].samples_ms, 0.5) : 0;
     for (const auto& c : cases) {
         if (!c.failure.empty()) {
             corral::bench::print_failed_row(group, c.label, "FAILED (" + c.failure + ")");

@@ -108,7 +108,8 @@ void fork_join_exit(benchmark::State& state, const std::string& procs) {
         }
         int status = 0;
         ::waitpid(pid, &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return state.SkipWithError("join failed");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return state.SkipWithError("join failed");
     }
 }
 
