@@ -13,7 +13,7 @@
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 // clang-format on
 
-#include <boost/asio.hpp>
+#include "base/asio.hpp"
 #include <memory>
 #include <optional>
 #include <set>

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <boost/asio.hpp>
+#include "base/asio.hpp"
 #include <cstring>
 #include <future>
 #include <mutex>

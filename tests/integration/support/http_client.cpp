@@ -4,7 +4,7 @@
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 // clang-format on
 
-#include <boost/asio.hpp>
+#include "base/asio.hpp"
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
