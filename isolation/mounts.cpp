@@ -197,9 +197,12 @@ Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& own
     return {};
 }
 
-Status add_tmpfs(Builder& b, const MountStep& step) {
+Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs) {
     std::string target = real_path(step.target).value_or(step.target);
     CORRAL_TRY(b.ensure_mount_point(target, true), "");
+    // A hidden dir beneath this tmpfs (/run/user under a fresh /run) is covered by it and can no
+    // longer be reached to be made read-only.
+    std::erase_if(owned_dirs, [&](const std::string& dir) { return dir != target && is_within(dir, target); });
     std::string data = "mode=1777";
     if (step.size != 0) data += ",size=" + std::to_string(step.size);
     b.add(Op::mount_fs, "tmpfs", new_path(target), "mount tmpfs on " + target, kTmpfsFlags, false,
@@ -243,6 +246,28 @@ Status add_kernel_fs(Builder& b, const MountStep& step, const char* fstype, unsi
     b.add(Op::mount_fs, fstype, new_path(step.target),
           std::string("mount ") + fstype + " on " + step.target, flags);
     return {};
+}
+
+/// A fresh procfs still exposes host-wide kernel knobs, and their permission check is by uid, not
+/// capability: uid 0 without any capability may write /proc/sys/kernel/core_pattern, whose
+/// "|program" form the host kernel runs as root on the next crash (the reason runc and Docker
+/// mount these read-only or mask them). Make the knobs read-only and mask the files that leak
+/// kernel memory, keys and timers. Only what exists on this kernel is touched.
+void protect_proc(Builder& b, const std::string& proc) {
+    for (const char* name : {"sys", "sysrq-trigger", "irq", "bus", "fs"}) {
+        std::string host = std::string("/proc/") + name;
+        if (::access(host.c_str(), F_OK) != 0) continue;
+        std::string inside = new_path(proc + "/" + name);
+        std::string what = "read-only " + proc + "/" + name;
+        b.add(Op::bind, inside, inside, what, 0, true);
+        b.add(Op::set_readonly, {}, inside, what, 0, true);
+    }
+    for (const char* name : {"kcore", "keys", "timer_list", "sched_debug"}) {
+        std::string host = std::string("/proc/") + name;
+        if (::access(host.c_str(), F_OK) != 0) continue;
+        std::string inside = new_path(proc + "/" + name);
+        b.add(Op::bind, old_path("/dev/null"), inside, "mask " + proc + "/" + name);
+    }
 }
 
 // ---- holder side: async-signal-safe ----
@@ -343,13 +368,14 @@ Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan) {
                 CORRAL_TRY(add_hide(b, step, owned_dirs), "");
                 break;
             case MountStep::Kind::tmpfs:
-                CORRAL_TRY(add_tmpfs(b, step), "");
+                CORRAL_TRY(add_tmpfs(b, step, owned_dirs), "");
                 break;
             case MountStep::Kind::dev:
                 CORRAL_TRY(add_dev(b, step, owned_dirs), "");
                 break;
             case MountStep::Kind::proc:
                 CORRAL_TRY(add_kernel_fs(b, step, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC), "");
+                protect_proc(b, step.target);
                 break;
             case MountStep::Kind::sysfs:
                 CORRAL_TRY(
