@@ -137,6 +137,19 @@ Result<std::string> SessionManager::new_session_id(const std::string& requested)
     }
 }
 
+// A session must not reach the daemon's own state (every session's files live under the state
+// dir) nor its socket (a request without a token has the daemon's full rights). With a mount
+// namespace they are hidden; without one the policy has chosen no filesystem isolation at all.
+void SessionManager::hide_daemon_paths(Policy& policy) const {
+    if (!policy.namespaces.mount) return;
+    auto& hidden = policy.filesystem.hidden;
+    auto hide = [&](const std::string& path) {
+        if (!path.empty() && path != "/") hidden.push_back(path);
+    };
+    hide(config_.state_dir);
+    for (const auto& path : config_.hidden_from_sessions) hide(path);
+}
+
 Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest& request) {
     size_t live = 0;
     for (const auto& [sid, session] : sessions_) live += session->state() != SessionState::ended;
@@ -147,6 +160,7 @@ Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest
     if (!id) return std::move(id.error());
     PolicyParseResult parsed = resolve_policy(config_, request);
     if (!parsed.ok()) return sys_error(EINVAL, "policy: " + parsed.format_errors());
+    hide_daemon_paths(*parsed.policy);
 
     SessionContext context{io_,
                            *reaper_,

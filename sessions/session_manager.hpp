@@ -52,6 +52,9 @@ struct SessionManagerConfig {
     size_t max_tombstones = 4096;               ///< ended-session records kept for "already ended"
     bool move_self_to_supervisor_leaf = false;  ///< corrald: move into <instance>/supervisor
     bool set_child_subreaper = true;            ///< PR_SET_CHILD_SUBREAPER + orphan reaping
+    /// Host paths no session with a mount namespace may see, besides state_dir (which is always
+    /// hidden): corrald puts its socket's directory here.
+    std::vector<std::string> hidden_from_sessions;
 };
 
 /// Cancels a pending wait when destroyed or reset (e.g. the HTTP client went away). Movable.
@@ -206,6 +209,8 @@ class SessionManager {
     Result<std::shared_ptr<Session>> find_any(const std::string& sid);
     void on_session_ended(const std::string& sid);
     void remember_tombstone(const SessionInfo& info);
+    /// Adds the daemon's state dir and hidden_from_sessions to the policy's hidden paths.
+    void hide_daemon_paths(Policy& policy) const;
 
     boost::asio::io_context& io_;
     SessionManagerConfig config_;
