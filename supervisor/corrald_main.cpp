@@ -9,11 +9,12 @@
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 // clang-format on
 
-#include <boost/asio.hpp>
+#include "base/asio.hpp"
 #include <cstdio>
 #include <filesystem>
 
 #include "isolation/cgroup.hpp"
+#include "isolation/host_probe.hpp"
 #include "sessions/session_manager.hpp"
 #include "supervisor/daemon/api.hpp"
 #include "supervisor/daemon/daemon_options.hpp"
@@ -41,6 +42,9 @@ SessionManagerConfig manager_config(const DaemonOptions& options) {
     config.port_first = options.port_first;
     config.port_last = options.port_last;
     config.move_self_to_supervisor_leaf = true;
+    // Sessions must never reach the daemon's socket: a request without a token has full rights.
+    config.hidden_from_sessions.push_back(
+        std::filesystem::absolute(options.socket_path).parent_path().string());
     return config;
 }
 
@@ -84,8 +88,10 @@ int run(const DaemonOptions& options) {
     if (!socket_dir.empty()) std::filesystem::create_directories(socket_dir, fs_error);
     if (fs_error) return fail(sys_error(fs_error.value(), "create `" + socket_dir.string() + "`"));
 
-    auto host = discover_cgroup_host();
-    if (!host) return fail(host.error().context("discover cgroups"));
+    // Probed before any thread exists: the namespace probes fork.
+    const HostProbe host_probe = probe_host();
+    if (!host_probe.cgroups) return fail(plain_error(host_probe.cgroup_error).context("discover cgroups"));
+    const CgroupHost* host = &*host_probe.cgroups;
     // Declared before the io_context: coroutine frames the io_context still holds when it is
     // destroyed unregister their waits from it.
     WaitRegistry waits;
@@ -93,7 +99,7 @@ int run(const DaemonOptions& options) {
     auto sessions = SessionManager::create(io, manager_config(options), *host);
     if (!sessions) return fail(sessions.error().context("start session manager"));
 
-    Api api(**sessions, waits, ApiOptions{options.policy_dir, options.instance});
+    Api api(**sessions, waits, ApiOptions{options.policy_dir, options.instance, host_probe});
     HttpServer server(io, api);
     server.set_error_log(log_line);
     if (auto status = server.listen_unix(options.socket_path); !status) return fail(status.error());

@@ -30,7 +30,5 @@ struct RunReport {
 
 /// camelCase JSON, as the API uses.
 nlohmann::json to_json(const RunReport& report);
-/// The usage part alone (shared with doctor-style printing).
-nlohmann::json to_json(const ResourceUsage& usage);
 
 }  // namespace corral::cli

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "isolation/host_probe.hpp"
 #include "sessions/session_manager.hpp"
 #include "supervisor/daemon/async_event.hpp"
 #include "supervisor/daemon/auth.hpp"
@@ -24,6 +25,7 @@ namespace corral::daemon {
 struct ApiOptions {
     std::string policy_dir;  ///< extra named policies (*.yaml); "" = none
     std::string instance;    ///< cgroup instance name
+    HostProbe host;          ///< probed once at start-up (forks), served by /v1/health
 };
 
 /// Serves requests against one SessionManager. Event-loop thread only.

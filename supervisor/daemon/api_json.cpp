@@ -1,5 +1,7 @@
 #include "supervisor/daemon/api_json.hpp"
 
+#include "supervisor/reports/report_json.hpp"
+
 #include <ctime>
 
 #include "supervisor/daemon/json_fields.hpp"
@@ -69,21 +71,6 @@ std::string format_time(std::chrono::system_clock::time_point time) {
     return buf;
 }
 
-nlohmann::json usage_json(const ResourceUsage& u) {
-    nlohmann::json j = {{"cpuUserUsec", u.cpu_user_usec},
-                        {"cpuSystemUsec", u.cpu_system_usec},
-                        {"cpuTotalUsec", u.cpu_total_usec},
-                        {"oomKills", u.oom_kills},
-                        {"pidsLimitHits", u.pids_limit_hits}};
-    if (u.memory_current) j["memoryCurrentBytes"] = *u.memory_current;
-    if (u.memory_peak) j["memoryPeakBytes"] = *u.memory_peak;
-    if (u.pids_current) j["pidsCurrent"] = *u.pids_current;
-    if (u.pids_peak) j["pidsPeak"] = *u.pids_peak;
-    if (u.io_read_bytes) j["ioReadBytes"] = *u.io_read_bytes;
-    if (u.io_write_bytes) j["ioWriteBytes"] = *u.io_write_bytes;
-    return j;
-}
-
 namespace {
 
 nlohmann::json stream_stats_json(const StreamStats& s) {
@@ -106,7 +93,7 @@ nlohmann::json process_json(const ProcessInfo& p) {
                         {"signal", nullptr},
                         {"startedAt", format_time(p.started_at)},
                         {"durationMs", p.duration_ms},
-                        {"usage", usage_json(p.usage)},
+                        {"usage", usage_to_json(p.usage)},
                         {"output",
                          {{"stdout", stream_stats_json(p.stdout_stats)},
                           {"stderr", stream_stats_json(p.stderr_stats)}}},
@@ -148,7 +135,7 @@ nlohmann::json session_json(const SessionInfo& s) {
     j["cwd"] = s.cwd;
     j["env"] = s.env;
     j["namespaces"] = s.namespaces;
-    j["usage"] = usage_json(s.usage);
+    j["usage"] = usage_to_json(s.usage);
     j["commandTimeoutMs"] =
         s.command_timeout ? nlohmann::json(s.command_timeout->count()) : nullptr;
     if (!s.end_reason.empty()) j["endReason"] = s.end_reason;

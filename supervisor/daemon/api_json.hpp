@@ -18,8 +18,6 @@ ProcessRequest parse_process_request(std::string_view body);
 /// PATCH env body: {set?: {K: V}, unset?: [K]}.
 EnvPatch parse_env_patch(std::string_view body);
 
-/// cpu/memory/pids/io usage; absent values are omitted.
-nlohmann::json usage_json(const ResourceUsage& usage);
 /// A process record: id, pid, argv, status, exitCode, signal, durationMs, usage, truncated, and
 /// output: {stdout|stderr: {bytes, droppedBytes, truncated, eof}} (run adds the text as
 /// stdout/stderr, or stdoutBase64/stderrBase64 when it is not UTF-8).

@@ -4,39 +4,13 @@
 
 #include <algorithm>
 
-#include "isolation/landlock.hpp"
-#include "isolation/launcher.hpp"
-#include "isolation/limits.hpp"
-#include "isolation/seccomp.hpp"
 #include "policies/policy_parser.hpp"
 #include "policies/presets.hpp"
 #include "supervisor/daemon/api.hpp"
+#include "supervisor/reports/report_json.hpp"
 
 namespace corral::daemon {
 namespace {
-
-nlohmann::json cgroup_json(const CgroupHost& host, const std::string& sessions_path) {
-    nlohmann::json v1 = nlohmann::json::object();
-    for (const auto& [controller, dir] : host.v1_own) v1[controller] = dir;
-    return {{"mode", host.layout == CgroupLayout::unified ? "unified" : "hybrid"},
-            {"v2Mount", host.v2_mount},
-            {"v2Own", host.v2_own},
-            {"v2Controllers", host.v2_controllers},
-            {"v1", std::move(v1)},
-            {"sessions", sessions_path}};
-}
-
-nlohmann::json limits_json(const CgroupHost& host) {
-    auto backend = make_limit_backend(host);
-    nlohmann::json out = {{"backend", backend->name()}};
-    const auto support = backend->support();
-    for (LimitKind kind :
-         {LimitKind::memory, LimitKind::swap, LimitKind::pids, LimitKind::cpu, LimitKind::io}) {
-        const auto cap = support.get(kind);
-        out[limit_name(kind)] = {{"enforceable", cap.enforceable}, {"detail", cap.detail}};
-    }
-    return out;
-}
 
 /// The *.yaml names in the policy directory, sorted.
 std::vector<std::string> policy_files(const std::string& dir) {
@@ -61,17 +35,19 @@ nlohmann::json diagnostics_json(const std::vector<PolicyDiagnostic>& diagnostics
 }  // namespace
 
 asio::awaitable<void> Api::health(Exchange& ex, const RouteParams&, const Caller&) {
-    const auto& host = sessions_.cgroup_host();
-    nlohmann::json layers = {
-        {"cgroupV2Tracking", true},       {"cloneIntoCgroup", clone_into_cgroup_supported()},
-        {"seccomp", seccomp_available()}, {"landlockAbi", landlock_abi_version()},
-        {"limits", limits_json(host)},
-    };
+    // The probe's cgroup part under "cgroup" (with where sessions live), the enforcement layers
+    // (namespaces, seccomp, Landlock, clone-into-cgroup, limits) under "layers".
+    nlohmann::json layers = host_probe_to_json(options_.host);
+    nlohmann::json cgroup = layers["cgroups"];
+    layers.erase("cgroups");
+    cgroup["sessions"] = sessions_.sessions_cgroup_path();
+    layers["cloneIntoCgroup"] = cgroup.value("cloneIntoCgroup", false);
+    layers["limits"] = cgroup.value("limits", nlohmann::json::object());
     nlohmann::json body = {
         {"status", "ok"},
         {"version", CORRAL_VERSION},
         {"instance", options_.instance},
-        {"cgroup", cgroup_json(host, sessions_.sessions_cgroup_path())},
+        {"cgroup", std::move(cgroup)},
         {"layers", std::move(layers)},
         {"sessions", sessions_.list_sessions().size()},
         {"portRange",

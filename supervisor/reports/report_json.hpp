@@ -1,0 +1,20 @@
+#pragma once
+// JSON for the reports that both the command line and the daemon show (camelCase, as the API),
+// so `corral doctor` and GET /v1/health, `corral run --report` and process records agree.
+
+#include <nlohmann/json.hpp>
+
+#include "isolation/cgroup.hpp"
+#include "isolation/host_probe.hpp"
+
+namespace corral {
+
+/// cpuUserUsec, cpuSystemUsec, cpuTotalUsec, memory/pids/io values (null when not measured on
+/// this host), oomKills, pidsLimitHits.
+nlohmann::json usage_to_json(const ResourceUsage& usage);
+
+/// The host probe: cgroups (mode, mounts, kill, clone-into-cgroup, limits), namespaces,
+/// seccomp, landlockAbi, openat2.
+nlohmann::json host_probe_to_json(const HostProbe& probe);
+
+}  // namespace corral
