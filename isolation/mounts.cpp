@@ -176,6 +176,14 @@ void add_readonly_root(Builder& b, const std::vector<std::string>& root_entries)
         b.add(Op::set_readonly, {}, new_path(entry), "read-only " + entry, 0, true);
 }
 
+/// A corral-owned dir beneath a new mount at `target` (/run/user under a fresh /run, a hidden
+/// state dir under a hidden socket dir) is covered by it and can no longer be reached to be made
+/// read-only at the end.
+void forget_covered(std::vector<std::string>& owned_dirs, const std::string& target) {
+    std::erase_if(owned_dirs,
+                  [&](const std::string& dir) { return dir != target && is_within(dir, target); });
+}
+
 Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs) {
     auto resolved = real_path(step.target);
     if (!resolved) return {};  // nothing to hide
@@ -188,6 +196,7 @@ Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& own
         b.add(Op::mount_fs, "tmpfs", new_path(*resolved), what, kTmpfsFlags, false,
               "mode=0755,size=1m");
         b.place(*resolved, true);
+        forget_covered(owned_dirs, *resolved);
         owned_dirs.push_back(*resolved);
     } else {
         b.add(Op::bind, old_path("/dev/null"), new_path(*resolved), what);
@@ -200,9 +209,7 @@ Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& own
 Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs) {
     std::string target = real_path(step.target).value_or(step.target);
     CORRAL_TRY(b.ensure_mount_point(target, true), "");
-    // A hidden dir beneath this tmpfs (/run/user under a fresh /run) is covered by it and can no
-    // longer be reached to be made read-only.
-    std::erase_if(owned_dirs, [&](const std::string& dir) { return dir != target && is_within(dir, target); });
+    forget_covered(owned_dirs, target);
     std::string data = "mode=1777";
     if (step.size != 0) data += ",size=" + std::to_string(step.size);
     b.add(Op::mount_fs, "tmpfs", new_path(target), "mount tmpfs on " + target, kTmpfsFlags, false,

@@ -315,3 +315,21 @@ TEST_F(CorralRun, StrictEnforcementRefusesALimitTheHostCannotEnforce) {
 }
 
 }  // namespace
+
+namespace {
+
+// The daemon hides its state dir and its socket's dir, which may nest (state under the socket
+// dir): a hidden dir covered by a later hidden dir or tmpfs must not break the sandbox.
+TEST_F(CorralRun, NestedHiddenDirectoriesAreHiddenTogether) {
+    fs::create_directories(dir_ / "outer" / "inner");
+    std::ofstream(dir_ / "outer" / "inner" / "secret") << "s";
+    std::ofstream(dir_ / "nested.yaml")
+        << "extends: none\nnamespaces: { mount: true, pid: true }\nfilesystem:\n  hidden: ["
+        << (dir_ / "outer" / "inner").string() << ", " << (dir_ / "outer").string() << "]\n";
+    auto r = corral({"run", "--policy", (dir_ / "nested.yaml").string(), "--cwd", "/", "--", "ls",
+                     "-A", (dir_ / "outer").string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "") << "a hidden directory showed its contents";
+}
+
+}  // namespace
