@@ -66,19 +66,31 @@ Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
     CORRAL_TRY(
         add_binds(plan, "filesystem.read_write", fs.read_write, MountStep::Kind::bind_read_write),
         "");
+    // The workdir is bound after hidden dirs and tmpfs mounts, so that it stays visible when it
+    // lies beneath one (a project under a hidden /home, a cwd under a fresh /tmp). Hidden dirs and
+    // tmpfs mounts beneath the workdir go after it, or the bind would uncover them again.
+    std::vector<MountStep> beneath_workdir;
+    const std::string workdir_inside =
+        workdir.inside_path.empty() ? workdir.host_path : workdir.inside_path;
+    auto place = [&](MountStep step) {
+        bool beneath = !workdir_inside.empty() && step.target != workdir_inside &&
+                       step.target.rfind(workdir_inside + "/", 0) == 0;
+        (beneath ? beneath_workdir : plan).push_back(std::move(step));
+    };
     for (const auto& path : fs.hidden) {
         auto checked = checked_path("filesystem.hidden", path);
         if (!checked) return std::move(checked.error());
         if (*checked == "/") return plain_error("filesystem.hidden: cannot hide `/`");
-        plan.push_back(MountStep{MountStep::Kind::hide, "", *checked, 0});
+        place(MountStep{MountStep::Kind::hide, "", *checked, 0});
     }
     for (const auto& [path, size] : fs.tmpfs) {
         auto checked = checked_path("filesystem.tmpfs", path);
         if (!checked) return std::move(checked.error());
         if (*checked == "/") return plain_error("filesystem.tmpfs: cannot replace `/`");
-        plan.push_back(MountStep{MountStep::Kind::tmpfs, "", *checked, size});
+        place(MountStep{MountStep::Kind::tmpfs, "", *checked, size});
     }
     CORRAL_TRY(add_workdir(plan, workdir), "");
+    plan.insert(plan.end(), beneath_workdir.begin(), beneath_workdir.end());
     plan.push_back(MountStep{MountStep::Kind::dev, "", "/dev", 0});
     // A fresh sysfs shows the network devices of the namespace that mounts it; the host's /sys
     // would list the host's interfaces under /sys/class/net.

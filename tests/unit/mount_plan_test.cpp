@@ -39,6 +39,25 @@ TEST(MountPlan, DefaultLikePolicyCompilesToOrderedSteps) {
     EXPECT_EQ(*plan, expected);
 }
 
+TEST(MountPlan, HiddenAndTmpfsBeneathTheWorkdirComeAfterItsBind) {
+    Policy policy = isolated_policy();
+    policy.filesystem.hidden = {"/home", "/home/u/proj/.secrets"};
+    policy.filesystem.tmpfs = {{"/home/u/proj/cache", 0}};
+    auto plan = compile_mount_plan(policy, {"/home/u/proj", "/home/u/proj"});
+    ASSERT_TRUE(plan.ok()) << plan.error().describe();
+    auto index_of = [&](Kind kind, const std::string& target) {
+        for (size_t i = 0; i < plan->size(); ++i)
+            if ((*plan)[i].kind == kind && (*plan)[i].target == target) return i;
+        return plan->size();
+    };
+    size_t workdir = index_of(Kind::bind_read_write, "/home/u/proj");
+    ASSERT_LT(workdir, plan->size());
+    EXPECT_LT(index_of(Kind::hide, "/home"), workdir) << "the workdir must stay visible";
+    EXPECT_GT(index_of(Kind::hide, "/home/u/proj/.secrets"), workdir) << "or the bind uncovers it";
+    EXPECT_GT(index_of(Kind::tmpfs, "/home/u/proj/cache"), workdir);
+    EXPECT_LT(index_of(Kind::tmpfs, "/home/u/proj/cache"), plan->size());
+}
+
 TEST(MountPlan, DescribesOneLinePerStep) {
     auto plan = compile_mount_plan(isolated_policy(), {"/srv/corral/s1", "/workspace"});
     ASSERT_TRUE(plan.ok());
