@@ -38,6 +38,7 @@ const std::vector<Api::Route>& Api::routes() {
         {"GET", "/v1/sessions/{sid}/ports", A::session_use, &Api::list_ports},
         {"DELETE", "/v1/sessions/{sid}/ports/{port}", A::session_admin, &Api::release_port},
         {"GET", "/v1/sessions/{sid}/ports/{port}/endpoint", A::session_use, &Api::port_endpoint},
+        {"GET", "/v1/sessions/{sid}/ports/{port}/wait", A::session_use, &Api::wait_port},
     };
     return table;
 }

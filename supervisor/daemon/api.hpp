@@ -81,6 +81,7 @@ class Api {
     // api_ports.cpp
     asio::awaitable<void> lease_port(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> list_ports(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> wait_port(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> release_port(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> port_endpoint(Exchange&, const RouteParams&, const Caller&);
 

@@ -1,4 +1,4 @@
-// Port endpoints: lease, list, release, endpoint URL.
+// Port endpoints: lease, list, release, endpoint URL, wait until something inside accepts.
 
 #include <charconv>
 
@@ -50,6 +50,23 @@ asio::awaitable<void> Api::port_endpoint(Exchange& ex, const RouteParams& params
     const std::string protocol = it == ex.query().end() ? "http" : it->second;
     auto url = take(sessions_.port_endpoint(params.at("sid"), port, protocol));
     nlohmann::json reply = {{"port", port}, {"protocol", protocol}, {"url", url}};
+    co_await ex.send_json(200, reply);
+}
+
+asio::awaitable<void> Api::wait_port(Exchange& ex, const RouteParams& params, const Caller&) {
+    const uint16_t port = port_param(params);
+    Millis timeout{30000};
+    if (auto ms = query_number(ex, "timeoutMs")) timeout = Millis(*ms);
+    auto event = std::make_shared<AsyncEvent<Status>>(co_await asio::this_coro::executor, waits_);
+    WaitHandle handle = sessions_.async_wait_port(
+        params.at("sid"), port, timeout, [weak = std::weak_ptr(event)](Status status) {
+            if (auto e = weak.lock()) e->set(std::move(status));
+        });
+    auto outcome = co_await event->wait();
+    if (!outcome)
+        throw ApiFailure({503, "shutting_down", "the daemon is shutting down", nullptr});
+    check(*outcome);
+    nlohmann::json reply = {{"port", port}, {"ready", true}};
     co_await ex.send_json(200, reply);
 }
 

@@ -587,6 +587,23 @@ TEST_F(DaemonApi, Files_100MiBRoundTripIsByteExact) {
 
 // --- ports ------------------------------------------------------------------------------------
 
+TEST_F(DaemonApi, Ports_WaitReturnsOnceSomethingAcceptsAndTimesOutBefore) {
+    auto c = client();
+    const auto base = s(create_session(c));
+    auto lease = c.request("POST", base + "/ports");
+    ASSERT_EQ(lease.status, 201u) << lease.body;
+    const std::string port = std::to_string(lease.json()["port"].get<int>());
+    auto early = c.get(base + "/ports/" + port + "/wait?timeoutMs=200");
+    EXPECT_EQ(early.status, 504u) << "nothing listens yet: " << early.body;
+    auto server = c.post(base + "/processes",
+                         {{"argv", {"python3", "-m", "http.server", "--bind", "127.0.0.1", port}}});
+    ASSERT_EQ(server.status, 201u) << server.body;
+    auto ready = c.get(base + "/ports/" + port + "/wait?timeoutMs=20000");
+    ASSERT_EQ(ready.status, 200u) << ready.body;
+    EXPECT_EQ(ready.json()["ready"], true);
+    EXPECT_EQ(c.get(base + "/ports/1/wait?timeoutMs=10").status, 404u) << "a port it does not hold";
+}
+
 TEST_F(DaemonApi, Ports_LeaseListEndpointRelease) {
     auto c = client();
     const auto base = s(create_session(c));
