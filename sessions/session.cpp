@@ -107,6 +107,7 @@ Status Session::create_kernel_resources() {
     sandbox_ = std::move(*sandbox);
     if (sandbox_.active()) context_.reaper.add_owned(sandbox_.holder_pid());
     CORRAL_TRY(start_network(), "network");
+    watch_oom_group();
     return {};
 }
 
@@ -212,7 +213,8 @@ bool Session::any_process_running() const {
 
 void Session::on_process_finished(Process&) {
     if (state_ == SessionState::active) {
-        arm_idle_timer();
+        end_if_oom_group_hit();
+        if (state_ == SessionState::active) arm_idle_timer();
     } else if (state_ == SessionState::ending) {
         finalize_if_done();
     }

@@ -127,6 +127,11 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string resolve_cwd(const std::string& cwd, const std::string& base) const;
     std::vector<std::string> process_env(const std::map<std::string, std::string>& extra) const;
     void on_process_finished(Process& process);
+    // session_oom_group.cpp
+    void watch_oom_group();
+    void arm_oom_watcher(std::shared_ptr<boost::asio::posix::stream_descriptor> watcher);
+    void end_if_oom_group_hit();
+    void stop_oom_watch();
     void arm_session_timer();
     void arm_idle_timer();
     bool any_process_running() const;
@@ -161,6 +166,8 @@ class Session : public std::enable_shared_from_this<Session> {
     SessionDirectory directory_;
     Cgroup cgroup_;
     std::unique_ptr<SessionLimits> limits_;
+    /// Limit event fds watched when the kernel cannot end the session on OOM itself (v1).
+    std::vector<std::shared_ptr<boost::asio::posix::stream_descriptor>> oom_watchers_;
     Cgroup holder_cgroup_;
     Sandbox sandbox_;
     Confinement confinement_;

@@ -42,6 +42,7 @@ void Session::end(std::string reason, EndHandler handler) {
     if (handler) end_handlers_.emplace_back(std::move(handler), false);
     session_timer_.cancel();
     idle_timer_.cancel();
+    stop_oom_watch();
 
     report_ = EndSessionReport{};
     report_.id = id_;

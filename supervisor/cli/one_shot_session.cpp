@@ -187,10 +187,20 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
         if (!kill_at) kill_at = Clock::now() + policy.timeouts.grace;
     };
 
+    // limits.oom_group where the kernel cannot do it (v1): the first OOM kill ends the session.
+    std::vector<pollfd> fds = {{main->pidfd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+    if (res.limits->supervisor_must_end_session_on_oom())
+        for (int fd : res.limits->event_fds()) fds.push_back({fd, POLLIN, 0});
+
     while (!status) {
         int wait_ms = remaining_ms(kill_at ? kill_at : timeout_at);
-        pollfd fds[2] = {{main->pidfd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
-        if (poll(fds, 2, wait_ms) < 0 && errno != EINTR) break;
+        if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
+        bool limit_event = false;
+        for (size_t i = 2; i < fds.size(); ++i) limit_event |= (fds[i].revents & POLLIN) != 0;
+        if (limit_event && res.limits->read_events().oom_kills > 0) {
+            ending.oom_event = true;
+            (void)res.main_leaf.kill_all();
+        }
         while (int sig = signals.next()) {
             if (sig == SIGCHLD) {
                 reap_orphans(main->pid(), res.sandbox.holder_pid());

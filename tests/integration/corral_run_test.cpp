@@ -333,3 +333,21 @@ TEST_F(CorralRun, NestedHiddenDirectoriesAreHiddenTogether) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(CorralRun, OomGroupEndsTheWholeSessionOnTheFirstOomKill) {
+    std::ofstream(dir_ / "group.yaml")
+        << "extends: default\nlimits: { memory: 64Mi, oom_group: true }\n";
+    auto started = std::chrono::steady_clock::now();
+    // Only a background child allocates; without oom_group the main process would sleep on.
+    auto r = corral({"run", "--policy", (dir_ / "group.yaml").string(), "--timeout", "60s",
+                     "--report", "report.json", "--", "sh", "-c",
+                     probe() + " alloc 512 & sleep 100"});
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(50));
+    auto rep = report();
+    EXPECT_EQ(rep["status"], "oom") << rep.dump();
+    EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+}
+
+}  // namespace

@@ -583,6 +583,26 @@ TEST_F(SessionManagerTest, SessionManager_MemoryLimitKillReportsOom) {
     end(sid);
 }
 
+// limits.oom_group: one OOM kill ends every process of the session, the sleeping sibling too.
+TEST_F(SessionManagerTest, SessionManager_OomGroupEndsTheWholeSession) {
+    CreateSessionRequest request;
+    request.policy_yaml = "name: group\nextends: none\nlimits: { memory: 32Mi, oom_group: true }\n";
+    auto created = manager_->create_session(request);
+    if (!created)
+        GTEST_SKIP() << "memory limit not enforceable here: " << created.error().describe();
+    const std::string sid = created->info.id;
+    ASSERT_TRUE(manager_->start_process(sid, ProcessRequest{.argv = {"sleep", "1000"}}));
+    ASSERT_TRUE(manager_->start_process(
+        sid, ProcessRequest{.command = "x=$(head -c 200M /dev/zero | tr '\\0' a)"}));
+    EXPECT_TRUE(run_until([&] {
+        auto info = manager_->get_session(sid);
+        return info && info->state == SessionState::ended;
+    })) << "the session outlived an OOM kill";
+    auto info = manager_->get_session(sid);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->end_reason, "oom");
+}
+
 TEST_F(SessionManagerTest, SessionManager_DestructionEndsEverythingStillRunning) {
     CreatedSession plain = create("none");
     CreatedSession isolated = create("default");
