@@ -211,16 +211,22 @@ class HybridSessionLimits : public SessionLimits {
 
 class HybridV1Backend : public LimitBackend {
   public:
-    explicit HybridV1Backend(CgroupHost host) : host_(std::move(host)) { probe(); }
+    explicit HybridV1Backend(CgroupHost host) : host_(std::move(host)) {}
 
     std::string name() const override { return "hybrid-v1"; }
-    LimitSupport support() const override { return support_; }
+    LimitSupport support() const override {
+        ensure_probed();
+        return support_;
+    }
 
     Result<std::unique_ptr<SessionLimits>> apply(const Cgroup& session_cgroup,
                                                  const std::string& session_name,
                                                  const Limits& limits,
                                                  Enforcement enforcement) const override {
         EnforcementLedger ledger(enforcement);
+        // A session without limits needs no v1 cgroup, so no probe either (it creates and
+        // removes a cgroup in every v1 hierarchy: a cost `corral run --policy none` should not pay).
+        if (!requested_limits(limits).empty()) ensure_probed();
         CORRAL_TRY(ledger.check_supported(support_, limits), "apply limits");
         std::vector<V1Cgroup> created;
         // If anything below fails, the cgroups created so far are removed by this guard.
@@ -254,7 +260,13 @@ class HybridV1Backend : public LimitBackend {
   private:
     // Which v1 limit files exist is only visible in a non-root cgroup (root cgroups have no
     // limit files), so probe with a short-lived child of each of our v1 cgroups.
-    void probe() {
+    void ensure_probed() const {
+        if (probed_) return;
+        probe();
+        probed_ = true;
+    }
+
+    void probe() const {
         bool swap_active = host_swap_active();
         bool weighted_io = host_has_weighted_io_scheduler();
         std::map<std::string, std::set<std::string>> files;
@@ -392,8 +404,9 @@ class HybridV1Backend : public LimitBackend {
     }
 
     CgroupHost host_;
-    LimitSupport support_;
-    std::string io_file_;
+    mutable LimitSupport support_;  // filled by the first ensure_probed()
+    mutable bool probed_ = false;
+    mutable std::string io_file_;
 };
 
 }  // namespace

@@ -131,6 +131,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void watch_oom_group();
     void arm_oom_watcher(std::shared_ptr<boost::asio::posix::stream_descriptor> watcher);
     void end_if_oom_group_hit();
+    void recheck_oom_group(int attempts);
     void stop_oom_watch();
     void arm_session_timer();
     void arm_idle_timer();

@@ -27,8 +27,9 @@ void Session::arm_oom_watcher(std::shared_ptr<boost::asio::posix::stream_descrip
                             auto self = weak.lock();
                             if (error || !self || self->state_ != SessionState::active) return;
                             self->end_if_oom_group_hit();
-                            if (self->state_ == SessionState::active)
-                                self->arm_oom_watcher(watcher);
+                            if (self->state_ != SessionState::active) return;
+                            self->arm_oom_watcher(watcher);
+                            self->recheck_oom_group(50);
                         });
 }
 
@@ -39,6 +40,20 @@ void Session::end_if_oom_group_hit() {
     if (limits_->read_events().oom_kills == 0) return;
     (void)cgroup_.kill_all();  // together, as memory.oom.group would: no grace period
     end("oom", nullptr);
+}
+
+// The v1 OOM notification comes when the cgroup hits OOM, just before the kill is counted, and
+// reading the counters drained it: look again a few times shortly after.
+void Session::recheck_oom_group(int attempts) {
+    if (attempts <= 0) return;
+    auto timer = std::make_shared<boost::asio::steady_timer>(context_.io, std::chrono::milliseconds(20));
+    std::weak_ptr<Session> weak = weak_from_this();
+    timer->async_wait([weak, timer, attempts](const boost::system::error_code& error) {
+        auto self = weak.lock();
+        if (error || !self || self->state_ != SessionState::active) return;
+        self->end_if_oom_group_hit();
+        if (self->state_ == SessionState::active) self->recheck_oom_group(attempts - 1);
+    });
 }
 
 void Session::stop_oom_watch() {

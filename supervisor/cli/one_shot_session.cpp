@@ -192,14 +192,29 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     if (res.limits->supervisor_must_end_session_on_oom())
         for (int fd : res.limits->event_fds()) fds.push_back({fd, POLLIN, 0});
 
+    // The v1 OOM notification comes when the cgroup hits OOM, just before the kill is counted:
+    // after an event with no kill yet, look again a few times shortly after.
+    std::optional<Clock::time_point> oom_recheck_at;
+    int oom_rechecks_left = 0;
+
     while (!status) {
         int wait_ms = remaining_ms(kill_at ? kill_at : timeout_at);
+        if (oom_recheck_at) {
+            int recheck_ms = remaining_ms(oom_recheck_at);
+            wait_ms = wait_ms < 0 ? recheck_ms : std::min(wait_ms, recheck_ms);
+        }
         if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
         bool limit_event = false;
         for (size_t i = 2; i < fds.size(); ++i) limit_event |= (fds[i].revents & POLLIN) != 0;
-        if (limit_event && res.limits->read_events().oom_kills > 0) {
-            ending.oom_event = true;
-            (void)res.main_leaf.kill_all();
+        if (limit_event) oom_rechecks_left = 50;
+        if (limit_event || (oom_recheck_at && Clock::now() >= *oom_recheck_at)) {
+            oom_recheck_at.reset();
+            if (res.limits->read_events().oom_kills > 0) {
+                ending.oom_event = true;
+                (void)res.main_leaf.kill_all();
+            } else if (oom_rechecks_left-- > 0) {
+                oom_recheck_at = Clock::now() + Millis(20);
+            }
         }
         while (int sig = signals.next()) {
             if (sig == SIGCHLD) {
