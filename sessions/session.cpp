@@ -313,6 +313,7 @@ SessionInfo Session::info() const {
         if (ns.network == NetworkMode::isolated) info.namespaces.push_back("net");
     }
     info.ports = ports();
+    if (limits_) info.not_enforced = limits_->not_enforced();
     for (const auto& process : processes()) info.processes.push_back(process->info());
     if (state_ == SessionState::ended) {
         info.usage = final_usage_;

@@ -135,6 +135,8 @@ struct SessionInfo {
     std::vector<ProcessInfo> processes;
     ResourceUsage usage;          ///< whole session subtree (final once ended)
     size_t processes_killed = 0;  ///< set when ended
+    /// Limits the policy asked for that this host does not enforce (best-effort), with reasons.
+    std::vector<std::string> not_enforced;
 };
 
 /// A new session with its two tokens (returned only once, at creation).

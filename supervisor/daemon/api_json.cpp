@@ -135,6 +135,7 @@ nlohmann::json session_json(const SessionInfo& s) {
     j["cwd"] = s.cwd;
     j["env"] = s.env;
     j["namespaces"] = s.namespaces;
+    j["notEnforced"] = s.not_enforced;
     j["usage"] = usage_to_json(s.usage);
     j["commandTimeoutMs"] =
         s.command_timeout ? nlohmann::json(s.command_timeout->count()) : nullptr;
