@@ -75,6 +75,7 @@ std::string client_commands_usage() {
   corral kill SID PROC [--signal TERM]   without --signal: kills the process and all its descendants
   corral cp LOCAL SID:PATH | corral cp SID:PATH LOCAL     streamed; LOCAL may be - (stdin/stdout)
   corral port lease SID | port ls SID | port rm SID PORT | port endpoint SID PORT [--ws]
+  corral port wait SID PORT [--timeout 30s]
 
   Every client command takes --socket PATH|tcp://127.0.0.1:PORT (default $CORRAL_SOCKET, else
   /run/corral/corrald.sock) and --token TOKEN (default $CORRAL_TOKEN; required over TCP).

@@ -1,4 +1,4 @@
-// `corral port lease|ls|rm|endpoint`: host loopback ports leased to a session.
+// `corral port lease|ls|rm|endpoint|wait`: host loopback ports leased to a session.
 
 #include <ostream>
 
@@ -104,6 +104,34 @@ int port_endpoint(const std::vector<std::string>& args, ClientIo& io) {
     return client_exit::kOk;
 }
 
+/// Blocks until something in the session accepts connections on PORT (exit 0), or the timeout
+/// passes (the daemon answers 504; exit 1 with its message).
+int wait_port(const std::vector<std::string>& args, ClientIo& io) {
+    ArgsSpec spec{"port wait",
+                  {{"--timeout", true}, {"--json", false}},
+                  2,
+                  2,
+                  {"SID", "PORT"},
+                  false,
+                  "corral port wait SID PORT [--timeout 30s] [--json]"};
+    auto prepared = prepare_command(args, spec, io);
+    if (!prepared) return report_usage_error(prepared.error(), io.err);
+    const auto& words = prepared->args.positionals;
+    if (auto valid = check_port("port wait", words[1]); !valid)
+        return report_usage_error(valid.error(), io.err);
+    std::string query;
+    if (auto timeout = prepared->args.value("--timeout")) {
+        auto ms = parse_duration_ms("--timeout", *timeout);
+        if (!ms) return report_usage_error(ms.error(), io.err);
+        query = "?timeoutMs=" + std::to_string(*ms);
+    }
+    auto reply = call_api(prepared->client, "GET", ports_path(words[0]) + "/" + words[1] + "/wait" + query);
+    if (int code = failure_code(reply, io.err)) return code;
+    if (prepared->args.flag("--json")) print_json(io.out, reply->body);
+    else io.out << "port " << words[1] << " accepts connections\n";
+    return client_exit::kOk;
+}
+
 }  // namespace
 
 int run_port_command(const std::vector<std::string>& args, ClientIo& io) {
@@ -112,9 +140,10 @@ int run_port_command(const std::vector<std::string>& args, ClientIo& io) {
     if (verb == "ls" || verb == "list") return list_ports(rest, io);
     if (verb == "rm" || verb == "release") return release_port(rest, io);
     if (verb == "endpoint") return port_endpoint(rest, io);
+    if (verb == "wait") return wait_port(rest, io);
     io.err << "corral port: "
            << (verb.empty() ? "missing subcommand" : "unknown subcommand `" + verb + "`")
-           << "\nusage: corral port lease|ls|rm|endpoint ...\n";
+           << "\nusage: corral port lease|ls|rm|endpoint|wait ...\n";
     return client_exit::kUsage;
 }
 

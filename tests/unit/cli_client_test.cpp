@@ -305,6 +305,8 @@ TEST(ClientCommands, BadArgumentsAreUsageErrorsNamingTheProblem) {
         {{"port"}, 2, "missing subcommand"},
         {{"port", "rm", "s1", "http"}, 2, "bad port `http`"},
         {{"port", "endpoint", "s1", "70000"}, 2, "bad port `70000`"},
+        {{"port", "wait", "s1", "0"}, 2, "bad port `0`"},
+        {{"port", "wait", "s1", "80", "--timeout", "soon"}, 2, "--timeout"},
         {{"ps", "s1", "--socket", "tcp://nowhere"}, 2, "bad daemon address"},
     };
     for (const auto& c : cases) {
