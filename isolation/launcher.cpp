@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "base/file_io.hpp"
+#include "base/pipe.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
 #include "isolation/namespaces.hpp"
@@ -202,16 +203,6 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
 
 // ---- parent side ----
 
-struct Pipe {
-    UniqueFd read;
-    UniqueFd write;
-};
-
-Result<Pipe> make_pipe() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe2");
-    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
 
 Result<UniqueFd> pidfd_open(pid_t pid) {
     int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
@@ -243,8 +234,8 @@ Result<PidRef> start_first_child(const LaunchSpec& spec, ChildPlan& plan, int re
     if (!release) return std::move(release.error());
     pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
     if (pid < 0) return sys_error("clone");
-    if (pid == 0) first_child(spec, plan, report_fd, release->read.get());
-    release->read.reset();
+    if (pid == 0) first_child(spec, plan, report_fd, release->read_end.get());
+    release->read_end.reset();
     auto fd = pidfd_open(pid);
     PidRef child(pid, fd ? std::move(*fd) : UniqueFd());
     auto attached = write_file(spec.cgroup_fd, "cgroup.procs", std::to_string(pid));
@@ -253,7 +244,7 @@ Result<PidRef> start_first_child(const LaunchSpec& spec, ChildPlan& plan, int re
         reap(child);
         return std::move(attached.error().context("move the new process into its cgroup"));
     }
-    if (::write(release->write.get(), "1", 1) != 1) {
+    if (::write(release->write_end.get(), "1", 1) != 1) {
         (void)child.send_signal(SIGKILL);
         reap(child);
         return sys_error("release the new process");
@@ -293,19 +284,19 @@ Result<PidRef> launch(const LaunchSpec& spec) {
 
     auto pipe = make_pipe();
     if (!pipe) return std::move(pipe.error());
-    auto first = start_first_child(spec, plan, pipe->write.get());
-    pipe->write.reset();  // EOF once every child copy has exec'd or exited
+    auto first = start_first_child(spec, plan, pipe->write_end.get());
+    pipe->write_end.reset();  // EOF once every child copy has exec'd or exited
     if (!first) return std::move(first.error());
 
     PidRef child;
     if (spec.namespace_holder_pidfd >= 0) {
-        auto real = collect_real_child(*first, pipe->read.get());
+        auto real = collect_real_child(*first, pipe->read_end.get());
         if (!real) return std::move(real.error());
         child = std::move(*real);
     } else {
         child = std::move(*first);
     }
-    auto report = read_report(pipe->read.get());
+    auto report = read_report(pipe->read_end.get());
     if (!report) {
         (void)child.send_signal(SIGKILL);
         reap(child);

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "base/pipe.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
 #include "isolation/mounts.hpp"
@@ -98,16 +99,6 @@ Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workd
     return plan;
 }
 
-struct Pipe {
-    UniqueFd read;
-    UniqueFd write;
-};
-
-Result<Pipe> make_pipe() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe2");
-    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
 
 /// Kills and reaps a holder that did not come up.
 void discard(PidRef& holder) {
@@ -156,8 +147,8 @@ Result<Sandbox> Sandbox::create(const Policy& policy, const Cgroup& holder_cgrou
         if (!made) return std::move(made.error());
         go = std::move(*made);
     }
-    plan->report_fd = report->write.get();
-    plan->go_fd = go.read.get();
+    plan->report_fd = report->write_end.get();
+    plan->go_fd = go.read_end.get();
 
     int pidfd = -1;
     pid_t pid =
@@ -165,20 +156,20 @@ Result<Sandbox> Sandbox::create(const Policy& policy, const Cgroup& holder_cgrou
     if (pid < 0) return sys_error("clone3 namespace holder");
     if (pid == 0) holder_main(*plan);
     PidRef holder(pid, UniqueFd(pidfd));
-    report->write.reset();
-    go.read.reset();
+    report->write_end.reset();
+    go.read_end.reset();
 
     if (flags & CLONE_NEWUSER) {
         uid_t uid = policy.user.inherit ? ::geteuid() : policy.user.uid;
         gid_t gid = policy.user.inherit ? ::getegid() : policy.user.gid;
         auto mapped = write_id_maps(pid, uid, gid);
-        if (!mapped || ::write(go.write.get(), "1", 1) != 1) {
+        if (!mapped || ::write(go.write_end.get(), "1", 1) != 1) {
             discard(holder);
             if (!mapped) return std::move(mapped.error().context("namespace holder"));
             return sys_error("namespace holder: release");
         }
     }
-    auto message = read_report(report->read.get());
+    auto message = read_report(report->read_end.get());
     if (!message || !*message || (*message)->kind != ChildReport::ready) {
         discard(holder);
         if (!message) return std::move(message.error().context("namespace holder"));

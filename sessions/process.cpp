@@ -8,23 +8,13 @@
 #include <algorithm>
 #include <csignal>
 
+#include "base/pipe.hpp"
 #include "isolation/launcher.hpp"
 #include "sessions/child_reaper.hpp"
 
 namespace corral {
 namespace {
 
-struct Pipe {
-    UniqueFd read_end;
-    UniqueFd write_end;
-};
-
-/// A CLOEXEC pipe (the launcher dup2()s the child's end onto 0/1/2, which clears CLOEXEC there).
-Result<Pipe> make_pipe() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe2");
-    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
 
 Status set_nonblocking(int fd) {
     const int flags = ::fcntl(fd, F_GETFL);
