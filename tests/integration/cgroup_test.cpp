@@ -1,5 +1,6 @@
 // The v2 cgroup handle against the real kernel (root): a session's whole process tree, including
 // double-forked setsid daemons and trees that fork in a loop, is killed as one and removed.
+#include "tests/integration/support/test_helpers.hpp"
 #include "isolation/cgroup.hpp"
 
 #include <fcntl.h>
@@ -21,17 +22,13 @@
 namespace corral {
 namespace {
 
+using test_support::drain;
+using test_support::exists;
+using test_support::unique_name;
+
 using namespace std::chrono_literals;
 
-std::string unique_name() {
-    static std::atomic<int> counter{0};
-    return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-}
 
-bool exists(const std::string& path) {
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0;
-}
 
 /// Creates an owned test cgroup under our own v2 cgroup; the Cgroup's destructor removes it
 /// even when an assertion fails, and TearDown checks nothing is left.

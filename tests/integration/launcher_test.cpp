@@ -1,6 +1,7 @@
 // The launcher against the real kernel (root): a process is in its leaf cgroup from its first
 // instruction, setup failures come back as "step: errno", output flows through the given fds and
 // exit codes and signals come back through the PidRef.
+#include "tests/integration/support/test_helpers.hpp"
 #include "isolation/launcher.hpp"
 
 #include <fcntl.h>
@@ -16,23 +17,11 @@
 namespace corral {
 namespace {
 
-std::string unique_name() {
-    static std::atomic<int> counter{0};
-    return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-}
+using test_support::drain;
+using test_support::exists;
+using test_support::unique_name;
 
-/// Reads a pipe to EOF.
-std::string drain(int fd) {
-    std::string out;
-    char buf[4096];
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-}
+
 
 class LauncherTest : public ::testing::Test {
   protected:

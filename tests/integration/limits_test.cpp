@@ -1,6 +1,7 @@
 // Limits against the real kernel (root), with the backend this host gets (hybrid-v1 here: the
 // v2 tree tracks and kills, v1 controllers enforce). Every test's cgroups, v1 and v2, are
 // removed even when an assertion fails, and TearDown checks that nothing is left anywhere.
+#include "tests/integration/support/test_helpers.hpp"
 #include "isolation/limits.hpp"
 
 #include <fcntl.h>
@@ -24,17 +25,13 @@
 namespace corral {
 namespace {
 
+using test_support::drain;
+using test_support::exists;
+using test_support::unique_name;
+
 using namespace std::chrono_literals;
 
-std::string unique_name() {
-    static std::atomic<int> counter{0};
-    return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-}
 
-bool exists(const std::string& path) {
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0;
-}
 
 double monotonic_seconds() {
     timespec ts{};

@@ -1,6 +1,7 @@
 // The namespace holder against the real kernel (root): processes launched into a session's
 // sandbox see only the session's pids, the policy's filesystem view (hidden /home, read-only
 // /usr, a writable workdir), a network namespace with only `lo` (up), and the policy's hostname.
+#include "tests/integration/support/test_helpers.hpp"
 #include "isolation/sandbox.hpp"
 
 #include <arpa/inet.h>
@@ -22,22 +23,11 @@
 namespace corral {
 namespace {
 
-std::string unique_name() {
-    static std::atomic<int> counter{0};
-    return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-}
+using test_support::drain;
+using test_support::exists;
+using test_support::unique_name;
 
-std::string drain(int fd) {
-    std::string out;
-    char buf[4096];
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-}
+
 
 Policy default_like_policy() {
     Policy policy;

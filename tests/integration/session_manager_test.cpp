@@ -2,6 +2,7 @@
 // from presets, commands and their output, daemons that double-fork away and are still gone after
 // the session ends, per-process kill that spares siblings, bounded output, timeouts, many sessions
 // at once, and nothing left in the cgroup tree or the state dir afterwards.
+#include "tests/integration/support/test_helpers.hpp"
 #include "sessions/session_manager.hpp"
 
 #include <dirent.h>
@@ -19,6 +20,10 @@
 namespace corral {
 namespace {
 
+using test_support::drain;
+using test_support::exists;
+using test_support::unique_name;
+
 using namespace std::chrono_literals;
 
 std::string unique_instance() {
@@ -26,10 +31,6 @@ std::string unique_instance() {
     return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
 }
 
-bool exists(const std::string& path) {
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0;
-}
 
 /// Subdirectories of a cgroup directory (child cgroups).
 std::vector<std::string> child_cgroups(const std::string& dir) {
