@@ -296,14 +296,16 @@ Status Cgroup::attach(pid_t pid) const {
 Status Cgroup::remove(std::chrono::milliseconds timeout) {
     if (!valid()) return {};
     if (!owned_) return plain_error("refusing to remove cgroup `" + path_ + "`: not created by us");
-    if (::faccessat(dir_.get(), "cgroup.events", F_OK, 0) != 0 && errno == ENOENT) {
-        dir_.reset();  // already removed (e.g. by a parent's remove())
+    UniqueFd parent(::open(parent_of(path_).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!parent) return sys_error("open `" + parent_of(path_) + "`");
+    // The common case, a cgroup already empty and without children, is one rmdir; the kernel
+    // refuses it (EBUSY) while any process or child cgroup is left, and then we end the subtree.
+    if (::unlinkat(parent.get(), base_name(path_).c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) {
+        dir_.reset();  // removed now, or already (e.g. by a parent's remove())
         return {};
     }
     CORRAL_TRY(kill_all(), "remove cgroup");
     CORRAL_TRY(wait_until_empty(timeout), "remove cgroup");
-    UniqueFd parent(::open(parent_of(path_).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!parent) return sys_error("open `" + parent_of(path_) + "`");
     CORRAL_TRY(remove_tree(parent.get(), base_name(path_), path_), "remove cgroup");
     dir_.reset();
     return {};

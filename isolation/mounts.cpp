@@ -57,11 +57,21 @@ struct Placed {
     std::string source;  ///< host path shown there (binds)
 };
 
+/// What the new root starts as.
+enum class RootKind {
+    host_bind,  ///< one recursive bind of the host's `/`: a few mounts, whatever the host has
+    synthetic,  ///< a corral tmpfs with one bind per top-level host entry, so top-level mount
+                ///< points the host lacks (/workspace) can be created without touching the host
+};
+
 /// Builds the operations, tracking what is mounted where so each new mount point is either
 /// known to exist or created in a corral-owned tmpfs.
 class Builder {
   public:
     std::vector<MountOp> ops;
+    /// Set when a mount point is missing directly beneath a host-bound root: the plan needs the
+    /// synthetic root.
+    bool needs_synthetic_root = false;
 
     void add(Op kind, std::string source, std::string target, std::string step,
              unsigned long flags = 0, bool recursive = false, std::string data = {}) {
@@ -97,14 +107,24 @@ class Builder {
         std::string rest = target.substr(covering->target == "/" ? 0 : covering->target.size());
         std::string on_host = covering->source == "/" ? rest : covering->source + rest;
         struct stat st;
-        if (::stat(on_host.c_str(), &st) != 0)
+        if (::stat(on_host.c_str(), &st) != 0) {
+            int saved = errno;
+            if (covering->target == "/" && top_level_missing(target)) needs_synthetic_root = true;
+            errno = saved;
             return sys_error("mount point `" + target +
                              "` does not exist (corral never creates it on the host)");
+        }
         return {};
     }
 
   private:
     std::vector<Placed> placed_;
+
+    static bool top_level_missing(const std::string& target) {
+        std::string top = target.substr(0, target.find('/', 1));
+        struct stat st;
+        return ::lstat(top.c_str(), &st) != 0 && errno == ENOENT;
+    }
 };
 
 void add_staging(Builder& b) {
@@ -117,11 +137,16 @@ void add_staging(Builder& b) {
           "pivot_root to staging");
     b.add(Op::mount_fs, "tmpfs", kNewRoot, "mount root tmpfs", kTmpfsFlags, false,
           "mode=0755,size=1m");
-    b.place("/", true);
+}
+
+void add_host_root(Builder& b) {
+    b.add(Op::bind, kOldRoot, kNewRoot, "bind /", 0, true);
+    b.place("/", false, "/");
 }
 
 /// One bind per top-level host entry; returns the bound names (for a read-only "/").
 Result<std::vector<std::string>> add_root_entries(Builder& b) {
+    b.place("/", true);
     std::vector<std::string> bound;
     struct CloseDir {
         void operator()(DIR* d) const { ::closedir(d); }
@@ -351,20 +376,25 @@ bool run_op(const MountOp& op) noexcept {
     return false;
 }
 
-}  // namespace
-
-Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan) {
-    Builder b;
-    if (plan.empty()) return PreparedMounts{};
+/// The operations of `plan` on a root of the given kind. `b.needs_synthetic_root` tells a
+/// failure the other kind of root would not have.
+Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan, RootKind root) {
     add_staging(b);
-    auto root_entries = add_root_entries(b);
-    if (!root_entries) return std::move(root_entries.error());
-    std::vector<std::string> owned_dirs = {"/"};
+    std::vector<std::string> root_entries = {"/"};
+    std::vector<std::string> owned_dirs;
+    if (root == RootKind::host_bind) {
+        add_host_root(b);
+    } else {
+        auto entries = add_root_entries(b);
+        if (!entries) return std::move(entries.error());
+        root_entries = std::move(*entries);
+        owned_dirs.push_back("/");
+    }
     for (const auto& step : plan) {
         switch (step.kind) {
             case MountStep::Kind::bind_read_only:
                 if (step.target == "/") {
-                    add_readonly_root(b, *root_entries);
+                    add_readonly_root(b, root_entries);
                     break;
                 }
                 [[fallthrough]];
@@ -397,6 +427,20 @@ Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan) {
         b.add(Op::set_readonly, {}, new_path(dir), "read-only " + dir);
     b.add(Op::pivot_into, {}, kNewRoot, "pivot_root into the new root");
     return PreparedMounts{std::move(b.ops)};
+}
+
+}  // namespace
+
+Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan) {
+    if (plan.empty()) return PreparedMounts{};
+    // The host root as one recursive bind costs a handful of mount calls; the synthetic root
+    // ~2 per top-level entry (and one mount_setattr each for a read-only `/`). Only a plan that
+    // must create a top-level mount point needs the latter.
+    Builder host;
+    auto ops = build_ops(host, plan, RootKind::host_bind);
+    if (ops || !host.needs_synthetic_root) return ops;
+    Builder synthetic;
+    return build_ops(synthetic, plan, RootKind::synthetic);
 }
 
 const char* execute_mounts(const PreparedMounts& mounts) noexcept {

@@ -7,9 +7,10 @@
 //   1. make / rprivate, so nothing we mount propagates back to the host;
 //   2. mount a staging tmpfs on /tmp and pivot_root into it: the host tree is now /oldroot, and
 //      /oldroot/tmp shows the host's /tmp again (the staging mount moved away from it);
-//   3. a tmpfs at /newroot receives one recursive bind per top-level host entry (symlinks are
-//      recreated), so mount points that do not exist on the host (/workspace) are created in
-//      corral's tmpfs, never on the host;
+//   3. /newroot becomes one recursive bind of the host's root; only when the plan needs a
+//      top-level mount point the host lacks (/workspace) is it instead a tmpfs receiving one
+//      recursive bind per top-level host entry (symlinks recreated), so that mount point is
+//      created in corral's tmpfs, never on the host;
 //   4. the policy's steps; then the corral-made tmpfs mounts (root, hidden dirs, /dev) become
 //      read-only;
 //   5. pivot_root into /newroot and detach the old tree.
