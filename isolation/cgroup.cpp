@@ -297,6 +297,10 @@ Status Cgroup::remove(std::chrono::milliseconds timeout) {
     if (!valid()) return {};
     if (!owned_) return plain_error("refusing to remove cgroup `" + path_ + "`: not created by us");
     UniqueFd parent(::open(parent_of(path_).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!parent && errno == ENOENT) {
+        dir_.reset();  // removed with its parent
+        return {};
+    }
     if (!parent) return sys_error("open `" + parent_of(path_) + "`");
     // The common case, a cgroup already empty and without children, is one rmdir; the kernel
     // refuses it (EBUSY) while any process or child cgroup is left, and then we end the subtree.

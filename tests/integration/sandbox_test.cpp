@@ -76,8 +76,12 @@ class SandboxTest : public ::testing::Test {
         }
     }
 
-    void start(const Policy& policy) {
-        auto sandbox = Sandbox::create(policy, holder_cgroup_, {workdir_, "/workspace"});
+    /// `inside`: where the workdir appears. /workspace does not exist on the host, so the new
+    /// root is corral's tmpfs with one bind per top-level entry; at the workdir's own host path
+    /// every mount point exists and the root is one bind of the host's `/`.
+    void start(const Policy& policy, std::string inside = "/workspace") {
+        inside_ = std::move(inside);
+        auto sandbox = Sandbox::create(policy, holder_cgroup_, {workdir_, inside_});
         ASSERT_TRUE(sandbox) << sandbox.error().describe();
         sandbox_ = std::move(*sandbox);
         ASSERT_TRUE(sandbox_.active());
@@ -95,7 +99,7 @@ class SandboxTest : public ::testing::Test {
         LaunchSpec s;
         s.argv = std::move(argv);
         s.env = {"PATH=/usr/bin:/bin"};
-        s.cwd = "/workspace";
+        s.cwd = inside_;
         s.cgroup_fd = leaf();
         s.namespace_holder_pidfd = sandbox_.holder_pidfd();
         s.namespace_flags = sandbox_.namespace_flags();
@@ -125,6 +129,7 @@ class SandboxTest : public ::testing::Test {
     Cgroup holder_cgroup_;
     std::vector<Cgroup> leaves_;
     std::string workdir_;
+    std::string inside_;
     Sandbox sandbox_;
 };
 
@@ -165,6 +170,21 @@ TEST_F(SandboxTest, Sandbox_WorkdirIsWritableAndSharedWithTheHost) {
     start(default_like_policy());
     Output out = run_inside("pwd; echo hi > f && cat /workspace/f");
     EXPECT_EQ(out.text, "/workspace\nhi\n");
+    auto host = read_file(workdir_ + "/f");
+    ASSERT_TRUE(host) << host.error().describe();
+    EXPECT_EQ(*host, "hi\n");
+}
+
+TEST_F(SandboxTest, Sandbox_HostRootBindKeepsEveryRule) {
+    Policy policy = default_like_policy();
+    policy.filesystem.read_only = {"/"};
+    start(policy, workdir_);
+    std::string top = "/" + unique_name();
+    Output out = run_inside("pwd; echo hi > f && cat f; ls -A /home /tmp; touch " + top +
+                            " /usr/x 2>&1 | sed 's/.*: //'");
+    EXPECT_EQ(out.text, workdir_ + "\nhi\n/home:\n\n/tmp:\nRead-only file system\n" +
+                            "Read-only file system\n");
+    EXPECT_FALSE(exists(top)) << "file appeared on the host";
     auto host = read_file(workdir_ + "/f");
     ASSERT_TRUE(host) << host.error().describe();
     EXPECT_EQ(*host, "hi\n");
