@@ -15,10 +15,10 @@ namespace corral {
 
 /// One fixed-size message over a CLOEXEC pipe (smaller than PIPE_BUF, so each write is atomic).
 struct ChildReport {
-    enum Kind : int { failure = 1, started_pid = 2, ready = 3 };
+    enum Kind : int { failure = 1, ready = 3 };
     int kind = 0;
     int error = 0;        ///< errno of the failed step
-    pid_t pid = -1;       ///< started_pid: the real child (launcher, namespaces path)
+    pid_t pid = -1;       ///< ready: the sender
     char step[244] = {};  ///< NUL-terminated step name, truncated if longer
 };
 

@@ -10,6 +10,10 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "base/file_io.hpp"
@@ -28,7 +32,6 @@ struct ChildPlan {
     std::vector<char*> envp;
     std::string chdir_step;
     std::string exec_step;
-    bool into_cgroup = true;  ///< false: the parent attaches us to the cgroup (fallback path)
 };
 
 std::string_view env_value(const std::vector<std::string>& env, std::string_view key) {
@@ -164,10 +167,11 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
     return true;
 }
 
-/// The first child: joins cgroups and namespaces, then either becomes the command or, with a pid
-/// namespace to enter, starts the command as our parent's child and leaves.
-[[noreturn]] void first_child(const LaunchSpec& spec, const ChildPlan& plan, int report_fd,
-                              int release_fd) noexcept {
+/// The child: joins the v1 cgroups and the session's namespaces, then becomes the command. It
+/// was born in the session's pid namespace (the parent entered it for its children, see
+/// PidNamespaceForChildren); every other namespace applies to the caller itself.
+[[noreturn]] void child_main(const LaunchSpec& spec, const ChildPlan& plan, int report_fd,
+                             int release_fd) noexcept {
     if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup
         char go;
         ssize_t n;
@@ -177,28 +181,14 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
         if (n != 1) ::_exit(127);
     }
     if (!join_v1_cgroups(spec)) child_fail(report_fd, "join v1 cgroups", errno);
-    if (spec.namespace_holder_pidfd < 0) exec_child(spec, plan, report_fd);
-
-    if (::setns(spec.namespace_holder_pidfd, spec.namespace_flags) != 0)
-        child_fail(report_fd, "setns into the session's namespaces", errno);
-    // setns(CLONE_NEWPID) only changes the namespace of our future children: the command must be
-    // one. CLONE_PARENT makes it the launcher's child, not ours, so the launcher can wait for it.
-    pid_t pid;
-    if (plan.into_cgroup) {
-        pid = clone3_fork(CLONE_PARENT, spec.cgroup_fd, nullptr);
-    } else {
-        pid = static_cast<pid_t>(::syscall(SYS_clone, CLONE_PARENT, 0, 0, 0, 0));
-    }
-    if (pid < 0) child_fail(report_fd, "clone into the session's namespaces", errno);
-    if (pid == 0) {
-        // Only now: CLONE_INTO_CGROUP checks write access to cgroup.procs with our ids, which
-        // the host's root owns.
-        if ((spec.namespace_flags & CLONE_NEWUSER) && !become_namespace_root())
+    int flags = spec.namespace_flags & ~CLONE_NEWPID;
+    if (spec.namespace_holder_pidfd >= 0 && flags != 0) {
+        if (::setns(spec.namespace_holder_pidfd, flags) != 0)
+            child_fail(report_fd, "setns into the session's namespaces", errno);
+        if ((flags & CLONE_NEWUSER) && !become_namespace_root())
             child_fail(report_fd, "become root of the user namespace", errno);
-        exec_child(spec, plan, report_fd);
     }
-    write_report(report_fd, ChildReport::started_pid, pid);
-    ::_exit(0);
+    exec_child(spec, plan, report_fd);
 }
 
 // ---- parent side ----
@@ -219,22 +209,51 @@ Error failure_error(const ChildReport& report) {
     return sys_error(report.error, report.step);
 }
 
-/// Starts the first child. With clone3 it is born in the cgroup; the fallback (kernels without
+/// For its lifetime, the calling thread's children are born in the pid namespace of a session's
+/// holder; then back in our own. setns(CLONE_NEWPID) changes only the namespace of the caller's
+/// future children, and only for this thread, so the command can be our own child (we wait for
+/// it) without an intermediate process. Returning must not fail: a holder cloned later would
+/// nest a new session's pid namespace inside this one, where that session could see it.
+class PidNamespaceForChildren {
+  public:
+    static Result<PidNamespaceForChildren> enter(int holder_pidfd) {
+        PidNamespaceForChildren entered;
+        entered.own_.reset(::open("/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC));
+        if (!entered.own_) return sys_error("open our pid namespace");
+        if (::setns(holder_pidfd, CLONE_NEWPID) != 0)
+            return sys_error("setns into the session's pid namespace");
+        return entered;
+    }
+    PidNamespaceForChildren(PidNamespaceForChildren&&) = default;
+    ~PidNamespaceForChildren() {
+        if (!own_) return;
+        if (::setns(own_.get(), CLONE_NEWPID) != 0) {
+            std::fprintf(stderr, "corral: cannot return to our own pid namespace (%s); aborting\n",
+                         std::strerror(errno));
+            std::abort();
+        }
+    }
+
+  private:
+    PidNamespaceForChildren() = default;
+    UniqueFd own_;
+};
+
+/// Starts the child. With clone3 it is born in the cgroup; the fallback (kernels without
 /// CLONE_INTO_CGROUP) holds it on a pipe until the parent has written it into cgroup.procs.
-Result<PidRef> start_first_child(const LaunchSpec& spec, ChildPlan& plan, int report_fd) {
+Result<PidRef> start_child(const LaunchSpec& spec, ChildPlan& plan, int report_fd) {
     int pidfd = -1;
     pid_t pid = clone3_fork(CLONE_PIDFD, spec.cgroup_fd, &pidfd);
-    if (pid == 0) first_child(spec, plan, report_fd, -1);
+    if (pid == 0) child_main(spec, plan, report_fd, -1);
     if (pid > 0) return PidRef(pid, UniqueFd(pidfd));
     if (errno != ENOSYS && errno != E2BIG && errno != EINVAL)
         return sys_error("clone3 into cgroup");
 
-    plan.into_cgroup = false;
     auto release = make_pipe();
     if (!release) return std::move(release.error());
     pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
     if (pid < 0) return sys_error("clone");
-    if (pid == 0) first_child(spec, plan, report_fd, release->read_end.get());
+    if (pid == 0) child_main(spec, plan, report_fd, release->read_end.get());
     release->read_end.reset();
     auto fd = pidfd_open(pid);
     PidRef child(pid, fd ? std::move(*fd) : UniqueFd());
@@ -252,24 +271,6 @@ Result<PidRef> start_first_child(const LaunchSpec& spec, ChildPlan& plan, int re
     return child;
 }
 
-/// Waits for the first report of the namespaces path: the pid of the real command.
-Result<PidRef> collect_real_child(const PidRef& intermediate, int report_fd) {
-    auto report = read_report(report_fd);
-    reap(intermediate);
-    if (!report) return std::move(report.error());
-    if (!*report) return plain_error("launcher child died before starting the command");
-    if ((*report)->kind == ChildReport::failure) return failure_error(**report);
-    pid_t pid = (*report)->pid;
-    // Safe against pid reuse: it is our child and nobody else can reap it.
-    auto fd = pidfd_open(pid);
-    if (!fd) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-        return std::move(fd.error());
-    }
-    return PidRef(pid, std::move(*fd));
-}
-
 }  // namespace
 
 Result<PidRef> launch(const LaunchSpec& spec) {
@@ -284,18 +285,17 @@ Result<PidRef> launch(const LaunchSpec& spec) {
 
     auto pipe = make_pipe();
     if (!pipe) return std::move(pipe.error());
-    auto first = start_first_child(spec, plan, pipe->write_end.get());
-    pipe->write_end.reset();  // EOF once every child copy has exec'd or exited
-    if (!first) return std::move(first.error());
-
-    PidRef child;
-    if (spec.namespace_holder_pidfd >= 0) {
-        auto real = collect_real_child(*first, pipe->read_end.get());
-        if (!real) return std::move(real.error());
-        child = std::move(*real);
-    } else {
-        child = std::move(*first);
+    std::optional<PidNamespaceForChildren> pid_namespace;
+    if (spec.namespace_holder_pidfd >= 0 && (spec.namespace_flags & CLONE_NEWPID)) {
+        auto entered = PidNamespaceForChildren::enter(spec.namespace_holder_pidfd);
+        if (!entered) return std::move(entered.error());
+        pid_namespace.emplace(std::move(*entered));
     }
+    auto started = start_child(spec, plan, pipe->write_end.get());
+    pid_namespace.reset();
+    pipe->write_end.reset();  // EOF once the child has exec'd or exited
+    if (!started) return std::move(started.error());
+    PidRef child = std::move(*started);
     auto report = read_report(pipe->read_end.get());
     if (!report) {
         (void)child.send_signal(SIGKILL);

@@ -7,8 +7,8 @@
 // instruction (no window where a fork escapes tracking). Where clone3 or CLONE_INTO_CGROUP is
 // missing (ENOSYS/EINVAL), fall back to clone + writing the pid to cgroup.procs before the child is
 // released. When the session has namespaces, the child setns()es into the holder's namespaces
-// (sandbox.hpp) and, because a pid namespace applies only to children, clones the real process
-// with CLONE_PARENT so that it is our child; the intermediate exits at once.
+// (sandbox.hpp); a pid namespace applies only to children, so for the clone the calling thread
+// enters the holder's pid namespace for its children and returns to its own right after.
 
 #include <sys/types.h>
 

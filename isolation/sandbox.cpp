@@ -131,6 +131,10 @@ void Sandbox::stop() {
     holder_ = PidRef{};
 }
 
+bool Sandbox::needed(const Policy& policy) {
+    return namespace_clone_flags(policy.namespaces) != 0;
+}
+
 Result<Sandbox> Sandbox::create(const Policy& policy, const Cgroup& holder_cgroup,
                                 const WorkdirBinding& workdir) {
     int flags = namespace_clone_flags(policy.namespaces);

@@ -33,6 +33,10 @@ class Sandbox {
     static Result<Sandbox> create(const Policy& policy, const Cgroup& holder_cgroup,
                                   const WorkdirBinding& workdir);
 
+    /// Whether `policy` asks for any namespace, so create() starts a holder (which needs a cgroup
+    /// of its own; a session without one skips creating it).
+    static bool needed(const Policy& policy);
+
     /// True when there is a holder (some namespace was requested).
     bool active() const { return holder_.valid(); }
     /// CLONE_NEW* flags of the namespaces the holder owns (for setns(pidfd, flags)).

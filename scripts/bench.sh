@@ -75,8 +75,10 @@ collect() { tee -a "$work/log" | grep '^ROW' >>"$rows" || true; }
 # --- (1) launch latency per tier -------------------------------------------------------------
 if wants launch; then
     echo "== launch latency ($runs runs per case, round-robin) ==" >&2
-    bwrap_fs="--dev-bind / / --proc /proc"
-    bwrap_default="--unshare-pid --unshare-ipc --unshare-uts --unshare-net --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /home --tmpfs /root --cap-drop ALL --new-session --die-with-parent"
+    # corral's mount tiers always get a minimal /dev (devices, devpts, shm) and a fresh /proc;
+    # bwrap's equivalent of that is --dev /dev --proc /proc over a bind of /.
+    bwrap_fs="--bind / / --dev /dev --proc /proc"
+    bwrap_default="--unshare-pid --unshare-ipc --unshare-uts --unshare-net --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /run --tmpfs /home --tmpfs /root --cap-drop ALL --new-session --die-with-parent"
     fj="firejail --quiet --noprofile"
     "$bench/corral_bench_launch" --runs "$runs" --warmup 3 --group "launch: cgroup only" \
         "bare posix_spawn+wait=/bin/true" \

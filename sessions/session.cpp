@@ -99,9 +99,11 @@ Status Session::create_kernel_resources() {
                                         policy_.enforcement);
     if (!limits) return std::move(limits.error().context("limits"));
     limits_ = std::move(*limits);
-    auto holder = cgroup_.create_child("holder");
-    if (!holder) return std::move(holder.error().context("holder cgroup"));
-    holder_cgroup_ = std::move(*holder);
+    if (Sandbox::needed(policy_)) {
+        auto holder = cgroup_.create_child("holder");
+        if (!holder) return std::move(holder.error().context("holder cgroup"));
+        holder_cgroup_ = std::move(*holder);
+    }
     auto sandbox = Sandbox::create(policy_, holder_cgroup_, workdir_);
     if (!sandbox) return std::move(sandbox.error().context("namespaces"));
     sandbox_ = std::move(*sandbox);

@@ -110,9 +110,11 @@ Result<SessionResources> set_up(const Policy& policy, const std::string& cwd,
     res.limits = std::move(*limits);
     not_enforced = res.limits->not_enforced();
 
-    auto holder_leaf = res.instance.create_child("holder");
-    if (!holder_leaf) return std::move(holder_leaf.error().context("create holder cgroup"));
-    res.holder_leaf = std::move(*holder_leaf);
+    if (Sandbox::needed(policy)) {
+        auto holder_leaf = res.instance.create_child("holder");
+        if (!holder_leaf) return std::move(holder_leaf.error().context("create holder cgroup"));
+        res.holder_leaf = std::move(*holder_leaf);
+    }
     auto sandbox = Sandbox::create(policy, res.holder_leaf, WorkdirBinding{cwd, cwd});
     if (!sandbox) return std::move(sandbox.error().context("set up sandbox"));
     res.sandbox = std::move(*sandbox);
