@@ -135,8 +135,6 @@ void add_staging(Builder& b) {
     b.add(Op::mkdir, {}, std::string(kStaging) + kNewRoot, "create staging dirs");
     b.add(Op::pivot_to_staging, std::string(kStaging) + kOldRoot, kStaging,
           "pivot_root to staging");
-    b.add(Op::mount_fs, "tmpfs", kNewRoot, "mount root tmpfs", kTmpfsFlags, false,
-          "mode=0755,size=1m");
 }
 
 void add_host_root(Builder& b) {
@@ -146,6 +144,8 @@ void add_host_root(Builder& b) {
 
 /// One bind per top-level host entry; returns the bound names (for a read-only "/").
 Result<std::vector<std::string>> add_root_entries(Builder& b) {
+    b.add(Op::mount_fs, "tmpfs", kNewRoot, "mount root tmpfs", kTmpfsFlags, false,
+          "mode=0755,size=1m");
     b.place("/", true);
     std::vector<std::string> bound;
     struct CloseDir {

@@ -109,13 +109,16 @@ void discard(PidRef& holder) {
 }  // namespace
 
 Sandbox::Sandbox(Sandbox&& other) noexcept
-    : holder_(std::exchange(other.holder_, PidRef{})), flags_(std::exchange(other.flags_, 0)) {}
+    : holder_(std::exchange(other.holder_, PidRef{})),
+      flags_(std::exchange(other.flags_, 0)),
+      pending_report_(std::move(other.pending_report_)) {}
 
 Sandbox& Sandbox::operator=(Sandbox&& other) noexcept {
     if (this != &other) {
         stop();
         holder_ = std::exchange(other.holder_, PidRef{});
         flags_ = std::exchange(other.flags_, 0);
+        pending_report_ = std::move(other.pending_report_);
     }
     return *this;
 }
@@ -137,6 +140,14 @@ bool Sandbox::needed(const Policy& policy) {
 
 Result<Sandbox> Sandbox::create(const Policy& policy, const Cgroup& holder_cgroup,
                                 const WorkdirBinding& workdir) {
+    auto sandbox = start(policy, holder_cgroup, workdir);
+    if (!sandbox) return sandbox;
+    CORRAL_TRY(sandbox->wait_until_ready(), "");
+    return sandbox;
+}
+
+Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup,
+                               const WorkdirBinding& workdir) {
     int flags = namespace_clone_flags(policy.namespaces);
     if (flags == 0) return Sandbox{};
     if (!holder_cgroup.valid()) return plain_error("namespace holder: no cgroup given");
@@ -173,17 +184,25 @@ Result<Sandbox> Sandbox::create(const Policy& policy, const Cgroup& holder_cgrou
             return sys_error("namespace holder: release");
         }
     }
-    auto message = read_report(report->read_end.get());
+    Sandbox sandbox;
+    sandbox.holder_ = std::move(holder);
+    sandbox.flags_ = flags;
+    sandbox.pending_report_ = std::move(report->read_end);
+    return sandbox;
+}
+
+Status Sandbox::wait_until_ready() {
+    if (!pending_report_) return {};
+    auto message = read_report(pending_report_.get());
+    pending_report_.reset();
     if (!message || !*message || (*message)->kind != ChildReport::ready) {
-        discard(holder);
+        discard(holder_);
+        holder_ = PidRef{};
         if (!message) return std::move(message.error().context("namespace holder"));
         if (!*message) return plain_error("namespace holder died during setup");
         return sys_error((*message)->error, (*message)->step);
     }
-    Sandbox sandbox;
-    sandbox.holder_ = std::move(holder);
-    sandbox.flags_ = flags;
-    return sandbox;
+    return {};
 }
 
 }  // namespace corral

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/unique_fd.hpp"
 #include "isolation/cgroup.hpp"
 #include "isolation/mount_plan.hpp"
 #include "isolation/pid_ref.hpp"
@@ -32,6 +33,13 @@ class Sandbox {
     /// the step: "mount /proc: EPERM (Operation not permitted)".
     static Result<Sandbox> create(const Policy& policy, const Cgroup& holder_cgroup,
                                   const WorkdirBinding& workdir);
+    /// create() in two halves, so the caller can do its own work while the holder mounts on
+    /// another CPU: start() clones the holder, wait_until_ready() waits for its setup and, when
+    /// that failed, ends it and returns the error. Launching into a sandbox that is not ready
+    /// yet is an error of the caller.
+    static Result<Sandbox> start(const Policy& policy, const Cgroup& holder_cgroup,
+                                 const WorkdirBinding& workdir);
+    Status wait_until_ready();
 
     /// Whether `policy` asks for any namespace, so create() starts a holder (which needs a cgroup
     /// of its own; a session without one skips creating it).
@@ -50,6 +58,7 @@ class Sandbox {
   private:
     PidRef holder_;
     int flags_ = 0;
+    UniqueFd pending_report_;  ///< read end of the holder's report pipe until it is ready
 };
 
 }  // namespace corral

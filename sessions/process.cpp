@@ -35,6 +35,7 @@ Process::Process(boost::asio::io_context& io, ChildReaper& reaper, ProcessSetup 
       err_(io, setup_.output_cap),
       stdin_pipe_(io),
       exit_watch_(io),
+      leaf_watch_(io),
       timeout_timer_(io),
       grace_timer_(io),
       settle_timer_(io),
@@ -203,6 +204,8 @@ bool Process::leaf_populated() const {
 }
 
 Status Process::remove_leaf() {
+    boost::system::error_code ignored;
+    leaf_watch_.close(ignored);
     if (!leaf_.valid()) return {};
     Status removed = leaf_.remove(std::chrono::seconds(5));
     leaf_ = Cgroup{};
@@ -215,6 +218,7 @@ void Process::shut_down() {
     grace_timer_.cancel();
     settle_timer_.cancel();
     exit_watch_.close(ignored);
+    leaf_watch_.close(ignored);
     out_.pipe.close(ignored);
     err_.pipe.close(ignored);
     stdin_pipe_.close(ignored);

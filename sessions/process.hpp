@@ -139,6 +139,7 @@ class Process : public std::enable_shared_from_this<Process> {
     void start_watching();
     void read_more(OutputStream stream);
     void watch_exit();
+    void watch_lingering_leaf();
     void on_main_exit(std::optional<WaitStatus> status);
     void arm_timeout();
     void on_timeout();
@@ -168,6 +169,7 @@ class Process : public std::enable_shared_from_this<Process> {
     bool stdin_writing_ = false;
     bool stdin_eof_requested_ = false;
     boost::asio::posix::stream_descriptor exit_watch_;
+    boost::asio::posix::stream_descriptor leaf_watch_;  ///< cgroup.events of a lingering leaf
     boost::asio::steady_timer timeout_timer_;
     boost::asio::steady_timer grace_timer_;
     boost::asio::steady_timer settle_timer_;
@@ -176,6 +178,7 @@ class Process : public std::enable_shared_from_this<Process> {
     bool main_status_lost_ = false;  // someone else reaped it (should not happen)
     bool finished_ = false;
     bool timed_out_ = false;
+    bool leaf_killed_ = false;  ///< cgroup.kill sent to the whole leaf: nothing in it survives
     bool killed_by_request_ = false;
     std::optional<ExitReason> reason_;
     std::string setup_error_;

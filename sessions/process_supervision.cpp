@@ -1,5 +1,6 @@
 // Watching a running process on the event loop: output pipes, the pidfd (exit status), the
 // command timeout, and turning all of that into one final record.
+#include <fcntl.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -121,7 +122,9 @@ void Process::on_timeout() {
     if (leaf_.valid()) (void)leaf_.signal_all(SIGTERM);
     grace_timer_.expires_after(setup_.grace);
     grace_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
-        if (!error && self->leaf_.valid()) (void)self->leaf_.kill_all();
+        if (error || !self->leaf_.valid()) return;
+        self->leaf_killed_ = true;
+        (void)self->leaf_.kill_all();
     });
 }
 
@@ -148,8 +151,9 @@ ExitReason Process::classify() const {
     return classify_exit(*main_status_, context);
 }
 
-// Usage is read from the leaf before it is removed; a leaf that still holds descendants stays
-// until they exit or the session ends.
+// Usage is read from the leaf before it is removed. A leaf that still holds descendants stays
+// until they are gone (watch_lingering_leaf) or the session ends, unless the whole leaf was
+// killed: then its last processes are already dying and remove() waits the moment it takes.
 void Process::finish() {
     if (finished_) return;
     finished_ = true;
@@ -159,14 +163,41 @@ void Process::finish() {
         if (auto usage = leaf_.usage()) final_usage_ = *usage;
     }
     reason_ = classify();
-    if (!leaf_populated()) {
+    if (leaf_killed_ || !leaf_populated()) {
         grace_timer_.cancel();
         (void)remove_leaf();
+    } else {
+        watch_lingering_leaf();
     }
     if (stdin_queue_.empty()) close_stdin();
     notify_exit();
     notify_output();
     if (on_finish_) on_finish_(*this);
+}
+
+// Descendants that outlive the main process (`cmd &`, or a child still dying of the same
+// SIGTERM) keep its leaf populated. cgroup.events signals each change with POLLPRI, which epoll
+// (and so asio's wait_error) reports; the leaf goes as soon as it is empty.
+void Process::watch_lingering_leaf() {
+    if (!leaf_.valid()) return;
+    if (!leaf_watch_.is_open()) {
+        int fd = ::openat(leaf_.dir_fd(), "cgroup.events", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return;  // the session's end removes it
+        boost::system::error_code error;
+        leaf_watch_.assign(fd, error);
+        if (error) {
+            ::close(fd);
+            return;
+        }
+    }
+    leaf_watch_.async_wait(boost::asio::posix::descriptor_base::wait_error,
+                           [self = shared_from_this()](const boost::system::error_code& error) {
+                               if (error) return;  // closed: removed or shut down
+                               self->watch_lingering_leaf();
+                           });
+    // Checked after arming, so an emptying between the two still wakes the wait; the check
+    // reads through a fresh descriptor, so the watched one keeps its pending notification.
+    if (!leaf_populated()) (void)remove_leaf();
 }
 
 void Process::post(std::shared_ptr<bool> alive, std::function<void()> fn) {

@@ -115,7 +115,8 @@ Result<SessionResources> set_up(const Policy& policy, const std::string& cwd,
         if (!holder_leaf) return std::move(holder_leaf.error().context("create holder cgroup"));
         res.holder_leaf = std::move(*holder_leaf);
     }
-    auto sandbox = Sandbox::create(policy, res.holder_leaf, WorkdirBinding{cwd, cwd});
+    // Only started: the holder mounts on another CPU while run_one_shot prepares the command.
+    auto sandbox = Sandbox::start(policy, res.holder_leaf, WorkdirBinding{cwd, cwd});
     if (!sandbox) return std::move(sandbox.error().context("set up sandbox"));
     res.sandbox = std::move(*sandbox);
 
@@ -148,11 +149,6 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     // PID 1, so they stay reaped and countable.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    auto confinement = compile_confinement(policy);
-    if (!confinement) {
-        report.error = confinement.error().context("compile policy").describe();
-        return finish();
-    }
     const std::string cwd = current_directory();
     auto resources = set_up(policy, cwd, report.not_enforced);
     if (!resources) {
@@ -160,6 +156,11 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
         return finish();
     }
     SessionResources& res = *resources;
+    auto confinement = compile_confinement(policy);
+    if (!confinement) {
+        report.error = confinement.error().context("compile policy").describe();
+        return finish();
+    }
 
     LaunchSpec spec;
     spec.argv = command;
@@ -173,6 +174,10 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     }
     spec.stdin_fd = STDIN_FILENO;
     spec.confinement = &*confinement;
+    if (auto ready = res.sandbox.wait_until_ready(); !ready) {
+        report.error = ready.error().context("set up sandbox").describe();
+        return finish();
+    }
     auto main = launch(spec);
     if (!main) {
         report.error = main.error().context("start command").describe();

@@ -418,7 +418,20 @@ TEST_F(SessionManagerTest, SessionManager_CommandTimeoutGivesStatusTimeout) {
     ProcessInfo second = run(sid, stubborn);
     EXPECT_EQ(second.status(), "timeout");
     EXPECT_EQ(second.signal, SIGKILL);
-    EXPECT_TRUE(child_cgroups(session_cgroup(sid)).empty()) << "process cgroups are removed";
+    // A leaf is removed once empty; `sleep` may outlive its shell by a moment after SIGTERM.
+    EXPECT_TRUE(run_until([&] { return child_cgroups(session_cgroup(sid)).empty(); }))
+        << "left: " << testing::PrintToString(child_cgroups(session_cgroup(sid)));
+    end(sid);
+}
+
+TEST_F(SessionManagerTest, SessionManager_LeafOfAProcessGoesWhenItsLastDescendantExits) {
+    CreatedSession session = create("none");
+    const std::string sid = session.info.id;
+    ProcessInfo info = run(sid, "sleep 0.3 >/dev/null 2>&1 & echo started");
+    EXPECT_EQ(info.status(), "exited");
+    EXPECT_FALSE(child_cgroups(session_cgroup(sid)).empty()) << "the background sleep keeps it";
+    EXPECT_TRUE(run_until([&] { return child_cgroups(session_cgroup(sid)).empty(); }, 5s))
+        << "left: " << testing::PrintToString(child_cgroups(session_cgroup(sid)));
     end(sid);
 }
 
