@@ -127,6 +127,10 @@ Sandbox::~Sandbox() {
     stop();
 }
 
+void Sandbox::begin_stop() {
+    if (holder_.valid()) (void)holder_.send_signal(SIGKILL);
+}
+
 void Sandbox::stop() {
     if (!holder_.valid()) return;
     (void)holder_.send_signal(SIGKILL);

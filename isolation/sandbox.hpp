@@ -52,6 +52,9 @@ class Sandbox {
     /// pidfd of the holder.
     int holder_pidfd() const { return holder_.pidfd(); }
     pid_t holder_pid() const { return holder_.pid(); }
+    /// Sends the holder SIGKILL without waiting, so its teardown (the namespaces go with it)
+    /// overlaps the caller's own work; stop() then reaps it.
+    void begin_stop();
     /// Ends the holder now (idempotent).
     void stop();
 

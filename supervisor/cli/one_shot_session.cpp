@@ -248,6 +248,8 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
 
     // Whatever the command left behind gets SIGTERM, the grace period, then cgroup.kill.
     report.left_behind = stop_gracefully(res.main_leaf, policy.timeouts.grace);
+    // Nothing needs the namespaces any more: the holder's teardown runs while we read the rest.
+    res.sandbox.begin_stop();
     reap_orphans(0, res.sandbox.holder_pid());
     auto events = res.limits->read_events();
     ending.oom_event = events.oom_kills > 0;
