@@ -106,14 +106,15 @@ class Cgroup {
     Result<std::vector<pid_t>> pids() const;
     /// cgroup.events "populated".
     Result<bool> populated() const;
-    /// Blocks until populated 0 (inotify on cgroup.events, no sleep loop), or the timeout
+    /// Blocks until populated 0 (poll(POLLPRI) on cgroup.events, no sleep loop), or the timeout
     /// (then an ETIMEDOUT error).
     Status wait_until_empty(std::chrono::milliseconds timeout) const;
     /// Blocks until cgroup.events shows `key value` (e.g. "frozen", 1), or the timeout.
     Status wait_for_event(const std::string& key, uint64_t value,
                           std::chrono::milliseconds timeout) const;
-    /// An inotify fd that becomes readable when cgroup.events changes (for the event loop; read
-    /// it to drain, then call populated()). Non-blocking, close-on-exec.
+    /// cgroup.events, open and read once: it raises POLLPRI (poll) / EPOLLPRI (epoll, asio's
+    /// wait_error) at the next change. Reading it again re-arms it; a fresh watch_events() does
+    /// too. Non-blocking, close-on-exec.
     Result<UniqueFd> watch_events() const;
     /// Usage from cpu.stat (and memory/pids files where this hierarchy has them).
     Result<ResourceUsage> usage() const;

@@ -1,7 +1,5 @@
 // Watching a running process on the event loop: output pipes, the pidfd (exit status), the
 // command timeout, and turning all of that into one final record.
-#include <fcntl.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -176,19 +174,17 @@ void Process::finish() {
 }
 
 // Descendants that outlive the main process (`cmd &`, or a child still dying of the same
-// SIGTERM) keep its leaf populated. cgroup.events signals each change with POLLPRI, which epoll
-// (and so asio's wait_error) reports; the leaf goes as soon as it is empty.
+// SIGTERM) keep its leaf populated; the leaf goes as soon as it is empty. asio's epoll is
+// edge-triggered, so each change of cgroup.events wakes the wait once without re-reading it.
 void Process::watch_lingering_leaf() {
     if (!leaf_.valid()) return;
     if (!leaf_watch_.is_open()) {
-        int fd = ::openat(leaf_.dir_fd(), "cgroup.events", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return;  // the session's end removes it
+        auto fd = leaf_.watch_events();
+        if (!fd) return;  // the session's end removes it
         boost::system::error_code error;
-        leaf_watch_.assign(fd, error);
-        if (error) {
-            ::close(fd);
-            return;
-        }
+        leaf_watch_.assign(fd->get(), error);
+        if (error) return;
+        (void)fd->release();
     }
     leaf_watch_.async_wait(boost::asio::posix::descriptor_base::wait_error,
                            [self = shared_from_this()](const boost::system::error_code& error) {

@@ -1,12 +1,10 @@
 // Ending a session without blocking the event loop:
 //   SIGTERM to every process leaf -> grace (a timer, cut short when every leaf is empty, watched
-//   with inotify on cgroup.events) -> cgroup.kill on the whole session (holder included) -> wait
-//   for populated 0 (inotify again) -> stop the holder -> every process record final -> remove
+//   with POLLPRI on cgroup.events) -> cgroup.kill on the whole session (holder included) -> wait
+//   for populated 0 (POLLPRI again) -> stop the holder -> every process record final -> remove
 //   cgroups, release ports, remove the state directory -> report.
 // The holder is not sent SIGTERM: as PID 1 of a pid namespace its death would SIGKILL everything
 // at once and skip the grace period.
-#include <sys/inotify.h>
-
 #include <csignal>
 
 #include "sessions/child_reaper.hpp"
@@ -67,7 +65,7 @@ void Session::begin_grace() {
     watch_leaves_during_grace();
 }
 
-// One inotify watch per populated process leaf; any change re-checks all of them, and the grace
+// One cgroup.events watch per populated process leaf; any change re-checks all of them, and the grace
 // period ends early once none is populated.
 void Session::watch_leaves_during_grace() {
     if (grace_over_) return;
@@ -92,7 +90,7 @@ void Session::watch_leaves_during_grace() {
         return;
     }
     for (auto& watch : end_watches_) {
-        watch->async_wait(boost::asio::posix::descriptor_base::wait_read,
+        watch->async_wait(boost::asio::posix::descriptor_base::wait_error,
                           [weak](const boost::system::error_code& error) {
                               auto self = weak.lock();
                               if (error || !self || self->state_ != SessionState::ending) return;
@@ -131,7 +129,7 @@ void Session::watch_until_empty() {
     end_watches_.push_back(
         std::make_unique<boost::asio::posix::stream_descriptor>(context_.io, fd->release()));
     std::weak_ptr<Session> weak = weak_from_this();
-    end_watches_.back()->async_wait(boost::asio::posix::descriptor_base::wait_read,
+    end_watches_.back()->async_wait(boost::asio::posix::descriptor_base::wait_error,
                                     [weak](const boost::system::error_code& error) {
                                         auto self = weak.lock();
                                         if (error || !self || self->empty_reached_) return;
