@@ -5,6 +5,8 @@
 //   cgroups, release ports, remove the state directory -> report.
 // The holder is not sent SIGTERM: as PID 1 of a pid namespace its death would SIGKILL everything
 // at once and skip the grace period.
+#include <fcntl.h>
+
 #include <csignal>
 
 #include "sessions/child_reaper.hpp"
@@ -129,12 +131,24 @@ void Session::watch_until_empty() {
     end_watches_.push_back(
         std::make_unique<boost::asio::posix::stream_descriptor>(context_.io, fd->release()));
     std::weak_ptr<Session> weak = weak_from_this();
-    end_watches_.back()->async_wait(boost::asio::posix::descriptor_base::wait_error,
-                                    [weak](const boost::system::error_code& error) {
-                                        auto self = weak.lock();
-                                        if (error || !self || self->empty_reached_) return;
-                                        self->watch_until_empty();
-                                    });
+    auto recheck = [weak](const boost::system::error_code& error) {
+        auto self = weak.lock();
+        if (error || !self || self->empty_reached_) return;
+        self->watch_until_empty();
+    };
+    end_watches_.back()->async_wait(boost::asio::posix::descriptor_base::wait_error, recheck);
+    // The kernel sends cgroup.events notifications at most every ~10 ms per file, so the one for
+    // "populated 0" often comes that much late. The holder's exit is seen at once through its
+    // pidfd, and as PID 1 it goes last: with a pid namespace that is the session emptying.
+    if (sandbox_.active()) {
+        int holder = ::fcntl(sandbox_.holder_pidfd(), F_DUPFD_CLOEXEC, 0);
+        if (holder >= 0) {
+            end_watches_.push_back(
+                std::make_unique<boost::asio::posix::stream_descriptor>(context_.io, holder));
+            end_watches_.back()->async_wait(boost::asio::posix::descriptor_base::wait_read,
+                                            recheck);
+        }
+    }
 }
 
 void Session::after_empty() {
