@@ -189,6 +189,15 @@ std::vector<SessionInfo> SessionManager::list_sessions() {
     return list;
 }
 
+bool SessionManager::knows_session(const std::string& sid) {
+    auto found = sessions_.find(sid);
+    if (found != sessions_.end()) {
+        found->second->touch();
+        return true;
+    }
+    return tombstones_.count(sid) != 0;
+}
+
 Result<SessionInfo> SessionManager::get_session(const std::string& sid) {
     auto found = sessions_.find(sid);
     if (found != sessions_.end()) {

@@ -109,6 +109,9 @@ class SessionManager {
     std::vector<SessionInfo> list_sessions();
     /// One session, including ended ones still remembered (state "ended").
     Result<SessionInfo> get_session(const std::string& sid);
+    /// Whether `sid` names a live or recently ended session; a live one counts this as activity
+    /// (idle timeout), like get_session, without building its record (which lists every process).
+    bool knows_session(const std::string& sid);
     /// SIGTERM to everything, grace (policy timeouts.grace, a timer), cgroup.kill, wait for
     /// populated 0 on the loop, stop the namespaces, release ports, remove cgroups and the state
     /// dir. Ending an ending/ended session reports already_ended. Unknown sid: ENOENT.
