@@ -25,6 +25,9 @@ public:
     PidRef(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
 
     pid_t pid() const { return pid_; }
+    /// Closes the pidfd of a process already reaped: the record keeps the pid, the daemon one
+    /// descriptor less per finished process.
+    void close_pidfd() { pidfd_.reset(); }
     int pidfd() const { return pidfd_.get(); }
     bool valid() const { return pid_ > 0; }
 

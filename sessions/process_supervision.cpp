@@ -44,6 +44,7 @@ void Process::read_more(OutputStream stream) {
                 boost::system::error_code ignored;
                 source.pipe.close(ignored);
                 source.eof = true;
+                std::vector<char>().swap(source.chunk);  // a finished record keeps only output
                 self->notify_output();
                 self->maybe_finish();
                 return;
@@ -89,6 +90,7 @@ void Process::on_main_exit(std::optional<WaitStatus> status) {
     boost::system::error_code ignored;
     exit_watch_.close(ignored);
     reaper_.remove_owned(main_.pid());
+    main_.close_pidfd();  // reaped (or lost): nothing can be waited for or signalled any more
     if (!(out_.eof && err_.eof)) {
         settle_timer_.expires_after(kSettleWindow);
         settle_timer_.async_wait(
