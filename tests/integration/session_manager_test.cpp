@@ -424,6 +424,20 @@ TEST_F(SessionManagerTest, SessionManager_CommandTimeoutGivesStatusTimeout) {
     end(sid);
 }
 
+TEST_F(SessionManagerTest, SessionManager_FinishedRecordsHoldNoDescriptors) {
+    CreatedSession session = create("none");
+    const std::string sid = session.info.id;
+    auto open_fds = [] {
+        return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                             std::filesystem::directory_iterator{});
+    };
+    EXPECT_EQ(run(sid, "true").status(), "exited");  // warm up whatever is created once
+    const auto before = open_fds();
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(run(sid, "true").status(), "exited");
+    EXPECT_LE(open_fds(), before + 2) << "finished records keep descriptors";
+    end(sid);
+}
+
 TEST_F(SessionManagerTest, SessionManager_LeafOfAProcessGoesWhenItsLastDescendantExits) {
     CreatedSession session = create("none");
     const std::string sid = session.info.id;
