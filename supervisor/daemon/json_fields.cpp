@@ -163,8 +163,29 @@ std::string base64_encode(std::string_view in) {
     return out;
 }
 
+namespace {
+
+/// Bytes JSON escaping adds to `bytes`: a control character other than \b \f \n \r \t becomes
+/// six (\u0000), a quote or backslash two.
+size_t json_escape_overhead(std::string_view bytes) {
+    size_t extra = 0;
+    for (const char ch : bytes) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
+            extra += 1;
+        else if (c < 0x20)
+            extra += 5;
+    }
+    return extra;
+}
+
+}  // namespace
+
+// Text unless escaping would more than double it: terminal output with colour codes stays
+// readable, binary-looking output (a run of NULs is six times its size as JSON text, and slow to
+// encode) goes as base64.
 void put_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes) {
-    if (is_valid_utf8(bytes))
+    if (json_escape_overhead(bytes) <= bytes.size() && is_valid_utf8(bytes))
         out[key] = std::string(bytes);
     else
         out[key + "Base64"] = base64_encode(bytes);
