@@ -1,8 +1,10 @@
 #pragma once
 // One process the API started, with everything that watches it: its leaf cgroup (the process and
 // all its descendants), stdout/stderr pipes read into bounded OutputBuffers on the event loop (the
-// daemon keeps reading even when nobody listens, so the process never blocks on a full pipe), its
-// stdin pipe, its pidfd (exit status through waitid(P_PIDFD)), and its command timeout.
+// daemon keeps reading even when nobody listens, so the process never blocks on a full pipe — but
+// while a live stream follows the output, reading pauses rather than drop bytes that stream has
+// not sent yet: see OutputFollower), its stdin pipe, its pidfd (exit status through
+// waitid(P_PIDFD)), and its command timeout.
 //
 // The record becomes final ("finished") when the main process has exited AND its output is
 // complete: both pipes at EOF — or, when descendants that inherited the pipes outlive it (a
@@ -28,6 +30,7 @@
 #include "isolation/limits.hpp"
 #include "isolation/pid_ref.hpp"
 #include "sessions/output_buffer.hpp"
+#include "sessions/output_follower.hpp"
 #include "sessions/session_types.hpp"
 
 namespace corral {
@@ -99,6 +102,9 @@ class Process : public std::enable_shared_from_this<Process> {
     /// Calls `handler(true)` when the record is final, `handler(false)` after `timeout`.
     std::shared_ptr<bool> wait_exit(std::optional<Millis> timeout,
                                     std::function<void(bool finished)> handler);
+    /// Registers a live reader of the wanted streams, at the given offsets (see OutputFollower).
+    std::shared_ptr<OutputFollower> follow(bool want_stdout, uint64_t stdout_offset,
+                                           bool want_stderr, uint64_t stderr_offset);
     /// Queues bytes for stdin; closes it afterwards when `eof`.
     void write_stdin(std::string data, bool eof, std::function<void(Status)> handler);
 
@@ -109,6 +115,7 @@ class Process : public std::enable_shared_from_this<Process> {
         OutputBuffer buffer;
         bool eof = true;  // until a pipe is attached
         std::vector<char> chunk;
+        bool paused = false;  // a follower has not had bytes the next read would drop
     };
     struct ExitWaiter {
         std::shared_ptr<bool> alive;
@@ -141,6 +148,7 @@ class Process : public std::enable_shared_from_this<Process> {
     void watch_exit();
     void watch_lingering_leaf();
     void on_main_exit(std::optional<WaitStatus> status);
+    void arm_settle();
     void arm_timeout();
     void on_timeout();
     void maybe_finish();
@@ -148,6 +156,15 @@ class Process : public std::enable_shared_from_this<Process> {
     ExitReason classify() const;
     void notify_output();
     void notify_exit();
+
+    // output_follower.cpp
+    friend class OutputFollower;
+    /// How many bytes of `stream` may be read now without dropping any a follower has not had;
+    /// SIZE_MAX when nobody follows it.
+    size_t room_to_read(OutputStream stream);
+    /// Reads again from streams paused for a follower that now has room.
+    void resume_reading();
+    bool reading_paused() const { return out_.paused || err_.paused; }
     void post(std::shared_ptr<bool> alive, std::function<void()> fn);
 
     // process_stdin.cpp
@@ -168,6 +185,7 @@ class Process : public std::enable_shared_from_this<Process> {
     std::deque<StdinWrite> stdin_queue_;
     bool stdin_writing_ = false;
     bool stdin_eof_requested_ = false;
+    std::vector<std::weak_ptr<OutputFollower>> followers_;
     boost::asio::posix::stream_descriptor exit_watch_;
     boost::asio::posix::stream_descriptor leaf_watch_;  ///< cgroup.events of a lingering leaf
     boost::asio::steady_timer timeout_timer_;

@@ -2,6 +2,7 @@
 // command timeout, and turning all of that into one final record.
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include "sessions/child_reaper.hpp"
@@ -35,8 +36,13 @@ void Process::start_watching() {
 void Process::read_more(OutputStream stream) {
     StreamReader& source = reader(stream);
     if (!source.pipe.is_open()) return;
+    const size_t room = room_to_read(stream);
+    if (room == 0) {
+        source.paused = true;  // resume_reading() goes on once the follower caught up
+        return;
+    }
     source.pipe.async_read_some(
-        boost::asio::buffer(source.chunk),
+        boost::asio::buffer(source.chunk.data(), std::min(source.chunk.size(), room)),
         [self = shared_from_this(), stream](const boost::system::error_code& error, size_t bytes) {
             StreamReader& source = self->reader(stream);
             if (bytes > 0) source.buffer.append(std::string_view(source.chunk.data(), bytes));
@@ -91,14 +97,22 @@ void Process::on_main_exit(std::optional<WaitStatus> status) {
     exit_watch_.close(ignored);
     reaper_.remove_owned(main_.pid());
     main_.close_pidfd();  // reaped (or lost): nothing can be waited for or signalled any more
-    if (!(out_.eof && err_.eof)) {
-        settle_timer_.expires_after(kSettleWindow);
-        settle_timer_.async_wait(
-            [self = shared_from_this()](const boost::system::error_code& error) {
-                if (!error) self->finish();
-            });
-    }
+    if (!(out_.eof && err_.eof)) arm_settle();
     maybe_finish();
+}
+
+// Output still open after the main process exited: descendants hold the pipes, or a follower's
+// backpressure left bytes in them. Only the first may cut the record short.
+void Process::arm_settle() {
+    settle_timer_.expires_after(kSettleWindow);
+    settle_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+        if (error || self->finished_) return;
+        if (self->reading_paused()) {
+            self->arm_settle();
+            return;
+        }
+        self->finish();
+    });
 }
 
 void Process::collect_exit_blocking() {

@@ -29,6 +29,7 @@
 #include "base/asio.hpp"
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
+#include "sessions/output_follower.hpp"
 #include "sessions/session_types.hpp"
 
 namespace corral {
@@ -157,6 +158,14 @@ class SessionManager {
     WaitHandle async_wait_output(const std::string& sid, const std::string& proc,
                                  uint64_t stdout_offset, uint64_t stderr_offset,
                                  OutputHandler handler);
+    /// A live reader's hold on the output (OutputFollower in process.hpp): while it lives, output
+    /// it has not had is never dropped; the process waits on its pipe instead. Advance it as bytes
+    /// reach the client; drop it when the stream ends.
+    Result<std::shared_ptr<OutputFollower>> follow_output(const std::string& sid,
+                                                          const std::string& proc,
+                                                          bool want_stdout, uint64_t stdout_offset,
+                                                          bool want_stderr,
+                                                          uint64_t stderr_offset);
 
     // --- stdin ---------------------------------------------------------------------------------
 

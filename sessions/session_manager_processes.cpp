@@ -96,6 +96,16 @@ Result<OutputChunk> SessionManager::read_output(const std::string& sid, const st
     return (*process)->read(stream, offset, max_bytes);
 }
 
+Result<std::shared_ptr<OutputFollower>> SessionManager::follow_output(
+    const std::string& sid, const std::string& proc, bool want_stdout, uint64_t stdout_offset,
+    bool want_stderr, uint64_t stderr_offset) {
+    auto session = find_any(sid);
+    if (!session) return std::move(session.error());
+    auto process = (*session)->process(proc);
+    if (!process) return std::move(process.error());
+    return (*process)->follow(want_stdout, stdout_offset, want_stderr, stderr_offset);
+}
+
 WaitHandle SessionManager::async_wait_output(const std::string& sid, const std::string& proc,
                                              uint64_t stdout_offset, uint64_t stderr_offset,
                                              OutputHandler handler) {

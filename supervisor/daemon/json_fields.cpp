@@ -1,5 +1,7 @@
 #include "supervisor/daemon/json_fields.hpp"
 
+#include <cstring>
+
 namespace corral::daemon {
 
 nlohmann::json parse_json_object(std::string_view body) {
@@ -92,6 +94,15 @@ void ObjectReader::finish() const {
 bool is_valid_utf8(std::string_view s) {
     size_t i = 0;
     while (i < s.size()) {
+        // Eight ASCII bytes at a time: output is mostly ASCII.
+        if (i + 8 <= s.size()) {
+            uint64_t word;
+            std::memcpy(&word, s.data() + i, 8);
+            if ((word & 0x8080808080808080ull) == 0) {
+                i += 8;
+                continue;
+            }
+        }
         const auto c = static_cast<unsigned char>(s[i]);
         size_t len;
         uint32_t cp;
@@ -143,24 +154,67 @@ size_t utf8_complete_prefix(std::string_view s) {
     return n;
 }
 
-std::string base64_encode(std::string_view in) {
+void append_base64(std::string& out, std::string_view in) {
     static constexpr char table[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    out.reserve((in.size() + 2) / 3 * 4);
+    const size_t at = out.size();
+    out.resize(at + (in.size() + 2) / 3 * 4);
+    char* o = out.data() + at;
+    const auto* p = reinterpret_cast<const unsigned char*>(in.data());
     size_t i = 0;
-    for (; i + 2 < in.size(); i += 3) {
-        const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-        out += {table[v >> 18], table[(v >> 12) & 63], table[(v >> 6) & 63], table[v & 63]};
+    for (; i + 2 < in.size(); i += 3, o += 4) {
+        const uint32_t v = (uint32_t(p[i]) << 16) | (uint32_t(p[i + 1]) << 8) | p[i + 2];
+        o[0] = table[v >> 18];
+        o[1] = table[(v >> 12) & 63];
+        o[2] = table[(v >> 6) & 63];
+        o[3] = table[v & 63];
     }
     if (i + 1 == in.size()) {
-        const uint32_t v = uint8_t(in[i]) << 16;
-        out += {table[v >> 18], table[(v >> 12) & 63], '=', '='};
+        const uint32_t v = uint32_t(p[i]) << 16;
+        o[0] = table[v >> 18];
+        o[1] = table[(v >> 12) & 63];
+        o[2] = o[3] = '=';
     } else if (i + 2 == in.size()) {
-        const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-        out += {table[v >> 18], table[(v >> 12) & 63], table[(v >> 6) & 63], '='};
+        const uint32_t v = (uint32_t(p[i]) << 16) | (uint32_t(p[i + 1]) << 8);
+        o[0] = table[v >> 18];
+        o[1] = table[(v >> 12) & 63];
+        o[2] = table[(v >> 6) & 63];
+        o[3] = '=';
     }
+}
+
+std::string base64_encode(std::string_view in) {
+    std::string out;
+    append_base64(out, in);
     return out;
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+    static constexpr char hex[] = "0123456789abcdef";
+    out.reserve(out.size() + text.size() + 2);
+    out += '"';
+    size_t run = 0;  // start of the bytes not yet copied
+    for (size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        out.append(text.data() + run, i - run);
+        run = i + 1;
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\b': out += "\\b"; break;
+            case '\f': out += "\\f"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                out += "\\u00";
+                out += hex[c >> 4];
+                out += hex[c & 15];
+        }
+    }
+    out.append(text.data() + run, text.size() - run);
+    out += '"';
 }
 
 namespace {
@@ -184,8 +238,12 @@ size_t json_escape_overhead(std::string_view bytes) {
 // Text unless escaping would more than double it: terminal output with colour codes stays
 // readable, binary-looking output (a run of NULs is six times its size as JSON text, and slow to
 // encode) goes as base64.
+bool send_as_text(std::string_view bytes) {
+    return json_escape_overhead(bytes) <= bytes.size() && is_valid_utf8(bytes);
+}
+
 void put_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes) {
-    if (json_escape_overhead(bytes) <= bytes.size() && is_valid_utf8(bytes))
+    if (send_as_text(bytes))
         out[key] = std::string(bytes);
     else
         out[key + "Base64"] = base64_encode(bytes);

@@ -65,6 +65,13 @@ class ObjectReader {
 /// base64 under `key + "Base64"`, so a client always gets either exact text or exact bytes, never
 /// replacement characters, and binary output costs 4/3 of its size on the wire, not up to 6x.
 void put_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes);
+/// put_bytes' choice: true for text, false for base64.
+bool send_as_text(std::string_view bytes);
+/// Appends `text` (valid UTF-8) as a JSON string literal, quotes included. For hot paths that
+/// build JSON by hand; same escapes as nlohmann's dump.
+void append_json_string(std::string& out, std::string_view text);
+/// Appends standard base64 with padding (no quotes).
+void append_base64(std::string& out, std::string_view bytes);
 /// True when `bytes` is well-formed UTF-8.
 bool is_valid_utf8(std::string_view bytes);
 /// Length of the longest prefix of `bytes` that does not end inside a multi-byte UTF-8 sequence

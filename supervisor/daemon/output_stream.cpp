@@ -42,10 +42,35 @@ class ProcessStream {
         pending_ += dump_json(event);
         pending_ += '\n';
     }
+    /// An output event, written by hand: it carries nearly all of a stream's bytes, and building
+    /// it as a json object copies and re-scans each chunk (fields as nlohmann would order them).
+    void emit_output(const Cursor& c, uint64_t offset, uint64_t skipped, std::string_view data) {
+        if (send_as_text(data)) {
+            pending_ += "{\"data\":";
+            append_json_string(pending_, data);
+        } else {
+            pending_ += "{\"dataBase64\":\"";
+            append_base64(pending_, data);
+            pending_ += '"';
+        }
+        pending_ += ",\"offset\":";
+        pending_ += std::to_string(offset);
+        pending_ += ",\"seq\":";
+        pending_ += std::to_string(seq_++);
+        if (skipped != 0) {
+            pending_ += ",\"skipped\":";
+            pending_ += std::to_string(skipped);
+        }
+        pending_ += ",\"type\":\"";
+        pending_ += c.name;
+        pending_ += "\"}\n";
+    }
     asio::awaitable<void> flush() {
         std::string out = std::move(pending_);
         pending_.clear();
         co_await ex_.send_chunk(out);
+        // Sent: the process may now write what the buffer can hold beyond it.
+        if (follower_) follower_->advance(cursors_[0].sent, cursors_[1].sent);
     }
     /// Reads everything available now into events; false when the process record is gone.
     asio::awaitable<bool> drain(bool final_record);
@@ -60,6 +85,7 @@ class ProcessStream {
     Cursor cursors_[2];
     uint64_t seq_ = 0;
     std::string pending_;
+    std::shared_ptr<OutputFollower> follower_;  ///< backpressure while we stream
 };
 
 asio::awaitable<bool> ProcessStream::drain(bool final_record) {
@@ -75,10 +101,7 @@ asio::awaitable<bool> ProcessStream::drain(bool final_record) {
             if (!chunk->eof && !final_record) data = data.substr(0, utf8_complete_prefix(data));
             c.seen = chunk->next_offset;
             if (data.empty() && chunk->skipped == 0) break;
-            nlohmann::json event = {{"type", c.name}, {"offset", chunk->offset}};
-            if (chunk->skipped) event["skipped"] = chunk->skipped;
-            put_bytes(event, "data", data);
-            emit(std::move(event));
+            emit_output(c, chunk->offset, chunk->skipped, data);
             c.sent = chunk->offset + data.size();
             if (pending_.size() >= kFlushAt) co_await flush();
             if (data.size() < chunk->data.size()) break;  // held back: wait for the rest
@@ -113,6 +136,11 @@ asio::awaitable<void> ProcessStream::run() {
     const std::string& proc = request_.process_id;
     auto first = sessions_.get_process(request_.session_id, proc);
     if (!first) throw ApiFailure(api_error(first.error()));  // before the response: plain 404
+    // Before the first co_await, so an exec's first output is held for us, not dropped.
+    if (auto follower = sessions_.follow_output(
+            request_.session_id, proc, request_.want_stdout, request_.stdout_offset,
+            request_.want_stderr, request_.stderr_offset))
+        follower_ = std::move(*follower);
     co_await ex_.begin_ndjson();
     emit({{"type", "start"},
           {"id", proc},
