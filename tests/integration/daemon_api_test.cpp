@@ -429,6 +429,42 @@ TEST_F(DaemonApi, Exec_StreamsStartOutputAndEndsWithExactlyOneExit) {
     EXPECT_EQ(events.back()["exitCode"], 7);
 }
 
+TEST_F(DaemonApi, Exec_SlowReaderGetsEveryByteOfOutputBeyondTheCap) {
+    // 8 MiB through a 1 MiB buffer to a client slower than the writer: the stream holds the
+    // writer back (it waits on its pipe) instead of dropping what the client has not had.
+    auto c = client();
+    const auto base = s(create_session(
+        c, {{"policyYaml", "name: small\nextends: none\nlimits: { output: 1Mi }\n"}}));
+    uint64_t received = 0, skipped = 0, next_offset = 0;
+    bool contiguous = true;
+    json last;
+    auto status = c.stream_lines(
+        "POST", base + "/exec", json{{"command", "head -c 8388608 /dev/zero"}}.dump(), {},
+        [&](const std::string& line) {
+            last = json::parse(line);
+            if (last["type"] != "stdout") return true;
+            skipped += last.value("skipped", 0ull);
+            contiguous = contiguous && last["offset"] == next_offset;
+            const std::string data = last.contains("dataBase64")
+                                         ? last["dataBase64"].get<std::string>()
+                                         : last["data"].get<std::string>();
+            uint64_t bytes = data.size();
+            if (last.contains("dataBase64"))
+                bytes = data.size() / 4 * 3 - std::count(data.end() - 2, data.end(), '=');
+            received += bytes;
+            next_offset = last["offset"].get<uint64_t>() + bytes;
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slow client
+            return true;
+        });
+    ASSERT_EQ(status, 200u);
+    EXPECT_EQ(skipped, 0u);
+    EXPECT_TRUE(contiguous);
+    EXPECT_EQ(received, 8u << 20);
+    EXPECT_EQ(last["type"], "exit");
+    EXPECT_EQ(last["output"]["stdout"]["bytes"], 8u << 20);
+    EXPECT_EQ(last["output"]["stdout"]["droppedBytes"], 7u << 20) << "the 1 MiB cap holds";
+}
+
 TEST_F(DaemonApi, Stream_ResumesFromAnOffsetWithoutRepeatingBytes) {
     auto c = client();
     const auto base = s(create_session(c));
