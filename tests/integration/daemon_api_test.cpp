@@ -42,8 +42,10 @@ class Daemon {
         instance_ = "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter);
         fs::create_directories(dir_ + "/policies");
         std::ofstream(dir_ + "/policies/team.yaml") << "name: team\nextends: none\n";
-        // 40 ports per test process, spread by pid so parallel test binaries do not collide.
-        port_first_ = static_cast<uint16_t>(20000 + (::getpid() % 700) * 40);
+        // 40 ports per test process, spread by pid so parallel test binaries do not collide. The
+        // suites use disjoint ranges (session_manager 10000-, session_network 15000-, this 20000-,
+        // daemon_escape 30000-32759), all below the kernel's ephemeral ports (32768+).
+        port_first_ = static_cast<uint16_t>(20000 + (::getpid() % 250) * 40);  // 20000-29999
         std::vector<std::string> args = {
             CORRAL_BINARY_DIR "/supervisor/corrald",
             "--socket",

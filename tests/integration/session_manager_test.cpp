@@ -69,7 +69,7 @@ class SessionManagerTest : public ::testing::Test {
         SessionManagerConfig config;
         config.state_dir = state_dir_;
         config.instance_name = unique_instance();
-        config.port_first = static_cast<uint16_t>(42000 + (::getpid() % 500) * 10);
+        config.port_first = static_cast<uint16_t>(10000 + (::getpid() % 500) * 10);  // 10000-14999
         config.port_last = static_cast<uint16_t>(config.port_first + 9);
         config.ended_retention = 200ms;
         instance_path_ = host->v2_own + "/" + config.instance_name;

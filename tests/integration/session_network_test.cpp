@@ -49,7 +49,7 @@ class SessionNetworkTest : public ::testing::Test {
         SessionManagerConfig config;
         config.state_dir = state_dir_;
         config.instance_name = "corral-test-" + std::to_string(::getpid()) + "-net";
-        config.port_first = static_cast<uint16_t>(47000 + (::getpid() % 500) * 10);
+        config.port_first = static_cast<uint16_t>(15000 + (::getpid() % 500) * 10);  // 15000-19999
         config.port_last = static_cast<uint16_t>(config.port_first + 9);
         config.ended_retention = 200ms;
         auto manager = SessionManager::create(io_, config, *host);
