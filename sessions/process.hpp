@@ -114,7 +114,6 @@ class Process : public std::enable_shared_from_this<Process> {
         boost::asio::posix::stream_descriptor pipe;
         OutputBuffer buffer;
         bool eof = true;  // until a pipe is attached
-        std::vector<char> chunk;
         bool paused = false;  // a follower has not had bytes the next read would drop
     };
     struct ExitWaiter {

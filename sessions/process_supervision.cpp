@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <csignal>
 
 #include "sessions/child_reaper.hpp"
@@ -12,15 +14,21 @@ namespace corral {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kReadsPerTurn = 16;  // 1 MiB from one pipe, then other handlers get a turn
 // How long a record waits for EOF after the main process exited, for descendants that hold the
 // pipes (`cmd &`). A `run` of such a command returns after this; later output is still kept.
 constexpr std::chrono::milliseconds kSettleWindow{500};
 
+// One read buffer for every pipe of the daemon: the event loop reads one pipe at a time, so a
+// process costs what its OutputBuffers hold, not two idle read buffers.
+char* read_scratch() {
+    static thread_local std::array<char, kReadChunk> buffer;
+    return buffer.data();
+}
+
 }  // namespace
 
 void Process::start_watching() {
-    out_.chunk.resize(kReadChunk);
-    err_.chunk.resize(kReadChunk);
     read_more(OutputStream::out);
     read_more(OutputStream::err);
     watch_exit();
@@ -31,33 +39,48 @@ void Process::start_watching() {
     }
 }
 
+
 // The daemon reads even when nobody listens: the OutputBuffer keeps the latest bytes within the
-// cap and counts what it dropped, so the process never blocks on a full pipe.
+// cap and counts what it dropped, so the process never blocks on a full pipe (unless a live
+// stream follows it: room_to_read). Reads until the pipe is empty before waiting for it again —
+// asio's epoll is edge-triggered — and yields to other work after a few chunks.
 void Process::read_more(OutputStream stream) {
     StreamReader& source = reader(stream);
-    if (!source.pipe.is_open()) return;
-    const size_t room = room_to_read(stream);
-    if (room == 0) {
-        source.paused = true;  // resume_reading() goes on once the follower caught up
+    for (int round = 0; source.pipe.is_open(); ++round) {
+        const size_t room = room_to_read(stream);
+        if (room == 0) {
+            source.paused = true;  // resume_reading() goes on once the follower caught up
+            return;
+        }
+        if (round == kReadsPerTurn) {
+            boost::asio::post(io_, [self = shared_from_this(), stream] { self->read_more(stream); });
+            return;
+        }
+        const ssize_t n =
+            ::read(source.pipe.native_handle(), read_scratch(), std::min(kReadChunk, room));
+        if (n > 0) {
+            source.buffer.append(std::string_view(read_scratch(), static_cast<size_t>(n)));
+            notify_output();
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+            source.pipe.async_wait(
+                boost::asio::posix::descriptor_base::wait_read,
+                [self = shared_from_this(), stream](const boost::system::error_code& error) {
+                    if (error == boost::asio::error::operation_aborted) return;  // shut down
+                    self->read_more(stream);
+                });
+            return;
+        }
+        // End of file (every writer is gone) or a read error: the stream is complete.
+        boost::system::error_code ignored;
+        source.pipe.close(ignored);
+        source.eof = true;
+        notify_output();
+        maybe_finish();
         return;
     }
-    source.pipe.async_read_some(
-        boost::asio::buffer(source.chunk.data(), std::min(source.chunk.size(), room)),
-        [self = shared_from_this(), stream](const boost::system::error_code& error, size_t bytes) {
-            StreamReader& source = self->reader(stream);
-            if (bytes > 0) source.buffer.append(std::string_view(source.chunk.data(), bytes));
-            if (error) {
-                boost::system::error_code ignored;
-                source.pipe.close(ignored);
-                source.eof = true;
-                std::vector<char>().swap(source.chunk);  // a finished record keeps only output
-                self->notify_output();
-                self->maybe_finish();
-                return;
-            }
-            if (bytes > 0) self->notify_output();
-            self->read_more(stream);
-        });
 }
 
 // A pidfd becomes readable when the process exits; waitid(P_PIDFD) then reaps it with its status.
