@@ -376,6 +376,21 @@ bool run_op(const MountOp& op) noexcept {
     return false;
 }
 
+/// Whether a later tmpfs step mounts over step `i`'s target (or a directory above it): the
+/// default preset hides /run/user and then puts a fresh /run over it. Nothing of step `i` would
+/// be visible, so it is not mounted at all. Paths compare as written (already normalized).
+bool covered_later(const std::vector<MountStep>& plan, size_t i) {
+    const MountStep& step = plan[i];
+    if (step.target == "/" || step.kind == MountStep::Kind::dev ||
+        step.kind == MountStep::Kind::proc || step.kind == MountStep::Kind::sysfs)
+        return false;
+    for (size_t j = i + 1; j < plan.size(); ++j) {
+        if (plan[j].kind == MountStep::Kind::tmpfs && is_within(step.target, plan[j].target))
+            return true;
+    }
+    return false;
+}
+
 /// The operations of `plan` on a root of the given kind. `b.needs_synthetic_root` tells a
 /// failure the other kind of root would not have.
 Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan, RootKind root) {
@@ -390,7 +405,9 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
         root_entries = std::move(*entries);
         owned_dirs.push_back("/");
     }
-    for (const auto& step : plan) {
+    for (size_t i = 0; i < plan.size(); ++i) {
+        const MountStep& step = plan[i];
+        if (covered_later(plan, i)) continue;
         switch (step.kind) {
             case MountStep::Kind::bind_read_only:
                 if (step.target == "/") {

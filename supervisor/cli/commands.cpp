@@ -52,7 +52,8 @@ int run_command(const std::vector<std::string>& args) {
     } else {
         Millis timeout = options->timeout.value_or(
             parsed.policy->timeouts.command.value_or(Millis{0}));
-        report = run_one_shot(*parsed.policy, options->command, timeout, options->cwd.value_or(""));
+        report = run_one_shot(*parsed.policy, options->command, timeout, options->cwd.value_or(""),
+                              options->report.has_value());
     }
     if (report.status == ExitReason::setup_failed)
         std::fprintf(stderr, "corral run: setup failed: %s\n", report.error.c_str());

@@ -134,7 +134,7 @@ std::string current_directory() {
 }  // namespace
 
 RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command, Millis timeout,
-                       const std::string& command_cwd) {
+                       const std::string& command_cwd, bool measure_usage) {
     const auto started = Clock::now();
     RunReport report;
     report.policy = policy.name;
@@ -262,7 +262,7 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     } else {
         report.error = "lost track of the command's process";
     }
-    report.usage = res.limits->usage();
+    if (measure_usage) report.usage = res.limits->usage();
     res.sandbox.stop();
     reap_orphans(0, 0);
     return finish();
