@@ -193,7 +193,6 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
 
 // ---- parent side ----
 
-
 Result<UniqueFd> pidfd_open(pid_t pid) {
     int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     if (fd < 0) return sys_error("pidfd_open pid " + std::to_string(pid));

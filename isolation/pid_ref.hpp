@@ -20,7 +20,7 @@ struct WaitStatus {
 
 /// pid + pidfd of a child of ours.
 class PidRef {
-public:
+  public:
     PidRef() = default;
     PidRef(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
 
@@ -38,7 +38,7 @@ public:
     /// Reaps it if it has exited; nullopt while it runs.
     Result<std::optional<WaitStatus>> try_wait() const;
 
-private:
+  private:
     pid_t pid_ = -1;
     UniqueFd pidfd_;
 };

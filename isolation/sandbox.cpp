@@ -99,7 +99,6 @@ Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workd
     return plan;
 }
 
-
 /// Kills and reaps a holder that did not come up.
 void discard(PidRef& holder) {
     (void)holder.send_signal(SIGKILL);

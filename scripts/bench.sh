@@ -93,9 +93,14 @@ if wants launch; then
         "corral +net=$corral run --policy $policies/tier-net.yaml -- /bin/true" \
         "bwrap +net=bwrap --unshare-pid --unshare-ipc --unshare-uts --unshare-net $bwrap_fs -- /bin/true" \
         "firejail net none=$fj --net=none -- /bin/true" | collect
+    # bwrap takes a compiled filter on a descriptor: give it exactly corral's default filter, so
+    # that row has the same confinement (the no-seccomp row shows what the filter costs bwrap).
+    "$corral" policy seccomp default >"$work/default.bpf"
     "$bench/corral_bench_launch" --runs "$runs" --warmup 3 --group "launch: default (ro /, seccomp, no caps)" \
+        --open "9=$work/default.bpf" \
         "bare posix_spawn+wait=/bin/true" \
         "corral default=$corral run --policy default -- /bin/true" \
+        "bwrap default-equiv + corral's seccomp=bwrap $bwrap_default --seccomp 9 -- /bin/true" \
         "bwrap default-equiv (no seccomp)=bwrap $bwrap_default -- /bin/true" \
         "firejail default-equiv=$fj --net=none --seccomp --caps.drop=all --private-tmp --nonewprivs -- /bin/true" | collect
     if command -v hyperfine >/dev/null; then

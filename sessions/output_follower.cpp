@@ -1,5 +1,5 @@
-// Backpressure from live output readers (OutputFollower, output_follower.hpp): the pipes are read only as
-// far as the bounded buffer can take without dropping bytes a follower has not had.
+// Backpressure from live output readers (OutputFollower, output_follower.hpp): the pipes are read
+// only as far as the bounded buffer can take without dropping bytes a follower has not had.
 #include <algorithm>
 #include <cstdint>
 

@@ -15,7 +15,6 @@
 namespace corral {
 namespace {
 
-
 Status set_nonblocking(int fd) {
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)

@@ -113,7 +113,7 @@ class Process : public std::enable_shared_from_this<Process> {
         explicit StreamReader(boost::asio::io_context& io, size_t cap) : pipe(io), buffer(cap) {}
         boost::asio::posix::stream_descriptor pipe;
         OutputBuffer buffer;
-        bool eof = true;  // until a pipe is attached
+        bool eof = true;      // until a pipe is attached
         bool paused = false;  // a follower has not had bytes the next read would drop
     };
     struct ExitWaiter {

@@ -39,7 +39,6 @@ void Process::start_watching() {
     }
 }
 
-
 // The daemon reads even when nobody listens: the OutputBuffer keeps the latest bytes within the
 // cap and counts what it dropped, so the process never blocks on a full pipe (unless a live
 // stream follows it: room_to_read). Reads until the pipe is empty before waiting for it again —
@@ -53,7 +52,8 @@ void Process::read_more(OutputStream stream) {
             return;
         }
         if (round == kReadsPerTurn) {
-            boost::asio::post(io_, [self = shared_from_this(), stream] { self->read_more(stream); });
+            boost::asio::post(io_,
+                              [self = shared_from_this(), stream] { self->read_more(stream); });
             return;
         }
         const ssize_t n =

@@ -67,8 +67,8 @@ void Session::begin_grace() {
     watch_leaves_during_grace();
 }
 
-// One cgroup.events watch per populated process leaf; any change re-checks all of them, and the grace
-// period ends early once none is populated.
+// One cgroup.events watch per populated process leaf; any change re-checks all of them, and the
+// grace period ends early once none is populated.
 void Session::watch_leaves_during_grace() {
     if (grace_over_) return;
     end_watches_.clear();

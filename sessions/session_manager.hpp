@@ -162,9 +162,8 @@ class SessionManager {
     /// it has not had is never dropped; the process waits on its pipe instead. Advance it as bytes
     /// reach the client; drop it when the stream ends.
     Result<std::shared_ptr<OutputFollower>> follow_output(const std::string& sid,
-                                                          const std::string& proc,
-                                                          bool want_stdout, uint64_t stdout_offset,
-                                                          bool want_stderr,
+                                                          const std::string& proc, bool want_stdout,
+                                                          uint64_t stdout_offset, bool want_stderr,
                                                           uint64_t stderr_offset);
 
     // --- stdin ---------------------------------------------------------------------------------

@@ -1,11 +1,15 @@
 #include "supervisor/cli/commands.hpp"
 
+#include <linux/filter.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "isolation/confinement.hpp"
 #include "policies/policy_parser.hpp"
 #include "supervisor/cli/client_commands.hpp"
 #include "supervisor/cli/doctor.hpp"
@@ -19,8 +23,10 @@ void print_usage() {
     std::printf(
         "corral %s — a containerless sandbox supervisor\n\n"
         "usage:\n"
-        "  corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--cwd DIR] [--] CMD...\n"
+        "  corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--cwd DIR] [--] "
+        "CMD...\n"
         "  corral policy check FILE|NAME      validate; print the resolved policy\n"
+        "  corral policy seccomp FILE|NAME    the compiled seccomp filter (raw BPF) on stdout\n"
         "  corral doctor [--json]             what this host can enforce\n"
         "%s"
         "  corral version\n",
@@ -50,8 +56,8 @@ int run_command(const std::vector<std::string>& args) {
     if (!parsed.ok()) {
         report.error = "policy `" + options->policy + "`:\n" + parsed.format_errors();
     } else {
-        Millis timeout = options->timeout.value_or(
-            parsed.policy->timeouts.command.value_or(Millis{0}));
+        Millis timeout =
+            options->timeout.value_or(parsed.policy->timeouts.command.value_or(Millis{0}));
         report = run_one_shot(*parsed.policy, options->command, timeout, options->cwd.value_or(""),
                               options->report.has_value());
     }
@@ -77,6 +83,41 @@ int policy_check_command(const std::vector<std::string>& args) {
     return 0;
 }
 
+/// The policy's seccomp filter as compiled for the kernel: the raw struct sock_filter array that
+/// prctl(PR_SET_SECCOMP) and `bwrap --seccomp FD` take. For inspection (seccomp-tools, bpf_dbg)
+/// and for giving another tool exactly corral's filter.
+int policy_seccomp_command(const std::vector<std::string>& args) {
+    if (args.size() != 1) {
+        std::fprintf(stderr, "usage: corral policy seccomp FILE|NAME > filter.bpf\n");
+        return 2;
+    }
+    auto parsed = load_policy(args[0]);
+    if (!parsed.ok()) {
+        std::fputs(parsed.format_errors().c_str(), stderr);
+        return 1;
+    }
+    auto program = compile_seccomp(parsed.policy->seccomp);
+    if (!program) {
+        std::fprintf(stderr, "corral policy seccomp: %s\n", program.error().describe().c_str());
+        return 1;
+    }
+    if (program->empty()) {
+        std::fprintf(stderr, "corral policy seccomp: policy `%s` has no seccomp filter\n",
+                     parsed.policy->name.c_str());
+        return 1;
+    }
+    if (::isatty(STDOUT_FILENO)) {
+        std::fprintf(stderr, "corral policy seccomp: the filter is binary; redirect stdout\n");
+        return 2;
+    }
+    const size_t bytes = program->size() * sizeof(sock_filter);
+    if (std::fwrite(program->data(), 1, bytes, stdout) != bytes || std::fflush(stdout) != 0) {
+        std::perror("corral policy seccomp: write");
+        return 1;
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,7 +132,9 @@ int main(int argc, char** argv) {
     if (command == "policy") {
         if (!rest.empty() && rest[0] == "check")
             return policy_check_command({rest.begin() + 1, rest.end()});
-        std::fprintf(stderr, "usage: corral policy check FILE|NAME\n");
+        if (!rest.empty() && rest[0] == "seccomp")
+            return policy_seccomp_command({rest.begin() + 1, rest.end()});
+        std::fprintf(stderr, "usage: corral policy check|seccomp FILE|NAME\n");
         return 2;
     }
     if (command == "doctor") return doctor_command(!rest.empty() && rest[0] == "--json");

@@ -30,7 +30,7 @@ constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 /// Blocks the forwarded signals and SIGCHLD for the session's lifetime and reads them from a
 /// signalfd. The launcher resets the mask in the child, so the command sees default signals.
 class SignalCapture {
-public:
+  public:
     SignalCapture() {
         sigset_t set;
         sigemptyset(&set);
@@ -48,7 +48,7 @@ public:
         return static_cast<int>(info.ssi_signo);
     }
 
-private:
+  private:
     sigset_t previous_;
     UniqueFd fd_;
 };
@@ -133,8 +133,8 @@ std::string current_directory() {
 
 }  // namespace
 
-RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command, Millis timeout,
-                       const std::string& command_cwd, bool measure_usage) {
+RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command,
+                       Millis timeout, const std::string& command_cwd, bool measure_usage) {
     const auto started = Clock::now();
     RunReport report;
     report.policy = policy.name;
@@ -235,8 +235,10 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
         }
         if (fds[0].revents & POLLIN) {
             auto waited = main->wait();
-            if (waited) status = *waited;
-            else break;
+            if (waited)
+                status = *waited;
+            else
+                break;
         }
         if (!status && timeout_at && !kill_at && Clock::now() >= *timeout_at) {
             ending.timed_out = true;
@@ -257,8 +259,10 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
 
     if (status) {
         report.status = classify_exit(*status, ending);
-        if (status->exited) report.exit_code = status->code;
-        else report.signal = status->code;
+        if (status->exited)
+            report.exit_code = status->code;
+        else
+            report.signal = status->code;
     } else {
         report.error = "lost track of the command's process";
     }

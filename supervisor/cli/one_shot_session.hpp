@@ -19,7 +19,7 @@ namespace corral::cli {
 /// back as status setup-failed with the message. `timeout` 0 = none. `cwd` is the command's
 /// working directory inside the sandbox (empty: ours). `measure_usage` false skips reading the
 /// cgroup usage files at the end (only the --report shows usage).
-RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command, Millis timeout,
-                       const std::string& cwd = "", bool measure_usage = true);
+RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command,
+                       Millis timeout, const std::string& cwd = "", bool measure_usage = true);
 
 }  // namespace corral::cli

@@ -137,9 +137,9 @@ asio::awaitable<void> ProcessStream::run() {
     auto first = sessions_.get_process(request_.session_id, proc);
     if (!first) throw ApiFailure(api_error(first.error()));  // before the response: plain 404
     // Before the first co_await, so an exec's first output is held for us, not dropped.
-    if (auto follower = sessions_.follow_output(
-            request_.session_id, proc, request_.want_stdout, request_.stdout_offset,
-            request_.want_stderr, request_.stderr_offset))
+    if (auto follower = sessions_.follow_output(request_.session_id, proc, request_.want_stdout,
+                                                request_.stdout_offset, request_.want_stderr,
+                                                request_.stderr_offset))
         follower_ = std::move(*follower);
     co_await ex_.begin_ndjson();
     emit({{"type", "start"},

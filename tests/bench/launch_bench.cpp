@@ -3,7 +3,11 @@
 // Cases run round-robin (one run of each, then the next round) so that drift in the machine's
 // load hits every case alike.
 //
-//   corral_bench_launch [--runs N] [--warmup N] [--group NAME] "label=cmd arg..." ...
+//   corral_bench_launch [--runs N] [--warmup N] [--group NAME] [--open FD=PATH]... "label=cmd
+//   arg..." ...
+//
+// --open opens PATH read-only at FD in every spawned command, afresh each run (for tools that
+// read a file from a descriptor, such as `bwrap --seccomp FD`); every case pays the same open.
 //
 // A case whose command fails (non-zero exit) during warm-up is reported with the first line of
 // its stderr instead of being dropped, so a refusal (firejail as root, missing tool) is visible.
@@ -67,6 +71,12 @@ bool wait_with_deadline(pid_t pid, int timeout_ms, int& status) {
 }
 
 /// Runs argv once with stdout to /dev/null; stderr to /dev/null too unless `capture_stderr`.
+struct OpenFile {
+    int fd;
+    std::string path;
+};
+std::vector<OpenFile> g_open_files;  // --open
+
 RunResult run_once(const std::vector<std::string>& argv, bool capture_stderr, double& elapsed_ms) {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -76,6 +86,8 @@ RunResult run_once(const std::vector<std::string>& argv, bool capture_stderr, do
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    for (const auto& file : g_open_files)
+        posix_spawn_file_actions_addopen(&actions, file.fd, file.path.c_str(), O_RDONLY, 0);
     int err_pipe[2] = {-1, -1};
     if (capture_stderr && ::pipe2(err_pipe, O_CLOEXEC) == 0) {
         posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
@@ -147,11 +159,18 @@ int main(int argc, char** argv) {
             warmup = std::atoi(argv[++i]);
         else if (a == "--group" && i + 1 < argc)
             group = argv[++i];
-        else if (auto c = parse_case(a))
+        else if (a == "--open" && i + 1 < argc && std::strchr(argv[i + 1], '=') != nullptr) {
+            std::string spec = argv[++i];
+            size_t eq = spec.find('=');
+            g_open_files.push_back(
+                OpenFile{std::atoi(spec.substr(0, eq).c_str()), spec.substr(eq + 1)});
+        } else if (auto c = parse_case(a))
             cases.push_back(std::move(*c));
         else {
-            std::fprintf(stderr, "usage: %s [--runs N] [--warmup N] [--group G] label=cmd...\n",
-                         argv[0]);
+            std::fprintf(
+                stderr,
+                "usage: %s [--runs N] [--warmup N] [--group G] [--open FD=PATH]... label=cmd...\n",
+                argv[0]);
             return 2;
         }
     }

@@ -1,6 +1,5 @@
 // The v2 cgroup handle against the real kernel (root): a session's whole process tree, including
 // double-forked setsid daemons and trees that fork in a loop, is killed as one and removed.
-#include "tests/integration/support/test_helpers.hpp"
 #include "isolation/cgroup.hpp"
 
 #include <fcntl.h>
@@ -18,6 +17,7 @@
 #include <functional>
 
 #include "isolation/pid_ref.hpp"
+#include "tests/integration/support/test_helpers.hpp"
 
 namespace corral {
 namespace {
@@ -27,8 +27,6 @@ using test_support::exists;
 using test_support::unique_name;
 
 using namespace std::chrono_literals;
-
-
 
 /// Creates an owned test cgroup under our own v2 cgroup; the Cgroup's destructor removes it
 /// even when an assertion fails, and TearDown checks nothing is left.

@@ -4,14 +4,20 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -46,7 +52,7 @@ std::string drain(int fd) {
 }
 
 class CorralRun : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         if (geteuid() != 0) GTEST_SKIP() << "needs root (cgroups and namespaces)";
         char tmpl[] = "/tmp/corral-run-test-XXXXXX";
@@ -112,10 +118,38 @@ protected:
     std::string v2_own_;
 };
 
-bool process_alive(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
+bool process_alive(pid_t pid) {
+    return kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+TEST_F(CorralRun, PolicySeccompExportsTheFilterTheKernelEnforces) {
+    auto r = corral({"policy", "seccomp", "default"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_FALSE(r.out.empty());
+    ASSERT_EQ(r.out.size() % sizeof(sock_filter), 0u) << "a raw sock_filter array";
+    // Installed by hand in a child, the exported program refuses what the default preset does.
+    std::vector<sock_filter> program(r.out.size() / sizeof(sock_filter));
+    std::memcpy(program.data(), r.out.data(), r.out.size());
+    pid_t child = fork();
+    if (child == 0) {
+        sock_fprog prog{static_cast<unsigned short>(program.size()), program.data()};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(10);
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) _exit(11);
+        if (unshare(CLONE_NEWNS) == 0 || errno != EPERM) _exit(12);
+        _exit(getpid() > 0 ? 0 : 13);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+
+    auto none = corral({"policy", "seccomp", "none"});
+    EXPECT_EQ(none.exit_code, 1);
+    EXPECT_NE(none.err.find("has no seccomp filter"), std::string::npos) << none.err;
+}
 
 TEST_F(CorralRun, ExitCodePassesThrough) {
-    auto r = corral({"run", "--policy", "none", "--report", "report.json", "--", "sh", "-c", "exit 7"});
+    auto r =
+        corral({"run", "--policy", "none", "--report", "report.json", "--", "sh", "-c", "exit 7"});
     EXPECT_EQ(r.exit_code, 7) << r.err;
     auto rep = report();
     EXPECT_EQ(rep["status"], "exited");
@@ -299,8 +333,8 @@ TEST_F(CorralRun, AllocationPastMemoryLimitEndsWithOom) {
 
 TEST_F(CorralRun, StrictEnforcementRefusesALimitTheHostCannotEnforce) {
     std::ofstream(dir_ / "io.yaml") << "extends: default\nlimits: { io_weight: 100 }\n";
-    auto r = corral({"run", "--policy", (dir_ / "io.yaml").string(), "--report", "report.json",
-                     "--", "true"});
+    auto r = corral(
+        {"run", "--policy", (dir_ / "io.yaml").string(), "--report", "report.json", "--", "true"});
     if (r.exit_code == 0) GTEST_SKIP() << "this host can enforce io weights (bfq in use)";
     EXPECT_EQ(r.exit_code, 125);
     EXPECT_EQ(report()["status"], "setup-failed");
@@ -341,9 +375,9 @@ TEST_F(CorralRun, OomGroupEndsTheWholeSessionOnTheFirstOomKill) {
         << "extends: default\nlimits: { memory: 64Mi, oom_group: true }\n";
     auto started = std::chrono::steady_clock::now();
     // Only a background child allocates; without oom_group the main process would sleep on.
-    auto r = corral({"run", "--policy", (dir_ / "group.yaml").string(), "--timeout", "60s",
-                     "--report", "report.json", "--", "sh", "-c",
-                     probe() + " alloc 512 & sleep 100"});
+    auto r =
+        corral({"run", "--policy", (dir_ / "group.yaml").string(), "--timeout", "60s", "--report",
+                "report.json", "--", "sh", "-c", probe() + " alloc 512 & sleep 100"});
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(50));
     auto rep = report();
     EXPECT_EQ(rep["status"], "oom") << rep.dump();

@@ -644,12 +644,14 @@ TEST_F(DaemonApi, Ports_WaitReturnsOnceSomethingAcceptsAndTimesOutBefore) {
 
 TEST_F(DaemonApi, Sessions_BestEffortRecordListsWhatIsNotEnforced) {
     auto c = client();
-    auto strict = c.post("/v1/sessions", {{"policyYaml", "extends: none\nlimits: { io_weight: 100 }\n"}});
+    auto strict =
+        c.post("/v1/sessions", {{"policyYaml", "extends: none\nlimits: { io_weight: 100 }\n"}});
     if (strict.status == 201u) GTEST_SKIP() << "this host enforces io weights (bfq in use)";
     EXPECT_GE(strict.status, 400u) << "strict must refuse an unenforceable limit";
     EXPECT_NE(strict.body.find("io"), std::string::npos) << strict.body;
     const auto session = create_session(
-        c, {{"policyYaml", "extends: none\nlimits: { io_weight: 100 }\nenforcement: best-effort\n"}});
+        c,
+        {{"policyYaml", "extends: none\nlimits: { io_weight: 100 }\nenforcement: best-effort\n"}});
     auto record = c.get(s(session)).json();
     ASSERT_EQ(record["notEnforced"].size(), 1u) << record.dump();
     EXPECT_NE(record["notEnforced"][0].get<std::string>().find("io"), std::string::npos);

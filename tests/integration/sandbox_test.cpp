@@ -1,7 +1,6 @@
 // The namespace holder against the real kernel (root): processes launched into a session's
 // sandbox see only the session's pids, the policy's filesystem view (hidden /home, read-only
 // /usr, a writable workdir), a network namespace with only `lo` (up), and the policy's hostname.
-#include "tests/integration/support/test_helpers.hpp"
 #include "isolation/sandbox.hpp"
 
 #include <arpa/inet.h>
@@ -19,6 +18,7 @@
 
 #include "base/file_io.hpp"
 #include "isolation/launcher.hpp"
+#include "tests/integration/support/test_helpers.hpp"
 
 namespace corral {
 namespace {
@@ -26,8 +26,6 @@ namespace {
 using test_support::drain;
 using test_support::exists;
 using test_support::unique_name;
-
-
 
 Policy default_like_policy() {
     Policy policy;

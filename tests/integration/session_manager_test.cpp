@@ -2,7 +2,6 @@
 // from presets, commands and their output, daemons that double-fork away and are still gone after
 // the session ends, per-process kill that spares siblings, bounded output, timeouts, many sessions
 // at once, and nothing left in the cgroup tree or the state dir afterwards.
-#include "tests/integration/support/test_helpers.hpp"
 #include "sessions/session_manager.hpp"
 
 #include <dirent.h>
@@ -17,6 +16,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/integration/support/test_helpers.hpp"
+
 namespace corral {
 namespace {
 
@@ -30,7 +31,6 @@ std::string unique_instance() {
     static std::atomic<int> counter{0};
     return "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
 }
-
 
 /// Subdirectories of a cgroup directory (child cgroups).
 std::vector<std::string> child_cgroups(const std::string& dir) {

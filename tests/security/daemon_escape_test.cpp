@@ -37,7 +37,8 @@ class Daemon {
         fs::create_directories(run_dir_);
         fs::create_directories(state_dir_ + "-policies");
         socket_ = run_dir_ + "/corrald.sock";
-        const auto first_port = static_cast<uint16_t>(30000 + (::getpid() % 138) * 20);  // 30000-32759
+        const auto first_port =
+            static_cast<uint16_t>(30000 + (::getpid() % 138) * 20);  // 30000-32759
         std::vector<std::string> args = {
             CORRAL_BINARY_DIR "/supervisor/corrald",
             "--socket",

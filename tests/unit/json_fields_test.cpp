@@ -31,8 +31,12 @@ TEST(PutBytes, ControlHeavyBytesAreBase64) {
 }
 
 TEST(AppendJsonString, MatchesNlohmannForEveryEscape) {
-    const std::string samples[] = {"", "plain", "quote\" back\\slash", "\b\f\n\r\t",
-                                   std::string("nul\0x01\x1f end", 13), "caf\xc3\xa9 \xe2\x82\xac",
+    const std::string samples[] = {"",
+                                   "plain",
+                                   "quote\" back\\slash",
+                                   "\b\f\n\r\t",
+                                   std::string("nul\0x01\x1f end", 13),
+                                   "caf\xc3\xa9 \xe2\x82\xac",
                                    "\x7f del stays"};
     for (const auto& text : samples) {
         std::string mine;
@@ -42,9 +46,14 @@ TEST(AppendJsonString, MatchesNlohmannForEveryEscape) {
 }
 
 TEST(AppendBase64, EveryPaddingCase) {
-    const std::pair<std::string, std::string> cases[] = {
-        {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="},
-        {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}, {std::string("\xff\xfe\x00", 3), "//4A"}};
+    const std::pair<std::string, std::string> cases[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"},
+                                                         {std::string("\xff\xfe\x00", 3), "//4A"}};
     for (const auto& [in, out] : cases) {
         std::string encoded = "x";
         append_base64(encoded, in);
