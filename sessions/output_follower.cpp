@@ -7,10 +7,13 @@
 
 namespace corral {
 
+// Posted, not called: a follower dies with its stream, and reading on may finish the record,
+// whose callbacks should not run inside that teardown.
 OutputFollower::~OutputFollower() {
     if (auto process = process_.lock()) {
-        wants_[0] = wants_[1] = false;  // not counted any more, even before the list is pruned
-        process->resume_reading();
+        boost::asio::post(process->io_, [weak = process->weak_from_this()] {
+            if (auto alive = weak.lock()) alive->resume_reading();
+        });
     }
 }
 
