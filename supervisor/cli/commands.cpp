@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "isolation/confinement.hpp"
@@ -69,9 +70,11 @@ int run_command(const std::vector<std::string>& args) {
     return report.process_exit_code();
 }
 
-int policy_check_command(const std::vector<std::string>& args) {
+/// The one policy a `corral policy` subcommand names, or the exit code after saying what is
+/// wrong: 2 for a usage error, 1 for a policy that does not load.
+std::variant<Policy, int> policy_argument(const std::vector<std::string>& args, const char* usage) {
     if (args.size() != 1) {
-        std::fprintf(stderr, "usage: corral policy check FILE|NAME\n");
+        std::fprintf(stderr, "usage: %s\n", usage);
         return 2;
     }
     auto parsed = load_policy(args[0]);
@@ -79,7 +82,13 @@ int policy_check_command(const std::vector<std::string>& args) {
         std::fputs(parsed.format_errors().c_str(), stderr);
         return 1;
     }
-    std::fputs(policy_to_yaml(*parsed.policy).c_str(), stdout);
+    return std::move(*parsed.policy);
+}
+
+int policy_check_command(const std::vector<std::string>& args) {
+    auto policy = policy_argument(args, "corral policy check FILE|NAME");
+    if (const int* code = std::get_if<int>(&policy)) return *code;
+    std::fputs(policy_to_yaml(std::get<Policy>(policy)).c_str(), stdout);
     return 0;
 }
 
@@ -87,23 +96,17 @@ int policy_check_command(const std::vector<std::string>& args) {
 /// prctl(PR_SET_SECCOMP) and `bwrap --seccomp FD` take. For inspection (seccomp-tools, bpf_dbg)
 /// and for giving another tool exactly corral's filter.
 int policy_seccomp_command(const std::vector<std::string>& args) {
-    if (args.size() != 1) {
-        std::fprintf(stderr, "usage: corral policy seccomp FILE|NAME > filter.bpf\n");
-        return 2;
-    }
-    auto parsed = load_policy(args[0]);
-    if (!parsed.ok()) {
-        std::fputs(parsed.format_errors().c_str(), stderr);
-        return 1;
-    }
-    auto program = compile_seccomp(parsed.policy->seccomp);
+    auto loaded = policy_argument(args, "corral policy seccomp FILE|NAME > filter.bpf");
+    if (const int* code = std::get_if<int>(&loaded)) return *code;
+    const Policy& policy = std::get<Policy>(loaded);
+    auto program = compile_seccomp(policy.seccomp);
     if (!program) {
         std::fprintf(stderr, "corral policy seccomp: %s\n", program.error().describe().c_str());
         return 1;
     }
     if (program->empty()) {
         std::fprintf(stderr, "corral policy seccomp: policy `%s` has no seccomp filter\n",
-                     parsed.policy->name.c_str());
+                     policy.name.c_str());
         return 1;
     }
     if (::isatty(STDOUT_FILENO)) {
