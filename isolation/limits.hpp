@@ -66,9 +66,9 @@ class SessionLimits {
     virtual std::vector<int> join_fds() const = 0;
     /// Session usage: cpu from v2 cpu.stat; memory/pids/io from whichever hierarchy has them.
     virtual ResourceUsage usage() const = 0;
-    /// fds that become readable when a limit event may have happened (v2: inotify on
-    /// memory.events/pids.events; v1: an eventfd on memory.oom_control and inotify on
-    /// pids.events). After readiness call read_events(), which also drains them.
+    /// fds that become readable when a limit event may have happened (one epoll fd watching
+    /// v2 memory.events/pids.events, or the v1 OOM eventfd and pids.events; event_watch.hpp).
+    /// After readiness call read_events(), which also consumes the events.
     virtual std::vector<int> event_fds() const = 0;
     /// Drains event_fds() and returns the current counters.
     virtual LimitEvents read_events() = 0;

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <thread>
 
 #include "base/file_io.hpp"
+#include "isolation/event_watch.hpp"
 #include "isolation/limits.hpp"
 #include "isolation/limits_internal.hpp"
 
@@ -80,7 +80,6 @@ class HybridSessionLimits : public SessionLimits {
         join_fds_.clear();
         oom_eventfd_.reset();
         oom_control_.reset();
-        pids_inotify_.reset();
         for (auto it = v1_.rbegin(); it != v1_.rend(); ++it) kill_and_remove(*it);
     }
 
@@ -91,15 +90,13 @@ class HybridSessionLimits : public SessionLimits {
             if (!procs) return sys_error("open `" + cgroup.path + "/cgroup.procs`");
             join_fds_.push_back(std::move(procs));
         }
-        if (const V1Cgroup* memory = find("memory")) CORRAL_TRY(arm_oom_event(*memory), "");
-        if (const V1Cgroup* pids = find("pids")) {
-            // pids.events is notified through kernfs, so inotify sees the "max" counter change.
-            pids_inotify_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-            std::string path = pids->path + "/pids.events";
-            if (pids_inotify_ &&
-                ::inotify_add_watch(pids_inotify_.get(), path.c_str(), IN_MODIFY) < 0)
-                pids_inotify_.reset();
+        if (const V1Cgroup* memory = find("memory")) {
+            CORRAL_TRY(arm_oom_event(*memory), "");
+            CORRAL_TRY(events_.watch_readable(oom_eventfd_.get()), "watch OOM events");
         }
+        // pids.events is a kernfs file: its "max" counter changing raises POLLPRI.
+        if (const V1Cgroup* pids = find("pids"))
+            (void)events_.watch_file(pids->dir.get(), "pids.events", pids->path);
         return {};
     }
 
@@ -128,18 +125,14 @@ class HybridSessionLimits : public SessionLimits {
     }
 
     std::vector<int> event_fds() const override {
-        std::vector<int> fds;
-        if (oom_eventfd_) fds.push_back(oom_eventfd_.get());
-        if (pids_inotify_) fds.push_back(pids_inotify_.get());
-        return fds;
+        if (events_.fd() < 0) return {};
+        return {events_.fd()};
     }
 
     LimitEvents read_events() override {
         uint64_t count;
         if (oom_eventfd_) (void)!::read(oom_eventfd_.get(), &count, sizeof count);
-        char drain[4096];
-        while (pids_inotify_ && ::read(pids_inotify_.get(), drain, sizeof drain) > 0) {
-        }
+        events_.rearm();
         return counters();
     }
 
@@ -204,7 +197,7 @@ class HybridSessionLimits : public SessionLimits {
     std::vector<UniqueFd> join_fds_;
     UniqueFd oom_eventfd_;
     UniqueFd oom_control_;
-    UniqueFd pids_inotify_;
+    EventWatch events_;  // the OOM eventfd and pids.events
     std::vector<std::string> notes_;
     bool end_on_oom_;
 };
@@ -225,7 +218,8 @@ class HybridV1Backend : public LimitBackend {
                                                  Enforcement enforcement) const override {
         EnforcementLedger ledger(enforcement);
         // A session without limits needs no v1 cgroup, so no probe either (it creates and
-        // removes a cgroup in every v1 hierarchy: a cost `corral run --policy none` should not pay).
+        // removes a cgroup in every v1 hierarchy: a cost `corral run --policy none` should not
+        // pay).
         if (!requested_limits(limits).empty()) ensure_probed();
         CORRAL_TRY(ledger.check_supported(support_, limits), "apply limits");
         std::vector<V1Cgroup> created;

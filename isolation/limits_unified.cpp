@@ -1,10 +1,9 @@
 // The unified (cgroup v2) limit backend: controllers enabled down the path, limit files on the
 // session cgroup, events from memory.events and pids.events.
-#include <sys/inotify.h>
-
 #include <algorithm>
 
 #include "base/file_io.hpp"
+#include "isolation/event_watch.hpp"
 #include "isolation/limits.hpp"
 #include "isolation/limits_internal.hpp"
 
@@ -33,14 +32,10 @@ class UnifiedSessionLimits : public SessionLimits {
   public:
     UnifiedSessionLimits(Cgroup cgroup, std::vector<std::string> notes, bool end_on_oom)
         : cgroup_(std::move(cgroup)), notes_(std::move(notes)), end_on_oom_(end_on_oom) {
-        inotify_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-        bool watching = false;
-        for (const char* file : {"memory.events", "pids.events"}) {
-            std::string path = cgroup_.path() + "/" + file;
-            if (inotify_ && ::inotify_add_watch(inotify_.get(), path.c_str(), IN_MODIFY) >= 0)
-                watching = true;
-        }
-        if (!watching) inotify_.reset();
+        // Without events (a file this kernel lacks, or a failure) the exit reasons still come
+        // from the counters read at the end; only the early wake-up is lost.
+        for (const char* file : {"memory.events", "pids.events"})
+            (void)events_.watch_file(cgroup_.dir_fd(), file, cgroup_.path());
     }
 
     std::vector<int> join_fds() const override { return {}; }
@@ -51,14 +46,12 @@ class UnifiedSessionLimits : public SessionLimits {
     }
 
     std::vector<int> event_fds() const override {
-        if (!inotify_) return {};
-        return {inotify_.get()};
+        if (events_.fd() < 0) return {};
+        return {events_.fd()};
     }
 
     LimitEvents read_events() override {
-        char drain[4096];
-        while (inotify_ && ::read(inotify_.get(), drain, sizeof drain) > 0) {
-        }
+        events_.rearm();
         LimitEvents events;
         if (auto text = read_file(cgroup_.dir_fd(), "memory.events")) {
             auto values = parse_keyed_values(*text);
@@ -75,7 +68,7 @@ class UnifiedSessionLimits : public SessionLimits {
 
   private:
     Cgroup cgroup_;  // unowned: the caller owns the session cgroup
-    UniqueFd inotify_;
+    EventWatch events_;
     std::vector<std::string> notes_;
     bool end_on_oom_;
 };
