@@ -190,6 +190,10 @@ Result<size_t> Process::kill() {
 }
 
 size_t Process::terminate() {
+    // The session is ending: no stream may hold its output back any more, or a stalled client
+    // would keep the record (and the session's end) waiting for pipes nobody reads.
+    followers_.clear();
+    resume_reading();
     if (!leaf_.valid()) return 0;
     if (main_running()) killed_by_request_ = true;
     auto signalled = leaf_.signal_all(SIGTERM);

@@ -438,6 +438,28 @@ TEST_F(SessionManagerTest, SessionManager_FinishedRecordsHoldNoDescriptors) {
     end(sid);
 }
 
+TEST_F(SessionManagerTest, SessionManager_StalledStreamDoesNotHoldUpTheSessionsEnd) {
+    CreatedSession session = create("", "name: small\nextends: none\nlimits: { output: 64Ki }\n");
+    const std::string sid = session.info.id;
+    ProcessRequest request;
+    request.command = "head -c 10000000 /dev/zero; sleep 1000";
+    auto started = manager_->start_process(sid, request);
+    ASSERT_TRUE(started) << started.error().describe();
+    // A follower that never advances: the writer is held back on its pipe.
+    auto follower = manager_->follow_output(sid, started->id, true, 0, true, 0);
+    ASSERT_TRUE(follower) << follower.error().describe();
+    run_until([] { return false; }, 300ms);
+    auto chunk = manager_->read_output(sid, started->id, OutputStream::out, 0, 1 << 20);
+    ASSERT_TRUE(chunk);
+    EXPECT_EQ(chunk->skipped, 0u) << "nothing the follower has not had was dropped";
+    EXPECT_LE(chunk->next_offset, 64u << 10) << "reading stopped at the cap";
+    const auto before = std::chrono::steady_clock::now();
+    EndSessionReport report = end(sid);
+    EXPECT_LT(std::chrono::steady_clock::now() - before, 5s)
+        << "the end waited for a stream that does not read";
+    EXPECT_EQ(report.killed_process_ids.size(), 1u);
+}
+
 TEST_F(SessionManagerTest, SessionManager_LeafOfAProcessGoesWhenItsLastDescendantExits) {
     CreatedSession session = create("none");
     const std::string sid = session.info.id;
