@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "policies/egress_destination.hpp"
 #include "policies/policy_reader.hpp"
 #include "policies/units.hpp"
 
@@ -97,25 +98,9 @@ std::string valid_hostname(std::string_view name) {
                     "`";
 }
 
-// "host:port", "[v6]:port".
-std::string valid_endpoint(std::string_view text) {
-    std::string problem =
-        "expected host:port (e.g. 127.0.0.1:8080 or [::1]:443), got `" + std::string(text) + "`";
-    size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos || colon == 0) return problem;
-    std::string_view host = text.substr(0, colon);
-    std::string_view port_text = text.substr(colon + 1);
-    unsigned port = 0;
-    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
-        port == 0 || port > 65535) {
-        return problem;
-    }
-    if (host.front() == '[') return host.back() == ']' && host.size() > 2 ? "" : problem;
-    for (char c : host) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') return problem;
-    }
-    return "";
+std::string valid_egress_destination(std::string_view text) {
+    auto parsed = parse_egress_destination(std::string(text));
+    return parsed ? "" : parsed.error().message;
 }
 
 void name_field(PolicyReader& r, const Entry& e, Policy& p) {
@@ -372,8 +357,10 @@ constexpr Rule kNetworkRules[] = {
      [](PolicyReader& r, const Entry& e, Policy& p) {
          if (auto ports = r.integer(e, 0, 1024)) p.network.ports = static_cast<unsigned>(*ports);
      }},
-    {"allow", [](PolicyReader& r, const Entry& e,
-                 Policy& p) { assign(r.string_list(e, valid_endpoint), p.network.allow); }},
+    {"allow",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
+         assign(r.string_list(e, valid_egress_destination), p.network.allow);
+     }},
 };
 
 // ---- seccomp ----

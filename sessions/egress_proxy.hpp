@@ -18,14 +18,11 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "policies/egress_destination.hpp"
 #include "sessions/netns_thread.hpp"
 #include "sessions/port_forwarder.hpp"
 
 namespace corral {
-
-/// Parses one allow entry ("127.0.0.1:5432", "localhost:6379", "[::1]:443") into a numeric
-/// loopback address. EINVAL naming the entry when it is malformed or not a loopback address.
-Result<SocketAddress> parse_allowed_destination(const std::string& entry);
 
 /// Listeners inside one namespace, one per allowed destination, forwarded to the host.
 class EgressProxy {

@@ -2,13 +2,13 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
-#include "sessions/egress_proxy.hpp"
+#include "policies/egress_destination.hpp"
 
 namespace corral {
 namespace {
 
 TEST(EgressAllow, LocalhostBecomesIpv4Loopback) {
-    auto parsed = parse_allowed_destination("localhost:5432");
+    auto parsed = parse_egress_destination("localhost:5432");
     ASSERT_TRUE(parsed) << parsed.error().describe();
     EXPECT_EQ(parsed->family, AF_INET);
     EXPECT_EQ(parsed->address, "127.0.0.1");
@@ -16,10 +16,10 @@ TEST(EgressAllow, LocalhostBecomesIpv4Loopback) {
 }
 
 TEST(EgressAllow, AcceptsWholeLoopbackRangeAndBracketedIpv6) {
-    auto v4 = parse_allowed_destination("127.0.0.2:80");
+    auto v4 = parse_egress_destination("127.0.0.2:80");
     ASSERT_TRUE(v4);
     EXPECT_EQ(v4->address, "127.0.0.2");
-    auto v6 = parse_allowed_destination("[::1]:443");
+    auto v6 = parse_egress_destination("[::1]:443");
     ASSERT_TRUE(v6);
     EXPECT_EQ(v6->family, AF_INET6);
     EXPECT_EQ(v6->address, "::1");
@@ -28,7 +28,7 @@ TEST(EgressAllow, AcceptsWholeLoopbackRangeAndBracketedIpv6) {
 
 TEST(EgressAllow, RefusesNonLoopbackAndHostnames) {
     for (const char* entry : {"10.0.0.1:80", "example.com:443", "[2001:db8::1]:80", "0.0.0.0:80"}) {
-        auto parsed = parse_allowed_destination(entry);
+        auto parsed = parse_egress_destination(entry);
         ASSERT_FALSE(parsed) << entry;
         EXPECT_EQ(parsed.error().code, EINVAL);
         EXPECT_NE(parsed.error().message.find(entry), std::string::npos);
@@ -38,7 +38,7 @@ TEST(EgressAllow, RefusesNonLoopbackAndHostnames) {
 TEST(EgressAllow, RefusesMalformedEntries) {
     for (const char* entry :
          {"127.0.0.1", ":80", "127.0.0.1:0", "127.0.0.1:70000", "127.0.0.1:x", "::1:80"}) {
-        EXPECT_FALSE(parse_allowed_destination(entry)) << entry;
+        EXPECT_FALSE(parse_egress_destination(entry)) << entry;
     }
 }
 

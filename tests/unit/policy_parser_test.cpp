@@ -143,8 +143,15 @@ TEST(PolicyParser, AllowEntryNeedsAPort) {
                  "network.allow[0]", "expected host:port");
     Policy policy = parse_ok(
         "namespaces: { network: isolated }\nnetwork: { allow: ['127.0.0.1:5432', '[::1]:443', "
-        "'api.example.com:443'] }\n");
+        "'localhost:6379'] }\n");
     EXPECT_EQ(policy.network.allow.size(), 3u);
+}
+
+TEST(PolicyParser, AllowRefusesWhatIsNotHostLoopbackAtParseTime) {
+    expect_error("namespaces: { network: isolated }\nnetwork:\n  allow: ['api.example.com:443']\n",
+                 3, 11, "network.allow[0]", "only host loopback destinations");
+    expect_error("namespaces: { network: isolated }\nnetwork:\n  allow: ['10.0.0.1:80']\n", 3, 11,
+                 "network.allow[0]", "only host loopback destinations");
 }
 
 TEST(PolicyParser, UnknownSeccompPresetAndActionAreErrors) {
