@@ -15,6 +15,7 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "base/file_io.hpp"
 #include "base/pipe.hpp"
@@ -216,17 +217,21 @@ Error failure_error(const ChildReport& report) {
 class PidNamespaceForChildren {
   public:
     static Result<PidNamespaceForChildren> enter(int holder_pidfd) {
-        PidNamespaceForChildren entered;
-        entered.own_.reset(::open("/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC));
-        if (!entered.own_) return sys_error("open our pid namespace");
+        // Opened once per thread: this sits on every namespaced launch of the daemon.
+        static thread_local UniqueFd own(::open("/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC));
+        if (!own) return sys_error("open our pid namespace");
         if (::setns(holder_pidfd, CLONE_NEWPID) != 0)
             return sys_error("setns into the session's pid namespace");
+        PidNamespaceForChildren entered;
+        entered.own_ = own.get();
         return entered;
     }
-    PidNamespaceForChildren(PidNamespaceForChildren&&) = default;
+    PidNamespaceForChildren(PidNamespaceForChildren&& other) noexcept
+        : own_(std::exchange(other.own_, -1)) {}
+    PidNamespaceForChildren& operator=(PidNamespaceForChildren&&) = delete;
     ~PidNamespaceForChildren() {
-        if (!own_) return;
-        if (::setns(own_.get(), CLONE_NEWPID) != 0) {
+        if (own_ < 0) return;
+        if (::setns(own_, CLONE_NEWPID) != 0) {
             std::fprintf(stderr, "corral: cannot return to our own pid namespace (%s); aborting\n",
                          std::strerror(errno));
             std::abort();
@@ -235,7 +240,7 @@ class PidNamespaceForChildren {
 
   private:
     PidNamespaceForChildren() = default;
-    UniqueFd own_;
+    int own_ = -1;  ///< the thread's own pid namespace (not ours to close)
 };
 
 /// Starts the child. With clone3 it is born in the cgroup; the fallback (kernels without
