@@ -12,9 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "base/file_io.hpp"
 #include "isolation/launcher.hpp"
@@ -26,6 +28,27 @@ namespace {
 using test_support::drain;
 using test_support::exists;
 using test_support::unique_name;
+
+/// Prints the file system type of the mount at `/` (the last one there: the visible one).
+constexpr const char* kRootFsType =
+    "awk '$5 == \"/\" { for (i = 7; i < NF; i++) if ($i == \"-\") t = $(i + 1) } END { print t }' "
+    "/proc/self/mountinfo";
+
+std::string root_fs_type_here() {
+    auto mountinfo = read_file("/proc/self/mountinfo");
+    std::string type;
+    if (!mountinfo) return type;
+    std::istringstream lines(*mountinfo);
+    for (std::string line; std::getline(lines, line);) {
+        std::istringstream fields(line);
+        std::vector<std::string> f;
+        for (std::string word; fields >> word;) f.push_back(word);
+        auto dash = std::find(f.begin(), f.end(), "-");
+        if (f.size() > 4 && f[4] == "/" && dash != f.end() && dash + 1 != f.end())
+            type = *(dash + 1);
+    }
+    return type + "\n";
+}
 
 Policy default_like_policy() {
     Policy policy;
@@ -186,6 +209,14 @@ TEST_F(SandboxTest, Sandbox_HostRootBindKeepsEveryRule) {
     auto host = read_file(workdir_ + "/f");
     ASSERT_TRUE(host) << host.error().describe();
     EXPECT_EQ(*host, "hi\n");
+    // The root is the host's own file system, bound once (not corral's tmpfs).
+    EXPECT_EQ(run_inside(kRootFsType).text, root_fs_type_here());
+}
+
+TEST_F(SandboxTest, Sandbox_TopLevelMountPointTheHostLacksGetsACorralRoot) {
+    start(default_like_policy());  // the workdir at /workspace, which the host does not have
+    EXPECT_EQ(run_inside(kRootFsType).text, "tmpfs\n");
+    EXPECT_FALSE(exists("/workspace")) << "corral created a mount point on the host";
 }
 
 TEST_F(SandboxTest, Sandbox_TmpIsAFreshTmpfs) {
