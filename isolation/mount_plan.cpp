@@ -50,7 +50,7 @@ Status add_workdir(std::vector<MountStep>& plan, const WorkdirBinding& workdir) 
         "workdir.mount", workdir.inside_path.empty() ? workdir.host_path : workdir.inside_path);
     if (!inside) return std::move(inside.error());
     if (*inside == "/") return plain_error("workdir.mount: the workdir cannot replace `/`");
-    plan.push_back(MountStep{MountStep::Kind::bind_read_write, *host, *inside, 0});
+    plan.push_back(MountStep{MountStep::Kind::workdir, *host, *inside, 0});
     return {};
 }
 
@@ -111,6 +111,9 @@ std::string describe_mount_plan(const std::vector<MountStep>& plan) {
                 break;
             case MountStep::Kind::bind_read_write:
                 out += "bind " + step.source + " -> " + step.target;
+                break;
+            case MountStep::Kind::workdir:
+                out += "workdir " + step.source + " -> " + step.target;
                 break;
             case MountStep::Kind::hide:
                 out += "hide " + step.target;

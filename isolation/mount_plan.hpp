@@ -21,7 +21,10 @@ namespace corral {
 struct MountStep {
     enum class Kind {
         bind_read_only,   ///< recursive bind of host `source` at `target`, then ro (mount_setattr)
-        bind_read_write,  ///< recursive bind, writable
+        bind_read_write,  ///< recursive bind, writable, nosuid,nodev
+        workdir,          ///< the session's working directory: a writable nosuid,nodev bind made
+                          ///< from a detached copy of `source` (mounts.hpp), idmapped when the
+                          ///< sandbox's identity is not the directory's owner (sandbox.cpp)
         hide,             ///< empty ro tmpfs over a directory, /dev/null over a file
         tmpfs,            ///< fresh tmpfs of `size` bytes
         dev,              ///< minimal /dev: null zero full random urandom tty, pts, shm, fd links
@@ -39,6 +42,10 @@ struct MountStep {
 struct WorkdirBinding {
     std::string host_path;    ///< the session's working directory on the host
     std::string inside_path;  ///< where it appears inside (== host_path for `corral run` cwd)
+    /// A host directory the user works in (`corral run`'s cwd, a `workdir` bind): under a user
+    /// namespace of its own the sandbox writes there as the directory's owner (idmapped mount).
+    /// false for a scratch dir the caller hands to Sandbox::host_identity() itself.
+    bool idmap_to_owner = true;
 };
 
 /// The steps for a policy, in execution order: read_only, read_write, hidden, tmpfs, workdir,

@@ -8,10 +8,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+
+#include "base/file_io.hpp"
 
 namespace corral {
 namespace {
@@ -69,6 +72,9 @@ enum class RootKind {
 class Builder {
   public:
     std::vector<MountOp> ops;
+    std::vector<UniqueFd> trees;  ///< detached trees the ops attach
+    int workdir_tree = -1;
+    std::string workdir_source;
     /// Set when a mount point is missing directly beneath a host-bound root: the plan needs the
     /// synthetic root.
     bool needs_synthetic_root = false;
@@ -115,6 +121,22 @@ class Builder {
                              "` does not exist (corral never creates it on the host)");
         }
         return {};
+    }
+
+    /// Where the host path `host` shows inside the new root, if a host bind placed so far shows
+    /// it and nothing placed later covers it.
+    std::optional<std::string> visible_at(const std::string& host) const {
+        for (size_t i = placed_.size(); i-- > 0;) {
+            const Placed& p = placed_[i];
+            if (p.corral_owned || p.source.empty() || !is_within(host, p.source)) continue;
+            std::string rest = host.substr(p.source == "/" ? 0 : p.source.size());
+            std::string inside = p.target == "/" ? (rest.empty() ? "/" : rest) : p.target + rest;
+            for (size_t j = placed_.size(); j-- > i + 1;) {
+                if (is_within(inside, placed_[j].target)) return std::nullopt;  // covered
+            }
+            return inside;
+        }
+        return std::nullopt;
     }
 
   private:
@@ -191,9 +213,104 @@ Status add_bind(Builder& b, const MountStep& step) {
     CORRAL_TRY(b.ensure_mount_point(target, S_ISDIR(st.st_mode)), "");
     std::string what = (read_only ? "ro-bind " : "bind ") + *source + " -> " + target;
     b.add(Op::bind, old_path(*source), new_path(target), what, 0, true);
-    if (read_only) b.add(Op::set_readonly, {}, new_path(target), what, 0, true);
+    if (read_only) {
+        b.add(Op::set_readonly, {}, new_path(target), what, 0, true);
+    } else {
+        // Issue 10 item 4: nothing the sandbox can write may carry a working setuid bit or a
+        // device node (the host's own nosuid/nodev stay as they are on read-only parts).
+        b.add(Op::set_attributes, {}, new_path(target), what + " nosuid,nodev",
+              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
+    }
     b.place(target, false, *source);
     return {};
+}
+
+/// The session's working directory. The parent (root in the host's user namespace) makes a
+/// detached copy with open_tree(OPEN_TREE_CLONE) and marks it nosuid,nodev; the holder only moves
+/// it into place. So the holder, running as the session's unprivileged identity, never walks the
+/// host path (the session dir stays 0700), and sandbox.cpp can still idmap the copy once the
+/// holder's user namespace exists (only a detached mount can be idmapped). A caller that may not
+/// clone mounts (no CAP_SYS_ADMIN: an unprivileged `corral run`) binds by path instead.
+Status add_workdir(Builder& b, const MountStep& step) {
+    auto source = real_path(step.source);
+    if (!source) return sys_error("workdir `" + step.source + "`");
+    struct stat st;
+    if (::stat(source->c_str(), &st) != 0) return sys_error("stat `" + *source + "`");
+    if (!S_ISDIR(st.st_mode)) return sys_error(ENOTDIR, "workdir `" + *source + "`");
+    const std::string& target = step.target;
+    CORRAL_TRY(b.ensure_mount_point(target, true), "");
+    std::string what = "bind " + *source + " -> " + target;
+    UniqueFd tree(static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, source->c_str(),
+                                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)));
+    if (tree) {
+        mount_attr attr{};
+        attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+                      sizeof attr) != 0)
+            return sys_error("workdir `" + *source + "`: nosuid,nodev");
+        b.workdir_tree = tree.get();
+        b.workdir_source = *source;
+        b.add(Op::attach_tree, {}, new_path(target), what);
+        b.ops.back().fd = tree.get();
+        b.trees.push_back(std::move(tree));
+    } else if (errno == EPERM || errno == ENOSYS) {
+        b.add(Op::bind, old_path(*source), new_path(target), what, 0, true);
+        b.add(Op::set_attributes, {}, new_path(target), what + " nosuid,nodev",
+              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
+    } else {
+        return sys_error("workdir `" + *source + "`: open_tree");
+    }
+    b.place(target, false, *source);
+    return {};
+}
+
+/// Pathname unix sockets bound in our network namespace, as /proc/net/unix lists them (the path
+/// as its binder passed it). Abstract and unnamed sockets have no path; a network namespace of
+/// the session's own already keeps the abstract ones away.
+std::vector<std::string> bound_unix_sockets() {
+    std::vector<std::string> out;
+    auto text = read_file("/proc/net/unix");
+    if (!text) return out;
+    size_t pos = text->find('\n');  // header line
+    while (pos != std::string::npos && pos + 1 < text->size()) {
+        size_t end = text->find('\n', pos + 1);
+        std::string line = text->substr(pos + 1, end == std::string::npos ? end : end - pos - 1);
+        pos = end;
+        // "Num RefCount Protocol Flags Type St Inode Path": the path is what follows field 7.
+        size_t field = 0, i = 0;
+        while (i < line.size() && field < 7) {
+            while (i < line.size() && line[i] == ' ') ++i;
+            while (i < line.size() && line[i] != ' ') ++i;
+            ++field;
+        }
+        while (i < line.size() && line[i] == ' ') ++i;
+        if (i < line.size() && line[i] == '/') out.push_back(line.substr(i));
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+/// Issue 10 item 3: a read-only bind does not stop connect(), and a unix socket's file mode is the
+/// only check the kernel makes. Every socket the host has bound where the sandbox would see it
+/// (outside corral's own tmpfs mounts: /var/tmp, /var/lib/..., a corrald socket anywhere) gets
+/// /dev/null, read-only, bound over it: connect() then finds no socket (ECONNREFUSED). Sockets
+/// bound after the session started are not covered (README: residual risk); under `default` the
+/// session's unprivileged identity still cannot connect to those that are not world-writable.
+void mask_host_sockets(Builder& b) {
+    for (const auto& listed : bound_unix_sockets()) {
+        auto host = real_path(listed);
+        if (!host) continue;  // gone, or bound in another mount namespace
+        struct stat st;
+        if (::lstat(host->c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+        auto inside = b.visible_at(*host);
+        if (!inside) continue;
+        std::string what = "mask socket " + *inside;
+        b.add(Op::bind, old_path("/dev/null"), new_path(*inside), what);
+        b.ops.back().optional = true;
+        b.add(Op::set_readonly, {}, new_path(*inside), what);
+        b.ops.back().optional = true;
+    }
 }
 
 void add_readonly_root(Builder& b, const std::vector<std::string>& root_entries) {
@@ -256,6 +373,10 @@ Status add_dev(Builder& b, const MountStep& step, std::vector<std::string>& owne
         std::string inside = dev + "/" + name;
         b.add(Op::touch, {}, new_path(inside), "create " + inside);
         b.add(Op::bind, old_path(host), new_path(inside), "bind " + host);
+        // Issue 10 item 6: the bind is the host's inode; read-only, chmod/chown/utimes on it fail
+        // (EROFS) while reads and writes of the device itself still work.
+        b.add(Op::set_attributes, {}, new_path(inside), "read-only " + inside,
+              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
     }
     b.add(Op::mkdir, {}, new_path(dev + "/pts"), "create " + dev + "/pts");
     b.add(Op::mount_fs, "devpts", new_path(dev + "/pts"), "mount devpts on " + dev + "/pts",
@@ -299,6 +420,7 @@ void protect_proc(Builder& b, const std::string& proc) {
         if (::access(host.c_str(), F_OK) != 0) continue;
         std::string inside = new_path(proc + "/" + name);
         b.add(Op::bind, old_path("/dev/null"), inside, "mask " + proc + "/" + name);
+        b.add(Op::set_readonly, {}, inside, "mask " + proc + "/" + name);  // the host's /dev/null
     }
 }
 
@@ -362,6 +484,15 @@ bool run_op(const MountOp& op) noexcept {
                            nullptr) == 0;
         case Op::set_readonly:
             return set_readonly(target, op.recursive);
+        case Op::set_attributes: {
+            mount_attr attr{};
+            attr.attr_set = op.flags;
+            unsigned flags = AT_NO_AUTOMOUNT | (op.recursive ? AT_RECURSIVE : 0);
+            return ::syscall(SYS_mount_setattr, AT_FDCWD, target, flags, &attr, sizeof attr) == 0;
+        }
+        case Op::attach_tree:
+            return ::syscall(SYS_move_mount, op.fd, "", AT_FDCWD, target,
+                             MOVE_MOUNT_F_EMPTY_PATH) == 0;
         case Op::symlink:
             return ::symlink(source, target) == 0;
         case Op::pivot_to_staging:
@@ -418,6 +549,9 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
             case MountStep::Kind::bind_read_write:
                 CORRAL_TRY(add_bind(b, step), "");
                 break;
+            case MountStep::Kind::workdir:
+                CORRAL_TRY(add_workdir(b, step), "");
+                break;
             case MountStep::Kind::hide:
                 CORRAL_TRY(add_hide(b, step, owned_dirs), "");
                 break;
@@ -438,12 +572,18 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
                 break;
         }
     }
+    mask_host_sockets(b);
     // Only the mount itself, not what is mounted beneath: a workdir inside a hidden dir stays
     // writable.
     for (const auto& dir : owned_dirs)
         b.add(Op::set_readonly, {}, new_path(dir), "read-only " + dir);
     b.add(Op::pivot_into, {}, kNewRoot, "pivot_root into the new root");
-    return PreparedMounts{std::move(b.ops)};
+    PreparedMounts out;
+    out.ops = std::move(b.ops);
+    out.trees = std::move(b.trees);
+    out.workdir_tree = b.workdir_tree;
+    out.workdir_source = b.workdir_source;
+    return out;
 }
 
 }  // namespace
@@ -462,7 +602,7 @@ Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan) {
 
 const char* execute_mounts(const PreparedMounts& mounts) noexcept {
     for (const auto& op : mounts.ops) {
-        if (!run_op(op)) return op.step.c_str();
+        if (!run_op(op) && !op.optional) return op.step.c_str();
     }
     return nullptr;
 }

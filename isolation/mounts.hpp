@@ -11,14 +11,16 @@
 //      top-level mount point the host lacks (/workspace) is it instead a tmpfs receiving one
 //      recursive bind per top-level host entry (symlinks recreated), so that mount point is
 //      created in corral's tmpfs, never on the host;
-//   4. the policy's steps; then the corral-made tmpfs mounts (root, hidden dirs, /dev) become
-//      read-only;
+//   4. the policy's steps; every pathname unix socket the host has bound and the sandbox would
+//      see is masked (issue 10 item 3); then the corral-made tmpfs mounts (root, hidden dirs,
+//      /dev) become read-only;
 //   5. pivot_root into /newroot and detach the old tree.
 
 #include <string>
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/unique_fd.hpp"
 #include "isolation/mount_plan.hpp"
 
 namespace corral {
@@ -33,6 +35,8 @@ struct MountOp {
         touch,             ///< empty file as a mount point for a file bind
         bind,              ///< bind mount source -> target (recursive when `recursive`)
         set_readonly,      ///< mount_setattr(MOUNT_ATTR_RDONLY), AT_RECURSIVE when `recursive`
+        set_attributes,    ///< mount_setattr(attr_set = `flags`, MOUNT_ATTR_*), AT_RECURSIVE too
+        attach_tree,       ///< move_mount(`fd`, "", target): a detached tree the parent made
         symlink,           ///< symlink(source, target)
         pivot_to_staging,  ///< pivot_root(target, source) then chdir /
         pivot_into,  ///< chdir target; pivot_root(".", "."); umount2(".", MNT_DETACH); chdir /
@@ -44,16 +48,28 @@ struct MountOp {
     unsigned long flags = 0;
     bool recursive = false;
     std::string step;  ///< what an error names: "mount proc on /proc"
+    int fd = -1;       ///< attach_tree: the detached tree (owned by PreparedMounts)
+    bool optional = false;  ///< a failure is ignored (a socket that vanished before it was masked)
 };
 
-/// The operations for one holder, in order.
+/// The operations for one holder, in order, and the detached trees they attach.
 struct PreparedMounts {
     std::vector<MountOp> ops;
+    /// Detached copies (open_tree OPEN_TREE_CLONE) the holder moves into place: made by the
+    /// parent, which runs as root in the host's user namespace, so the holder never has to walk
+    /// the host path (a session dir 0700 stays closed to its own sandbox identity) and the
+    /// parent can still idmap them after the holder's user namespace exists.
+    std::vector<UniqueFd> trees;
+    /// The workdir's detached tree (-1: bound by path, e.g. a caller without CAP_SYS_ADMIN) and
+    /// its host path.
+    int workdir_tree = -1;
+    std::string workdir_source;
 };
 
 /// Turns a plan into operations: lists the host's top-level entries, resolves symlinks of policy
 /// paths on the host, skips read-only binds and hidden paths that do not exist, and refuses
-/// targets that would have to be created on the host. Runs in the parent.
+/// targets that would have to be created on the host. Lists the host's bound unix sockets to
+/// mask them. Runs in the parent.
 Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan);
 
 /// Runs the operations (holder side, async-signal-safe). Returns nullptr on success, else the

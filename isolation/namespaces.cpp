@@ -1,5 +1,7 @@
 #include "isolation/namespaces.hpp"
 
+#include <fcntl.h>
+#include <linux/sched.h>
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -11,6 +13,9 @@
 #include <string>
 
 #include "base/file_io.hpp"
+#include "base/pipe.hpp"
+#include "isolation/child_report.hpp"
+#include "isolation/pid_ref.hpp"
 
 namespace corral {
 
@@ -25,14 +30,54 @@ int namespace_clone_flags(const NamespaceSpec& spec) {
     return flags;
 }
 
-Status write_id_maps(pid_t child, uid_t outside_uid, gid_t outside_gid) {
+namespace {
+
+std::string map_line(IdMapping m) {
+    return std::to_string(m.inside) + " " + std::to_string(m.outside) + " " +
+           std::to_string(m.count) + "\n";
+}
+
+}  // namespace
+
+Status write_id_maps(pid_t child, IdMapping uid, IdMapping gid, bool deny_setgroups) {
     std::string proc = "/proc/" + std::to_string(child);
-    CORRAL_TRY(write_file(proc + "/setgroups", "deny"), "user namespace");
-    CORRAL_TRY(write_file(proc + "/uid_map", "0 " + std::to_string(outside_uid) + " 1\n"),
-               "user namespace");
-    CORRAL_TRY(write_file(proc + "/gid_map", "0 " + std::to_string(outside_gid) + " 1\n"),
-               "user namespace");
+    if (deny_setgroups) CORRAL_TRY(write_file(proc + "/setgroups", "deny"), "user namespace");
+    CORRAL_TRY(write_file(proc + "/uid_map", map_line(uid)), "user namespace: uid_map");
+    CORRAL_TRY(write_file(proc + "/gid_map", map_line(gid)), "user namespace: gid_map");
     return {};
+}
+
+Result<UniqueFd> make_mapping_namespace(IdMapping uid, IdMapping gid) {
+    auto hold = make_pipe();
+    if (!hold) return std::move(hold.error());
+    int pidfd = -1;
+    pid_t pid = clone3_fork(CLONE_NEWUSER | CLONE_PIDFD, -1, &pidfd);
+    if (pid < 0) return sys_error("clone a user namespace for an idmapped mount");
+    if (pid == 0) {
+        // Only waits until the parent has what it needs (EOF on the pipe), then exits.
+        char byte;
+        hold->write_end.reset();
+        while (::read(hold->read_end.get(), &byte, 1) < 0 && errno == EINTR) {
+        }
+        ::_exit(0);
+    }
+    PidRef helper(pid, UniqueFd(pidfd));
+    hold->read_end.reset();
+    Result<UniqueFd> out = UniqueFd();
+    auto mapped = write_id_maps(pid, uid, gid, false);
+    if (!mapped) {
+        out = std::move(mapped.error());
+    } else {
+        std::string path = "/proc/" + std::to_string(pid) + "/ns/user";
+        UniqueFd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (ns)
+            out = std::move(ns);
+        else
+            out = sys_error("open `" + path + "`");
+    }
+    hold->write_end.reset();  // the helper exits; its namespace lives on through our fd
+    (void)helper.wait();
+    return out;
 }
 
 bool become_namespace_root() noexcept {

@@ -6,8 +6,10 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "base/error.hpp"
+#include "base/unique_fd.hpp"
 #include "policies/policy.hpp"
 
 namespace corral {
@@ -15,9 +17,24 @@ namespace corral {
 /// CLONE_NEW* flags for a policy's namespaces (network isolated -> CLONE_NEWNET).
 int namespace_clone_flags(const NamespaceSpec& spec);
 
-/// Parent side, for a child in a new user namespace: "deny" to setgroups (required before an
-/// unprivileged gid_map, harmless otherwise), then maps inside 0 to `outside_uid`/`outside_gid`.
-Status write_id_maps(pid_t child, uid_t outside_uid, gid_t outside_gid);
+/// One line of a uid_map or gid_map: ids inside..inside+count-1 are outside..outside+count-1
+/// on the host.
+struct IdMapping {
+    uint32_t inside = 0;
+    uint32_t outside = 0;
+    uint32_t count = 1;
+};
+
+/// Parent side, for a child in a new user namespace: writes its uid_map and gid_map. With
+/// `deny_setgroups` it first writes "deny" to setgroups, which the kernel requires before an
+/// unprivileged writer may set a gid_map; a root writer leaves setgroups allowed, so a policy's
+/// `user.groups` can still be set inside.
+Status write_id_maps(pid_t child, IdMapping uid, IdMapping gid, bool deny_setgroups);
+
+/// A user namespace that exists only to carry a mapping (for an idmapped mount: the kernel takes
+/// the mapping from a user namespace fd). A short-lived helper process is cloned into a new user
+/// namespace, its maps are written, and its /proc/PID/ns/user is returned open.
+Result<UniqueFd> make_mapping_namespace(IdMapping uid, IdMapping gid);
 
 /// Child side, after entering a user namespace (created or joined): switches to the namespace's
 /// uid/gid 0. Until then the process keeps its unmapped host ids and every file it creates fails

@@ -4,11 +4,14 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "base/pipe.hpp"
@@ -27,6 +30,7 @@ struct HolderPlan {
     std::string hostname;
     int report_fd = -1;
     int go_fd = -1;  ///< user namespace: wait until the parent wrote the id maps
+    int lease_fd = -1;  ///< the uid range's lock: kept open for the holder's whole life
 };
 
 [[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error) noexcept {
@@ -35,13 +39,20 @@ struct HolderPlan {
 }
 
 /// Drops every inherited descriptor (the daemon's sockets, other sessions' pipes) and points
-/// stdio at /dev/null: the holder lives as long as the session and must not keep them open.
-void release_descriptors() noexcept {
+/// stdio at /dev/null: the holder lives as long as the session and must not keep them open. The
+/// uid range's lock alone stays (as fd 3): while the holder lives, its namespaces do, and no other
+/// session may be given the same host ids (id_range.hpp).
+void release_descriptors(int keep) noexcept {
     int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) {
         for (int i = 0; i < 3; ++i) ::dup2(null, i);
     }
-    ::close_range(3, ~0U, 0);
+    unsigned first = 3;
+    if (keep >= 0) {
+        if (keep != 3) ::dup2(keep, 3);
+        first = 4;
+    }
+    ::close_range(first, ~0U, 0);
 }
 
 /// The holder's life after setup. As PID 1 of a pid namespace it reaps every orphan of the
@@ -81,7 +92,7 @@ void release_descriptors() noexcept {
     if ((plan.flags & CLONE_NEWNET) && !bring_loopback_up())
         holder_fail(plan, "bring up lo", errno);
     write_report(plan.report_fd, ChildReport::ready, ::getpid());
-    release_descriptors();
+    release_descriptors(plan.lease_fd);
     hold_forever(plan.flags & CLONE_NEWPID);
 }
 
@@ -99,6 +110,73 @@ Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workd
     return plan;
 }
 
+/// The id maps of a session's user namespace and who its user is on the host.
+struct UserNamespaceIds {
+    IdMapping uid_map;
+    IdMapping gid_map;
+    bool deny_setgroups = false;
+    HostIdentity identity;
+};
+
+/// With root: inside 0..65535 -> a range leased for this session, so the sandbox's root (or
+/// strict's nobody, 65534 inside) is an unprivileged stranger to the host (CVE-2019-5736 and
+/// CVE-2022-0492 were both root-in-container acting on the host as root). Without root: inside 0
+/// -> the caller's own uid, the only mapping an unprivileged process may write.
+Result<UserNamespaceIds> choose_ids(const Policy& policy, IdRangeLease& lease) {
+    UserNamespaceIds ids;
+    uid_t inside_uid = policy.user.inherit ? 0 : policy.user.uid;
+    gid_t inside_gid = policy.user.inherit ? 0 : policy.user.gid;
+    if (::geteuid() != 0) {
+        ids.uid_map = {0, static_cast<uint32_t>(::geteuid()), 1};
+        ids.gid_map = {0, static_cast<uint32_t>(::getegid()), 1};
+        ids.deny_setgroups = true;
+        ids.identity = {::geteuid(), ::getegid()};
+        return ids;
+    }
+    if (inside_uid >= kIdRangeSize || inside_gid >= kIdRangeSize)
+        return plain_error("user: uid/gid " + std::to_string(inside_uid) + "/" +
+                           std::to_string(inside_gid) +
+                           " does not fit a session's user namespace (0.." +
+                           std::to_string(kIdRangeSize - 1) + " inside)");
+    auto leased = IdRangeLease::acquire();
+    if (!leased) return std::move(leased.error().context("user namespace"));
+    lease = std::move(*leased);
+    ids.uid_map = {0, lease.base(), lease.count()};
+    ids.gid_map = {0, lease.base(), lease.count()};
+    ids.identity = {lease.outside(inside_uid), lease.outside(inside_gid)};
+    return ids;
+}
+
+/// A host directory bound as the workdir (`corral run`'s cwd) keeps its owner: the detached
+/// tree is idmapped so that the sandbox's user writes on disk as the directory's owner and sees
+/// the owner's files as its own (CVE-2021-21284, Docker's userns-remap, is what the opposite
+/// looks like: a remapped root that may write where the host's root owns things). Ids other than
+/// the owner's show as nobody and cannot be written. Where the file system or kernel cannot idmap
+/// (9p, NFS, kernels before 5.12), the tree stays as it is and the reason is returned.
+std::string idmap_workdir(const PreparedMounts& mounts, HostIdentity identity) {
+    if (mounts.workdir_tree < 0) return {};
+    struct stat st;
+    if (::stat(mounts.workdir_source.c_str(), &st) != 0) return {};
+    if (st.st_uid == identity.uid && st.st_gid == identity.gid) return {};
+    auto mapping =
+        make_mapping_namespace({st.st_uid, identity.uid, 1}, {st.st_gid, identity.gid, 1});
+    std::string failure;
+    if (mapping) {
+        mount_attr attr{};
+        attr.attr_set = MOUNT_ATTR_IDMAP;
+        attr.userns_fd = static_cast<uint64_t>(mapping->get());
+        if (::syscall(SYS_mount_setattr, mounts.workdir_tree, "", AT_EMPTY_PATH | AT_RECURSIVE,
+                      &attr, sizeof attr) == 0)
+            return {};
+        failure = std::string("idmapped mount: ") + std::strerror(errno);
+    } else {
+        failure = mapping.error().describe();
+    }
+    return "cannot idmap the workdir `" + mounts.workdir_source + "` to its owner (uid " +
+           std::to_string(st.st_uid) + ") (" + failure + "): the sandbox sees it as uid " +
+           std::to_string(identity.uid) + " on the host, and writes to files it does not own fail";
+}
+
 /// Kills and reaps a holder that did not come up.
 void discard(PidRef& holder) {
     (void)holder.send_signal(SIGKILL);
@@ -110,7 +188,10 @@ void discard(PidRef& holder) {
 Sandbox::Sandbox(Sandbox&& other) noexcept
     : holder_(std::exchange(other.holder_, PidRef{})),
       flags_(std::exchange(other.flags_, 0)),
-      pending_report_(std::move(other.pending_report_)) {}
+      pending_report_(std::move(other.pending_report_)),
+      lease_(std::move(other.lease_)),
+      identity_(std::exchange(other.identity_, std::nullopt)),
+      workdir_warning_(std::move(other.workdir_warning_)) {}
 
 Sandbox& Sandbox::operator=(Sandbox&& other) noexcept {
     if (this != &other) {
@@ -118,6 +199,9 @@ Sandbox& Sandbox::operator=(Sandbox&& other) noexcept {
         holder_ = std::exchange(other.holder_, PidRef{});
         flags_ = std::exchange(other.flags_, 0);
         pending_report_ = std::move(other.pending_report_);
+        lease_ = std::move(other.lease_);
+        identity_ = std::exchange(other.identity_, std::nullopt);
+        workdir_warning_ = std::move(other.workdir_warning_);
     }
     return *this;
 }
@@ -154,8 +238,16 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     int flags = namespace_clone_flags(policy.namespaces);
     if (flags == 0) return Sandbox{};
     if (!holder_cgroup.valid()) return plain_error("namespace holder: no cgroup given");
+    Sandbox sandbox;
+    std::optional<UserNamespaceIds> ids;
+    if (flags & CLONE_NEWUSER) {
+        auto chosen = choose_ids(policy, sandbox.lease_);
+        if (!chosen) return std::move(chosen.error());
+        ids = *chosen;
+    }
     auto plan = plan_holder(policy, workdir, flags);
     if (!plan) return std::move(plan.error());
+    plan->lease_fd = sandbox.lease_.valid() ? sandbox.lease_.lock_fd() : -1;
 
     auto report = make_pipe();
     if (!report) return std::move(report.error());
@@ -177,17 +269,17 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     report->write_end.reset();
     go.read_end.reset();
 
-    if (flags & CLONE_NEWUSER) {
-        uid_t uid = policy.user.inherit ? ::geteuid() : policy.user.uid;
-        gid_t gid = policy.user.inherit ? ::getegid() : policy.user.gid;
-        auto mapped = write_id_maps(pid, uid, gid);
+    if (ids) {
+        auto mapped = write_id_maps(pid, ids->uid_map, ids->gid_map, ids->deny_setgroups);
+        if (mapped && workdir.idmap_to_owner)
+            sandbox.workdir_warning_ = idmap_workdir(plan->mounts, ids->identity);
         if (!mapped || ::write(go.write_end.get(), "1", 1) != 1) {
             discard(holder);
             if (!mapped) return std::move(mapped.error().context("namespace holder"));
             return sys_error("namespace holder: release");
         }
+        sandbox.identity_ = ids->identity;
     }
-    Sandbox sandbox;
     sandbox.holder_ = std::move(holder);
     sandbox.flags_ = flags;
     sandbox.pending_report_ = std::move(report->read_end);

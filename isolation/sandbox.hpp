@@ -6,19 +6,32 @@
 // Every process of the session then joins these namespaces (launcher.hpp: setns through the
 // holder's pidfd), so all of a session's processes see each other like on one machine.
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/cgroup.hpp"
+#include "isolation/id_range.hpp"
 #include "isolation/mount_plan.hpp"
 #include "isolation/pid_ref.hpp"
 #include "policies/policy.hpp"
 
 namespace corral {
 
+/// Who a sandbox's user is on the host.
+struct HostIdentity {
+    uid_t uid = 0;
+    gid_t gid = 0;
+};
+
 /// The running holder of a session's namespaces.
+//
+// Identity (DESIGN.md "Identity", issue 10): with a user namespace and a root caller, the holder's
+// namespace maps inside 0..65535 to a range of host ids leased for this session alone
+// (id_range.hpp); the lease stays held by the holder for the namespaces' whole life. Without root
+// the namespace maps inside 0 to the caller's own uid, as bubblewrap does.
 class Sandbox {
   public:
     Sandbox() = default;
@@ -52,6 +65,12 @@ class Sandbox {
     /// pidfd of the holder.
     int holder_pidfd() const { return holder_.pidfd(); }
     pid_t holder_pid() const { return holder_.pid(); }
+    /// The host ids of the sandbox's user when it has a user namespace of its own (a leased range,
+    /// or the caller's ids without root); nullopt otherwise (the policy's ids apply as they are).
+    std::optional<HostIdentity> host_identity() const { return identity_; }
+    /// Why the workdir could not be idmapped to its owner (empty when it was, or need not be):
+    /// the sandbox then sees it with its own identity, and writes to files it does not own fail.
+    const std::string& workdir_warning() const { return workdir_warning_; }
     /// Sends the holder SIGKILL without waiting, so its teardown (the namespaces go with it)
     /// overlaps the caller's own work; stop() then reaps it.
     void begin_stop();
@@ -62,6 +81,9 @@ class Sandbox {
     PidRef holder_;
     int flags_ = 0;
     UniqueFd pending_report_;  ///< read end of the holder's report pipe until it is ready
+    IdRangeLease lease_;
+    std::optional<HostIdentity> identity_;
+    std::string workdir_warning_;
 };
 
 }  // namespace corral

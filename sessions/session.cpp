@@ -50,17 +50,20 @@ Status Session::build(const CreateSessionRequest& request) {
     auto directory = SessionDirectory::create(context_.sessions_dir, id_, policy_.workdir.size);
     if (!directory) return std::move(directory.error());
     directory_ = std::move(*directory);
-    std::optional<FileOwner> owner;
-    if (!policy_.user.inherit) {
-        owner = FileOwner{policy_.user.uid, policy_.user.gid};
-        if (::chown(directory_.root().c_str(), owner->uid, owner->gid) != 0) {
-            return sys_error("chown `" + directory_.root() + "`");
-        }
-    }
     workdir_.host_path = directory_.root();
     workdir_.inside_path = policy_.namespaces.mount ? policy_.workdir.mount : directory_.root();
+    workdir_.idmap_to_owner = false;  // a scratch dir: handed to the sandbox's identity below
 
     CORRAL_TRY(create_kernel_resources(), "set up");
+    // The workspace and the files the API creates belong to the sandbox's user as the host sees
+    // it: a user namespace's leased range (DESIGN.md "Identity"), else the policy's uid.
+    std::optional<FileOwner> owner;
+    if (auto identity = sandbox_.host_identity()) {
+        owner = FileOwner{identity->uid, identity->gid};
+    } else if (!policy_.user.inherit) {
+        owner = FileOwner{policy_.user.uid, policy_.user.gid};
+    }
+    if (owner) CORRAL_TRY(directory_.hand_to(owner->uid, owner->gid), "session directory");
 
     auto files = FileService::open(directory_.root(), FileServiceOptions{owner, false});
     if (!files) return std::move(files.error().context("file service"));

@@ -57,6 +57,9 @@ class SessionDirectory {
     static Result<SessionDirectory> create(const std::string& sessions_dir, const std::string& sid,
                                            std::optional<uint64_t> size);
     const std::string& root() const { return root_; }
+    /// Gives <sid> and its root to the session's host identity (both stay 0700/0755), so the
+    /// sandbox can write its workspace and no other host user can reach what it plants there.
+    Status hand_to(uid_t uid, gid_t gid);
     /// Unmounts and removes everything (idempotent).
     Status remove();
 

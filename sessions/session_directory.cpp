@@ -3,6 +3,7 @@
 // fill the host's disk.
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <system_error>
@@ -38,8 +39,9 @@ Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_di
                                                   std::optional<uint64_t> size) {
     SessionDirectory directory;
     const std::string dir = sessions_dir + "/" + sid;
-    // 0711: a session running as another uid without a mount namespace must traverse to its root.
-    if (::mkdir(dir.c_str(), 0711) != 0) return sys_error("mkdir `" + dir + "`");
+    // 0700: no other host user may reach the session's files (issue 10 item 4: a setuid file
+    // planted in a workspace). A session running as another uid gets the dir (hand_to).
+    if (::mkdir(dir.c_str(), 0700) != 0) return sys_error("mkdir `" + dir + "`");
     directory.dir_ = dir;
     directory.root_ = dir + "/root";
     if (::mkdir(directory.root_.c_str(), 0755) != 0) {
@@ -54,6 +56,15 @@ Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_di
         directory.mounted_ = true;
     }
     return directory;
+}
+
+Status SessionDirectory::hand_to(uid_t uid, gid_t gid) {
+    // Both were made by us a moment ago and nothing of the session runs yet: the paths cannot
+    // have been swapped for links.
+    for (const std::string* path : {&root_, &dir_}) {
+        if (::lchown(path->c_str(), uid, gid) != 0) return sys_error("chown `" + *path + "`");
+    }
+    return {};
 }
 
 // Unmounting first matters: remove_all on a still-mounted tmpfs would only empty it and then fail.

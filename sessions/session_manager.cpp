@@ -62,6 +62,11 @@ Status SessionManager::initialize() {
         return plain_error("bad instance name `" + config_.instance_name + "`");
     }
     CORRAL_TRY(make_directories(config_.state_dir + "/sessions"), "state dir");
+    // Issue 10 item 3: a session (of any instance) may not list the state dir; 0711, not 0700,
+    // so a session running as another uid without a mount namespace still reaches its own root.
+    for (const std::string& dir : {config_.state_dir, config_.state_dir + "/sessions"}) {
+        if (::chmod(dir.c_str(), 0711) != 0) return sys_error("chmod 0711 `" + dir + "`");
+    }
     auto instance = Cgroup::create(host_.v2_own, config_.instance_name);
     if (!instance) return std::move(instance.error().context("instance cgroup"));
     instance_cgroup_ = std::move(*instance);

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <optional>
 
 #include "isolation/cgroup.hpp"
@@ -178,6 +179,8 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
         report.error = ready.error().context("set up sandbox").describe();
         return finish();
     }
+    if (!res.sandbox.workdir_warning().empty())
+        std::fprintf(stderr, "corral: %s\n", res.sandbox.workdir_warning().c_str());
     auto main = launch(spec);
     if (!main) {
         report.error = main.error().context("start command").describe();

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/file_io.hpp"
+#include "isolation/id_range.hpp"
 #include "isolation/launcher.hpp"
 #include "tests/integration/support/test_helpers.hpp"
 
@@ -335,17 +336,24 @@ TEST_F(SandboxTest, Sandbox_DevIsMinimalAndUsable) {
 namespace corral {
 namespace {
 
-TEST_F(SandboxTest, Sandbox_UserNamespaceMapsInsideRootToThePolicyUser) {
+// DESIGN.md "Identity" (issue 10): started by root, a user namespace maps inside 0..65535 to a
+// range of host ids leased to this sandbox alone, never to the host's own ids; the policy's user
+// is an id inside it (strict's nobody is 65534 inside, the range's base + 65534 outside).
+TEST_F(SandboxTest, Sandbox_UserNamespaceMapsInsideIdsToALeasedHostRange) {
     Policy policy = default_like_policy();
     policy.namespaces.user = true;
     policy.user.inherit = false;
     policy.user.uid = 65534;
     policy.user.gid = 65534;
     start(policy);
+    auto identity = sandbox_.host_identity();
+    ASSERT_TRUE(identity);
+    EXPECT_TRUE(is_corral_range_id(identity->uid)) << identity->uid;
+    EXPECT_EQ((identity->uid - kIdRangeFirst) % kIdRangeSize, 65534u);
     auto s = spec({"sh", "-c", "id -u; cat /proc/self/uid_map | tr -s ' '"});
-    s.cwd = "/";  // the workdir belongs to the host's root, not to 65534
+    s.cwd = "/";  // the workdir belongs to the host's root, not to the sandbox
     Output out = run(s);
-    EXPECT_EQ(out.text, "0\n 0 65534 1\n");
+    EXPECT_EQ(out.text, "0\n 0 " + std::to_string(identity->uid - 65534) + " 65536\n");
 }
 
 }  // namespace

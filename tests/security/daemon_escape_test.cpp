@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "../integration/support/http_client.hpp"
+#include "support/daemon_harness.hpp"
 #include "support/sandbox_harness.hpp"
 
 namespace corral::security {
@@ -25,81 +26,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::HttpClient;
 using testing::url_encode;
-
-/// A corrald with its socket in /run/<token>/ and its state in /var/lib/<token>/; stopped
-/// (SIGTERM, then SIGKILL after a bound) and both directories removed when destroyed.
-class Daemon {
-  public:
-    Daemon() {
-        const std::string token = unique_token();
-        run_dir_ = "/run/" + token;
-        state_dir_ = "/var/lib/" + token;
-        fs::create_directories(run_dir_);
-        fs::create_directories(state_dir_ + "-policies");
-        socket_ = run_dir_ + "/corrald.sock";
-        const auto first_port =
-            static_cast<uint16_t>(30000 + (::getpid() % 138) * 20);  // 30000-32759
-        std::vector<std::string> args = {
-            CORRAL_BINARY_DIR "/supervisor/corrald",
-            "--socket",
-            socket_,
-            "--state-dir",
-            state_dir_,
-            "--policy-dir",
-            state_dir_ + "-policies",
-            "--instance",
-            token,
-            "--port-range",
-            std::to_string(first_port) + "-" + std::to_string(first_port + 19)};
-        pid_ = ::fork();
-        if (pid_ == 0) {
-            int log = ::open((run_dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT, 0644);
-            ::dup2(log, 1);
-            ::dup2(log, 2);
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            ::execv(argv[0], argv.data());
-            ::_exit(127);
-        }
-        HttpClient c = client();
-        for (int i = 0; i < 1500 && !ready_; ++i) {
-            ready_ = c.can_connect();
-            if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-    }
-    ~Daemon() {
-        if (pid_ > 0) {
-            ::kill(pid_, SIGTERM);
-            int status = 0;
-            for (int i = 0; i < 3000 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i)
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            if (::waitpid(pid_, &status, WNOHANG) == 0) {
-                ::kill(pid_, SIGKILL);
-                ::waitpid(pid_, &status, 0);
-            }
-        }
-        std::error_code ignored;
-        fs::remove_all(run_dir_, ignored);
-        fs::remove_all(state_dir_, ignored);
-        fs::remove_all(state_dir_ + "-policies", ignored);
-    }
-    Daemon(const Daemon&) = delete;
-    Daemon& operator=(const Daemon&) = delete;
-
-    bool ready() const { return ready_; }
-    HttpClient client() const { return HttpClient::unix_socket(socket_); }
-    const std::string& socket_path() const { return socket_; }
-    std::string log() const {
-        std::ifstream in(run_dir_ + "/corrald.log");
-        return std::string((std::istreambuf_iterator<char>(in)), {});
-    }
-
-  private:
-    std::string run_dir_, state_dir_, socket_;
-    pid_t pid_ = -1;
-    bool ready_ = false;
-};
 
 class DaemonEscape : public ::testing::Test {
   protected:
@@ -111,6 +37,7 @@ class DaemonEscape : public ::testing::Test {
         ASSERT_TRUE(daemon_->ready()) << "corrald did not start:\n" << daemon_->log();
     }
     void TearDown() override { daemon_.reset(); }
+    HttpClient client() const { return HttpClient::unix_socket(daemon_->socket_path()); }
 
     /// Creates a session under `policy`; returns {base path "/v1/sessions/<id>", its root on the
     /// host}.
@@ -173,7 +100,7 @@ bool is_4xx(unsigned status) {
 // and run anything as root on the host: the docker.sock-in-a-container escape. Sessions must not
 // see the daemon's socket, whatever their uid.
 TEST_F(DaemonEscape, SessionCannotConnectToTheDaemonSocket) {
-    auto c = daemon_->client();
+    auto c = client();
     for (const char* policy : {"default", "strict"}) {
         SCOPED_TRACE(policy);
         auto [base, root] = session(c, policy);
@@ -188,7 +115,7 @@ TEST_F(DaemonEscape, SessionCannotConnectToTheDaemonSocket) {
 // (multi-tenant agent hosts keep credentials and code there). The state directory holds every
 // session's root, so it must not be visible from inside a session.
 TEST_F(DaemonEscape, SessionCannotReadAnotherSessionsFiles) {
-    auto c = daemon_->client();
+    auto c = client();
     auto [victim, victim_root] = session(c, "default");
     const std::string secret = "TOP-SECRET-" + unique_token();
     ASSERT_EQ(c.request("PUT", victim + "/files?path=secret.txt", secret).status, 200u);
@@ -210,7 +137,7 @@ TEST_F(DaemonEscape, SessionCannotReadAnotherSessionsFiles) {
 // out of a container followed `..` and symlinks to the host. Every verb with every escaping path
 // gets a 4xx, and nothing outside the root is read, written, moved or deleted.
 TEST_F(DaemonEscape, FileApiRefusesTraversalOnEveryVerb_CVE_2018_15664) {
-    auto c = daemon_->client();
+    auto c = client();
     Outside outside;
     auto [base, root] = session(c, "default");
     ASSERT_FALSE(root.empty());
@@ -272,7 +199,7 @@ TEST_F(DaemonEscape, FileApiRefusesTraversalOnEveryVerb_CVE_2018_15664) {
 // Absolute and relative symlinks planted by the session's own processes (which own the root) are
 // resolved inside the root (RESOLVE_IN_ROOT), never against the host's /.
 TEST_F(DaemonEscape, FileApiSymlinksResolveInsideTheRoot) {
-    auto c = daemon_->client();
+    auto c = client();
     Outside outside;
     auto [base, root] = session(c, "default");
     const std::string cmd = "ln -s " + outside.dir.string() + " abs && ln -s ../../../../../../.." +
@@ -313,7 +240,7 @@ struct ProcInRoot {
 // /proc/self/root to the daemon's root, the host's /. They must be refused (RESOLVE_NO_MAGICLINKS).
 // Precedent: CVE-2019-5736 and CVE-2024-21626 both went through /proc magic links.
 TEST_F(DaemonEscape, FileApiRefusesProcMagicLinks) {
-    auto c = daemon_->client();
+    auto c = client();
     Outside outside;
     auto [base, root] = session(c, "default");
     ProcInRoot proc(root / "proc");
@@ -347,7 +274,7 @@ TEST_F(DaemonEscape, FileApiRefusesProcMagicLinks) {
 // symlink to the outside directory) as fast as it can while requests go through `dir`; whatever
 // the interleaving, nothing outside is read or written.
 TEST_F(DaemonEscape, FileApiSwappedSymlinkRaceNeverLeavesTheRoot_CVE_2018_15664) {
-    auto c = daemon_->client();
+    auto c = client();
     Outside outside;
     auto [base, root] = session(c, "default");
     fs::create_directories(root / "dir");

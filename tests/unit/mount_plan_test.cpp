@@ -31,7 +31,7 @@ TEST(MountPlan, DefaultLikePolicyCompilesToOrderedSteps) {
         {Kind::hide, "", "/home", 0},
         {Kind::hide, "", "/root", 0},
         {Kind::tmpfs, "", "/tmp", 64u << 20},
-        {Kind::bind_read_write, "/srv/corral/s1", "/workspace", 0},
+        {Kind::workdir, "/srv/corral/s1", "/workspace", 0},
         {Kind::dev, "", "/dev", 0},
         {Kind::sysfs, "", "/sys", 0},
         {Kind::proc, "", "/proc", 0},
@@ -50,7 +50,7 @@ TEST(MountPlan, HiddenAndTmpfsBeneathTheWorkdirComeAfterItsBind) {
             if ((*plan)[i].kind == kind && (*plan)[i].target == target) return i;
         return plan->size();
     };
-    size_t workdir = index_of(Kind::bind_read_write, "/home/u/proj");
+    size_t workdir = index_of(Kind::workdir, "/home/u/proj");
     ASSERT_LT(workdir, plan->size());
     EXPECT_LT(index_of(Kind::hide, "/home"), workdir) << "the workdir must stay visible";
     EXPECT_GT(index_of(Kind::hide, "/home/u/proj/.secrets"), workdir) << "or the bind uncovers it";
@@ -68,7 +68,7 @@ TEST(MountPlan, DescribesOneLinePerStep) {
               "hide /home\n"
               "hide /root\n"
               "tmpfs /tmp size=67108864\n"
-              "bind /srv/corral/s1 -> /workspace\n"
+              "workdir /srv/corral/s1 -> /workspace\n"
               "dev /dev\n"
               "sysfs /sys\n"
               "proc /proc\n");
@@ -95,7 +95,7 @@ TEST(MountPlan, NoFreshProcWithoutPidNamespace) {
     for (const auto& step : *plan) EXPECT_NE(step.kind, Kind::proc);
     for (const auto& step : *plan) EXPECT_NE(step.kind, Kind::sysfs);
     // The workdir appears at its host path when no inside path is given.
-    EXPECT_EQ(plan->front(), (MountStep{Kind::bind_read_write, "/work/a", "/work/a", 0}));
+    EXPECT_EQ(plan->front(), (MountStep{Kind::workdir, "/work/a", "/work/a", 0}));
 }
 
 TEST(MountPlan, EmptyWithoutMountNamespace) {

@@ -63,7 +63,9 @@ TEST(Presets, DefaultIsolatesAndHidesHomes) {
     Policy policy = load_preset("default");
     EXPECT_TRUE(policy.namespaces.pid && policy.namespaces.mount && policy.namespaces.ipc &&
                 policy.namespaces.uts);
-    EXPECT_FALSE(policy.namespaces.user);
+    // Issue 10: never the host's root; a user namespace of its own (DESIGN.md "Identity").
+    EXPECT_TRUE(policy.namespaces.user);
+    EXPECT_TRUE(policy.user.inherit);
     EXPECT_EQ(policy.namespaces.network, NetworkMode::isolated);
     EXPECT_EQ(policy.filesystem.read_only, std::vector<std::string>{"/"});
     EXPECT_EQ(policy.filesystem.hidden, (std::vector<std::string>{"/home", "/root", "/run/user"}));

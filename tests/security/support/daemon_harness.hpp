@@ -1,0 +1,32 @@
+#pragma once
+// A real corrald for the escape suite, where it would run in production: socket in
+// /run/<token>/, state in /var/lib/<token>/, each instance with its own names. Stopped (SIGTERM,
+// then SIGKILL after a bound) and both directories removed when destroyed.
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace corral::security {
+
+/// One corrald instance; ready() once its socket accepts connections.
+class Daemon {
+  public:
+    Daemon();
+    ~Daemon();
+    Daemon(const Daemon&) = delete;
+    Daemon& operator=(const Daemon&) = delete;
+
+    bool ready() const { return ready_; }
+    const std::string& socket_path() const { return socket_; }
+    const std::string& state_dir() const { return state_dir_; }
+    /// What corrald wrote to stdout and stderr.
+    std::string log() const;
+
+  private:
+    std::string run_dir_, state_dir_, socket_;
+    pid_t pid_ = -1;
+    bool ready_ = false;
+};
+
+}  // namespace corral::security
