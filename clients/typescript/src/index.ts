@@ -1,0 +1,11 @@
+/** corral-sandbox: a client of corrald, an AI SDK sandbox provider, Cloudflare-shaped sandboxes. */
+export { CorralClient, EventStream, eventBytes, shellExitCode, type ClientOptions, type StreamOptions } from './client.js';
+export { CorralError } from './errors.js';
+export { Transport, type ConnectionOptions, type Body } from './transport.js';
+export { parseNdjson } from './ndjson.js';
+export {
+  createCorralSandboxProvider, CorralSandboxSession, CorralNetworkSandboxSession, sliceLines,
+  type CorralSandboxProvider, type CorralSandboxProviderOptions, type CorralSandboxProcess, type SandboxProcessOptions,
+} from './provider.js';
+export * from './sandbox.js';
+export type * from './types.js';

@@ -1,0 +1,341 @@
+// The AI SDK harness sandbox provider (HarnessV1SandboxProvider from @ai-sdk/harness) over corrald.
+// The shapes below are structural copies of the published interfaces, so the package's own
+// declarations need no AI SDK package; typecheck/ai-sdk.ts asserts they satisfy the real ones.
+import { CorralClient, eventBytes, shellExitCode, type ClientOptions } from './client.js';
+import { CorralError, abortError } from './errors.js';
+import type { CreateSessionRequest, NetworkPolicy, SessionInfo, StreamEvent } from './types.js';
+
+/** Options of run/spawn (the AI SDK's SandboxProcessOptions). */
+export type SandboxProcessOptions = {
+  command: string;
+  workingDirectory?: string;
+  env?: Record<string, string>;
+  abortSignal?: AbortSignal;
+};
+export type ReadFileOptions = { path: string; abortSignal?: AbortSignal };
+export type WriteFileOptions<CONTENT> = { path: string; content: CONTENT; abortSignal?: AbortSignal };
+
+/** A process started by `spawn` (the AI SDK's SandboxProcess). */
+export type CorralSandboxProcess = {
+  /** The process's pid on the host. */
+  readonly pid?: number;
+  /** corrald's process id (`p1`, ...). */
+  readonly id: string;
+  readonly stdout: ReadableStream<Uint8Array>;
+  readonly stderr: ReadableStream<Uint8Array>;
+  /** Resolves with the exit code (128+N for signal N); rejects with the abort reason if aborted. */
+  wait(): Promise<{ exitCode: number }>;
+  /** Stops the process and its descendants. Idempotent. */
+  kill(): Promise<void>;
+};
+
+/** Options of the provider: where corrald is and how sessions are made. */
+export type CorralSandboxProviderOptions = ClientOptions & {
+  /** An existing client (instead of socketPath/url/token). */
+  client?: CorralClient;
+  /** Named policy or preset for new sessions (default: corrald's `default`). */
+  policy?: string;
+  /** An inline policy instead of `policy`. */
+  policyYaml?: string;
+  env?: Record<string, string>;
+  cwd?: string;
+  commandTimeoutMs?: number;
+};
+
+const encoder = new TextEncoder();
+
+/** The reduced session (file I/O, run, spawn): what `restricted()` hands to tools. */
+export class CorralSandboxSession {
+  readonly id: string;
+  protected readonly client: CorralClient;
+  protected info: SessionInfo;
+
+  constructor(client: CorralClient, info: SessionInfo) {
+    this.client = client;
+    this.id = info.id;
+    this.info = info;
+  }
+
+  /** What an agent should know about this sandbox. */
+  get description(): string {
+    const ports = this.info.ports.map((p) => p.port);
+    return [
+      `A corral sandbox session (\`${this.id}\`, policy \`${this.info.policy}\`) on Linux.`,
+      `Commands run through a shell in ${this.info.cwd || '/workspace'} unless told otherwise; ` +
+        `each runs in the session's cgroup, and ending the session kills everything it started.`,
+      ports.length ? `Leased ports (listen on these to be reachable): ${ports.join(', ')}.` : 'No ports are leased.',
+    ].join('\n');
+  }
+
+  readonly readFile = async (options: ReadFileOptions): Promise<ReadableStream<Uint8Array> | null> =>
+    nullIfMissing(() => this.client.readFile(this.id, options.path, options.abortSignal));
+
+  readonly readBinaryFile = async (options: ReadFileOptions): Promise<Uint8Array | null> =>
+    nullIfMissing(() => this.client.readFileBytes(this.id, options.path, options.abortSignal));
+
+  readonly readTextFile = async (
+    options: ReadFileOptions & { encoding?: string; startLine?: number; endLine?: number },
+  ): Promise<string | null> => {
+    const bytes = await this.readBinaryFile(options);
+    if (bytes === null) return null;
+    const text = new TextDecoder(options.encoding ?? 'utf-8').decode(bytes);
+    return sliceLines(text, options.startLine, options.endLine);
+  };
+
+  readonly writeFile = async (options: WriteFileOptions<ReadableStream<Uint8Array>>): Promise<void> => {
+    await this.client.writeFile(this.id, options.path, options.content, options.abortSignal);
+  };
+
+  readonly writeBinaryFile = async (options: WriteFileOptions<Uint8Array>): Promise<void> => {
+    await this.client.writeFile(this.id, options.path, options.content, options.abortSignal);
+  };
+
+  readonly writeTextFile = async (options: WriteFileOptions<string> & { encoding?: string }): Promise<void> => {
+    await this.client.writeFile(this.id, options.path, encodeText(options.content, options.encoding), options.abortSignal);
+  };
+
+  /** Starts a command; its output streams while it runs. */
+  readonly spawn = (options: SandboxProcessOptions): Promise<CorralSandboxProcess> => spawnProcess(this.client, this.id, options);
+
+  /** Runs a command to its end and collects its output. */
+  readonly run = async (options: SandboxProcessOptions): Promise<{ exitCode: number; stdout: string; stderr: string }> => {
+    const proc = await this.spawn(options);
+    const [stdout, stderr, result] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.wait(),
+    ]);
+    return { exitCode: result.exitCode, stdout, stderr };
+  };
+}
+
+/** The full session: lifecycle, ports and network on top of the reduced one. */
+export class CorralNetworkSandboxSession extends CorralSandboxSession {
+  private readonly restrictedToken: string | undefined;
+
+  constructor(client: CorralClient, info: SessionInfo, restrictedToken?: string) {
+    super(client, info);
+    this.restrictedToken = restrictedToken;
+  }
+
+  /** The sandbox's working directory (where relative paths and commands start). */
+  get defaultWorkingDirectory(): string {
+    return this.info.cwd || '/workspace';
+  }
+
+  /** Ports leased to this session, as last seen by this object. */
+  get ports(): ReadonlyArray<number> {
+    return this.info.ports.map((p) => p.port);
+  }
+
+  readonly getPortEndpoint = async (options: { port: number; protocol?: 'http' | 'https' | 'ws' }): Promise<{ url: string }> => {
+    const reply = await this.client.portEndpoint(this.id, options.port, options.protocol ?? 'http');
+    return { url: reply.url };
+  };
+
+  /** @deprecated as in the AI SDK: use getPortEndpoint. */
+  readonly getPortUrl = async (options: { port: number; protocol?: 'http' | 'https' | 'ws' }): Promise<string> =>
+    (await this.getPortEndpoint(options)).url;
+
+  /** Ends the session (kills its whole tree, releases its ports). Idempotent. */
+  readonly stop = async (): Promise<void> => {
+    try {
+      await this.client.endSession(this.id);
+    } catch (err) {
+      if (!(err instanceof CorralError && err.code === 'no_such_session')) throw err;
+    }
+  };
+
+  /** corrald removes everything of a session when it ends: destroy is stop. */
+  readonly destroy = (): Promise<void> => this.stop();
+
+  /** Changes the session's egress policy (PATCH /v1/sessions/{sid}/network). */
+  readonly setNetworkPolicy = async (policy: NetworkPolicy): Promise<void> => {
+    await this.client.setNetworkPolicy(this.id, policy);
+  };
+
+  /**
+   * Makes the leased ports exactly `ports`: leases that are not listed are released. corral leases
+   * ports from its own pool (no two sessions get the same one), so a port it did not lease cannot be
+   * asked for by number: that is a CorralError `port_not_leased` naming the ports it leased.
+   */
+  readonly setPorts = async (ports: ReadonlyArray<number>, options: { abortSignal?: AbortSignal } = {}): Promise<void> => {
+    const leased = await this.client.listPorts(this.id);
+    const missing = ports.filter((p) => !leased.some((l) => l.port === p));
+    if (missing.length)
+      throw new CorralError('port_not_leased',
+        `port(s) ${missing.join(', ')} are not leased to session \`${this.id}\` (leased: ${leased.map((l) => l.port).join(', ') || 'none'}); ` +
+          'corral hands out ports from its pool: lease one (CorralClient.leasePort) and listen on it', 409);
+    for (const lease of leased) {
+      if (options.abortSignal?.aborted) throw abortError(options.abortSignal);
+      if (!ports.includes(lease.port)) await this.client.releasePort(this.id, lease.port);
+    }
+    await this.refresh();
+  };
+
+  /** The reduced view: run, spawn and files only, with the session's restricted token when known. */
+  readonly restricted = (): CorralSandboxSession =>
+    new CorralSandboxSession(this.restrictedToken ? this.client.withToken(this.restrictedToken) : this.client, this.info);
+
+  /** Re-reads the session record (ports, cwd). */
+  async refresh(): Promise<void> {
+    this.info = await this.client.getSession(this.id);
+  }
+}
+
+/** A HarnessV1SandboxProvider whose sessions are corral sessions. */
+export type CorralSandboxProvider = {
+  readonly specificationVersion: 'harness-sandbox-v1';
+  readonly providerId: 'corral';
+  readonly client: CorralClient;
+  readonly createSession: (options?: {
+    sessionId?: string;
+    abortSignal?: AbortSignal;
+    identity?: string;
+    onFirstCreate?: (session: CorralSandboxSession, opts: { abortSignal?: AbortSignal }) => Promise<void>;
+  }) => Promise<CorralNetworkSandboxSession>;
+  readonly resumeSession: (options: { sessionId: string; abortSignal?: AbortSignal }) => Promise<CorralNetworkSandboxSession>;
+};
+
+/** Creates the provider. No I/O happens until createSession/resumeSession. */
+export function createCorralSandboxProvider(options: CorralSandboxProviderOptions = {}): CorralSandboxProvider {
+  const { client: given, policy, policyYaml, env, cwd, commandTimeoutMs, ...connection } = options;
+  const client = given ?? new CorralClient(connection);
+  return {
+    specificationVersion: 'harness-sandbox-v1',
+    providerId: 'corral',
+    client,
+    createSession: async (create = {}) => {
+      const signal = create.abortSignal;
+      if (signal?.aborted) throw abortError(signal);
+      const request: CreateSessionRequest = {};
+      if (policyYaml !== undefined) request.policyYaml = policyYaml;
+      else if (policy !== undefined) request.policy = policy;
+      if (create.sessionId !== undefined) request.id = create.sessionId;
+      if (env !== undefined) request.env = env;
+      if (cwd !== undefined) request.cwd = cwd;
+      if (commandTimeoutMs !== undefined) request.commandTimeoutMs = commandTimeoutMs;
+      const created = await client.createSession(request);
+      const { token: _full, restrictedToken, ...info } = created;
+      const session = new CorralNetworkSandboxSession(client, info, restrictedToken);
+      try {
+        if (signal?.aborted) throw abortError(signal);
+        if (create.onFirstCreate) await create.onFirstCreate(session, signal ? { abortSignal: signal } : {});
+      } catch (err) {
+        await session.destroy().catch(() => undefined);
+        throw err;
+      }
+      return session;
+    },
+    resumeSession: async ({ sessionId, abortSignal }) => {
+      if (abortSignal?.aborted) throw abortError(abortSignal);
+      const info = await client.getSession(sessionId);
+      if (info.state !== 'active')
+        throw new CorralError('session_ended', `session \`${sessionId}\` is ${info.state}`, 409);
+      return new CorralNetworkSandboxSession(client, info);
+    },
+  };
+}
+
+/** Starts `command` through the exec stream and turns its events into web streams. */
+async function spawnProcess(client: CorralClient, sid: string, options: SandboxProcessOptions): Promise<CorralSandboxProcess> {
+  const signal = options.abortSignal;
+  if (signal?.aborted) throw abortError(signal);
+  const request: { command: string; cwd?: string; env?: Record<string, string> } = { command: options.command };
+  if (options.workingDirectory !== undefined) request.cwd = options.workingDirectory;
+  if (options.env !== undefined) request.env = options.env;
+  const events = (await client.exec(sid, request))[Symbol.asyncIterator]();
+  const first = await events.next();
+  if (first.done || first.value.type !== 'start') {
+    const ev = first.done ? undefined : first.value;
+    throw ev && ev.type === 'error'
+      ? new CorralError(ev.code, ev.message, 0)
+      : new CorralError('bad_response', 'exec stream did not begin with a start event', 0);
+  }
+  const { id, pid } = first.value;
+
+  let out!: ReadableStreamDefaultController<Uint8Array>;
+  let err!: ReadableStreamDefaultController<Uint8Array>;
+  const stdout = new ReadableStream<Uint8Array>({ start: (c) => void (out = c) });
+  const stderr = new ReadableStream<Uint8Array>({ start: (c) => void (err = c) });
+  const closeStreams = () => {
+    for (const c of [out, err]) try { c.close(); } catch { /* cancelled by the reader */ }
+  };
+  const enqueue = (c: ReadableStreamDefaultController<Uint8Array>, bytes: Uint8Array) => {
+    try { c.enqueue(bytes); } catch { /* the reader cancelled this stream */ }
+  };
+
+  let exited = false;
+  const exit = (async (): Promise<{ exitCode: number }> => {
+    try {
+      for (;;) {
+        const next = await events.next();
+        if (next.done) throw new CorralError('stream_ended', `output stream of \`${id}\` ended without a final event`, 0);
+        const ev: StreamEvent = next.value;
+        if (ev.type === 'stdout') enqueue(out, eventBytes(ev));
+        else if (ev.type === 'stderr') enqueue(err, eventBytes(ev));
+        else if (ev.type === 'exit') return { exitCode: shellExitCode(ev) };
+        else if (ev.type === 'error') throw new CorralError(ev.code, ev.message, 0);
+      }
+    } finally {
+      exited = true;
+      closeStreams();
+    }
+  })();
+
+  let killing: Promise<void> | undefined;
+  const kill = (): Promise<void> => {
+    killing ??= (async () => {
+      if (exited) return;
+      try {
+        await client.killProcess(sid, id);
+      } catch (e) {
+        // Already gone (ended meanwhile, or its session ended): kill is idempotent.
+        if (!(e instanceof CorralError && (e.status === 404 || e.status === 409))) throw e;
+      }
+      await exit.catch(() => undefined);
+    })();
+    return killing;
+  };
+
+  let waited: Promise<{ exitCode: number }> = exit;
+  if (signal) {
+    const aborted = new Promise<never>((_, reject) => {
+      const onAbort = () => {
+        void kill().catch(() => undefined);
+        reject(abortError(signal));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      void exit.finally(() => signal.removeEventListener('abort', onAbort)).catch(() => undefined);
+    });
+    waited = Promise.race([exit, aborted]);
+  }
+  waited.catch(() => undefined);  // a caller that never waits must not crash the process
+  return { pid, id, stdout, stderr, wait: () => waited, kill };
+}
+
+function nullIfMissing<T>(read: () => Promise<T>): Promise<T | null> {
+  return read().catch((err) => {
+    if (err instanceof CorralError && err.code === 'not_found') return null;
+    throw err;
+  });
+}
+
+/** Lines startLine..endLine (1-based, inclusive; past EOF reads to EOF), line endings kept. */
+export function sliceLines(text: string, startLine?: number, endLine?: number): string {
+  if (startLine === undefined && endLine === undefined) return text;
+  const start = startLine ?? 1;
+  if (!Number.isInteger(start) || start < 1)
+    throw new CorralError('invalid', `startLine ${startLine} must be an integer >= 1`, 0);
+  if (endLine !== undefined && (!Number.isInteger(endLine) || endLine < start))
+    throw new CorralError('invalid', `endLine ${endLine} must be an integer >= startLine (${start})`, 0);
+  const lines = text.split(/(?<=\n)/);
+  return lines.slice(start - 1, endLine).join('');
+}
+
+function encodeText(text: string, encoding = 'utf-8'): Uint8Array {
+  const name = encoding.toLowerCase();
+  if (name === 'utf-8' || name === 'utf8') return encoder.encode(text);
+  if (!Buffer.isEncoding(name)) throw new CorralError('invalid', `unsupported text encoding \`${encoding}\``, 0);
+  return new Uint8Array(Buffer.from(text, name));
+}

@@ -1,0 +1,448 @@
+// A Cloudflare-shaped sandbox (the method names and result shapes of @cloudflare/sandbox's
+// ExecutionSession) over one corral session. Every method is one or a few corrald calls; where
+// corrald has no endpoint yet, the documented endpoint is still called and its error surfaces.
+import type { CorralClient, EventStream } from './client.js';
+import { eventBytes, shellExitCode } from './client.js';
+import { CorralError } from './errors.js';
+import type { ContextInfo, ContextRunResult, FileEntry, ProcessRecord, ProcessRequest, ShellInfo, StreamEvent } from './types.js';
+
+
+export type ExecOptions = {
+  timeout?: number;
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+  encoding?: string;
+  stream?: boolean;
+  onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
+  onComplete?: (result: ExecResult) => void;
+  onError?: (error: Error) => void;
+  signal?: AbortSignal;
+  /** A shell context of this session (see createSession). */
+  sessionId?: string;
+};
+
+export type ExecResult = {
+  success: boolean; exitCode: number; stdout: string; stderr: string; command: string;
+  duration: number; timestamp: string; sessionId?: string;
+};
+
+export type ProcessStatus = 'starting' | 'running' | 'completed' | 'failed' | 'killed' | 'error';
+
+export type ProcessOptions = {
+  timeout?: number; env?: Record<string, string | undefined>; cwd?: string; encoding?: string;
+  sessionId?: string; processId?: string;
+};
+
+/** A background process, as Cloudflare's Process. */
+export type Process = {
+  readonly id: string; readonly pid?: number; readonly command: string; readonly status: ProcessStatus;
+  readonly startTime: Date; readonly endTime?: Date; readonly exitCode?: number; readonly sessionId?: string;
+  /** corral's own record (exit reason, signal, usage). */
+  readonly record: ProcessRecord;
+  kill(signal?: string): Promise<void>;
+  getStatus(): Promise<ProcessStatus>;
+  getLogs(): Promise<{ stdout: string; stderr: string }>;
+  waitForExit(timeout?: number): Promise<{ exitCode: number }>;
+  waitForPort(port: number, options?: { timeout?: number }): Promise<void>;
+  waitForLog(pattern: string | RegExp, timeout?: number): Promise<{ line: string; match?: RegExpMatchArray }>;
+};
+
+type Stamp = { success: boolean; timestamp: string };
+export type WriteFileResult = Stamp & { path: string };
+export type ReadFileResult = Stamp & { path: string; content: string; encoding: 'utf-8' | 'base64'; isBinary: boolean; size: number };
+export type MkdirResult = Stamp & { path: string; recursive: boolean };
+export type DeleteFileResult = Stamp & { path: string };
+export type RenameFileResult = Stamp & { path: string; newPath: string };
+export type MoveFileResult = RenameFileResult;
+export type FileExistsResult = Stamp & { path: string; exists: boolean };
+export type FileInfo = {
+  name: string; absolutePath: string; relativePath: string; type: 'file' | 'directory' | 'symlink' | 'other';
+  size: number; modifiedAt: string; mode: string;
+  permissions: { readable: boolean; writable: boolean; executable: boolean };
+};
+export type ListFilesResult = Stamp & { path: string; files: FileInfo[]; count: number };
+export type GitCheckoutResult = Stamp & { repoUrl: string; branch: string; targetDir: string };
+export type SessionOptions = { id?: string; env?: Record<string, string | undefined>; cwd?: string };
+export type CodeContext = { readonly id: string; readonly language: string; readonly cwd: string; readonly createdAt: Date; readonly lastUsed: Date };
+export type ExecutionResult = {
+  code: string; logs: { stdout: string[]; stderr: string[] };
+  error?: { name: string; value: string; traceback: string[] }; results: unknown[];
+};
+
+const now = () => new Date().toISOString();
+const decoder = () => new TextDecoder();
+
+/** Cloudflare's process status from corral's exit reason. */
+export function processStatus(record: ProcessRecord): ProcessStatus {
+  if (record.running) return 'running';
+  switch (record.status) {
+    case 'exited': return record.exitCode === 0 ? 'completed' : 'failed';
+    case 'signaled': case 'killed': return 'killed';
+    case 'setup-failed': return 'error';
+    default: return 'failed';  // timeout, oom, pids-limit, seccomp
+  }
+}
+
+/** Cloudflare env semantics: an undefined value is "not configured" and is left out. */
+function definedEnv(env?: Record<string, string | undefined>): Record<string, string> | undefined {
+  if (!env) return undefined;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v;
+  return out;
+}
+
+function processRequest(command: string, options: { timeout?: number; env?: Record<string, string | undefined>; cwd?: string; sessionId?: string }): ProcessRequest {
+  const request: ProcessRequest = { command };
+  if (options.cwd !== undefined) request.cwd = options.cwd;
+  const env = definedEnv(options.env);
+  if (env) request.env = env;
+  if (options.timeout !== undefined) request.timeoutMs = options.timeout;
+  if (options.sessionId !== undefined) request.shell = options.sessionId;
+  return request;
+}
+
+/** One corral session with Cloudflare's sandbox methods. */
+export class CorralSandbox {
+  constructor(readonly client: CorralClient, readonly id: string) {}
+
+  // ---- commands
+  /** Runs a command to its end (streaming to onOutput when `stream` is set). */
+  async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
+    const started = Date.now();
+    const timestamp = now();
+    const request = processRequest(command, options);
+    try {
+      let exitCode: number, stdout = '', stderr = '';
+      if (options.stream || options.onOutput) {
+        const events = await this.client.exec(this.id, request, options.signal);
+        const dec = { stdout: decoder(), stderr: decoder() };
+        let final: StreamEvent | undefined;
+        for await (const ev of events) {
+          if (ev.type === 'stdout' || ev.type === 'stderr') {
+            const text = dec[ev.type].decode(eventBytes(ev), { stream: true });
+            if (ev.type === 'stdout') stdout += text; else stderr += text;
+            options.onOutput?.(ev.type, text);
+          } else if (ev.type === 'exit' || ev.type === 'error') final = ev;
+        }
+        if (!final || final.type === 'error')
+          throw final ? new CorralError(final.code, final.message, 0) : new CorralError('stream_ended', 'exec stream ended without a final event', 0);
+        exitCode = final.type === 'exit' ? shellExitCode(final) : -1;
+      } else {
+        const r = await this.client.run(this.id, request, options.signal);
+        exitCode = shellExitCode(r);
+        stdout = r.stdout ?? Buffer.from(r.stdoutBase64 ?? '', 'base64').toString('utf8');
+        stderr = r.stderr ?? Buffer.from(r.stderrBase64 ?? '', 'base64').toString('utf8');
+      }
+      const result: ExecResult = { success: exitCode === 0, exitCode, stdout, stderr, command, duration: Date.now() - started, timestamp };
+      if (options.sessionId !== undefined) result.sessionId = options.sessionId;
+      options.onComplete?.(result);
+      return result;
+    } catch (err) {
+      options.onError?.(err as Error);
+      throw err;
+    }
+  }
+
+  /** Runs a command and returns corrald's NDJSON event stream (start/stdout/stderr/exit) as bytes. */
+  async execStream(command: string, options: { timeout?: number; env?: Record<string, string | undefined>; cwd?: string; sessionId?: string; signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> {
+    return (await this.client.exec(this.id, processRequest(command, options), options.signal)).toByteStream();
+  }
+
+  /** The same events as parsed objects. */
+  async execEvents(command: string, options: { timeout?: number; env?: Record<string, string | undefined>; cwd?: string; sessionId?: string; signal?: AbortSignal } = {}): Promise<EventStream<StreamEvent>> {
+    return this.client.exec(this.id, processRequest(command, options), options.signal);
+  }
+
+  async startProcess(command: string, options: ProcessOptions = {}): Promise<Process> {
+    const request = processRequest(command, options) as ProcessRequest & { id?: string };
+    if (options.processId !== undefined) request.id = options.processId;
+    return this.toProcess(await this.client.spawn(this.id, request), options.sessionId);
+  }
+
+  /** Every process of the sandbox (corral keeps process records per session, not per shell context). */
+  async listProcesses(_sessionId?: string): Promise<Process[]> {
+    return (await this.client.listProcesses(this.id)).map((r) => this.toProcess(r));
+  }
+
+  async getProcess(id: string, _sessionId?: string): Promise<Process | null> {
+    try {
+      return this.toProcess(await this.client.getProcess(this.id, id));
+    } catch (err) {
+      if (err instanceof CorralError && err.status === 404 && err.code !== 'no_such_session') return null;
+      throw err;
+    }
+  }
+
+  /** Without a signal: SIGTERM to its tree, grace, kill. With one: that signal to the process. */
+  async killProcess(id: string, signal?: string): Promise<void> {
+    if (signal === undefined) await this.client.killProcess(this.id, id);
+    else await this.client.signalProcess(this.id, id, signal);
+  }
+
+  async killAllProcesses(): Promise<number> {
+    return (await this.client.killAllProcesses(this.id)).killed;
+  }
+
+  /** All kept output of a process (bounded by the policy's output cap). */
+  async getProcessLogs(id: string): Promise<{ stdout: string; stderr: string; processId: string }> {
+    const read = async (stream: 'stdout' | 'stderr') => {
+      const chunks: Uint8Array[] = [];
+      let offset = 0;
+      for (;;) {
+        const chunk = await this.client.logs(this.id, id, { stream, offset });
+        const bytes = eventBytes(chunk);
+        if (bytes.length) chunks.push(bytes);
+        if (bytes.length === 0 || chunk.nextOffset === offset) break;
+        offset = chunk.nextOffset;
+      }
+      return Buffer.concat(chunks).toString('utf8');
+    };
+    return { stdout: await read('stdout'), stderr: await read('stderr'), processId: id };
+  }
+
+  /** A process's output as corrald's NDJSON stream (bytes), following it to its exit. */
+  async streamProcessLogs(processId: string, options: { signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> {
+    return (await this.client.streamProcess(this.id, processId, options.signal ? { signal: options.signal } : {})).toByteStream();
+  }
+
+  // ---- files
+  async writeFile(path: string, content: string | ReadableStream<Uint8Array>, options: { encoding?: string } = {}): Promise<WriteFileResult> {
+    const body = typeof content === 'string' && options.encoding === 'base64' ? new Uint8Array(Buffer.from(content, 'base64')) : content;
+    await this.client.writeFile(this.id, path, body);
+    return { success: true, path, timestamp: now() };
+  }
+
+  async readFile(path: string, options: { encoding?: string } = {}): Promise<ReadFileResult> {
+    const bytes = await this.client.readFileBytes(this.id, path);
+    let text: string | undefined;
+    try {
+      text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    } catch {
+      text = undefined;
+    }
+    const asBase64 = options.encoding === 'base64' || text === undefined;
+    return {
+      success: true, path, timestamp: now(), size: bytes.length, isBinary: text === undefined,
+      encoding: asBase64 ? 'base64' : 'utf-8',
+      content: asBase64 ? Buffer.from(bytes).toString('base64') : text!,
+    };
+  }
+
+  async readFileStream(path: string): Promise<ReadableStream<Uint8Array>> {
+    return this.client.readFile(this.id, path);
+  }
+
+  async mkdir(path: string, options: { recursive?: boolean } = {}): Promise<MkdirResult> {
+    await this.client.mkdir(this.id, path, options);
+    return { success: true, path, recursive: options.recursive ?? false, timestamp: now() };
+  }
+
+  /** Deletes a file (or an empty directory). */
+  async deleteFile(path: string): Promise<DeleteFileResult> {
+    await this.client.deleteFile(this.id, path);
+    return { success: true, path, timestamp: now() };
+  }
+
+  async renameFile(oldPath: string, newPath: string): Promise<RenameFileResult> {
+    await this.client.move(this.id, oldPath, newPath);
+    return { success: true, path: oldPath, newPath, timestamp: now() };
+  }
+
+  async moveFile(sourcePath: string, destinationPath: string): Promise<MoveFileResult> {
+    await this.client.move(this.id, sourcePath, destinationPath);
+    return { success: true, path: sourcePath, newPath: destinationPath, timestamp: now() };
+  }
+
+  async exists(path: string): Promise<FileExistsResult> {
+    try {
+      await this.client.stat(this.id, path);
+      return { success: true, path, exists: true, timestamp: now() };
+    } catch (err) {
+      if (err instanceof CorralError && err.code === 'not_found') return { success: true, path, exists: false, timestamp: now() };
+      throw err;
+    }
+  }
+
+  async listFiles(path: string, options: { recursive?: boolean; includeHidden?: boolean } = {}): Promise<ListFilesResult> {
+    const entries = await this.client.listFiles(this.id, path, options.recursive ? { recursive: true } : {});
+    const files = entries
+      .filter((f) => options.includeHidden || !f.name.split('/').pop()!.startsWith('.'))
+      .map((f) => toFileInfo(path, f));
+    return { success: true, path, files, count: files.length, timestamp: now() };
+  }
+
+  /** File events under `path` as corrald's NDJSON stream (GET .../files/watch). */
+  async watch(path: string, options: { recursive?: boolean; include?: string[]; exclude?: string[]; signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> {
+    const { include, exclude, ...rest } = options;
+    if (include || exclude)
+      throw new CorralError('invalid', 'watch include/exclude patterns are not part of corrald\'s files/watch endpoint', 400);
+    return (await this.client.watch(this.id, path, rest)).toByteStream();
+  }
+
+  async gitCheckout(repoUrl: string, options: { branch?: string; targetDir?: string; depth?: number; cloneTimeoutMs?: number } = {}): Promise<GitCheckoutResult> {
+    const request: { url: string; branch?: string; targetDir?: string; depth?: number; timeoutMs?: number } = { url: repoUrl };
+    if (options.branch !== undefined) request.branch = options.branch;
+    if (options.targetDir !== undefined) request.targetDir = options.targetDir;
+    if (options.depth !== undefined) request.depth = options.depth;
+    if (options.cloneTimeoutMs !== undefined) request.timeoutMs = options.cloneTimeoutMs;
+    const reply = await this.client.gitCheckout(this.id, request);
+    return {
+      success: true, repoUrl, timestamp: now(),
+      branch: String(reply.branch ?? options.branch ?? ''), targetDir: String(reply.targetDir ?? options.targetDir ?? ''),
+    };
+  }
+
+  /** Sets session env vars; an undefined value unsets the variable. */
+  async setEnvVars(envVars: Record<string, string | undefined>): Promise<void> {
+    const set: Record<string, string> = {};
+    const unset: string[] = [];
+    for (const [k, v] of Object.entries(envVars)) if (v === undefined) unset.push(k); else set[k] = v;
+    await this.client.patchEnv(this.id, { set, unset });
+  }
+
+  // ---- shell contexts (Cloudflare's "sessions" inside one sandbox)
+  async createSession(options: SessionOptions = {}): Promise<ShellInfo> {
+    const request: { id?: string; cwd?: string; env?: Record<string, string> } = {};
+    if (options.id !== undefined) request.id = options.id;
+    if (options.cwd !== undefined) request.cwd = options.cwd;
+    const env = definedEnv(options.env);
+    if (env) request.env = env;
+    return this.client.createShell(this.id, request);
+  }
+  getSession(sessionId: string): Promise<ShellInfo> { return this.client.getShell(this.id, sessionId); }
+  async deleteSession(sessionId: string): Promise<{ success: boolean; sessionId: string; timestamp: string }> {
+    await this.client.deleteShell(this.id, sessionId);
+    return { success: true, sessionId, timestamp: now() };
+  }
+
+  // ---- code contexts
+  /** A code context; `timeout` bounds the request (ms). corrald names the languages it serves. */
+  async createCodeContext(options: { language?: 'python' | 'javascript' | 'typescript'; cwd?: string; envVars?: Record<string, string | undefined>; timeout?: number } = {}): Promise<CodeContext> {
+    const request: { language?: string; cwd?: string; env?: Record<string, string> } = {};
+    if (options.language !== undefined) request.language = options.language;
+    if (options.cwd !== undefined) request.cwd = options.cwd;
+    const env = definedEnv(options.envVars);
+    if (env) request.env = env;
+    return toCodeContext(await this.client.createContext(this.id, request, options.timeout !== undefined ? AbortSignal.timeout(options.timeout) : undefined));
+  }
+  async runCode(code: string, options: { context?: CodeContext; timeout?: number } = {}): Promise<ExecutionResult> {
+    const context = options.context ?? (await this.createCodeContext());
+    const request: { code: string; timeoutMs?: number } = { code };
+    if (options.timeout !== undefined) request.timeoutMs = options.timeout;
+    return toExecutionResult(code, await this.client.runCode(this.id, context.id, request));
+  }
+  async listCodeContexts(): Promise<CodeContext[]> { return (await this.client.listContexts(this.id)).map(toCodeContext); }
+  async deleteCodeContext(contextId: string): Promise<void> { await this.client.deleteContext(this.id, contextId); }
+
+  // ---- ports
+  /**
+   * The URL of a port leased to this session. corral leases ports from its pool (POST .../ports):
+   * call `leasePort()` for one and have the process listen on it; a port that is not leased is a
+   * CorralError `port_not_leased`.
+   */
+  async exposePort(port: number, _options: { name?: string; hostname?: string } = {}): Promise<{ url: string; port: number; name: string | undefined }> {
+    const leased = await this.client.listPorts(this.id);
+    if (!leased.some((l) => l.port === port))
+      throw new CorralError('port_not_leased', `port ${port} is not leased to session \`${this.id}\` (leased: ${leased.map((l) => l.port).join(', ') || 'none'})`, 409);
+    const { url } = await this.client.portEndpoint(this.id, port, 'http');
+    return { url, port, name: _options.name };
+  }
+  /** Leases a fresh port. */
+  leasePort(): Promise<{ port: number; url: string }> { return this.client.leasePort(this.id); }
+  async waitForPort(port: number, options: { timeout?: number } = {}): Promise<void> {
+    await this.client.waitPort(this.id, port, options.timeout !== undefined ? { timeoutMs: options.timeout } : {});
+  }
+
+  /**
+   * A terminal: starts a process on a PTY (POST .../terminals) and returns its record; its bytes go
+   * over the WebSocket at `terminalUrl(record.id)`.
+   */
+  async terminal(options: { command?: string; cwd?: string; cols?: number; rows?: number } = {}): Promise<ProcessRecord> {
+    const request: { command?: string; cwd?: string; cols: number; rows: number } = { cols: options.cols ?? 80, rows: options.rows ?? 24 };
+    if (options.command !== undefined) request.command = options.command;
+    if (options.cwd !== undefined) request.cwd = options.cwd;
+    return this.client.createTerminal(this.id, request);
+  }
+  /** The WebSocket path of a terminal process (GET .../terminals/{proc}/ws). */
+  terminalPath(proc: string): string {
+    return `/v1/sessions/${encodeURIComponent(this.id)}/terminals/${encodeURIComponent(proc)}/ws`;
+  }
+
+  private toProcess(record: ProcessRecord, sessionId?: string): Process {
+    const sandbox = this;
+    const id = record.id;
+    const proc: Process = {
+      id, pid: record.pid, command: record.command ?? record.argv.join(' '), status: processStatus(record),
+      startTime: new Date(record.startedAt), record,
+      ...(record.running ? {} : { endTime: new Date(Date.parse(record.startedAt) + record.durationMs) }),
+      ...(record.exitCode !== null ? { exitCode: record.exitCode } : {}),
+      ...(sessionId !== undefined ? { sessionId } : {}),
+      kill: (signal?: string) => sandbox.killProcess(id, signal),
+      getStatus: async () => processStatus(await sandbox.client.getProcess(sandbox.id, id)),
+      getLogs: async () => {
+        const { stdout, stderr } = await sandbox.getProcessLogs(id);
+        return { stdout, stderr };
+      },
+      waitForExit: async (timeout?: number) => {
+        const r = await sandbox.client.waitProcess(sandbox.id, id, timeout !== undefined ? { timeoutMs: timeout } : {});
+        if (!r.finished) throw new CorralError('timeout', `process \`${id}\` still runs after ${timeout} ms`, 504);
+        return { exitCode: shellExitCode(r) };
+      },
+      waitForPort: (port: number, options?: { timeout?: number }) => sandbox.waitForPort(port, options),
+      waitForLog: async (pattern: string | RegExp, timeout?: number) => {
+        const controller = new AbortController();
+        const timer = timeout !== undefined ? setTimeout(() => controller.abort(), timeout) : undefined;
+        try {
+          const events = await sandbox.client.streamProcess(sandbox.id, id, { signal: controller.signal });
+          let pending = '';
+          for await (const ev of events) {
+            if (ev.type !== 'stdout' && ev.type !== 'stderr') continue;
+            pending += Buffer.from(eventBytes(ev)).toString('utf8');
+            const lines = pending.split('\n');
+            pending = lines.pop()!;
+            for (const line of [...lines, pending]) {
+              const match = typeof pattern === 'string' ? (line.includes(pattern) ? undefined : null) : line.match(pattern);
+              if (match !== null) {
+                controller.abort();
+                return match ? { line, match } : { line };
+              }
+            }
+          }
+          throw new CorralError('not_found', `process \`${id}\` exited without printing ${String(pattern)}`, 404);
+        } catch (err) {
+          if (controller.signal.aborted && (err as Error).name === 'AbortError')
+            throw new CorralError('timeout', `no line matching ${String(pattern)} within ${timeout} ms`, 504);
+          throw err;
+        } finally {
+          if (timer) clearTimeout(timer);
+        }
+      },
+    };
+    return proc;
+  }
+}
+
+function toFileInfo(base: string, f: FileEntry): FileInfo {
+  const absolutePath = f.name.startsWith('/') ? f.name : `${base.replace(/\/$/, '')}/${f.name}`;
+  const mode = f.mode & 0o777;
+  return {
+    name: f.name.split('/').pop()!, absolutePath, relativePath: f.name,
+    type: (['file', 'directory', 'symlink'].includes(f.type) ? f.type : 'other') as FileInfo['type'],
+    size: f.size, modifiedAt: f.mtime, mode: mode.toString(8).padStart(3, '0'),
+    permissions: { readable: (mode & 0o400) !== 0, writable: (mode & 0o200) !== 0, executable: (mode & 0o100) !== 0 },
+  };
+}
+
+function toCodeContext(c: ContextInfo): CodeContext {
+  const created = c.createdAt ? new Date(c.createdAt) : new Date();
+  return { id: c.id, language: c.language, cwd: c.cwd ?? '', createdAt: created, lastUsed: created };
+}
+
+function toExecutionResult(code: string, r: ContextRunResult): ExecutionResult {
+  const result: ExecutionResult = { code, logs: { stdout: r.stdout ? [r.stdout] : [], stderr: r.stderr ? [r.stderr] : [] }, results: r.results ?? [] };
+  if (r.error) {
+    const e = typeof r.error === 'string' ? { message: r.error } : r.error;
+    result.error = { name: e.name ?? 'Error', value: e.message ?? '', traceback: e.traceback ? [e.traceback] : [] };
+  }
+  return result;
+}

@@ -1,0 +1,190 @@
+// The AI SDK provider against a real corrald: a program written against HarnessV1SandboxProvider
+// and HarnessV1NetworkSandboxSession, with corral in place of another provider.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { CorralError, createCorralSandboxProvider } from '../dist/index.js';
+import { skipReason, startDaemon } from './daemon.mjs';
+
+const skip = skipReason();
+const text = (stream) => new Response(stream).text();
+
+describe('createCorralSandboxProvider', { skip }, () => {
+  let daemon, provider, session;
+  before(async () => {
+    daemon = await startDaemon();
+    provider = createCorralSandboxProvider({ socketPath: daemon.socketPath });
+    session = await provider.createSession({ sessionId: 'agent-1' });
+  });
+  after(async () => {
+    await session?.destroy();
+    await daemon?.stop();
+  });
+
+  test('is a harness-sandbox-v1 provider named corral', () => {
+    assert.equal(provider.specificationVersion, 'harness-sandbox-v1');
+    assert.equal(provider.providerId, 'corral');
+  });
+
+  test('createSession names the session by sessionId and reports its working directory', async () => {
+    assert.equal(session.id, 'agent-1');
+    assert.match(session.defaultWorkingDirectory, /^\//);
+    assert.match(session.description, /agent-1/);
+    const { stdout } = await session.run({ command: 'pwd' });
+    assert.equal(stdout.trim(), session.defaultWorkingDirectory);
+  });
+
+  test('run collects stdout, stderr and the exit code', async () => {
+    const r = await session.run({ command: 'echo out; echo err >&2; exit 3' });
+    assert.deepEqual(r, { exitCode: 3, stdout: 'out\n', stderr: 'err\n' });
+  });
+
+  test('run passes env and workingDirectory', async () => {
+    await session.writeTextFile({ path: 'sub/keep', content: '' });
+    const r = await session.run({ command: 'echo "$GREETING $(basename "$PWD")"', env: { GREETING: 'hi' }, workingDirectory: 'sub' });
+    assert.equal(r.stdout, 'hi sub\n');
+  });
+
+  test('spawn streams output before the process exits, then wait() gives the exit code', async () => {
+    await session.writeTextFile({ path: 'go', content: '' });
+    await session.run({ command: 'rm -f go' });
+    const proc = await session.spawn({ command: 'echo first; while [ ! -e go ]; do sleep 0.05; done; echo second; exit 7' });
+    assert.equal(typeof proc.pid, 'number');
+    const reader = proc.stdout.getReader();
+    const first = await reader.read();
+    assert.equal(new TextDecoder().decode(first.value), 'first\n');  // the process still waits for `go`
+    await session.writeTextFile({ path: 'go', content: '' });
+    let rest = '';
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
+    assert.equal(rest, 'second\n');
+    assert.deepEqual(await proc.wait(), { exitCode: 7 });
+    assert.equal(await text(proc.stderr), '');
+  });
+
+  test('kill() stops the process tree and is idempotent', async () => {
+    const proc = await session.spawn({ command: 'sleep 300 & sleep 300; wait' });
+    await Promise.all([proc.kill(), proc.kill()]);
+    await proc.kill();
+    const { exitCode } = await proc.wait();
+    // Reported as a shell does: 128+15 (SIGTERM, then grace) or 128+9 (killed outright).
+    assert.ok([143, 137].includes(exitCode), String(exitCode));
+    const record = await provider.client.getProcess(session.id, proc.id);
+    assert.equal(record.running, false);
+    assert.equal(record.status, 'killed');
+  });
+
+  test('an abortSignal kills a spawned process and wait() rejects with an AbortError', async () => {
+    const controller = new AbortController();
+    const proc = await session.spawn({ command: 'sleep 300', abortSignal: controller.signal });
+    controller.abort();
+    await assert.rejects(proc.wait(), { name: 'AbortError' });
+    const final = await provider.client.waitProcess(session.id, proc.id, { timeoutMs: 30000 });
+    assert.equal(final.finished, true);
+    assert.equal(final.running, false);
+  });
+
+  test('an abortSignal rejects run with an AbortError and stops the command', async () => {
+    const controller = new AbortController();
+    const running = session.run({ command: 'echo started > aborted.txt; sleep 300', abortSignal: controller.signal });
+    while ((await session.readTextFile({ path: 'aborted.txt' })) === null) await new Promise((r) => setTimeout(r, 20));
+    controller.abort();
+    await assert.rejects(running, { name: 'AbortError' });
+    const procs = await provider.client.listProcesses(session.id);
+    const sleeper = procs.find((p) => p.command?.includes('aborted.txt'));
+    const final = await provider.client.waitProcess(session.id, sleeper.id, { timeoutMs: 30000 });
+    assert.equal(final.running, false);
+    await assert.rejects(session.run({ command: 'true', abortSignal: AbortSignal.abort() }), { name: 'AbortError' });
+  });
+
+  test('files: parents are created, missing files read as null, line ranges are 1-based inclusive', async () => {
+    await session.writeTextFile({ path: 'deep/er/notes.txt', content: 'one\ntwo\nthree\nfour\n' });
+    assert.equal(await session.readTextFile({ path: 'deep/er/notes.txt' }), 'one\ntwo\nthree\nfour\n');
+    assert.equal(await session.readTextFile({ path: 'deep/er/notes.txt', startLine: 2, endLine: 3 }), 'two\nthree\n');
+    assert.equal(await session.readTextFile({ path: 'deep/er/notes.txt', startLine: 3, endLine: 99 }), 'three\nfour\n');
+    assert.equal(await session.readTextFile({ path: 'deep/er/notes.txt', startLine: 4 }), 'four\n');
+    assert.equal(await session.readFile({ path: 'nope.txt' }), null);
+    assert.equal(await session.readBinaryFile({ path: 'nope.txt' }), null);
+    assert.equal(await session.readTextFile({ path: 'nope/nope.txt' }), null);
+    const { stdout } = await session.run({ command: 'cat deep/er/notes.txt | wc -l' });
+    assert.equal(stdout.trim(), '4');
+  });
+
+  test('files: bytes and streams round-trip', async () => {
+    const bytes = new Uint8Array(70000).map((_, i) => (i * 7) % 256);
+    await session.writeBinaryFile({ path: 'bin/blob', content: bytes });
+    assert.deepEqual(await session.readBinaryFile({ path: 'bin/blob' }), bytes);
+    const chunks = ['streamed ', 'in ', 'pieces\n'];
+    const stream = new ReadableStream({ pull(c) { chunks.length ? c.enqueue(new TextEncoder().encode(chunks.shift())) : c.close(); } });
+    await session.writeFile({ path: 'streamed.txt', content: stream });
+    assert.equal(await text(await session.readFile({ path: 'streamed.txt' })), 'streamed in pieces\n');
+    await session.writeTextFile({ path: 'latin1.txt', content: 'café', encoding: 'latin1' });
+    assert.deepEqual([...(await session.readBinaryFile({ path: 'latin1.txt' }))], [0x63, 0x61, 0x66, 0xe9]);
+    assert.equal(await session.readTextFile({ path: 'latin1.txt', encoding: 'latin1' }), 'café');
+  });
+
+  test('ports: leased ports show up, resolve to endpoints, and setPorts releases the others', async () => {
+    const a = await provider.client.leasePort(session.id);
+    const b = await provider.client.leasePort(session.id);
+    await session.refresh();
+    assert.deepEqual([...session.ports].sort(), [a.port, b.port].sort());
+    const endpoint = await session.getPortEndpoint({ port: a.port });
+    assert.match(endpoint.url, new RegExp(`^http://127\\.0\\.0\\.1:${a.port}`));
+    assert.match(await session.getPortUrl({ port: a.port, protocol: 'ws' }), /^ws:/);
+    await session.setPorts([a.port]);
+    assert.deepEqual([...session.ports], [a.port]);
+    await assert.rejects(session.setPorts([a.port, 1]), (err) => err instanceof CorralError && err.code === 'port_not_leased');
+    await assert.rejects(session.getPortEndpoint({ port: b.port }), (err) => err instanceof CorralError && err.status === 404);
+  });
+
+  test('restricted() has no infra surface and acts with the restricted token', async () => {
+    const restricted = session.restricted();
+    for (const name of ['stop', 'destroy', 'setNetworkPolicy', 'setPorts', 'getPortEndpoint', 'getPortUrl', 'ports'])
+      assert.equal(name in restricted, false, name);
+    assert.equal((await restricted.run({ command: 'echo ok' })).stdout, 'ok\n');
+    await restricted.writeTextFile({ path: 'from-restricted.txt', content: 'x' });
+    assert.equal(await session.readTextFile({ path: 'from-restricted.txt' }), 'x');
+    // It talks with the restricted token: corrald itself refuses it what it may not do.
+    await assert.rejects(restricted.client.endSession(session.id), (err) => err instanceof CorralError && err.status === 403);
+    await assert.rejects(restricted.client.leasePort(session.id), (err) => err instanceof CorralError && err.status === 403);
+  });
+
+  test('setNetworkPolicy goes to PATCH .../network and surfaces corrald\'s answer', async () => {
+    try {
+      await session.setNetworkPolicy({ mode: 'deny-all' });
+    } catch (err) {
+      assert.ok(err instanceof CorralError, String(err));
+      assert.ok([404, 405].includes(err.status), `${err.status} ${err.code}`);
+    }
+  });
+
+  test('resumeSession reattaches by id; stop and destroy are idempotent', async () => {
+    const other = await provider.createSession({ sessionId: 'agent-2' });
+    await other.writeTextFile({ path: 'kept.txt', content: 'still here' });
+    const resumed = await provider.resumeSession({ sessionId: 'agent-2' });
+    assert.equal(resumed.id, 'agent-2');
+    assert.equal(await resumed.readTextFile({ path: 'kept.txt' }), 'still here');
+    const sleeper = await other.spawn({ command: 'sleep 300' });
+    await other.stop();
+    await other.stop();
+    await other.destroy();
+    await resumed.destroy();
+    assert.equal((await sleeper.wait()).exitCode >= 128, true);
+    await assert.rejects(provider.resumeSession({ sessionId: 'agent-2' }), (err) => err instanceof CorralError);
+    await assert.rejects(provider.resumeSession({ sessionId: 'never-made' }),
+      (err) => err instanceof CorralError && err.code === 'no_such_session' && err.status === 404);
+  });
+
+  test('createSession: onFirstCreate runs once on the new session; an aborted signal rejects', async () => {
+    let calls = 0;
+    const s = await provider.createSession({
+      sessionId: 'agent-3',
+      onFirstCreate: async (created) => { calls++; await created.writeTextFile({ path: 'boot.txt', content: 'booted' }); },
+    });
+    assert.equal(calls, 1);
+    assert.equal(await s.readTextFile({ path: 'boot.txt' }), 'booted');
+    await s.destroy();
+    await assert.rejects(provider.createSession({ abortSignal: AbortSignal.abort() }), { name: 'AbortError' });
+    await assert.rejects(provider.createSession({ sessionId: 'bad id!' }),
+      (err) => err instanceof CorralError && err.status === 400);
+  });
+});
