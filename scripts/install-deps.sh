@@ -6,6 +6,7 @@ packages=(
   libseccomp-dev libcap-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps curl python3
+  python3-pytest      # clients/python's suite
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -16,4 +17,18 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Node.js 20+ and npm for clients/typescript (the machine's Node.js; Debian's nodejs where absent).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "installing: nodejs npm"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
+# The TypeScript client's dev dependencies (types and the compiler), from the npm registry, exactly
+# as package-lock.json pins them; again only when the lock file changed since the last install.
+ts="$(dirname "$0")/../clients/typescript"
+if [ ! -e "$ts/node_modules/.package-lock.json" ] || [ "$ts/package-lock.json" -nt "$ts/node_modules/.package-lock.json" ]; then
+  (cd "$ts" && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -81,10 +81,21 @@ export class Transport {
     else if (method !== 'GET' && method !== 'HEAD' && body === undefined) headers['Content-Length'] = '0';
 
     const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
-      const req = http.request(request, resolve);
+      let answered = false;
+      let failure: Error | undefined;
+      const req = http.request(request, (res) => {
+        answered = true;
+        resolve(res);
+      });
       req.on('error', (err: NodeJS.ErrnoException) => {
-        if (err.name === 'AbortError') reject(err);
-        else reject(new CorralError('unreachable', `corrald at ${this.where()}: ${err.message}`, 0));
+        if (err.name === 'AbortError') return reject(err);
+        failure = new CorralError('unreachable', `corrald at ${this.where()}: ${err.message}`, 0);
+        // corrald may answer (an error, before reading the body) and close while the body is
+        // still being sent: that answer still arrives, so wait for the socket to close.
+        if (err.code !== 'EPIPE' && err.code !== 'ECONNRESET') reject(failure);
+      });
+      req.on('close', () => {
+        if (!answered) reject(failure ?? new CorralError('unreachable', `corrald at ${this.where()} closed the connection`, 0));
       });
       if (body === undefined) req.end();
       else if (typeof body === 'string' || body instanceof Uint8Array) req.end(body);

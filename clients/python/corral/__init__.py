@@ -1,0 +1,7 @@
+"""corral: a standard-library client of corrald (sessions, run, exec streams, processes, files,
+ports, shells, code contexts), over its Unix socket or loopback TCP."""
+
+from .client import Client, Process, RunResult, Session, event_bytes, shell_exit_code
+from .errors import CorralError
+
+__all__ = ["Client", "CorralError", "Process", "RunResult", "Session", "event_bytes", "shell_exit_code"]
