@@ -1,6 +1,7 @@
 #include "supervisor/daemon/api.hpp"
 
 #include <charconv>
+#include <chrono>
 
 namespace corral::daemon {
 
@@ -39,6 +40,8 @@ const std::vector<Api::Route>& Api::routes() {
         {"DELETE", "/v1/sessions/{sid}/ports/{port}", A::session_admin, &Api::release_port},
         {"GET", "/v1/sessions/{sid}/ports/{port}/endpoint", A::session_use, &Api::port_endpoint},
         {"GET", "/v1/sessions/{sid}/ports/{port}/wait", A::session_use, &Api::wait_port},
+        // Daemon-wide counts: not for session tokens (they would see other sessions' activity).
+        {"GET", "/metrics", A::daemon_admin, &Api::metrics},
     };
     return table;
 }
@@ -70,7 +73,19 @@ asio::awaitable<void> Api::handle(Exchange& ex) {
         co_await ex.send_error(wrong_method, allow);
         co_return;
     }
-    co_await dispatch(ex, routes()[static_cast<size_t>(match.route_id)], match.params);
+    const Route& route = routes()[static_cast<size_t>(match.route_id)];
+    const auto started = std::chrono::steady_clock::now();
+    // Recorded however the exchange ends (a failed connection throws out of dispatch).
+    struct Timer {
+        RequestMetrics& metrics;
+        const Route& route;
+        std::chrono::steady_clock::time_point started;
+        ~Timer() {
+            const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+            metrics.observe(route.method, route.pattern, took.count());
+        }
+    } timer{request_metrics_, route, started};
+    co_await dispatch(ex, route, match.params);
 }
 
 asio::awaitable<void> Api::dispatch(Exchange& ex, const Route& route, const RouteParams& params) {

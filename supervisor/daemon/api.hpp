@@ -17,6 +17,7 @@
 #include "supervisor/daemon/auth.hpp"
 #include "supervisor/daemon/exchange.hpp"
 #include "supervisor/daemon/json_fields.hpp"
+#include "supervisor/daemon/metrics.hpp"
 #include "supervisor/daemon/router.hpp"
 
 namespace corral::daemon {
@@ -84,6 +85,9 @@ class Api {
     asio::awaitable<void> wait_port(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> release_port(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> port_endpoint(Exchange&, const RouteParams&, const Caller&);
+    // api_metrics.cpp
+    asio::awaitable<void> metrics(Exchange&, const RouteParams&, const Caller&);
+    std::string render_metrics();
 
     /// Waits for a process record to become final; nullopt when shutdown interrupted the wait.
     asio::awaitable<std::optional<std::pair<Result<ProcessInfo>, bool>>> await_process(
@@ -93,6 +97,7 @@ class Api {
     WaitRegistry& waits_;
     ApiOptions options_;
     Router router_;
+    RequestMetrics request_metrics_;
 };
 
 /// Limits of request bodies read whole (JSON, stdin writes, policy YAML).

@@ -91,6 +91,16 @@ asio::awaitable<void> Exchange::send_json(unsigned status, const nlohmann::json&
     co_await http::async_write(socket_, res, asio::use_awaitable);
 }
 
+asio::awaitable<void> Exchange::send_text(unsigned status, std::string_view content_type,
+                                          const std::string& body) {
+    http::response<http::string_body> res{static_cast<http::status>(status), 11};
+    res.set(http::field::content_type, std::string(content_type));
+    res.body() = body;
+    prepare(res);
+    res.prepare_payload();
+    co_await http::async_write(socket_, res, asio::use_awaitable);
+}
+
 asio::awaitable<void> Exchange::send_error(const ApiError& error, const std::string& allow) {
     http::response<http::string_body> res{static_cast<http::status>(error.status), 11};
     res.set(http::field::content_type, "application/json");

@@ -57,6 +57,9 @@ class Exchange {
 
     /// Sends a JSON response.
     asio::awaitable<void> send_json(unsigned status, const nlohmann::json& body);
+    /// Sends a text response of `content_type` (GET /metrics).
+    asio::awaitable<void> send_text(unsigned status, std::string_view content_type,
+                                    const std::string& body);
     /// Sends an API error ({"error": ...}); adds Allow for 405 when `allow` is non-empty.
     asio::awaitable<void> send_error(const ApiError& error, const std::string& allow = "");
     /// Streams `size` bytes of a file descriptor as the body (application/octet-stream).
