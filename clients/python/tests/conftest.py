@@ -31,7 +31,7 @@ def skip_reason():
 
 
 class Daemon:
-    def __init__(self):
+    def __init__(self, extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="corral-py-test-")
         self.socket_path = os.path.join(self.dir, "corrald.sock")
         os.mkdir(os.path.join(self.dir, "policies"))
@@ -44,7 +44,7 @@ class Daemon:
                 [str(CORRALD), "--socket", self.socket_path, "--state-dir", os.path.join(self.dir, "state"),
                  "--policy-dir", os.path.join(self.dir, "policies"),
                  "--instance", f"corral-py-{os.getpid()}-{int(time.time() * 1000) % 100000}",
-                 "--port-range", f"{self.port_first}-{self.port_first + 39}"],
+                 "--port-range", f"{self.port_first}-{self.port_first + 39}", *extra_args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self.client = Client(socket_path=self.socket_path)
         deadline = time.monotonic() + 30
