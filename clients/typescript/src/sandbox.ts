@@ -427,7 +427,7 @@ function toFileInfo(base: string, f: FileEntry): FileInfo {
   const mode = f.mode & 0o777;
   return {
     name: f.name.split('/').pop()!, absolutePath, relativePath: f.name,
-    type: (['file', 'directory', 'symlink'].includes(f.type) ? f.type : 'other') as FileInfo['type'],
+    type: f.type === 'dir' ? 'directory' : f.type === 'file' || f.type === 'symlink' ? f.type : 'other',
     size: f.size, modifiedAt: f.mtime, mode: mode.toString(8).padStart(3, '0'),
     permissions: { readable: (mode & 0o400) !== 0, writable: (mode & 0o200) !== 0, executable: (mode & 0o100) !== 0 },
   };

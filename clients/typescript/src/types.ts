@@ -72,7 +72,7 @@ export type LogChunk = {
 };
 
 export type FileEntry = {
-  name: string; type: 'file' | 'directory' | 'symlink' | 'other' | string; size: number; mode: number;
+  name: string; type: 'file' | 'dir' | 'symlink' | 'other'; size: number; mode: number;
   mtime: string; mtimeNs: number; linkTarget?: string;
 };
 

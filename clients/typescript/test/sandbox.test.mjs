@@ -82,6 +82,7 @@ describe('client.sandbox(id)', { skip }, () => {
     assert.equal(a.type, 'file');
     assert.equal(a.size, 5);
     assert.equal(a.absolutePath, '/workspace/cf/a.txt');
+    assert.equal(listed.files.find((f) => f.name === 'x').type, 'directory');
     assert.equal((await sandbox.renameFile('/workspace/cf/a.txt', '/workspace/cf/c.txt')).newPath, '/workspace/cf/c.txt');
     await sandbox.moveFile('/workspace/cf/c.txt', '/workspace/cf/x/c.txt');
     assert.equal((await sandbox.readFile('/workspace/cf/x/c.txt')).content, 'alpha');
