@@ -147,6 +147,15 @@ Result<UserNamespaceIds> choose_ids(const Policy& policy, IdRangeLease& lease) {
     return ids;
 }
 
+/// Sets an idmap from `mapping` (a user namespace fd) on the detached tree `tree`.
+bool set_idmap(int tree, int mapping) {
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_IDMAP;
+    attr.userns_fd = static_cast<uint64_t>(mapping);
+    return ::syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+                     sizeof attr) == 0;
+}
+
 /// A host directory bound as the workdir (`corral run`'s cwd) keeps its owner: the detached
 /// tree is idmapped so that the sandbox's user writes on disk as the directory's owner and sees
 /// the owner's files as its own (CVE-2021-21284, Docker's userns-remap, is what the opposite
@@ -162,12 +171,7 @@ std::string idmap_workdir(const PreparedMounts& mounts, HostIdentity identity) {
         make_mapping_namespace({st.st_uid, identity.uid, 1}, {st.st_gid, identity.gid, 1});
     std::string failure;
     if (mapping) {
-        mount_attr attr{};
-        attr.attr_set = MOUNT_ATTR_IDMAP;
-        attr.userns_fd = static_cast<uint64_t>(mapping->get());
-        if (::syscall(SYS_mount_setattr, mounts.workdir_tree, "", AT_EMPTY_PATH | AT_RECURSIVE,
-                      &attr, sizeof attr) == 0)
-            return {};
+        if (set_idmap(mounts.workdir_tree, mapping->get())) return {};
         failure = std::string("idmapped mount: ") + std::strerror(errno);
     } else {
         failure = mapping.error().describe();
@@ -297,6 +301,16 @@ Status Sandbox::wait_until_ready() {
         if (!*message) return plain_error("namespace holder died during setup");
         return sys_error((*message)->error, (*message)->step);
     }
+    return {};
+}
+
+Status probe_idmapped_mount(const std::string& dir) {
+    UniqueFd tree(static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, dir.c_str(),
+                                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+    if (!tree) return sys_error("open_tree `" + dir + "`");
+    auto mapping = make_mapping_namespace({0, kIdRangeFirst, 1}, {0, kIdRangeFirst, 1});
+    if (!mapping) return std::move(mapping.error());
+    if (!set_idmap(tree.get(), mapping->get())) return sys_error("idmap `" + dir + "`");
     return {};
 }
 

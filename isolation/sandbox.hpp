@@ -86,4 +86,8 @@ class Sandbox {
     std::string workdir_warning_;
 };
 
+/// Whether a bound directory like `dir` can be idmapped here (kernel and file system), as the
+/// workdir of a root-started sandbox is; the error says why not. For `corral doctor`.
+Status probe_idmapped_mount(const std::string& dir);
+
 }  // namespace corral

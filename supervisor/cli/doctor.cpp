@@ -1,9 +1,13 @@
 #include "supervisor/cli/doctor.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 
 #include "isolation/host_probe.hpp"
+#include "isolation/id_range.hpp"
+#include "isolation/sandbox.hpp"
 #include "supervisor/reports/report_json.hpp"
 
 namespace corral::cli {
@@ -29,6 +33,24 @@ void print_cgroups(const HostProbe& probe) {
     if (!probe.cgroup_error.empty()) std::printf("  problem: %s\n", probe.cgroup_error.c_str());
 }
 
+/// Who a `default` sandbox is on this host (DESIGN.md "Identity", issue 10).
+void print_identity() {
+    std::printf("identity       ");
+    if (::geteuid() == 0) {
+        std::printf("uid 0 inside (strict: 65534) = host ids 0x%x + 65536*N, one range per session "
+                    "(%u slots, locks in %s); never the host's root\n",
+                    kIdRangeFirst, kIdRangeSlots, kIdRangeLockDir);
+    } else {
+        std::printf("uid 0 inside = your uid %u on the host\n", ::geteuid());
+    }
+    auto idmap = probe_idmapped_mount(".");
+    std::printf("  idmapped cwd %s\n",
+                idmap ? "yes: files written in the bound cwd belong to its owner"
+                      : ("NO (" + idmap.error().describe() +
+                         "): the sandbox writes only where its own ids may")
+                            .c_str());
+}
+
 void print_text(const HostProbe& probe) {
     std::printf("corral %s doctor\n\n", CORRAL_VERSION);
     print_cgroups(probe);
@@ -40,6 +62,7 @@ void print_text(const HostProbe& probe) {
     if (probe.landlock_abi > 0) std::printf("landlock       ABI %d\n", probe.landlock_abi);
     else std::printf("landlock       no\n");
     std::printf("openat2        %s\n", yes_no(probe.openat2));
+    print_identity();
 }
 
 }  // namespace
@@ -49,6 +72,12 @@ int doctor_command(bool as_json) {
     if (as_json) {
         auto json = host_probe_to_json(probe);
         json["version"] = CORRAL_VERSION;
+        auto idmap = probe_idmapped_mount(".");
+        json["identity"] = {{"hostRoot", ::geteuid() == 0},
+                            {"rangeFirst", kIdRangeFirst},
+                            {"rangeSize", kIdRangeSize},
+                            {"rangeSlots", kIdRangeSlots},
+                            {"idmappedCwd", static_cast<bool>(idmap)}};
         std::cout << json.dump(2) << "\n";
     } else {
         print_text(probe);

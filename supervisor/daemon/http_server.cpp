@@ -1,10 +1,13 @@
 #include "supervisor/daemon/http_server.hpp"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <limits>
+
+#include "isolation/id_range.hpp"
 
 namespace corral::daemon {
 
@@ -180,6 +183,13 @@ asio::awaitable<void> HttpServer::accept_unix() {
             co_await unix_acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
         if (ec == asio::error::operation_aborted || !unix_acceptor_.is_open()) co_return;
         if (ec) continue;  // e.g. EMFILE: keep serving the connections we have
+        // Issue 10 item 3, last layer: a client running as a corral session's host identity (any
+        // instance's) is a sandbox that reached this socket; it gets nothing, not even an error.
+        ucred peer{};
+        socklen_t length = sizeof peer;
+        if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &length) == 0 &&
+            (is_corral_range_id(peer.uid) || is_corral_range_id(peer.gid)))
+            continue;  // the socket closes as it goes out of scope
         Socket generic(io_, asio::generic::stream_protocol(AF_UNIX, 0), socket.release());
         start_connection(std::move(generic), Listener::unix_socket);
     }

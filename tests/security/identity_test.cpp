@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -83,6 +84,41 @@ std::string run_as_nobody(const std::string& file, const std::string& arg) {
     ::close(out[1]);
     std::string text;
     char buf[256];
+    ssize_t n;
+    while ((n = ::read(out[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    ::close(out[0]);
+    ::waitpid(pid, nullptr, 0);
+    return text;
+}
+
+/// Sends GET /v1/health on the unix socket `path` as uid/gid `id` (root when 0) in a child and
+/// returns what came back before EOF ("" when the daemon closed without a word).
+std::string health_as(const std::string& path, uid_t id) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return "pipe failed";
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        if (id != 0 && (::setgroups(0, nullptr) != 0 || ::setresgid(id, id, id) != 0 ||
+                        ::setresuid(id, id, id) != 0))
+            ::_exit(1);
+        int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+            (void)!::write(out[1], "connect failed", 14);
+            ::_exit(0);
+        }
+        const char request[] = "GET /v1/health HTTP/1.1\r\nHost: corral\r\nConnection: close\r\n\r\n";
+        (void)!::write(fd, request, sizeof request - 1);
+        char buf[512];
+        ssize_t n;
+        while ((n = ::read(fd, buf, sizeof buf)) > 0) (void)!::write(out[1], buf, static_cast<size_t>(n));
+        ::_exit(0);
+    }
+    ::close(out[1]);
+    std::string text;
+    char buf[512];
     ssize_t n;
     while ((n = ::read(out[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
     ::close(out[0]);
@@ -292,6 +328,23 @@ TEST_F(Identity, WritableMountsAreNosuidNodev) {
         if (point != "/proc") EXPECT_NE(options.find("nodev"), std::string::npos) << point;
     }
     EXPECT_GT(writable, 0) << got.out;
+}
+
+// Item 3, the daemon's own layer: should a session ever reach a corrald socket (a socket made
+// world-writable by an admin, one bound after the session started), corrald serves nothing to a
+// client whose credentials are a corral session range's.
+TEST_F(Identity, CorraldServesNoClientRunningAsASessionIdentity) {
+    if (!fs::exists(CORRAL_BINARY_DIR "/supervisor/corrald")) GTEST_SKIP() << "no corrald";
+    Daemon daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    ASSERT_EQ(::chmod(daemon.socket_path().c_str(), 0666), 0);
+    EXPECT_NE(health_as(daemon.socket_path(), 0).find("HTTP/1.1 200"), std::string::npos)
+        << "control: root is served";
+    const uid_t session_root = kIdRangeFirst + 7 * kIdRangeSize;
+    const std::string answer = health_as(daemon.socket_path(), session_root);
+    EXPECT_EQ(answer.find("HTTP/1.1 200"), std::string::npos) << answer;
+    EXPECT_EQ(answer.find("connect failed"), std::string::npos) << "the socket must be reachable "
+                                                                    "for this test";
 }
 
 }  // namespace

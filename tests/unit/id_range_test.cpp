@@ -1,0 +1,89 @@
+// The session uid-range allocator (isolation/id_range.hpp): slots are disjoint, never shared
+// while held, free again when released, and all of them lie in the documented block. Uses a lock
+// dir of its own, so it needs no privileges and does not touch the host's /run/corral.
+#include "isolation/id_range.hpp"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+namespace corral {
+namespace {
+
+class IdRangeTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/corral-id-range-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+    std::string dir_;
+};
+
+TEST_F(IdRangeTest, RangesLieAboveSystemdContainerRangesAndBelowTwoToThe31) {
+    EXPECT_GE(kIdRangeFirst, 0x70000000u);
+    EXPECT_LE(static_cast<uint64_t>(kIdRangeFirst) + uint64_t{kIdRangeSlots} * kIdRangeSize,
+              0x7FFE0000u);
+    EXPECT_FALSE(is_corral_range_id(0));
+    EXPECT_FALSE(is_corral_range_id(65534));
+    EXPECT_TRUE(is_corral_range_id(kIdRangeFirst));
+    EXPECT_FALSE(is_corral_range_id(0x7FFE0000u));
+}
+
+// Precedent: issue 10 item 3/4 — two sessions sharing host ids could signal, ptrace and read
+// each other's files as the same user.
+TEST_F(IdRangeTest, HeldLeasesNeverShareARange) {
+    std::vector<IdRangeLease> held;
+    for (int i = 0; i < 8; ++i) {
+        auto lease = IdRangeLease::acquire(dir_);
+        ASSERT_TRUE(lease) << lease.error().describe();
+        for (const auto& other : held) EXPECT_NE(other.base(), lease->base());
+        EXPECT_TRUE(is_corral_range_id(lease->base()));
+        EXPECT_TRUE(is_corral_range_id(lease->outside(kIdRangeSize - 1)));
+        EXPECT_EQ((lease->base() - kIdRangeFirst) % kIdRangeSize, 0u);
+        held.push_back(std::move(*lease));
+    }
+}
+
+TEST_F(IdRangeTest, AReleasedRangeIsFreeAgain) {
+    uid_t first;
+    {
+        auto lease = IdRangeLease::acquire(dir_);
+        ASSERT_TRUE(lease);
+        first = lease->base();
+    }
+    auto again = IdRangeLease::acquire(dir_);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->base(), first);
+}
+
+// Independent processes (`corral run`s, corrald) share one allocator: a slot another process
+// holds is skipped, and a process that inherited the lock (the namespace holder) keeps it taken.
+TEST_F(IdRangeTest, ASlotHeldByAnotherProcessIsSkipped) {
+    auto mine = IdRangeLease::acquire(dir_);
+    ASSERT_TRUE(mine);
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    pid_t child = ::fork();
+    if (child == 0) {
+        auto theirs = IdRangeLease::acquire(dir_);
+        char answer = theirs && theirs->base() != mine->base() ? 'y' : 'n';
+        ::_exit(::write(ready[1], &answer, 1) == 1 && answer == 'y' ? 0 : 1);
+    }
+    ::close(ready[1]);
+    char answer = 0;
+    ASSERT_EQ(::read(ready[0], &answer, 1), 1);
+    ::close(ready[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    EXPECT_EQ(answer, 'y');
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+}  // namespace
+}  // namespace corral
