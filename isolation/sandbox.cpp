@@ -162,11 +162,15 @@ bool set_idmap(int tree, int mapping) {
 /// looks like: a remapped root that may write where the host's root owns things). Ids other than
 /// the owner's show as nobody and cannot be written. Where the file system or kernel cannot idmap
 /// (9p, NFS, kernels before 5.12), the tree stays as it is and the reason is returned.
-std::string idmap_workdir(const PreparedMounts& mounts, HostIdentity identity) {
+std::string idmap_workdir(const PreparedMounts& mounts, HostIdentity identity, bool inherit_user) {
     if (mounts.workdir_tree < 0) return {};
     struct stat st;
     if (::stat(mounts.workdir_source.c_str(), &st) != 0) return {};
     if (st.st_uid == identity.uid && st.st_gid == identity.gid) return {};
+    // A policy that names its own user (strict's nobody) never gains the host root's write power:
+    // a root-owned directory stays as it was before user namespaces, writable only where its
+    // modes let anyone write. Only `user: inherit` (the caller's own rights) is mapped to root.
+    if (st.st_uid == 0 && !inherit_user) return {};
     auto mapping =
         make_mapping_namespace({st.st_uid, identity.uid, 1}, {st.st_gid, identity.gid, 1});
     std::string failure;
@@ -276,7 +280,8 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     if (ids) {
         auto mapped = write_id_maps(pid, ids->uid_map, ids->gid_map, ids->deny_setgroups);
         if (mapped && workdir.idmap_to_owner)
-            sandbox.workdir_warning_ = idmap_workdir(plan->mounts, ids->identity);
+            sandbox.workdir_warning_ =
+                idmap_workdir(plan->mounts, ids->identity, policy.user.inherit);
         if (!mapped || ::write(go.write_end.get(), "1", 1) != 1) {
             discard(holder);
             if (!mapped) return std::move(mapped.error().context("namespace holder"));

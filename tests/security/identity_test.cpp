@@ -128,18 +128,28 @@ std::string health_as(const std::string& path, uid_t id) {
 
 class Identity : public SandboxTest {};
 
-// `default` is root inside and a leased corral range outside: never the host's uid 0.
+// `default` is root inside and a leased corral range outside: never the host's uid 0. The
+// presets and example policies built on it too (strict and ci-job: nobody inside the range).
 TEST_F(Identity, DefaultIsRootInsideAndAnUnprivilegedRangeOutside_CVE_2019_5736) {
-    auto got = corral(run_sh("default", "id -u; cat /proc/self/uid_map"));
-    ASSERT_EQ(got.exit_code, 0) << got.err;
-    std::istringstream lines(got.out);
-    std::string uid, map;
-    std::getline(lines, uid);
-    std::getline(lines, map);
-    EXPECT_EQ(uid, "0") << got.out;
-    long outside = outside_of_root(map);
-    EXPECT_TRUE(outside > 0 && is_corral_range_id(static_cast<uint32_t>(outside)))
-        << "uid 0 inside is host uid " << outside << " (uid_map: " << map << ")";
+    const std::string examples = CORRAL_SOURCE_DIR "/examples/policies/";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"default", "0"},
+        {"strict", "65534"},
+        {examples + "ci-job.yaml", "65534"},
+        {examples + "local-testing.yaml", "0"}};
+    for (const auto& [policy, inside] : cases) {
+        SCOPED_TRACE(policy);
+        auto got = corral(run_sh(policy, "id -u; cat /proc/self/uid_map"));
+        ASSERT_EQ(got.exit_code, 0) << got.err;
+        std::istringstream lines(got.out);
+        std::string uid, map;
+        std::getline(lines, uid);
+        std::getline(lines, map);
+        EXPECT_EQ(uid, inside) << got.out;
+        long outside = outside_of_root(map);
+        EXPECT_TRUE(outside > 0 && is_corral_range_id(static_cast<uint32_t>(outside)))
+            << "uid 0 inside is host uid " << outside << " (uid_map: " << map << ")";
+    }
 }
 
 // A file the sandbox creates in its scratch space (the tmpfs /tmp) is owned, as the host sees
@@ -196,6 +206,30 @@ TEST_F(Identity, FilesInTheBoundCwdBelongToTheDirectorysOwner) {
     ASSERT_EQ(::stat((theirs / "by-sandbox").c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, 4242u);
     EXPECT_EQ(st.st_gid, 4243u);
+}
+
+// A policy with its own user (strict's nobody) writes a bound cwd as its owner when an ordinary
+// user owns it, but is never mapped to the host's root: a root-owned cwd stays closed to it
+// (CVE-2021-21284: a remapped identity must not gain root's write power on host files).
+TEST_F(Identity, StrictWritesTheCwdAsItsOwnerButNeverAsRoot) {
+    auto in_root_owned = corral(run_sh("strict", "touch by-strict; echo rc=$?"));
+    EXPECT_NE(in_root_owned.out.find("rc=1"), std::string::npos)
+        << in_root_owned.out << in_root_owned.err;
+    EXPECT_FALSE(fs::exists(dir() / "by-strict"));
+
+    const fs::path theirs = dir() / "theirs";
+    fs::create_directories(theirs);
+    ASSERT_EQ(::chown(theirs.c_str(), 4242, 4243), 0);
+    RunOptions in_theirs;
+    in_theirs.in_child = [&] {
+        if (::chdir(theirs.c_str()) != 0) ::_exit(97);
+    };
+    auto got = corral(run_sh("strict", "touch by-strict && id -u"), in_theirs);
+    ASSERT_EQ(got.exit_code, 0) << got.err;
+    EXPECT_EQ(got.out, "65534\n");
+    struct stat st;
+    ASSERT_EQ(::stat((theirs / "by-strict").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 4242u);
 }
 
 // Item 7: root-only host files stay closed to `default` (it is not the host's root).

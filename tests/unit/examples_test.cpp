@@ -61,6 +61,7 @@ TEST(ExamplePolicies, CiJobIsStrictWithRoomToBuild) {
     EXPECT_EQ(ci.extends_chain, (std::vector<std::string>{"strict", "default"}));
     EXPECT_EQ(ci.seccomp.preset, "strict");
     EXPECT_EQ(ci.user.uid, 65534u);
+    EXPECT_TRUE(ci.namespaces.user);  // nobody inside a leased range, not the host's nobody
     EXPECT_EQ(ci.enforcement, Enforcement::strict);
     EXPECT_EQ(ci.namespaces.network, NetworkMode::isolated);
     EXPECT_EQ(ci.limits.memory, 4ull << 30);
@@ -76,6 +77,7 @@ TEST(ExamplePolicies, AiAgentHasPortsEgressAllowListAndLandlock) {
     EXPECT_EQ(agent.namespaces.network, NetworkMode::isolated);
     EXPECT_TRUE(agent.landlock.enabled());
     EXPECT_FALSE(agent.user.inherit);
+    EXPECT_TRUE(agent.namespaces.user);
     EXPECT_TRUE(agent.workdir.size.has_value());
 }
 
@@ -83,6 +85,7 @@ TEST(ExamplePolicies, LocalTestingKeepsHostNetwork) {
     Policy local = load_example("local-testing.yaml");
     EXPECT_EQ(local.namespaces.network, NetworkMode::host);
     EXPECT_TRUE(local.user.inherit);
+    EXPECT_TRUE(local.namespaces.user);  // issue 10: never the host's root
     EXPECT_TRUE(local.namespaces.mount);  // so /home can be hidden while the cwd stays writable
     EXPECT_EQ(local.enforcement, Enforcement::best_effort);
 }
