@@ -329,6 +329,12 @@ TEST_F(Identity, PlantedSetuidFilesGiveNoHostUserRoot) {
     struct stat st;
     ASSERT_EQ(::stat((root / "file").c_str(), &st), 0) << root;
     EXPECT_TRUE(is_corral_range_id(st.st_uid)) << "workspace file owned by " << st.st_uid;
+    // The file API writes as the session's owner too, not as the daemon's root.
+    ASSERT_EQ(c.request("PUT", base + "/files?path=from-api/a.txt", "x").status, 200u);
+    for (const char* made : {"from-api", "from-api/a.txt"}) {
+        ASSERT_EQ(::stat((root / made).c_str(), &st), 0) << made;
+        EXPECT_TRUE(is_corral_range_id(st.st_uid)) << made << " owned by " << st.st_uid;
+    }
     ASSERT_EQ(::stat(root.parent_path().c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 077, 0u) << "the session dir is open to other host users";
     if (fs::exists(root / "planted"))
