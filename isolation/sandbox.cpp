@@ -43,15 +43,14 @@ struct HolderPlan {
 /// uid range's lock alone stays (as fd 3): while the holder lives, its namespaces do, and no other
 /// session may be given the same host ids (id_range.hpp).
 void release_descriptors(int keep) noexcept {
+    // Out of the way first: with a closed stdin the lock may itself be fd 0, 1 or 2.
+    int moved = keep >= 0 ? ::fcntl(keep, F_DUPFD, 10) : -1;
     int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) {
         for (int i = 0; i < 3; ++i) ::dup2(null, i);
     }
     unsigned first = 3;
-    if (keep >= 0) {
-        if (keep != 3) ::dup2(keep, 3);
-        first = 4;
-    }
+    if (moved >= 0 && ::dup2(moved, 3) == 3) first = 4;
     ::close_range(first, ~0U, 0);
 }
 
@@ -165,7 +164,7 @@ bool set_idmap(int tree, int mapping) {
 std::string idmap_workdir(const PreparedMounts& mounts, HostIdentity identity, bool inherit_user) {
     if (mounts.workdir_tree < 0) return {};
     struct stat st;
-    if (::stat(mounts.workdir_source.c_str(), &st) != 0) return {};
+    if (::fstat(mounts.workdir_tree, &st) != 0) return {};  // the tree itself: no path race
     if (st.st_uid == identity.uid && st.st_gid == identity.gid) return {};
     // A policy that names its own user (strict's nobody) never gains the host root's write power:
     // a root-owned directory stays as it was before user namespaces, writable only where its
