@@ -19,36 +19,27 @@ struct Span {
     uint64_t count;
 };
 
-/// Ids named in the third field of passwd/group lines ("name:x:ID:...").
-void add_account_ids(const char* path, std::vector<Span>& out) {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream fields(line);
-        std::string name, password, id;
-        if (!std::getline(fields, name, ':') || !std::getline(fields, password, ':') ||
-            !std::getline(fields, id, ':'))
-            continue;
-        try {
-            out.push_back(Span{std::stoull(id), 1});
-        } catch (...) {
-        }
-    }
-}
+enum class IdFile {
+    accounts,     ///< passwd/group: "name:x:ID:..." names one id
+    subordinate,  ///< subuid/subgid: "owner:FIRST:COUNT" names a range
+};
 
-/// Ranges of subordinate-id files ("owner:FIRST:COUNT").
-void add_subordinate_ranges(const char* path, std::vector<Span>& out) {
+/// The ids a passwd/group or subuid/subgid file hands out. Unreadable files add nothing.
+void add_taken_ids(const char* path, IdFile kind, std::vector<Span>& out) {
     std::ifstream in(path);
     std::string line;
     while (std::getline(in, line)) {
         std::istringstream fields(line);
-        std::string owner, first, count;
-        if (!std::getline(fields, owner, ':') || !std::getline(fields, first, ':') ||
-            !std::getline(fields, count, ':'))
+        std::string first, second, third;
+        if (!std::getline(fields, first, ':') || !std::getline(fields, second, ':') ||
+            !std::getline(fields, third, ':'))
             continue;
         try {
-            out.push_back(Span{std::stoull(first), std::stoull(count)});
-        } catch (...) {
+            if (kind == IdFile::accounts)
+                out.push_back(Span{std::stoull(third), 1});
+            else
+                out.push_back(Span{std::stoull(second), std::stoull(third)});
+        } catch (...) {  // a malformed line names no id
         }
     }
 }
@@ -80,10 +71,10 @@ bool is_corral_range_id(uint32_t id) {
 Result<IdRangeLease> IdRangeLease::acquire(const std::string& lock_dir) {
     CORRAL_TRY(make_lock_dir(lock_dir), "uid range");
     std::vector<Span> taken;
-    add_account_ids("/etc/passwd", taken);
-    add_account_ids("/etc/group", taken);
-    add_subordinate_ranges("/etc/subuid", taken);
-    add_subordinate_ranges("/etc/subgid", taken);
+    add_taken_ids("/etc/passwd", IdFile::accounts, taken);
+    add_taken_ids("/etc/group", IdFile::accounts, taken);
+    add_taken_ids("/etc/subuid", IdFile::subordinate, taken);
+    add_taken_ids("/etc/subgid", IdFile::subordinate, taken);
     for (uint32_t slot = 0; slot < kIdRangeSlots; ++slot) {
         uid_t base = kIdRangeFirst + slot * kIdRangeSize;
         if (overlaps(taken, base, kIdRangeSize)) continue;

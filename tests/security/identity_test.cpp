@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -68,53 +69,14 @@ struct HostSocket {
     }
 };
 
-/// Runs `file` on the host as nobody (65534, no groups) and returns its stdout ("" when it could
-/// not run at all).
-std::string run_as_nobody(const std::string& file, const std::string& arg) {
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) return {};
-    pid_t pid = ::fork();
-    if (pid == 0) {
-        ::dup2(out[1], 1);
-        int null = ::open("/dev/null", O_WRONLY);
-        ::dup2(null, 2);
-        ::execl("/usr/bin/setpriv", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                "--", file.c_str(), arg.c_str(), static_cast<char*>(nullptr));
-        ::_exit(127);
-    }
-    ::close(out[1]);
-    std::string text;
-    char buf[256];
-    ssize_t n;
-    while ((n = ::read(out[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-    ::close(out[0]);
-    ::waitpid(pid, nullptr, 0);
-    return text;
-}
-
-/// Sends GET /v1/health on the unix socket `path` as uid/gid `id` (root when 0) in a child and
-/// returns what came back before EOF ("" when the daemon closed without a word).
-std::string health_as(const std::string& path, uid_t id) {
+/// Forks; the child runs `body` with the write end of a pipe and exits; returns everything the
+/// child wrote there.
+std::string output_of_child(const std::function<void(int)>& body) {
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return "pipe failed";
     pid_t pid = ::fork();
     if (pid == 0) {
-        if (id != 0 && (::setgroups(0, nullptr) != 0 || ::setresgid(id, id, id) != 0 ||
-                        ::setresuid(id, id, id) != 0))
-            ::_exit(1);
-        int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_un addr{};
-        addr.sun_family = AF_UNIX;
-        std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-        if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-            (void)!::write(out[1], "connect failed", 14);
-            ::_exit(0);
-        }
-        const char request[] = "GET /v1/health HTTP/1.1\r\nHost: corral\r\nConnection: close\r\n\r\n";
-        (void)!::write(fd, request, sizeof request - 1);
-        char buf[512];
-        ssize_t n;
-        while ((n = ::read(fd, buf, sizeof buf)) > 0) (void)!::write(out[1], buf, static_cast<size_t>(n));
+        body(out[1]);
         ::_exit(0);
     }
     ::close(out[1]);
@@ -127,7 +89,60 @@ std::string health_as(const std::string& path, uid_t id) {
     return text;
 }
 
-class Identity : public SandboxTest {};
+/// Runs `file ARG` on the host as nobody (65534, no groups); its stdout ("" when it could not
+/// run at all).
+std::string run_as_nobody(const std::string& file, const std::string& arg) {
+    return output_of_child([&](int out) {
+        ::dup2(out, 1);
+        int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, 2);
+        ::execl("/usr/bin/setpriv", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                "--", file.c_str(), arg.c_str(), static_cast<char*>(nullptr));
+    });
+}
+
+/// Sends GET /v1/health on the unix socket `path` as uid/gid `id` (root when 0); what came back
+/// before EOF ("" when the daemon closed without a word).
+std::string health_as(const std::string& path, uid_t id) {
+    return output_of_child([&](int out) {
+        if (id != 0 && (::setgroups(0, nullptr) != 0 || ::setresgid(id, id, id) != 0 ||
+                        ::setresuid(id, id, id) != 0))
+            return;
+        int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+            (void)!::write(out, "connect failed", 14);
+            return;
+        }
+        const char request[] = "GET /v1/health HTTP/1.1\r\nHost: corral\r\nConnection: close\r\n\r\n";
+        (void)!::write(fd, request, sizeof request - 1);
+        char buf[512];
+        ssize_t n;
+        while ((n = ::read(fd, buf, sizeof buf)) > 0)
+            (void)!::write(out, buf, static_cast<size_t>(n));
+    });
+}
+
+class Identity : public SandboxTest {
+  protected:
+    /// A subdirectory of the working directory owned by uid/gid 4242/4243 (an ordinary user's
+    /// checkout), and the RunOptions that make it corral's cwd.
+    fs::path theirs() {
+        const fs::path path = dir() / "theirs";
+        fs::create_directories(path);
+        EXPECT_EQ(::chown(path.c_str(), 4242, 4243), 0);
+        return path;
+    }
+    static RunOptions in(const fs::path& cwd) {
+        RunOptions options;
+        options.in_child = [cwd] {
+            if (::chdir(cwd.c_str()) != 0) ::_exit(97);
+        };
+        return options;
+    }
+};
 
 // `default` is root inside and a leased corral range outside: never the host's uid 0. The
 // presets and example policies built on it too (strict and ci-job: nobody inside the range).
@@ -197,13 +212,8 @@ TEST_F(Identity, FilesInTheBoundCwdBelongToTheDirectorysOwner) {
     EXPECT_EQ(st.st_uid, ::geteuid());
     EXPECT_EQ(st.st_gid, ::getegid());
 
-    const fs::path theirs = dir() / "theirs";
-    fs::create_directories(theirs);
-    ASSERT_EQ(::chown(theirs.c_str(), 4242, 4243), 0);
-    RunOptions in_theirs;
-    in_theirs.in_child = [&] {
-        if (::chdir(theirs.c_str()) != 0) ::_exit(97);
-    };
+    const fs::path theirs = this->theirs();
+    const RunOptions in_theirs = in(theirs);
     auto as_owner = corral(run_sh("default", "echo x > by-sandbox && id -u"), in_theirs);
     ASSERT_EQ(as_owner.exit_code, 0) << as_owner.err;
     EXPECT_EQ(as_owner.out, "0\n");
@@ -224,13 +234,8 @@ TEST_F(Identity, StrictWritesTheCwdAsItsOwnerButNeverAsRoot) {
         << in_root_owned.out << in_root_owned.err;
     EXPECT_FALSE(fs::exists(dir() / "by-strict"));
 
-    const fs::path theirs = dir() / "theirs";
-    fs::create_directories(theirs);
-    ASSERT_EQ(::chown(theirs.c_str(), 4242, 4243), 0);
-    RunOptions in_theirs;
-    in_theirs.in_child = [&] {
-        if (::chdir(theirs.c_str()) != 0) ::_exit(97);
-    };
+    const fs::path theirs = this->theirs();
+    const RunOptions in_theirs = in(theirs);
     auto got = corral(run_sh("strict", "touch by-strict && id -u"), in_theirs);
     ASSERT_EQ(got.exit_code, 0) << got.err;
     EXPECT_EQ(got.out, "65534\n");
@@ -340,13 +345,8 @@ TEST_F(Identity, PlantedSetuidFilesGiveNoHostUserRoot) {
     if (fs::exists(root / "planted"))
         EXPECT_NE(run_as_nobody((root / "planted").string(), "-u"), "0\n");
 
-    const fs::path theirs = dir() / "theirs";
-    fs::create_directories(theirs);
-    ASSERT_EQ(::chown(theirs.c_str(), 4242, 4242), 0);
-    RunOptions in_theirs;
-    in_theirs.in_child = [&] {
-        if (::chdir(theirs.c_str()) != 0) ::_exit(97);
-    };
+    const fs::path theirs = this->theirs();
+    const RunOptions in_theirs = in(theirs);
     corral(run_sh("default", "cp /usr/bin/id planted; chmod 4755 planted; true"), in_theirs);
     if (fs::exists(theirs / "planted")) {
         ASSERT_EQ(::stat((theirs / "planted").c_str(), &st), 0);
