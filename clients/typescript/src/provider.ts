@@ -99,7 +99,7 @@ export class CorralSandboxSession {
 
   /** Runs a command to its end and collects its output. */
   readonly run = async (options: SandboxProcessOptions): Promise<{ exitCode: number; stdout: string; stderr: string }> => {
-    const proc = await this.spawn(options);
+    const proc = await spawnProcess(this.client, this.id, options, true);
     const [stdout, stderr, result] = await Promise.all([
       new Response(proc.stdout).text(),
       new Response(proc.stderr).text(),
@@ -237,22 +237,39 @@ export function createCorralSandboxProvider(options: CorralSandboxProviderOption
   };
 }
 
-/** Starts `command` through the exec stream and turns its events into web streams. */
-async function spawnProcess(client: CorralClient, sid: string, options: SandboxProcessOptions): Promise<CorralSandboxProcess> {
+/** Starts `command` as a background process and turns its output stream into web streams. */
+async function spawnProcess(
+  client: CorralClient, sid: string, options: SandboxProcessOptions, foreground = false,
+): Promise<CorralSandboxProcess> {
   const signal = options.abortSignal;
   if (signal?.aborted) throw abortError(signal);
   const request: { command: string; cwd?: string; env?: Record<string, string> } = { command: options.command };
   if (options.workingDirectory !== undefined) request.cwd = options.workingDirectory;
   if (options.env !== undefined) request.env = options.env;
-  const events = (await client.exec(sid, request))[Symbol.asyncIterator]();
-  const first = await events.next();
-  if (first.done || first.value.type !== 'start') {
-    const ev = first.done ? undefined : first.value;
-    throw ev && ev.type === 'error'
-      ? new CorralError(ev.code, ev.message, 0)
-      : new CorralError('bad_response', 'exec stream did not begin with a start event', 0);
+  let id: string, pid: number;
+  let events: AsyncIterator<StreamEvent>;
+  if (foreground) {
+    // run: an exec stream, so the command stops if this client goes away mid-run.
+    events = (await client.exec(sid, request))[Symbol.asyncIterator]();
+    const first = await events.next();
+    if (first.done || first.value.type !== 'start') {
+      const ev = first.done ? undefined : first.value;
+      throw ev && ev.type === 'error'
+        ? new CorralError(ev.code, ev.message, 0)
+        : new CorralError('bad_response', 'exec stream did not begin with a start event', 0);
+    }
+    ({ id, pid } = first.value);
+  } else {
+    // spawn: a background process (POST .../processes) followed through its output stream; it
+    // outlives this client's connection, as a spawned long-running process should.
+    ({ id, pid } = await client.spawn(sid, request));
+    try {
+      events = (await client.streamProcess(sid, id))[Symbol.asyncIterator]();
+    } catch (err) {
+      await client.killProcess(sid, id).catch(() => undefined);
+      throw err;
+    }
   }
-  const { id, pid } = first.value;
 
   let out!: ReadableStreamDefaultController<Uint8Array>;
   let err!: ReadableStreamDefaultController<Uint8Array>;
@@ -272,6 +289,7 @@ async function spawnProcess(client: CorralClient, sid: string, options: SandboxP
         const next = await events.next();
         if (next.done) throw new CorralError('stream_ended', `output stream of \`${id}\` ended without a final event`, 0);
         const ev: StreamEvent = next.value;
+        if (ev.type === 'start') continue;
         if (ev.type === 'stdout') enqueue(out, eventBytes(ev));
         else if (ev.type === 'stderr') enqueue(err, eventBytes(ev));
         else if (ev.type === 'exit') return { exitCode: shellExitCode(ev) };

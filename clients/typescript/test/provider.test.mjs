@@ -61,6 +61,16 @@ describe('createCorralSandboxProvider', { skip }, () => {
     assert.equal(await text(proc.stderr), '');
   });
 
+  test('a spawned process outlives the connection of the client that spawned it', async () => {
+    const other = createCorralSandboxProvider({ socketPath: daemon.socketPath });
+    const mine = await other.resumeSession({ sessionId: session.id });
+    const proc = await mine.spawn({ command: 'sleep 300' });
+    other.client.close();  // drops every connection of that client, its output stream included
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal((await provider.client.getProcess(session.id, proc.id)).running, true);
+    await provider.client.killProcess(session.id, proc.id);
+  });
+
   test('kill() stops the process tree and is idempotent', async () => {
     const proc = await session.spawn({ command: 'sleep 300 & sleep 300; wait' });
     await Promise.all([proc.kill(), proc.kill()]);
