@@ -103,18 +103,31 @@ function processRequest(command: string, options: { timeout?: number; env?: Reco
 
 /** One corral session with Cloudflare's sandbox methods. */
 export class CorralSandbox {
-  constructor(readonly client: CorralClient, readonly id: string) {}
+  /**
+   * `sid` is the corral session; `shell`, when set, a shell context in it (what Cloudflare calls an
+   * execution session): commands then run in that context, with its cwd and exported variables.
+   */
+  constructor(readonly client: CorralClient, readonly sid: string, readonly shell?: string) {}
+
+  /** The shell context's id for a bound sandbox (Cloudflare's ExecutionSession.id), else the session's. */
+  get id(): string {
+    return this.shell ?? this.sid;
+  }
+
+  private request(command: string, options: { timeout?: number; env?: Record<string, string | undefined>; cwd?: string; sessionId?: string }): ProcessRequest {
+    return processRequest(command, this.shell !== undefined && options.sessionId === undefined ? { ...options, sessionId: this.shell } : options);
+  }
 
   // ---- commands
   /** Runs a command to its end (streaming to onOutput when `stream` is set). */
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
     const started = Date.now();
     const timestamp = now();
-    const request = processRequest(command, options);
+    const request = this.request(command, options);
     try {
       let exitCode: number, stdout = '', stderr = '';
       if (options.stream || options.onOutput) {
-        const events = await this.client.exec(this.id, request, options.signal);
+        const events = await this.client.exec(this.sid, request, options.signal);
         const dec = { stdout: decoder(), stderr: decoder() };
         let final: StreamEvent | undefined;
         for await (const ev of events) {
@@ -128,13 +141,14 @@ export class CorralSandbox {
           throw final ? new CorralError(final.code, final.message, 0) : new CorralError('stream_ended', 'exec stream ended without a final event', 0);
         exitCode = final.type === 'exit' ? shellExitCode(final) : -1;
       } else {
-        const r = await this.client.run(this.id, request, options.signal);
+        const r = await this.client.run(this.sid, request, options.signal);
         exitCode = shellExitCode(r);
         stdout = r.stdout ?? Buffer.from(r.stdoutBase64 ?? '', 'base64').toString('utf8');
         stderr = r.stderr ?? Buffer.from(r.stderrBase64 ?? '', 'base64').toString('utf8');
       }
       const result: ExecResult = { success: exitCode === 0, exitCode, stdout, stderr, command, duration: Date.now() - started, timestamp };
-      if (options.sessionId !== undefined) result.sessionId = options.sessionId;
+      const shellId = options.sessionId ?? this.shell;
+      if (shellId !== undefined) result.sessionId = shellId;
       options.onComplete?.(result);
       return result;
     } catch (err) {
@@ -145,28 +159,28 @@ export class CorralSandbox {
 
   /** Runs a command and returns corrald's NDJSON event stream (start/stdout/stderr/exit) as bytes. */
   async execStream(command: string, options: { timeout?: number; env?: Record<string, string | undefined>; cwd?: string; sessionId?: string; signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> {
-    return (await this.client.exec(this.id, processRequest(command, options), options.signal)).toByteStream();
+    return (await this.client.exec(this.sid, this.request(command, options), options.signal)).toByteStream();
   }
 
   /** The same events as parsed objects. */
   async execEvents(command: string, options: { timeout?: number; env?: Record<string, string | undefined>; cwd?: string; sessionId?: string; signal?: AbortSignal } = {}): Promise<EventStream<StreamEvent>> {
-    return this.client.exec(this.id, processRequest(command, options), options.signal);
+    return this.client.exec(this.sid, this.request(command, options), options.signal);
   }
 
   async startProcess(command: string, options: ProcessOptions = {}): Promise<Process> {
-    const request = processRequest(command, options) as ProcessRequest & { id?: string };
+    const request = this.request(command, options) as ProcessRequest & { id?: string };
     if (options.processId !== undefined) request.id = options.processId;
-    return this.toProcess(await this.client.spawn(this.id, request), options.sessionId);
+    return this.toProcess(await this.client.spawn(this.sid, request), options.sessionId ?? this.shell);
   }
 
   /** Every process of the sandbox (corral keeps process records per session, not per shell context). */
   async listProcesses(_sessionId?: string): Promise<Process[]> {
-    return (await this.client.listProcesses(this.id)).map((r) => this.toProcess(r));
+    return (await this.client.listProcesses(this.sid)).map((r) => this.toProcess(r));
   }
 
   async getProcess(id: string, _sessionId?: string): Promise<Process | null> {
     try {
-      return this.toProcess(await this.client.getProcess(this.id, id));
+      return this.toProcess(await this.client.getProcess(this.sid, id));
     } catch (err) {
       if (err instanceof CorralError && err.status === 404 && err.code !== 'no_such_session') return null;
       throw err;
@@ -175,12 +189,12 @@ export class CorralSandbox {
 
   /** Without a signal: SIGTERM to its tree, grace, kill. With one: that signal to the process. */
   async killProcess(id: string, signal?: string): Promise<void> {
-    if (signal === undefined) await this.client.killProcess(this.id, id);
-    else await this.client.signalProcess(this.id, id, signal);
+    if (signal === undefined) await this.client.killProcess(this.sid, id);
+    else await this.client.signalProcess(this.sid, id, signal);
   }
 
   async killAllProcesses(): Promise<number> {
-    return (await this.client.killAllProcesses(this.id)).killed;
+    return (await this.client.killAllProcesses(this.sid)).killed;
   }
 
   /** All kept output of a process (bounded by the policy's output cap). */
@@ -189,7 +203,7 @@ export class CorralSandbox {
       const chunks: Uint8Array[] = [];
       let offset = 0;
       for (;;) {
-        const chunk = await this.client.logs(this.id, id, { stream, offset });
+        const chunk = await this.client.logs(this.sid, id, { stream, offset });
         const bytes = eventBytes(chunk);
         if (bytes.length) chunks.push(bytes);
         if (bytes.length === 0 || chunk.nextOffset === offset) break;
@@ -202,18 +216,18 @@ export class CorralSandbox {
 
   /** A process's output as corrald's NDJSON stream (bytes), following it to its exit. */
   async streamProcessLogs(processId: string, options: { signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> {
-    return (await this.client.streamProcess(this.id, processId, options.signal ? { signal: options.signal } : {})).toByteStream();
+    return (await this.client.streamProcess(this.sid, processId, options.signal ? { signal: options.signal } : {})).toByteStream();
   }
 
   // ---- files
   async writeFile(path: string, content: string | ReadableStream<Uint8Array>, options: { encoding?: string } = {}): Promise<WriteFileResult> {
     const body = typeof content === 'string' && options.encoding === 'base64' ? new Uint8Array(Buffer.from(content, 'base64')) : content;
-    await this.client.writeFile(this.id, path, body);
+    await this.client.writeFile(this.sid, path, body);
     return { success: true, path, timestamp: now() };
   }
 
   async readFile(path: string, options: { encoding?: string } = {}): Promise<ReadFileResult> {
-    const bytes = await this.client.readFileBytes(this.id, path);
+    const bytes = await this.client.readFileBytes(this.sid, path);
     let text: string | undefined;
     try {
       text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
@@ -229,33 +243,33 @@ export class CorralSandbox {
   }
 
   async readFileStream(path: string): Promise<ReadableStream<Uint8Array>> {
-    return this.client.readFile(this.id, path);
+    return this.client.readFile(this.sid, path);
   }
 
   async mkdir(path: string, options: { recursive?: boolean } = {}): Promise<MkdirResult> {
-    await this.client.mkdir(this.id, path, options);
+    await this.client.mkdir(this.sid, path, options);
     return { success: true, path, recursive: options.recursive ?? false, timestamp: now() };
   }
 
   /** Deletes a file (or an empty directory). */
   async deleteFile(path: string): Promise<DeleteFileResult> {
-    await this.client.deleteFile(this.id, path);
+    await this.client.deleteFile(this.sid, path);
     return { success: true, path, timestamp: now() };
   }
 
   async renameFile(oldPath: string, newPath: string): Promise<RenameFileResult> {
-    await this.client.move(this.id, oldPath, newPath);
+    await this.client.move(this.sid, oldPath, newPath);
     return { success: true, path: oldPath, newPath, timestamp: now() };
   }
 
   async moveFile(sourcePath: string, destinationPath: string): Promise<MoveFileResult> {
-    await this.client.move(this.id, sourcePath, destinationPath);
+    await this.client.move(this.sid, sourcePath, destinationPath);
     return { success: true, path: sourcePath, newPath: destinationPath, timestamp: now() };
   }
 
   async exists(path: string): Promise<FileExistsResult> {
     try {
-      await this.client.stat(this.id, path);
+      await this.client.stat(this.sid, path);
       return { success: true, path, exists: true, timestamp: now() };
     } catch (err) {
       if (err instanceof CorralError && err.code === 'not_found') return { success: true, path, exists: false, timestamp: now() };
@@ -264,7 +278,7 @@ export class CorralSandbox {
   }
 
   async listFiles(path: string, options: { recursive?: boolean; includeHidden?: boolean } = {}): Promise<ListFilesResult> {
-    const entries = await this.client.listFiles(this.id, path, options.recursive ? { recursive: true } : {});
+    const entries = await this.client.listFiles(this.sid, path, options.recursive ? { recursive: true } : {});
     const files = entries
       .filter((f) => options.includeHidden || !f.name.split('/').pop()!.startsWith('.'))
       .map((f) => toFileInfo(path, f));
@@ -276,7 +290,7 @@ export class CorralSandbox {
     const { include, exclude, ...rest } = options;
     if (include || exclude)
       throw new CorralError('invalid', 'watch include/exclude patterns are not part of corrald\'s files/watch endpoint', 400);
-    return (await this.client.watch(this.id, path, rest)).toByteStream();
+    return (await this.client.watch(this.sid, path, rest)).toByteStream();
   }
 
   async gitCheckout(repoUrl: string, options: { branch?: string; targetDir?: string; depth?: number; cloneTimeoutMs?: number } = {}): Promise<GitCheckoutResult> {
@@ -285,7 +299,7 @@ export class CorralSandbox {
     if (options.targetDir !== undefined) request.targetDir = options.targetDir;
     if (options.depth !== undefined) request.depth = options.depth;
     if (options.cloneTimeoutMs !== undefined) request.timeoutMs = options.cloneTimeoutMs;
-    const reply = await this.client.gitCheckout(this.id, request);
+    const reply = await this.client.gitCheckout(this.sid, request);
     return {
       success: true, repoUrl, timestamp: now(),
       branch: String(reply.branch ?? options.branch ?? ''), targetDir: String(reply.targetDir ?? options.targetDir ?? ''),
@@ -297,21 +311,27 @@ export class CorralSandbox {
     const set: Record<string, string> = {};
     const unset: string[] = [];
     for (const [k, v] of Object.entries(envVars)) if (v === undefined) unset.push(k); else set[k] = v;
-    await this.client.patchEnv(this.id, { set, unset });
+    await this.client.patchEnv(this.sid, { set, unset });
   }
 
   // ---- shell contexts (Cloudflare's "sessions" inside one sandbox)
-  async createSession(options: SessionOptions = {}): Promise<ShellInfo> {
+  /** A shell context in this session, as a sandbox whose commands run in it. */
+  async createSession(options: SessionOptions = {}): Promise<CorralSandbox & { readonly info: ShellInfo }> {
     const request: { id?: string; cwd?: string; env?: Record<string, string> } = {};
     if (options.id !== undefined) request.id = options.id;
     if (options.cwd !== undefined) request.cwd = options.cwd;
     const env = definedEnv(options.env);
     if (env) request.env = env;
-    return this.client.createShell(this.id, request);
+    const info = await this.client.createShell(this.sid, request);
+    return Object.assign(new CorralSandbox(this.client, this.sid, info.id), { info });
   }
-  getSession(sessionId: string): Promise<ShellInfo> { return this.client.getShell(this.id, sessionId); }
+  /** An existing shell context, as a sandbox bound to it (404 when it does not exist). */
+  async getSession(sessionId: string): Promise<CorralSandbox & { readonly info: ShellInfo }> {
+    const info = await this.client.getShell(this.sid, sessionId);
+    return Object.assign(new CorralSandbox(this.client, this.sid, info.id), { info });
+  }
   async deleteSession(sessionId: string): Promise<{ success: boolean; sessionId: string; timestamp: string }> {
-    await this.client.deleteShell(this.id, sessionId);
+    await this.client.deleteShell(this.sid, sessionId);
     return { success: true, sessionId, timestamp: now() };
   }
 
@@ -323,16 +343,16 @@ export class CorralSandbox {
     if (options.cwd !== undefined) request.cwd = options.cwd;
     const env = definedEnv(options.envVars);
     if (env) request.env = env;
-    return toCodeContext(await this.client.createContext(this.id, request, options.timeout !== undefined ? AbortSignal.timeout(options.timeout) : undefined));
+    return toCodeContext(await this.client.createContext(this.sid, request, options.timeout !== undefined ? AbortSignal.timeout(options.timeout) : undefined));
   }
   async runCode(code: string, options: { context?: CodeContext; timeout?: number } = {}): Promise<ExecutionResult> {
     const context = options.context ?? (await this.createCodeContext());
     const request: { code: string; timeoutMs?: number } = { code };
     if (options.timeout !== undefined) request.timeoutMs = options.timeout;
-    return toExecutionResult(code, await this.client.runCode(this.id, context.id, request));
+    return toExecutionResult(code, await this.client.runCode(this.sid, context.id, request));
   }
-  async listCodeContexts(): Promise<CodeContext[]> { return (await this.client.listContexts(this.id)).map(toCodeContext); }
-  async deleteCodeContext(contextId: string): Promise<void> { await this.client.deleteContext(this.id, contextId); }
+  async listCodeContexts(): Promise<CodeContext[]> { return (await this.client.listContexts(this.sid)).map(toCodeContext); }
+  async deleteCodeContext(contextId: string): Promise<void> { await this.client.deleteContext(this.sid, contextId); }
 
   // ---- ports
   /**
@@ -341,16 +361,16 @@ export class CorralSandbox {
    * CorralError `port_not_leased`.
    */
   async exposePort(port: number, _options: { name?: string; hostname?: string } = {}): Promise<{ url: string; port: number; name: string | undefined }> {
-    const leased = await this.client.listPorts(this.id);
+    const leased = await this.client.listPorts(this.sid);
     if (!leased.some((l) => l.port === port))
-      throw new CorralError('port_not_leased', `port ${port} is not leased to session \`${this.id}\` (leased: ${leased.map((l) => l.port).join(', ') || 'none'})`, 409);
-    const { url } = await this.client.portEndpoint(this.id, port, 'http');
+      throw new CorralError('port_not_leased', `port ${port} is not leased to session \`${this.sid}\` (leased: ${leased.map((l) => l.port).join(', ') || 'none'})`, 409);
+    const { url } = await this.client.portEndpoint(this.sid, port, 'http');
     return { url, port, name: _options.name };
   }
   /** Leases a fresh port. */
-  leasePort(): Promise<{ port: number; url: string }> { return this.client.leasePort(this.id); }
+  leasePort(): Promise<{ port: number; url: string }> { return this.client.leasePort(this.sid); }
   async waitForPort(port: number, options: { timeout?: number } = {}): Promise<void> {
-    await this.client.waitPort(this.id, port, options.timeout !== undefined ? { timeoutMs: options.timeout } : {});
+    await this.client.waitPort(this.sid, port, options.timeout !== undefined ? { timeoutMs: options.timeout } : {});
   }
 
   /**
@@ -361,11 +381,11 @@ export class CorralSandbox {
     const request: { command?: string; cwd?: string; cols: number; rows: number } = { cols: options.cols ?? 80, rows: options.rows ?? 24 };
     if (options.command !== undefined) request.command = options.command;
     if (options.cwd !== undefined) request.cwd = options.cwd;
-    return this.client.createTerminal(this.id, request);
+    return this.client.createTerminal(this.sid, request);
   }
   /** The WebSocket path of a terminal process (GET .../terminals/{proc}/ws). */
   terminalPath(proc: string): string {
-    return `/v1/sessions/${encodeURIComponent(this.id)}/terminals/${encodeURIComponent(proc)}/ws`;
+    return `/v1/sessions/${encodeURIComponent(this.sid)}/terminals/${encodeURIComponent(proc)}/ws`;
   }
 
   private toProcess(record: ProcessRecord, sessionId?: string): Process {
@@ -378,13 +398,13 @@ export class CorralSandbox {
       ...(record.exitCode !== null ? { exitCode: record.exitCode } : {}),
       ...(sessionId !== undefined ? { sessionId } : {}),
       kill: (signal?: string) => sandbox.killProcess(id, signal),
-      getStatus: async () => processStatus(await sandbox.client.getProcess(sandbox.id, id)),
+      getStatus: async () => processStatus(await sandbox.client.getProcess(sandbox.sid, id)),
       getLogs: async () => {
         const { stdout, stderr } = await sandbox.getProcessLogs(id);
         return { stdout, stderr };
       },
       waitForExit: async (timeout?: number) => {
-        const r = await sandbox.client.waitProcess(sandbox.id, id, timeout !== undefined ? { timeoutMs: timeout } : {});
+        const r = await sandbox.client.waitProcess(sandbox.sid, id, timeout !== undefined ? { timeoutMs: timeout } : {});
         if (!r.finished) throw new CorralError('timeout', `process \`${id}\` still runs after ${timeout} ms`, 504);
         return { exitCode: shellExitCode(r) };
       },
@@ -393,7 +413,7 @@ export class CorralSandbox {
         const controller = new AbortController();
         const timer = timeout !== undefined ? setTimeout(() => controller.abort(), timeout) : undefined;
         try {
-          const events = await sandbox.client.streamProcess(sandbox.id, id, { signal: controller.signal });
+          const events = await sandbox.client.streamProcess(sandbox.sid, id, { signal: controller.signal });
           let pending = '';
           for await (const ev of events) {
             if (ev.type !== 'stdout' && ev.type !== 'stderr') continue;
