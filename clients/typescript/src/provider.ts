@@ -323,7 +323,9 @@ async function spawnProcess(
         void kill().catch(() => undefined);
         reject(abortError(signal));
       };
-      signal.addEventListener('abort', onAbort, { once: true });
+      // The signal may have fired while the process was starting: it is killed all the same.
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
       void exit.finally(() => signal.removeEventListener('abort', onAbort)).catch(() => undefined);
     });
     waited = Promise.race([exit, aborted]);

@@ -101,3 +101,23 @@ describe('CorralClient', { skip }, () => {
     assert.ok(bad.diagnostics.length > 0);
   });
 });
+
+describe('CorralClient over TCP', { skip }, () => {
+  test('url + token reaches the session; no token is 401', async () => {
+    const { createServer } = await import('node:net');
+    const port = await new Promise((resolve) => {
+      const srv = createServer().listen(0, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => resolve(p)); });
+    });
+    const daemon = await startDaemon(['--listen', `127.0.0.1:${port}`]);
+    try {
+      const created = await daemon.client.createSession({ id: 'over-tcp' });
+      const tcp = new CorralClient({ url: `http://127.0.0.1:${port}`, token: created.token });
+      assert.equal((await tcp.run('over-tcp', { command: 'echo tcp' })).stdout, 'tcp\n');
+      await assert.rejects(new CorralClient({ url: `http://127.0.0.1:${port}` }).health(),
+        (err) => err instanceof CorralError && err.status === 401);
+      tcp.close();
+    } finally {
+      await daemon.stop();
+    }
+  });
+});
