@@ -2,6 +2,7 @@
 import type { IncomingMessage } from 'node:http';
 import { constants } from 'node:os';
 
+import { abortError } from './errors.js';
 import { parseNdjson, iterableToStream } from './ndjson.js';
 import { Transport, readAll, toWebStream, type Body, type ConnectionOptions } from './transport.js';
 import type {
@@ -16,12 +17,22 @@ const e = encodeURIComponent;
 /** A streamed NDJSON answer: iterate its events, or take them as a web ReadableStream. */
 export class EventStream<T> implements AsyncIterable<T> {
   private consumed = false;
-  constructor(private readonly response: IncomingMessage) {}
+  /** `signal`: the request's abort signal; reading after it fired rejects with its AbortError. */
+  constructor(private readonly response: IncomingMessage, private readonly signal?: AbortSignal) {}
 
   [Symbol.asyncIterator](): AsyncIterator<T> {
     if (this.consumed) throw new Error('an EventStream can be read once');
     this.consumed = true;
-    return parseNdjson<T>(this.response)[Symbol.asyncIterator]();
+    return this.events();
+  }
+  private async *events(): AsyncGenerator<T> {
+    try {
+      yield* parseNdjson<T>(this.response);
+    } catch (err) {
+      // An abort tears the connection down: report the abort, not the torn connection.
+      if (this.signal?.aborted) throw abortError(this.signal);
+      throw err;
+    }
   }
   /** The events as a web ReadableStream of objects. */
   toReadableStream(): ReadableStream<T> {
@@ -109,7 +120,7 @@ export class CorralClient {
   /** Runs a command, streaming start/stdout/stderr/exit events. Closing the stream stops it. */
   async exec(sid: string, request: ProcessRequest, signal?: AbortSignal): Promise<EventStream<StreamEvent>> {
     const response = await this.transport.request('POST', `/v1/sessions/${e(sid)}/exec`, { json: request, ...(signal ? { signal } : {}) });
-    return new EventStream<StreamEvent>(response);
+    return new EventStream<StreamEvent>(response, signal);
   }
   /** Starts a background process. */
   spawn(sid: string, request: ProcessRequest): Promise<ProcessRecord> {
@@ -144,7 +155,7 @@ export class CorralClient {
     const { signal, ...query } = options;
     const response = await this.transport.request('GET', `/v1/sessions/${e(sid)}/processes/${e(proc)}/stream`,
       { query, ...(signal ? { signal } : {}) });
-    return new EventStream<StreamEvent>(response);
+    return new EventStream<StreamEvent>(response, signal);
   }
   writeStdin(sid: string, proc: string, data: Body, options: { eof?: boolean } = {}): Promise<{ written: number; eof: boolean }> {
     return this.transport.json('POST', `/v1/sessions/${e(sid)}/processes/${e(proc)}/stdin`,
@@ -200,7 +211,7 @@ export class CorralClient {
   async watch(sid: string, path: string, options: { recursive?: boolean; signal?: AbortSignal } = {}): Promise<EventStream<Record<string, unknown>>> {
     const response = await this.transport.request('GET', `/v1/sessions/${e(sid)}/files/watch`,
       { query: { path, recursive: options.recursive ? 'true' : undefined }, ...(options.signal ? { signal: options.signal } : {}) });
-    return new EventStream(response);
+    return new EventStream(response, options.signal);
   }
   /** Clones a repository inside the session (POST /v1/sessions/{sid}/git/checkout). */
   gitCheckout(sid: string, request: { url: string; branch?: string; targetDir?: string; depth?: number; timeoutMs?: number }): Promise<Record<string, unknown>> {

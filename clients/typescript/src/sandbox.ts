@@ -3,7 +3,7 @@
 // corrald has no endpoint yet, the documented endpoint is still called and its error surfaces.
 import type { CorralClient, EventStream } from './client.js';
 import { eventBytes, shellExitCode } from './client.js';
-import { CorralError } from './errors.js';
+import { CorralError, abortError } from './errors.js';
 import type { ContextInfo, ContextRunResult, FileEntry, ProcessRecord, ProcessRequest, ShellInfo, StreamEvent } from './types.js';
 
 
@@ -126,17 +126,31 @@ export class CorralSandbox {
     const request = this.request(command, options);
     try {
       let exitCode: number, stdout = '', stderr = '';
-      if (options.stream || options.onOutput) {
+      if (options.stream || options.onOutput || options.signal) {
         const events = await this.client.exec(this.sid, request, options.signal);
         const dec = { stdout: decoder(), stderr: decoder() };
         let final: StreamEvent | undefined;
-        for await (const ev of events) {
-          if (ev.type === 'stdout' || ev.type === 'stderr') {
-            const text = dec[ev.type].decode(eventBytes(ev), { stream: true });
-            if (ev.type === 'stdout') stdout += text; else stderr += text;
-            options.onOutput?.(ev.type, text);
-          } else if (ev.type === 'exit' || ev.type === 'error') final = ev;
+        let stopOnAbort: (() => void) | undefined;
+        try {
+          for await (const ev of events) {
+            if (ev.type === 'start' && options.signal) {
+              // Closing the stream is corrald's abort; the explicit kill also covers a daemon
+              // that lets a disconnected command run on.
+              const signal = options.signal;
+              stopOnAbort = () => void this.client.killProcess(this.sid, ev.id).catch(() => undefined);
+              if (signal.aborted) stopOnAbort();
+              else signal.addEventListener('abort', stopOnAbort, { once: true });
+            }
+            if (ev.type === 'stdout' || ev.type === 'stderr') {
+              const text = dec[ev.type].decode(eventBytes(ev), { stream: true });
+              if (ev.type === 'stdout') stdout += text; else stderr += text;
+              options.onOutput?.(ev.type, text);
+            } else if (ev.type === 'exit' || ev.type === 'error') final = ev;
+          }
+        } finally {
+          if (stopOnAbort) options.signal!.removeEventListener('abort', stopOnAbort);
         }
+        if (options.signal?.aborted) throw abortError(options.signal);
         if (!final || final.type === 'error')
           throw final ? new CorralError(final.code, final.message, 0) : new CorralError('stream_ended', 'exec stream ended without a final event', 0);
         exitCode = final.type === 'exit' ? shellExitCode(final) : -1;

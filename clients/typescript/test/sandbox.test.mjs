@@ -36,6 +36,18 @@ describe('client.sandbox(id)', { skip }, () => {
     assert.equal(env.stdout, 'x-\n');
   });
 
+  test('exec with an aborted signal rejects with AbortError and stops the command', async () => {
+    const controller = new AbortController();
+    const running = sandbox.exec('echo up > cf-abort; sleep 300', { signal: controller.signal });
+    while (!(await sandbox.exists('cf-abort')).exists) await new Promise((r) => setTimeout(r, 20));
+    controller.abort();
+    await assert.rejects(running, { name: 'AbortError' });
+    const proc = (await sandbox.listProcesses()).find((p) => p.command.includes('cf-abort'));
+    const { exitCode } = await proc.waitForExit(30000);  // rejects if it still ran after 30 s
+    assert.ok(exitCode >= 128, String(exitCode));
+    assert.equal(await proc.getStatus(), 'killed');
+  });
+
   test('execStream gives the NDJSON event bytes', async () => {
     const text = await new Response(await sandbox.execStream('echo streamed')).text();
     const events = text.trim().split('\n').map((l) => JSON.parse(l));
