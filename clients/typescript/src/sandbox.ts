@@ -101,6 +101,9 @@ function processRequest(command: string, options: { timeout?: number; env?: Reco
   return request;
 }
 
+/** A sandbox bound to a shell context: its methods, plus the context's record fields. */
+export type BoundSandbox = CorralSandbox & Omit<ShellInfo, 'id'> & { readonly info: ShellInfo };
+
 /** One corral session with Cloudflare's sandbox methods. */
 export class CorralSandbox {
   /**
@@ -330,19 +333,22 @@ export class CorralSandbox {
 
   // ---- shell contexts (Cloudflare's "sessions" inside one sandbox)
   /** A shell context in this session, as a sandbox whose commands run in it. */
-  async createSession(options: SessionOptions = {}): Promise<CorralSandbox & { readonly info: ShellInfo }> {
+  async createSession(options: SessionOptions = {}): Promise<BoundSandbox> {
     const request: { id?: string; cwd?: string; env?: Record<string, string> } = {};
     if (options.id !== undefined) request.id = options.id;
     if (options.cwd !== undefined) request.cwd = options.cwd;
     const env = definedEnv(options.env);
     if (env) request.env = env;
-    const info = await this.client.createShell(this.sid, request);
-    return Object.assign(new CorralSandbox(this.client, this.sid, info.id), { info });
+    return this.bound(await this.client.createShell(this.sid, request));
   }
   /** An existing shell context, as a sandbox bound to it (404 when it does not exist). */
-  async getSession(sessionId: string): Promise<CorralSandbox & { readonly info: ShellInfo }> {
-    const info = await this.client.getShell(this.sid, sessionId);
-    return Object.assign(new CorralSandbox(this.client, this.sid, info.id), { info });
+  async getSession(sessionId: string): Promise<BoundSandbox> {
+    return this.bound(await this.client.getShell(this.sid, sessionId));
+  }
+  /** A sandbox bound to shell context `info`, carrying the context's record (cwd, env, ...) too. */
+  private bound(info: ShellInfo): BoundSandbox {
+    const { id: _id, ...fields } = info;
+    return Object.assign(new CorralSandbox(this.client, this.sid, info.id), fields, { info });
   }
   async deleteSession(sessionId: string): Promise<{ success: boolean; sessionId: string; timestamp: string }> {
     await this.client.deleteShell(this.sid, sessionId);
