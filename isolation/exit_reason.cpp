@@ -1,5 +1,6 @@
 #include "isolation/exit_reason.hpp"
 
+#include <cerrno>
 #include <csignal>
 
 namespace corral {
@@ -27,6 +28,10 @@ ExitReason classify_exit(const WaitStatus& status, const EndingContext& context)
     // a clean exit 0 is reported as exited (the session record still counts the events).
     if (context.pids_limit_hit && !(status.exited && status.code == 0)) return ExitReason::pids_limit;
     return status.exited ? ExitReason::exited : ExitReason::signaled;
+}
+
+int shell_exec_failure_code(int error) {
+    return error == ENOENT || error == ENOTDIR ? 127 : 126;
 }
 
 int shell_exit_code(const WaitStatus& status) {

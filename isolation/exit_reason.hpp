@@ -28,6 +28,11 @@ struct EndingContext {
 /// failed (non-zero exit or a signal) while the limit was being hit.
 ExitReason classify_exit(const WaitStatus& status, const EndingContext& context);
 
+/// What a shell exits with when execve of a command fails with `error`: 127 when there is no
+/// such program (ENOENT, ENOTDIR), 126 when it exists but cannot be executed (EACCES, ENOEXEC,
+/// EPERM, ...), as POSIX sh specifies for "command not found" / "not executable".
+int shell_exec_failure_code(int error);
+
 /// The shell convention: the exit code, or 128 + signal number.
 int shell_exit_code(const WaitStatus& status);
 

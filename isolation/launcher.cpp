@@ -21,10 +21,14 @@
 #include "base/pipe.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
+#include "isolation/exit_reason.hpp"
 #include "isolation/namespaces.hpp"
 
 namespace corral {
 namespace {
+
+/// How the step of a failed execve starts; exec_failure_exit_code() recognises it.
+constexpr std::string_view kExecStep = "execve `";
 
 /// Everything the child needs, built before the clone so the child never allocates.
 struct ChildPlan {
@@ -285,7 +289,7 @@ Result<PidRef> launch(const LaunchSpec& spec) {
     plan.argv = c_array(spec.argv);
     plan.envp = c_array(spec.env);
     plan.chdir_step = "chdir `" + spec.cwd + "`";
-    plan.exec_step = "execve `" + spec.argv[0] + "`";
+    plan.exec_step = std::string(kExecStep) + spec.argv[0] + "`";
 
     auto pipe = make_pipe();
     if (!pipe) return std::move(pipe.error());
@@ -311,6 +315,11 @@ Result<PidRef> launch(const LaunchSpec& spec) {
         return failure_error(**report);
     }
     return child;
+}
+
+std::optional<int> exec_failure_exit_code(const Error& launch_error) {
+    if (!launch_error.message.starts_with(kExecStep)) return std::nullopt;
+    return shell_exec_failure_code(launch_error.code);
 }
 
 bool clone_into_cgroup_supported() {

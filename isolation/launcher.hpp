@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ struct LaunchFailure {
 /// Starts the process; on a setup failure, the Error's code is the child's errno and its message
 /// names the step. The returned PidRef is our child (waitid works).
 Result<PidRef> launch(const LaunchSpec& spec);
+
+/// When launch() failed at execve, the exit code a shell gives for it (127 not found, 126 found
+/// but not executable: shell_exec_failure_code); nullopt for every other setup failure.
+std::optional<int> exec_failure_exit_code(const Error& launch_error);
 
 /// Whether clone3 with CLONE_INTO_CGROUP works here (probed once; for `corral doctor`).
 bool clone_into_cgroup_supported();

@@ -114,6 +114,7 @@ Status Process::launch_into_leaf() {
 
 void Process::record_setup_failure(const Error& error) {
     setup_error_ = error.describe();
+    setup_exit_code_ = exec_failure_exit_code(error);
     ended_ = std::chrono::steady_clock::now();
     reason_ = ExitReason::setup_failed;
     finished_ = true;
@@ -150,6 +151,7 @@ ProcessInfo Process::info() const {
             info.signal = main_status_->code;
         }
     }
+    if (!main_status_ && setup_exit_code_) info.exit_code = setup_exit_code_;
     info.error = setup_error_;
     info.started_at = started_wall_;
     const auto end = ended_.value_or(std::chrono::steady_clock::now());

@@ -199,6 +199,7 @@ class Process : public std::enable_shared_from_this<Process> {
     bool killed_by_request_ = false;
     std::optional<ExitReason> reason_;
     std::string setup_error_;
+    std::optional<int> setup_exit_code_;  ///< 127/126 when execve failed, as a shell reports it
     LimitEvents events_at_start_;
     ResourceUsage final_usage_;
     std::chrono::system_clock::time_point started_wall_;

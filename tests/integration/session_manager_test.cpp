@@ -219,6 +219,15 @@ TEST_F(SessionManagerTest, SessionManager_SetupFailureIsARecordNotAnError) {
     ProcessInfo info = run(session.info.id, request);
     EXPECT_EQ(info.status(), "setup-failed");
     EXPECT_NE(info.error.find("/nonexistent/binary"), std::string::npos) << info.error;
+    // Issue 17, item 8: the exit code a shell gives for a missing (127) or non-executable (126)
+    // program, while the status still says it never ran.
+    EXPECT_EQ(info.exit_code, 127);
+    EXPECT_NE(info.error.find("execve"), std::string::npos) << info.error;
+    request.argv = {"/proc/version"};  // mode 0444
+    ProcessInfo not_executable = run(session.info.id, request);
+    EXPECT_EQ(not_executable.status(), "setup-failed");
+    EXPECT_EQ(not_executable.exit_code, 126);
+    EXPECT_NE(not_executable.error.find("EACCES"), std::string::npos) << not_executable.error;
     end(session.info.id);
 }
 
