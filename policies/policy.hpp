@@ -43,10 +43,20 @@ struct EnvSpec {
     bool operator==(const EnvSpec&) const = default;  ///< field-wise
 };
 
+/// What `corral run` makes of the job's directory (the current one, or --cwd). Daemon sessions
+/// always get a scratch workdir (or the request's `workdir` bind) and ignore this.
+enum class WorkdirFrom {
+    cwd,   ///< bound writable at its own path; the command runs there; writes land in it
+    copy,  ///< copied into a fresh tmpfs (of `size`) at `mount`; the command runs there; only
+           ///< `outputs` are copied back, everything else it wrote is gone with the tmpfs
+};
+
 /// The session's working directory (the file API's root; the cwd of its processes).
 struct WorkdirSpec {
     std::optional<uint64_t> size;   ///< bytes; a tmpfs of this size when set
     std::string mount = "/workspace";  ///< where processes see it when the mount namespace is on
+    WorkdirFrom from = WorkdirFrom::cwd;  ///< corral run only
+    std::vector<std::string> outputs;     ///< corral run, from copy: relative paths copied back
 
     bool operator==(const WorkdirSpec&) const = default;  ///< field-wise
 };

@@ -190,7 +190,27 @@ constexpr Rule kEnvRules[] = {
 
 // ---- workdir ----
 
+constexpr std::string_view kWorkdirSources[] = {"cwd", "copy"};
+
+// An output of `workdir.from: copy`: a path inside the job directory, so relative and without
+// `..` (it is copied back beneath the job directory and nowhere else).
+std::string valid_output(std::string_view path) {
+    if (path.empty() || path[0] == '/')
+        return "expected a path relative to the job directory, got `" + std::string(path) + "`";
+    if (!check_absolute_path("/" + std::string(path)).empty())
+        return "expected a path inside the job directory, without `..`, got `" +
+               std::string(path) + "`";
+    return path == "." || path == "./" ? "`.` would copy back everything: name the outputs" : "";
+}
+
 constexpr Rule kWorkdirRules[] = {
+    {"from",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
+         if (auto from = r.choice(e, kWorkdirSources))
+             p.workdir.from = *from == "copy" ? WorkdirFrom::copy : WorkdirFrom::cwd;
+     }},
+    {"outputs", [](PolicyReader& r, const Entry& e,
+                   Policy& p) { assign(r.string_list(e, valid_output), p.workdir.outputs); }},
     {"size",
      [](PolicyReader& r, const Entry& e, Policy& p) {
          read_optional(r, e, p.workdir.size, [&] { return r.size(e, 1 << 20); });
@@ -479,6 +499,16 @@ void check_resolved_policy(const Policy& policy, PolicyReader& reader) {
         reader.error(first_mark(reader, {"namespaces.mount", "filesystem", "namespaces"}),
                      "filesystem",
                      "filesystem read_only/read_write/hidden/tmpfs need namespaces.mount: true");
+    }
+    if (!policy.workdir.outputs.empty() && policy.workdir.from != WorkdirFrom::copy) {
+        reader.error(first_mark(reader, {"workdir.outputs", "workdir.from", "workdir"}),
+                     "workdir.outputs",
+                     "outputs are copied back from a copied workdir: they need workdir.from: copy "
+                     "(with from: cwd the job writes into its directory directly)");
+    }
+    if (policy.workdir.from == WorkdirFrom::copy && !policy.namespaces.mount) {
+        reader.error(first_mark(reader, {"workdir.from", "namespaces.mount", "workdir"}),
+                     "workdir.from", "a copied workdir needs namespaces.mount: true");
     }
     if (!policy.network.allow.empty() && policy.namespaces.network == NetworkMode::host) {
         reader.error(first_mark(reader, {"network.allow", "namespaces.network", "network"}),

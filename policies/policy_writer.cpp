@@ -156,7 +156,10 @@ std::string policy_to_yaml(const Policy& policy) {
         << YAML::Value
         << optional_text(
                policy.workdir.size, [](uint64_t v) { return format_size(v); }, "none")
-        << YAML::Key << "mount" << YAML::Value << policy.workdir.mount << YAML::EndMap;
+        << YAML::Key << "mount" << YAML::Value << policy.workdir.mount << YAML::Key << "from"
+        << YAML::Value << (policy.workdir.from == WorkdirFrom::copy ? "copy" : "cwd");
+    emit_list(out, "outputs", policy.workdir.outputs);
+    out << YAML::EndMap;
     emit_limits(out, policy.limits);
     emit_timeouts(out, policy.timeouts);
     emit_namespaces(out, policy.namespaces);

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <variant>
@@ -15,7 +15,11 @@
 #include "supervisor/cli/client_commands.hpp"
 #include "supervisor/cli/doctor.hpp"
 #include "supervisor/cli/one_shot_session.hpp"
+#include "supervisor/cli/report_target.hpp"
 #include "supervisor/cli/run_options.hpp"
+#include "supervisor/cli/run_workdir.hpp"
+
+extern char** environ;
 
 namespace corral::cli {
 namespace {
@@ -24,8 +28,8 @@ void print_usage() {
     std::printf(
         "corral %s — a containerless sandbox supervisor\n\n"
         "usage:\n"
-        "  corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--cwd DIR] [--] "
-        "CMD...\n"
+        "  corral run [--policy FILE|NAME] [--timeout DUR] [--report FILE|-] [--cwd DIR]\n"
+        "             [--env NAME[=VALUE]]... [--] CMD...\n"
         "  corral policy check FILE|NAME      validate; print the resolved policy\n"
         "  corral policy seccomp FILE|NAME    the compiled seccomp filter (raw BPF) on stdout\n"
         "  corral doctor [--json]             what this host can enforce\n"
@@ -34,16 +38,30 @@ void print_usage() {
         CORRAL_VERSION, client_commands_usage().c_str());
 }
 
-bool write_report(const RunReport& report, const std::string& target) {
-    const std::string text = to_json(report).dump(2) + "\n";
-    if (target == "-") {
-        std::fputs(text.c_str(), stderr);
-        return true;
-    }
-    std::ofstream out(target, std::ios::trunc);
-    out << text;
-    if (!out) std::fprintf(stderr, "corral: cannot write report to `%s`\n", target.c_str());
-    return static_cast<bool>(out);
+/// The job directory, the workdir plan and the environment of a `corral run`: everything that
+/// depends on the caller's view (current directory, environment), settled before anything runs.
+Result<OneShotRequest> prepare_run(const RunOptions& options, const Policy& policy) {
+    OneShotRequest request;
+    request.command = options.command;
+    request.timeout = options.timeout.value_or(policy.timeouts.command.value_or(Millis{0}));
+    request.measure_usage = options.report.has_value();
+    auto job_dir = resolve_job_directory(options.cwd);
+    if (!job_dir) return std::move(job_dir.error());
+    auto workdir = plan_run_workdir(policy, *job_dir);
+    if (!workdir) return std::move(workdir.error().context("policy `" + options.policy + "`"));
+    request.workdir = std::move(*workdir);
+    resolve_env_arguments(options.env, environ, request.env_set, request.env_unset);
+    return request;
+}
+
+void warn_about_outputs(const OutputsCopied& outputs) {
+    for (const auto& path : outputs.missing)
+        std::fprintf(stderr, "corral run: workdir.outputs: `%s` was not created by the job\n",
+                     path.c_str());
+    for (const auto& path : outputs.skipped)
+        std::fprintf(stderr, "corral run: workdir.outputs: not copied back: %s\n", path.c_str());
+    if (!outputs.error.empty())
+        std::fprintf(stderr, "corral run: workdir.outputs: %s\n", outputs.error.c_str());
 }
 
 int run_command(const std::vector<std::string>& args) {
@@ -52,21 +70,39 @@ int run_command(const std::vector<std::string>& args) {
         std::fprintf(stderr, "corral run: %s\n%s", options.error().describe().c_str(), run_usage());
         return 2;
     }
+    // Opened before anything runs, in our own view of the path (issue 10, item 5).
+    std::optional<ReportTarget> report_target;
+    if (options->report) {
+        auto target = ReportTarget::open(*options->report);
+        if (!target) {
+            std::fprintf(stderr, "corral run: %s\n", target.error().describe().c_str());
+            return 125;
+        }
+        report_target.emplace(std::move(*target));
+    }
     RunReport report;
     auto parsed = load_policy(options->policy);
     if (!parsed.ok()) {
         report.error = "policy `" + options->policy + "`:\n" + parsed.format_errors();
+    } else if (auto request = prepare_run(*options, *parsed.policy); !request) {
+        report.policy = parsed.policy->name;
+        report.error = request.error().describe();
     } else {
-        Millis timeout =
-            options->timeout.value_or(parsed.policy->timeouts.command.value_or(Millis{0}));
-        report = run_one_shot(*parsed.policy, options->command, timeout, options->cwd.value_or(""),
-                              options->report.has_value());
+        for (const auto& note : request->workdir.notes)
+            std::fprintf(stderr, "corral run: note: %s\n", note.c_str());
+        report = run_one_shot(*parsed.policy, *request);
     }
-    if (report.status == ExitReason::setup_failed)
+    if (report.status == ExitReason::setup_failed && report.exit_code)
+        std::fprintf(stderr, "corral run: %s\n", report.error.c_str());
+    else if (report.status == ExitReason::setup_failed)
         std::fprintf(stderr, "corral run: setup failed: %s\n", report.error.c_str());
     else if (report.status == ExitReason::timeout)
         std::fprintf(stderr, "corral run: timed out; the session was ended\n");
-    if (options->report) write_report(report, *options->report);
+    if (report.outputs) warn_about_outputs(*report.outputs);
+    if (report_target) {
+        if (auto written = report_target->write(to_json(report).dump(2) + "\n"); !written)
+            std::fprintf(stderr, "corral run: %s\n", written.error().describe().c_str());
+    }
     return report.process_exit_code();
 }
 
@@ -89,6 +125,7 @@ int policy_check_command(const std::vector<std::string>& args) {
     auto policy = policy_argument(args, "corral policy check FILE|NAME");
     if (const int* code = std::get_if<int>(&policy)) return *code;
     std::fputs(policy_to_yaml(std::get<Policy>(policy)).c_str(), stdout);
+    std::fputs(describe_run_workdir(std::get<Policy>(policy)).c_str(), stdout);
     return 0;
 }
 

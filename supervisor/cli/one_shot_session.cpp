@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "isolation/limits.hpp"
 #include "isolation/sandbox.hpp"
 #include "policies/environment.hpp"
+#include "supervisor/cli/workdir_copy.hpp"
 
 extern char** environ;
 
@@ -95,7 +97,7 @@ struct SessionResources {
     Cgroup main_leaf;
 };
 
-Result<SessionResources> set_up(const Policy& policy, const std::string& cwd,
+Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& workdir,
                                 std::vector<std::string>& not_enforced) {
     SessionResources res;
     auto host = discover_cgroup_host();
@@ -117,7 +119,7 @@ Result<SessionResources> set_up(const Policy& policy, const std::string& cwd,
         res.holder_leaf = std::move(*holder_leaf);
     }
     // Only started: the holder mounts on another CPU while run_one_shot prepares the command.
-    auto sandbox = Sandbox::start(policy, res.holder_leaf, WorkdirBinding{cwd, cwd});
+    auto sandbox = Sandbox::start(policy, res.holder_leaf, workdir);
     if (!sandbox) return std::move(sandbox.error().context("set up sandbox"));
     res.sandbox = std::move(*sandbox);
 
@@ -127,15 +129,27 @@ Result<SessionResources> set_up(const Policy& policy, const std::string& cwd,
     return res;
 }
 
-std::string current_directory() {
-    char buf[4096];
-    return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");
+/// Who owns the job's tmpfs copy: the host identity the sandbox writes as, so the job can
+/// change its own checkout (a root-owned one under `strict`'s nobody included).
+/// With a user namespace the copy stays the caller's: the sandbox's bind of it is idmapped to
+/// its owner, as for a bound cwd.
+CopyOwner copy_in_owner(const Policy& policy) {
+    if (::geteuid() != 0 || policy.namespaces.user) return {};
+    const SandboxWriter writer = sandbox_writer(policy);
+    return {writer.uid, writer.gid};
+}
+
+/// Outputs copied back belong to the job directory's owner, as if they had been built there.
+CopyOwner copy_back_owner(const std::string& job_dir) {
+    struct stat st {};
+    if (::geteuid() != 0 || ::stat(job_dir.c_str(), &st) != 0) return {};
+    return {st.st_uid, st.st_gid};
 }
 
 }  // namespace
 
-RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& command,
-                       Millis timeout, const std::string& command_cwd, bool measure_usage) {
+RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
+    const Millis timeout = request.timeout;
     const auto started = Clock::now();
     RunReport report;
     report.policy = policy.name;
@@ -150,8 +164,21 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     // PID 1, so they stay reaped and countable.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    const std::string cwd = current_directory();
-    auto resources = set_up(policy, cwd, report.not_enforced);
+    const RunWorkdirPlan& workdir = request.workdir;
+    WorkdirBinding binding;
+    std::optional<CopiedWorkdir> copied;
+    if (workdir.from == WorkdirFrom::copy) {
+        auto copy = CopiedWorkdir::create(workdir.job_dir, policy.workdir.size, copy_in_owner(policy));
+        if (!copy) {
+            report.error = copy.error().context("workdir.from: copy").describe();
+            return finish();
+        }
+        copied.emplace(std::move(*copy));
+        binding = WorkdirBinding{copied->mount_point(), policy.workdir.mount};
+    } else if (workdir.bind_job_dir) {
+        binding = WorkdirBinding{workdir.job_dir, workdir.job_dir};
+    }
+    auto resources = set_up(policy, binding, report.not_enforced);
     if (!resources) {
         report.error = resources.error().describe();
         return finish();
@@ -164,9 +191,9 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     }
 
     LaunchSpec spec;
-    spec.argv = command;
-    spec.env = build_environment(policy.env, environ);
-    spec.cwd = command_cwd.empty() ? cwd : command_cwd;
+    spec.argv = request.command;
+    spec.env = build_environment(policy.env, environ, request.env_set, request.env_unset);
+    spec.cwd = workdir.command_cwd;
     spec.cgroup_fd = res.main_leaf.dir_fd();
     spec.extra_cgroup_procs_fds = res.limits->join_fds();
     if (res.sandbox.active()) {
@@ -181,8 +208,11 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     }
     if (!res.sandbox.workdir_warning().empty())
         std::fprintf(stderr, "corral: %s\n", res.sandbox.workdir_warning().c_str());
+    // The sandbox holds the copy now; the host keeps nothing of it but our descriptor.
+    if (copied) copied->detach();
     auto main = launch(spec);
     if (!main) {
+        report.exit_code = exec_failure_exit_code(main.error());
         report.error = main.error().context("start command").describe();
         return finish();
     }
@@ -269,7 +299,11 @@ RunReport run_one_shot(const Policy& policy, const std::vector<std::string>& com
     } else {
         report.error = "lost track of the command's process";
     }
-    if (measure_usage) report.usage = res.limits->usage();
+    if (request.measure_usage) report.usage = res.limits->usage();
+    // Every process of the job has ended: nothing changes the copy while it is read.
+    if (copied && !policy.workdir.outputs.empty())
+        report.outputs = copied->copy_back(policy.workdir.outputs, workdir.job_dir,
+                                           copy_back_owner(workdir.job_dir));
     res.sandbox.stop();
     reap_orphans(0, 0);
     return finish();

@@ -5,7 +5,8 @@
 namespace corral::cli {
 
 int RunReport::process_exit_code() const {
-    if (status == ExitReason::setup_failed) return 125;
+    // A setup failure carries an exit code only when execve failed (127/126, as a shell).
+    if (status == ExitReason::setup_failed) return exit_code.value_or(125);
     if (status == ExitReason::timeout) return 124;
     if (exit_code) return *exit_code;
     if (signal) return 128 + *signal;
@@ -24,6 +25,12 @@ nlohmann::json to_json(const RunReport& report) {
     };
     if (!report.error.empty()) out["error"] = report.error;
     if (!report.not_enforced.empty()) out["notEnforced"] = report.not_enforced;
+    if (report.outputs) {
+        out["outputs"] = {{"copied", report.outputs->copied},
+                          {"missing", report.outputs->missing},
+                          {"skipped", report.outputs->skipped}};
+        if (!report.outputs->error.empty()) out["outputs"]["error"] = report.outputs->error;
+    }
     return out;
 }
 

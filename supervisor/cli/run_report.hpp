@@ -9,13 +9,15 @@
 
 #include "isolation/cgroup.hpp"
 #include "isolation/exit_reason.hpp"
+#include "supervisor/cli/workdir_copy.hpp"
 
 namespace corral::cli {
 
 /// Everything `--report` writes.
 struct RunReport {
     ExitReason status = ExitReason::setup_failed;
-    std::optional<int> exit_code;     ///< set when the command exited
+    std::optional<int> exit_code;     ///< set when the command exited, or 127/126 when its
+                                      ///< execve failed (status setup-failed)
     std::optional<int> signal;        ///< set when a signal ended it
     uint64_t duration_ms = 0;
     ResourceUsage usage;
@@ -23,8 +25,10 @@ struct RunReport {
     std::string policy;               ///< the policy's name
     std::string error;                ///< setup failure message (status setup-failed)
     std::vector<std::string> not_enforced;  ///< limits skipped under best-effort
+    std::optional<OutputsCopied> outputs;   ///< workdir.from copy with workdir.outputs
 
-    /// The code `corral run` exits with: the command's, 128+N, 124 timeout, 125 setup-failed.
+    /// The code `corral run` exits with: the command's, 128+N, 124 timeout, 127 program not
+    /// found, 126 not executable, 125 any other setup failure.
     int process_exit_code() const;
 };
 

@@ -78,7 +78,12 @@ class CorralRun : public ::testing::Test {
         if (pid == 0) {
             dup2(out[1], 1);
             dup2(err[1], 2);
-            if (chdir(dir_.c_str()) != 0) _exit(99);
+            if (chdir((run_in_.empty() ? dir_ : run_in_).c_str()) != 0) _exit(99);
+            if (!args.empty() && args[0] == "__sh") {  // a README block, run by sh as written
+                if (const char* home = getenv("CORRAL_TEST_HOME")) setenv("HOME", home, 1);
+                execl("/bin/sh", "sh", "-e", "-c", args[1].c_str(), static_cast<char*>(nullptr));
+                _exit(97);
+            }
             std::vector<char*> argv{const_cast<char*>(kCorral.c_str())};
             for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
             argv.push_back(nullptr);
@@ -115,6 +120,7 @@ class CorralRun : public ::testing::Test {
     std::string probe() const { return (dir_ / "probe").string(); }
 
     fs::path dir_;
+    fs::path run_in_;  ///< where corral is started (empty: dir_)
     std::string v2_own_;
 };
 
@@ -273,20 +279,43 @@ TEST_F(CorralRun, IsolatedNetworkHasOnlyLoopbackAndCannotReachHost) {
     close(listener);
 }
 
-TEST_F(CorralRun, MissingWorkingDirectoryIsASetupError) {
+TEST_F(CorralRun, MissingWorkingDirectoryIsASetupErrorNamingWhatWasGiven) {
     auto r = corral({"run", "--cwd", "/no/such/dir", "--report", "report.json", "--", "true"});
     EXPECT_EQ(r.exit_code, 125);
-    EXPECT_NE(r.err.find("chdir"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--cwd `/no/such/dir`"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("ENOENT"), std::string::npos) << r.err;
     EXPECT_EQ(report()["status"], "setup-failed");
+
+    std::ofstream(dir_ / "a-file") << "x";
+    auto file = corral({"run", "--cwd", "a-file", "--", "true"});
+    EXPECT_EQ(file.exit_code, 125);
+    EXPECT_NE(file.err.find("--cwd `a-file`"), std::string::npos) << file.err;
+    EXPECT_NE(file.err.find("ENOTDIR"), std::string::npos) << file.err;
 }
 
-TEST_F(CorralRun, MissingProgramIsASetupError) {
+// Issue 17, item 8: exit codes a shell would give. 125 stays for corral's own setup failures.
+TEST_F(CorralRun, MissingProgramExits127AndNamesExecveAndErrno) {
     auto r = corral({"run", "--report", "report.json", "--", "no-such-program-corral"});
-    EXPECT_EQ(r.exit_code, 125);
-    EXPECT_NE(r.err.find("no-such-program-corral"), std::string::npos) << r.err;
+    EXPECT_EQ(r.exit_code, 127);
+    EXPECT_NE(r.err.find("execve `no-such-program-corral`"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("ENOENT"), std::string::npos) << r.err;
-    EXPECT_EQ(report()["status"], "setup-failed");
+    auto rep = report();
+    EXPECT_EQ(rep["status"], "setup-failed");
+    EXPECT_EQ(rep["exitCode"], 127);
+}
+
+TEST_F(CorralRun, NonExecutableProgramExits126) {
+    std::ofstream(dir_ / "not-executable") << "#!/bin/sh\necho ran\n";
+    fs::permissions(dir_ / "not-executable", fs::perms::owner_read | fs::perms::owner_write);
+    for (const char* policy : {"default", "none"}) {
+        auto r = corral({"run", "--policy", policy, "--report", "report.json", "--",
+                         (dir_ / "not-executable").string()});
+        EXPECT_EQ(r.exit_code, 126) << policy << ": " << r.err;
+        EXPECT_NE(r.err.find("EACCES"), std::string::npos) << r.err;
+        EXPECT_EQ(report()["exitCode"], 126) << policy;
+    }
+    auto missing = corral({"run", "--policy", "none", "--", (dir_ / "absent").string()});
+    EXPECT_EQ(missing.exit_code, 127) << missing.err;
 }
 
 TEST_F(CorralRun, BadPolicyIsReportedWithLineAndColumn) {
@@ -382,6 +411,193 @@ TEST_F(CorralRun, OomGroupEndsTheWholeSessionOnTheFirstOomKill) {
     auto rep = report();
     EXPECT_EQ(rep["status"], "oom") << rep.dump();
     EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 17, item 4: --env K=V and --env K (from the caller), repeatable, over the policy's env.
+TEST_F(CorralRun, EnvOptionsSetPassAndOverrideThePolicy) {
+    std::ofstream(dir_ / "env.yaml")
+        << "extends: default\nenv: { clear: true, set: { PATH: /usr/bin:/bin, FROM_POLICY: policy, "
+           "DROPPED: policy } }\n";
+    setenv("CORRAL_TEST_PASSED", "from the caller", 1);
+    unsetenv("DROPPED");
+    auto r = corral({"run", "--policy", (dir_ / "env.yaml").string(), "--env", "CC=gcc", "--env",
+                     "CFLAGS=-O2 -g", "-e", "FROM_POLICY=command line", "--env",
+                     "CORRAL_TEST_PASSED", "--env", "DROPPED", "--env", "CC=clang", "--", "sh",
+                     "-c", "echo \"$CC|$CFLAGS|$FROM_POLICY|$CORRAL_TEST_PASSED|${DROPPED-unset}\""});
+    unsetenv("CORRAL_TEST_PASSED");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "clang|-O2 -g|command line|from the caller|unset\n");
+
+    auto bad = corral({"run", "--env", "1X=2", "--", "true"});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("--env `1X=2`"), std::string::npos) << bad.err;
+}
+
+// Issue 17, item 3: --cwd DIR is the job's directory with the same binding as the current one
+// (a path under the sandbox's fresh /tmp and a relative path included).
+TEST_F(CorralRun, CwdIsTheJobDirectoryBoundLikeTheCurrentOne) {
+    fs::create_directories(dir_ / "checkout" / "sub");
+    auto relative = corral({"run", "--cwd", "checkout/sub", "--", "sh", "-c",
+                            "pwd; echo built > out.txt"});
+    EXPECT_EQ(relative.exit_code, 0) << relative.err;
+    EXPECT_EQ(relative.out, (dir_ / "checkout" / "sub").string() + "\n");
+    EXPECT_EQ(read("checkout/sub/out.txt"), "built\n");
+
+    run_in_ = "/";
+    auto absolute = corral({"run", "--cwd", (dir_ / "checkout").string(), "--", "sh", "-c",
+                            "echo x > written-inside && echo ok"});
+    EXPECT_EQ(absolute.out, "ok\n") << absolute.err;
+    EXPECT_TRUE(fs::exists(dir_ / "checkout" / "written-inside"));
+}
+
+TEST_F(CorralRun, RunningFromRootWorksAndSaysTheRootIsNotBound) {
+    run_in_ = "/";
+    auto r = corral({"run", "--", "sh", "-c", "pwd; touch /corral-must-not-exist"});
+    EXPECT_EQ(r.out, "/\n") << r.err;
+    EXPECT_NE(r.exit_code, 0) << "the host's / became writable";
+    EXPECT_FALSE(fs::exists("/corral-must-not-exist"));
+    EXPECT_EQ(r.err.find("workdir.mount"), std::string::npos) << "a key the user never set";
+    EXPECT_NE(r.err.find("the job directory is `/`"), std::string::npos) << r.err;
+}
+
+// Issue 17, item 2: the sandbox user cannot write a root-owned checkout; say so before the run.
+TEST_F(CorralRun, StrictInARootOwnedDirectorySaysBeforeTheRunThatItCannotWrite) {
+    ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+    auto r = corral({"run", "--policy", "strict", "--", "sh", "-c", "echo x > f || echo refused"});
+    EXPECT_EQ(r.out, "refused\n") << r.err;
+    const size_t note = r.err.find("cannot write the job directory `" + dir_.string() + "`");
+    ASSERT_NE(note, std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("uid 65534"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("workdir: {from: copy"), std::string::npos) << "how to fix it: " << r.err;
+    EXPECT_LT(note, r.err.find("Permission denied")) << "said before the run: " << r.err;
+
+    auto writable = corral({"run", "--policy", "strict", "--cwd", "/tmp", "--", "true"});
+    EXPECT_EQ(writable.err.find("cannot write"), std::string::npos) << writable.err;
+}
+
+// Issues 17.1 and 10.8: workdir.from: copy runs the job in a tmpfs of workdir.size at
+// workdir.mount and copies back only workdir.outputs, owned by the checkout's owner.
+TEST_F(CorralRun, CopiedWorkdirRunsInASizedTmpfsAndCopiesBackOnlyTheOutputs) {
+    fs::create_directories(dir_ / "checkout");
+    std::ofstream(dir_ / "checkout" / "input.txt") << "source\n";
+    ASSERT_EQ(chown((dir_ / "checkout").c_str(), 4321, 4321), 0);
+    std::ofstream(dir_ / "copy.yaml")
+        << "extends: strict\nworkdir: { from: copy, size: 8Mi, mount: /workspace, outputs: "
+           "[out.txt, results, never-made] }\n";
+    auto r = corral({"run", "--policy", (dir_ / "copy.yaml").string(), "--cwd", "checkout",
+                     "--report", "report.json", "--", "sh", "-c",
+                     "pwd; cat input.txt; echo made > out.txt; mkdir results; echo r > "
+                     "results/r.txt; echo junk > junk.txt; echo changed > input.txt; "
+                     "head -c 16M /dev/zero > big || echo ENOSPC"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "/workspace\nsource\nENOSPC\n") << r.err;
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+    EXPECT_EQ(read("checkout/out.txt"), "made\n");
+    EXPECT_EQ(read("checkout/results/r.txt"), "r\n");
+    EXPECT_EQ(read("checkout/input.txt"), "source\n") << "only outputs come back";
+    EXPECT_FALSE(fs::exists(dir_ / "checkout" / "junk.txt"));
+    EXPECT_FALSE(fs::exists(dir_ / "checkout" / "big"));
+    struct stat st {};
+    ASSERT_EQ(stat((dir_ / "checkout" / "results" / "r.txt").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 4321u) << "outputs belong to the checkout's owner";
+    auto outputs = report()["outputs"];
+    EXPECT_EQ(outputs["copied"], nlohmann::json({"out.txt", "results"})) << outputs.dump();
+    EXPECT_EQ(outputs["missing"], nlohmann::json({"never-made"})) << outputs.dump();
+    EXPECT_NE(r.err.find("`never-made` was not created"), std::string::npos) << r.err;
+}
+
+TEST_F(CorralRun, WorkdirSizeWithABoundCwdIsRefusedNamingTheKey) {
+    std::ofstream(dir_ / "sized.yaml") << "extends: default\nworkdir: { size: 64Mi }\n";
+    auto r = corral({"run", "--policy", (dir_ / "sized.yaml").string(), "--report", "report.json",
+                     "--", "touch", "ran"});
+    EXPECT_EQ(r.exit_code, 125);
+    EXPECT_NE(r.err.find("workdir.size (64Mi)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("workdir.from: copy"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "ran"));
+    EXPECT_EQ(report()["status"], "setup-failed");
+
+    std::ofstream(dir_ / "outputs.yaml") << "extends: default\nworkdir: { outputs: [a] }\n";
+    auto outputs = corral({"run", "--policy", (dir_ / "outputs.yaml").string(), "--", "true"});
+    EXPECT_EQ(outputs.exit_code, 125);
+    EXPECT_NE(outputs.err.find("outputs.yaml:2:"), std::string::npos) << outputs.err;
+    EXPECT_NE(outputs.err.find("workdir.outputs"), std::string::npos) << outputs.err;
+}
+
+TEST_F(CorralRun, PolicyCheckSaysWhereTheCommandRunsAndWhatItCanWrite) {
+    auto ci = corral({"policy", "check", std::string(CORRAL_SOURCE_DIR) +
+                                             "/examples/policies/ci-job.yaml"});
+    ASSERT_EQ(ci.exit_code, 0) << ci.err;
+    EXPECT_NE(ci.out.find("is copied into a fresh tmpfs of 4Gi at /workspace and the command "
+                          "runs there"),
+              std::string::npos)
+        << ci.out;
+    auto def = corral({"policy", "check", "default"});
+    EXPECT_NE(def.out.find("the command runs in the job directory (the current one, or --cwd "
+                           "DIR), bound writable at its own path. It can write there and in "
+                           "/run (fresh tmpfs of 16Mi), /tmp (fresh tmpfs of 256Mi); everything "
+                           "else it sees is read-only"),
+              std::string::npos)
+        << def.out;
+}
+
+}  // namespace
+
+namespace {
+
+/// The first ```sh block after `heading` in the README.
+std::string readme_block(const std::string& heading) {
+    std::ifstream in(std::string(CORRAL_SOURCE_DIR) + "/README.md");
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string readme = text.str();
+    size_t at = readme.find("\n" + heading + "\n");
+    if (at == std::string::npos) return "";
+    size_t start = readme.find("```sh\n", at);
+    if (start == std::string::npos) return "";
+    start += 6;
+    return readme.substr(start, readme.find("```", start) - start);
+}
+
+// Issue 17 "done when": the README's CI jobs command works as written, from a root-owned
+// checkout, with no chown and no wrapper. It runs in a scratch copy of corral's checkout layout
+// (build/supervisor, examples/policies) with HOME holding the job's checkout ~/src/hello.
+TEST_F(CorralRun, ReadmeCiJobsCommandWorksAsWritten) {
+    const std::string block = readme_block("## CI jobs");
+    ASSERT_NE(block.find("corral run"), std::string::npos) << "no CI jobs command in the README";
+    const fs::path tree = dir_ / "corral-checkout";
+    const fs::path home = dir_ / "home";
+    fs::create_directories(tree / "build" / "supervisor");
+    fs::create_directories(tree / "examples" / "policies");
+    fs::create_symlink(kCorral, tree / "build" / "supervisor" / "corral");
+    fs::copy_file(std::string(CORRAL_SOURCE_DIR) + "/examples/policies/ci-job.yaml",
+                  tree / "examples" / "policies" / "ci-job.yaml");
+    const fs::path project = home / "src" / "hello";
+    fs::create_directories(project);
+    std::ofstream(project / "configure") << "#!/bin/sh\necho \"CC=${CC:-cc}\" > config.mk\n";
+    fs::permissions(project / "configure", fs::perms(0755));
+    std::ofstream(project / "Makefile")
+        << "include config.mk\nhello: hello.c\n\t$(CC) -o hello hello.c\n"
+           "check: hello\n\t./hello | grep -q '^hello$$' && echo PASS\n";
+    std::ofstream(project / "hello.c")
+        << "#include <stdio.h>\nint main(void) { puts(\"hello\"); return 0; }\n";
+    for (const auto& p : {dir_, home, home / "src", project}) chmod(p.c_str(), 0755);
+
+    run_in_ = tree;
+    setenv("CORRAL_TEST_HOME", home.c_str(), 1);
+    auto r = corral({"__sh", block});
+    unsetenv("CORRAL_TEST_HOME");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out << r.err;
+    std::ifstream in(tree / "report.json");
+    auto rep = nlohmann::json::parse(in);
+    EXPECT_EQ(rep["status"], "exited") << rep.dump();
+    EXPECT_EQ(rep["policy"], "ci-job");
+    EXPECT_FALSE(fs::exists(project / "hello")) << "the checkout was changed";
+    EXPECT_FALSE(fs::exists(project / "config.mk")) << "the checkout was changed";
 }
 
 }  // namespace

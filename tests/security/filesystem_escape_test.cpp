@@ -83,7 +83,10 @@ TEST_P(FilesystemEscape, SymlinkInWorkingDirectoryDoesNotReachHostEtc) {
     fs::remove(host_target, ignored);
 
     EXPECT_TRUE(refused(answers(first.out)["etc-link/" + token])) << first.out << first.err;
-    EXPECT_TRUE(refused(answers(second.out)[token])) << second.out << second.err;
+    // `--cwd` names the job's directory, bound writable: corral refuses to reach it through a
+    // link (issue 17, item 3), so the second run never starts.
+    EXPECT_EQ(second.exit_code, 125) << second.out << second.err;
+    EXPECT_NE(second.err.find("`etc-link` is a symbolic link"), std::string::npos) << second.err;
     EXPECT_FALSE(escaped) << "a file was created in the host's /etc";
 }
 

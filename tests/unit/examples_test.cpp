@@ -68,6 +68,10 @@ TEST(ExamplePolicies, CiJobIsStrictWithRoomToBuild) {
     EXPECT_TRUE(ci.timeouts.command && ci.timeouts.session && ci.timeouts.idle);
     EXPECT_TRUE(ci.env.clear);
     EXPECT_TRUE(ci.env.set.count("PATH"));
+    // Issue 10.8: the 4Gi workspace is a tmpfs copy of the checkout, not the host's disk.
+    EXPECT_EQ(ci.workdir.from, WorkdirFrom::copy);
+    EXPECT_EQ(ci.workdir.size, 4ull << 30);
+    EXPECT_EQ(ci.workdir.mount, "/workspace");
 }
 
 TEST(ExamplePolicies, AiAgentHasPortsEgressAllowListAndLandlock) {

@@ -464,3 +464,26 @@ TEST(PolicyToYaml, ParsedPolicyRoundTrips) {
 
 }  // namespace
 }  // namespace corral
+
+namespace corral {
+namespace {
+
+// Issue 17, item 1: the workdir keys of `corral run`.
+TEST(PolicyParser, WorkdirFromAndOutputsAreReadAndChecked) {
+    Policy copy = parse_ok(
+        "namespaces: { mount: true }\nworkdir: { from: copy, size: 1Gi, outputs: [a, b/c] }\n");
+    EXPECT_EQ(copy.workdir.from, WorkdirFrom::copy);
+    EXPECT_EQ(copy.workdir.outputs, (std::vector<std::string>{"a", "b/c"}));
+    EXPECT_EQ(parse_ok("workdir: { size: 1Gi }\n").workdir.from, WorkdirFrom::cwd);
+
+    expect_error("workdir: { from: bind }\n", 1, 18, "workdir.from", "cwd");
+    expect_error("namespaces: { mount: true }\nworkdir: { from: copy, outputs: [../etc] }\n", 2,
+                 34, "workdir.outputs[0]", "without `..`");
+    expect_error("namespaces: { mount: true }\nworkdir: { from: copy, outputs: [/etc] }\n", 2, 34,
+                 "workdir.outputs[0]", "relative");
+    expect_error("workdir: { outputs: [a] }\n", 1, 12, "workdir.outputs", "workdir.from: copy");
+    expect_error("workdir: { from: copy }\n", 1, 12, "workdir.from", "namespaces.mount");
+}
+
+}  // namespace
+}  // namespace corral
