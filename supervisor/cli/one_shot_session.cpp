@@ -184,6 +184,15 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
         return finish();
     }
     SessionResources& res = *resources;
+    // A policy's own user in a user namespace is a leased host uid, known only now; the sandbox
+    // never idmaps a root-owned directory for it (isolation/sandbox.cpp), so the copy is its.
+    if (copied && policy.namespaces.user && !policy.user.inherit && res.sandbox.host_identity()) {
+        const HostIdentity identity = *res.sandbox.host_identity();
+        if (auto given = copied->give_to({identity.uid, identity.gid}); !given) {
+            report.error = given.error().context("workdir.from: copy").describe();
+            return finish();
+        }
+    }
     auto confinement = compile_confinement(policy);
     if (!confinement) {
         report.error = confinement.error().context("compile policy").describe();

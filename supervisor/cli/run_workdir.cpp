@@ -54,25 +54,41 @@ std::optional<bool> may_write(const SandboxWriter& writer, const struct stat& di
 
 /// Item 2 of issue 17: a checkout owned by root and a sandbox running as nobody fail deep in
 /// the job ("cannot create configure.log: Permission denied"). Say it before the run.
-/// With a user namespace of its own the sandbox writes in a bound directory as its owner
-/// (an idmapped bind, isolation/sandbox.cpp), and says so itself where it cannot.
-std::optional<std::string> write_access_note(const Policy& policy, const std::string& job_dir) {
-    if (policy.namespaces.user) return std::nullopt;
-    struct stat dir {};
-    if (::stat(job_dir.c_str(), &dir) != 0) return std::nullopt;
+/// Whether the sandbox can create files in the bound job directory, by the rules of
+/// isolation/sandbox.cpp: in a user namespace started by root, the sandbox's user is a leased,
+/// unprivileged host uid, and the bind is idmapped to the directory's owner unless the policy
+/// names its own user and root owns the directory. nullopt: writable, or not ours to tell (an
+/// ACL decides, or the sandbox reports a failed idmap itself).
+std::optional<std::string> unwritable_reason(const Policy& policy, const struct stat& dir,
+                                             const std::string& job_dir) {
+    if (policy.namespaces.user) {
+        if (::geteuid() != 0 || policy.user.inherit || dir.st_uid != 0) return std::nullopt;
+        if ((dir.st_mode & (S_IWOTH | S_IXOTH)) == (S_IWOTH | S_IXOTH)) return std::nullopt;
+        return "uid " + std::to_string(policy.user.uid) +
+               " inside, an unprivileged uid of its own on the host, never mapped to root";
+    }
     const SandboxWriter writer = sandbox_writer(policy);
     auto writable = may_write(writer, dir, job_dir);
     if (!writable || *writable) return std::nullopt;
-    std::string who = "uid " + std::to_string(writer.uid);
-    if (writer.uid == 0) who += " without capabilities";
-    return "the sandbox user (" + who + ", policy `" + policy.name +
+    return "uid " + std::to_string(writer.uid) + (writer.uid == 0 ? " without capabilities" : "");
+}
+
+/// Item 2 of issue 17: a checkout owned by root and a sandbox running as nobody fail deep in
+/// the job ("cannot create configure.log: Permission denied"). Say it before the run.
+std::optional<std::string> write_access_note(const Policy& policy, const std::string& job_dir) {
+    struct stat dir {};
+    if (::stat(job_dir.c_str(), &dir) != 0) return std::nullopt;
+    auto who = unwritable_reason(policy, dir, job_dir);
+    if (!who) return std::nullopt;
+    return "the sandbox user (" + *who + "; policy `" + policy.name +
            "`) cannot write the job directory `" + job_dir + "` (owner uid " +
            std::to_string(dir.st_uid) + ", gid " + std::to_string(dir.st_gid) + ", mode " +
            octal_mode(dir.st_mode) +
            "): the command's writes there will fail with EACCES. To fix it, extend the policy "
            "with `workdir: {from: copy, outputs: [...]}` (the job works in a tmpfs copy and its "
-           "outputs come back, owned by the directory's owner), or with `user: inherit`, or give " +
-           who.substr(0, who.find(' ', 4)) + " write access to the directory";
+           "outputs come back, owned by the directory's owner), or with `user: inherit` (the "
+           "sandbox's root then writes as the directory's owner), or let the directory's owner "
+           "be an ordinary user (its files are then written as that user)";
 }
 
 std::string writable_places(const Policy& policy) {

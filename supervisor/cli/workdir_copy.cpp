@@ -245,6 +245,21 @@ Result<UniqueFd> open_beneath(int base, const std::vector<std::string>& parts, b
     return dir;
 }
 
+/// fchown of everything beneath `dir` (the copy is ours alone: nothing runs in it yet).
+Status chown_children(int dir, CopyOwner owner, const std::string& rel, int depth) {
+    if (depth > kMaxDepth) return sys_error(ELOOP, "`" + rel + "`: too deep");
+    auto names = list_names(dir, rel);
+    if (!names) return std::move(names.error());
+    for (const auto& name : *names) {
+        const std::string path = joined(rel, name);
+        if (::fchownat(dir, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0)
+            return sys_error("chown `" + path + "`");
+        UniqueFd child(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (child) CORRAL_TRY(chown_children(child.get(), owner, path, depth + 1), "");
+    }
+    return {};
+}
+
 /// Our own mount namespace, with nothing propagating to or from the host's.
 Status enter_private_mount_namespace() {
     if (::unshare(CLONE_NEWNS) != 0) return sys_error("unshare a mount namespace for the copy");
@@ -269,6 +284,11 @@ CopiedWorkdir& CopiedWorkdir::operator=(CopiedWorkdir&& other) noexcept {
 
 CopiedWorkdir::~CopiedWorkdir() {
     detach();
+}
+
+Status CopiedWorkdir::give_to(CopyOwner owner) const {
+    if (::fchown(root_.get(), owner.uid, owner.gid) != 0) return sys_error("chown the workdir copy");
+    return chown_children(root_.get(), owner, "", 0);
 }
 
 void CopiedWorkdir::detach() {

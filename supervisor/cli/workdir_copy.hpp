@@ -56,6 +56,9 @@ class CopiedWorkdir {
 
     /// Host path of the tmpfs while it is attached (for the sandbox's bind).
     const std::string& mount_point() const { return mount_point_; }
+    /// Gives the whole copy to `owner`: for a sandbox whose host uid is known only once it has
+    /// started (a leased user-namespace range).
+    Status give_to(CopyOwner owner) const;
     /// Once the sandbox has bound it: detaches corral's own mount and removes the directory.
     void detach();
     /// Copies `outputs` (relative paths) from the tmpfs into `job_dir`, owned by `owner`.

@@ -471,7 +471,7 @@ TEST_F(CorralRun, StrictInARootOwnedDirectorySaysBeforeTheRunThatItCannotWrite) 
     EXPECT_EQ(r.out, "refused\n") << r.err;
     const size_t note = r.err.find("cannot write the job directory `" + dir_.string() + "`");
     ASSERT_NE(note, std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("uid 65534"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("uid 65534 inside"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("workdir: {from: copy"), std::string::npos) << "how to fix it: " << r.err;
     EXPECT_LT(note, r.err.find("Permission denied")) << "said before the run: " << r.err;
 
