@@ -282,7 +282,9 @@ Result<ResourceUsage> Cgroup::usage() const {
     usage.pids_peak = read_number(dir_.get(), "pids.peak");
     add_io_stat(dir_.get(), usage);
     usage.oom_kills = read_keyed(dir_.get(), "memory.events")["oom_kill"];
-    usage.pids_limit_hits = read_keyed(dir_.get(), "pids.events")["max"];
+    // Counted where the kernel counts it: the forking task's cgroup (old kernels) or the one
+    // whose limit was hit (6.12+), anywhere in this subtree.
+    if (auto hits = pids_limit_hits_in_subtree(path_)) usage.pids_limit_hits = *hits;
     return usage;
 }
 

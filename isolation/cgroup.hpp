@@ -33,6 +33,12 @@ struct CgroupHost {
     std::string v2_own;                         ///< our cgroup dir: v2_mount + "0::" path
     std::map<std::string, std::string> v1_own;  ///< controller -> our v1 cgroup dir
     std::vector<std::string> v2_controllers;    ///< cgroup.controllers of v2_own
+    /// Set by place_cgroups (cgroup_placement.hpp): the cgroup this process started in when
+    /// v2_own was moved elsewhere (a systemd scope, the root); empty when they are the same.
+    std::string v2_started_in;
+    /// Set by place_cgroups when no cgroup corral may use can have controllers enabled below
+    /// it: the reason, which every v2 limit then reports.
+    std::string limits_unavailable;
 };
 
 /// Pure parsing, for tests: mountinfo + /proc/self/cgroup text -> CgroupHost (no controller list).
@@ -46,6 +52,20 @@ Result<CgroupHost> discover_cgroup_host();
 /// Parses "key value" lines (cgroup.events, cpu.stat, memory.events, pids.events, v1
 /// memory.oom_control) into a map; lines whose value is not a number are skipped.
 std::map<std::string, uint64_t> parse_keyed_values(std::string_view text);
+
+/// The pids event files of one cgroup; `events_local` is nullopt where the kernel has none
+/// (before 6.12).
+struct PidsEventsFiles {
+    std::string events;                       ///< pids.events
+    std::optional<std::string> events_local;  ///< pids.events.local
+};
+/// Pure: how many forks a pids limit refused within a subtree (its cgroups' files, each once),
+/// whichever way this kernel counts them (cgroup_pids_events.cpp explains both).
+uint64_t count_pids_limit_hits(const std::vector<PidsEventsFiles>& subtree);
+/// The answer to "how many pids-limit hits in this subtree": walks `dir` and its descendants.
+/// A run whose leaf (or session) hit a limit shows a count above zero here on every kernel.
+/// On 6.12+ a hit of a limit set above `dir` is counted above it, not here.
+Result<uint64_t> pids_limit_hits_in_subtree(const std::string& dir);
 
 /// How kill_all ends a subtree.
 enum class KillMethod {
@@ -66,7 +86,7 @@ struct ResourceUsage {
     std::optional<uint64_t> io_read_bytes;
     std::optional<uint64_t> io_write_bytes;
     uint64_t oom_kills = 0;        ///< processes the OOM killer ended
-    uint64_t pids_limit_hits = 0;  ///< forks refused at the pids limit
+    uint64_t pids_limit_hits = 0;  ///< forks refused at a pids limit (pids_limit_hits_in_subtree)
 };
 
 /// A v2 cgroup directory. When `owned`, destruction ends everything in it (cgroup.kill), waits

@@ -58,8 +58,8 @@ class UnifiedSessionLimits : public SessionLimits {
             events.oom_kills = values["oom_kill"];
             events.memory_max_hits = values["max"];
         }
-        if (auto text = read_file(cgroup_.dir_fd(), "pids.events"))
-            events.pids_limit_hits = parse_keyed_values(*text)["max"];
+        // A 6.1 kernel counts a refused fork in the forking process's leaf, not here.
+        if (auto hits = pids_limit_hits_in_subtree(cgroup_.path())) events.pids_limit_hits = *hits;
         return events;
     }
 
@@ -119,6 +119,8 @@ class UnifiedBackend : public LimitBackend {
 
   private:
     LimitCapability capability(const std::string& controller, const std::string& file) const {
+        // place_cgroups found no cgroup where controllers may be enabled (cgroup_placement.hpp).
+        if (!host_.limits_unavailable.empty()) return {false, host_.limits_unavailable};
         bool available = std::find(host_.v2_controllers.begin(), host_.v2_controllers.end(),
                                    controller) != host_.v2_controllers.end();
         if (available) return {true, file};

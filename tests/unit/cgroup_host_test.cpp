@@ -130,6 +130,35 @@ TEST(CgroupHost_Parse, KeyedValuesSkipNonNumericLines) {
     EXPECT_EQ(values.count("bogus"), 0u);
 }
 
+// Issue 11.1: a 6.1 kernel counts a refused fork in the forking task's own cgroup (the `main`
+// leaf), not in the session that holds pids.max: the subtree's counters are summed.
+TEST(PidsEvents_PerTaskKernel, RefusedForksInLeavesCountForTheSubtree) {
+    std::vector<PidsEventsFiles> subtree = {{"max 0\n", std::nullopt},  // session: the limit
+                                            {"max 5\n", std::nullopt},  // main leaf: the bomb
+                                            {"max 2\n", std::nullopt}};
+    EXPECT_EQ(count_pids_limit_hits(subtree), 7u);
+}
+
+// 6.12+: pids.events is hierarchical (the hit shows in the limited cgroup and every ancestor),
+// so summing it would count one hit once per level; pids.events.local counts it once.
+TEST(PidsEvents_HierarchicalKernel, EachHitCountsOnceWhereItsLimitIs) {
+    std::vector<PidsEventsFiles> subtree = {{"max 4\n", "max 3\n"},   // session: 3 of its own
+                                            {"max 1\n", "max 1\n"},   // a leaf's own limit
+                                            {"max 0\n", "max 0\n"}};  // the bomb's leaf
+    EXPECT_EQ(count_pids_limit_hits(subtree), 4u);
+}
+
+// 6.12+ mounted with pids_localevents: pids.events is per task again, .local stays zero.
+TEST(PidsEvents_LocalEventsMount, FallsBackToThePerTaskCounters) {
+    std::vector<PidsEventsFiles> subtree = {{"max 0\n", "max 0\n"}, {"max 9\n", "max 0\n"}};
+    EXPECT_EQ(count_pids_limit_hits(subtree), 9u);
+}
+
+TEST(PidsEvents_NoController, NoFilesIsNoHit) {
+    EXPECT_EQ(count_pids_limit_hits({{"", std::nullopt}, {"", std::nullopt}}), 0u);
+    EXPECT_EQ(count_pids_limit_hits({}), 0u);
+}
+
 TEST(CgroupHost_Discover, ThisHostHasAUsableCgroup2Directory) {
     auto host = discover_cgroup_host();
     ASSERT_TRUE(host) << host.error().describe();
