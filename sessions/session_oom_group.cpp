@@ -1,15 +1,25 @@
-// limits.oom_group: an OOM kill ends every process of the session. cgroup v2 does this in the
-// kernel (memory.oom.group); the v1 memory controller of hybrid hosts cannot, so there the
-// session watches its limit event fds (the OOM eventfd) and ends itself on the first OOM kill.
+// limits.oom_group: an OOM kill ends the session. cgroup v2 kills every process of the session in
+// the kernel (memory.oom.group); the v1 memory controller of hybrid hosts cannot, so there we
+// kill them. On both layouts the session watches its limit event fds (v2 memory.events, the v1
+// OOM eventfd) and, on the first OOM kill, ends itself with reason `oom`: the processes being
+// gone is not the end of a session, only the supervisor ending it is.
 
 #include <fcntl.h>
 
 #include "sessions/session.hpp"
 
 namespace corral {
+namespace {
+
+/// Whether an OOM kill ends the session: the policy asks for it and limits were applied.
+bool oom_group_asked(const std::unique_ptr<SessionLimits>& limits, const Policy& policy) {
+    return limits && policy.limits.oom_group;
+}
+
+}  // namespace
 
 void Session::watch_oom_group() {
-    if (!limits_ || !limits_->supervisor_must_end_session_on_oom()) return;
+    if (!oom_group_asked(limits_, policy_)) return;
     for (int fd : limits_->event_fds()) {
         // The descriptor owns a duplicate: the limits object keeps (and closes) its own.
         int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -36,9 +46,10 @@ void Session::arm_oom_watcher(std::shared_ptr<boost::asio::posix::stream_descrip
 // Also called when a process finishes: reading the counters drains the event fds, so whoever
 // reads first must act. The counters themselves are cumulative and never lost.
 void Session::end_if_oom_group_hit() {
-    if (!limits_ || !limits_->supervisor_must_end_session_on_oom()) return;
+    if (!oom_group_asked(limits_, policy_)) return;
     if (limits_->read_events().oom_kills == 0) return;
-    (void)cgroup_.kill_all();  // together, as memory.oom.group would: no grace period
+    // v1: together, as memory.oom.group would, no grace period. v2: the kernel has done it.
+    if (limits_->supervisor_must_end_session_on_oom()) (void)cgroup_.kill_all();
     end("oom", nullptr);
 }
 
