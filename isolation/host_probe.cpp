@@ -7,6 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <iterator>
+#include <sstream>
+
+#include "base/file_io.hpp"
 #include "isolation/landlock.hpp"
 #include "isolation/launcher.hpp"
 #include "isolation/seccomp.hpp"
@@ -51,16 +56,120 @@ bool openat2_works() {
     return true;
 }
 
-void probe_cgroups(HostProbe& probe) {
+/// The controllers a session could get here: those of our limits the base offers.
+std::vector<std::string> limit_controllers(const CgroupHost& host) {
+    std::vector<std::string> out;
+    for (const char* name : {"cpu", "io", "memory", "pids"})
+        for (const auto& offered : host.v2_controllers)
+            if (offered == name) out.push_back(name);
+    return out;
+}
+
+/// Whether this process's own v2 cgroup directory is `dir`.
+bool we_live_in(const std::string& dir) {
+    auto now = discover_cgroup_host();
+    return now && now->v2_own == dir;
+}
+
+/// Really enables `wanted` down to `<base>/corral-probe-<pid>/leaf`, the way a session's limits
+/// are, and returns what the leaf then offers. When this process lives in the base itself (a
+/// delegated cgroup we alone use), it steps into `<probe>/self` first, as corrald steps into its
+/// supervisor leaf, and afterwards turns the controllers it enabled off again and steps back (a
+/// process may not join a non-root cgroup whose subtree_control is set).
+Result<std::vector<std::string>> enable_in_probe(const CgroupHost& host, Cgroup& probe,
+                                                 const std::vector<std::string>& wanted) {
+    const std::string& base = host.v2_own;
+    // The real root (no cgroup.type) is exempt from the rule: nothing to step out of, and its
+    // subtree_control is never turned off again (the whole host may rely on it).
+    const bool base_is_root = ::access((base + "/cgroup.type").c_str(), F_OK) != 0;
+    const bool step_out = !base_is_root && we_live_in(base);
+    std::string before;
+    if (auto text = read_file(base + "/cgroup.subtree_control")) before = *text;
+    Cgroup self;
+    if (step_out) {
+        auto child = probe.create_child("self");
+        if (!child) return std::move(child.error());
+        self = std::move(*child);
+        CORRAL_TRY(self.attach(::getpid()), "step out of `" + base + "`");
+    }
+    auto leaf = probe.create_child("leaf");
+    if (!leaf) return std::move(leaf.error());
+    auto enabled = enable_controllers_down_to(base, leaf->path(), wanted);
+    std::vector<std::string> offered;
+    if (enabled) {
+        if (auto text = read_file(leaf->path() + "/cgroup.controllers")) {
+            std::istringstream words(*text);
+            for (std::string word; words >> word;) offered.push_back(word);
+        }
+    }
+    if (step_out) {
+        std::string off;  // only what this probe turned on
+        std::istringstream had(before);
+        std::vector<std::string> kept{std::istream_iterator<std::string>(had), {}};
+        for (const auto& controller : wanted)
+            if (std::find(kept.begin(), kept.end(), controller) == kept.end())
+                off += (off.empty() ? "-" : " -") + controller;
+        (void)write_file(probe.path() + "/cgroup.subtree_control", off);
+        (void)write_file(base + "/cgroup.subtree_control", off);
+        if (auto back = Cgroup::open_unowned(base)) (void)back->attach(::getpid());
+    }
+    if (!enabled) return std::move(enabled.error());
+    return offered;
+}
+
+void probe_controllers(HostProbe& probe, Cgroup& scratch) {
+    const CgroupHost& host = *probe.cgroups;
+    auto wanted = limit_controllers(host);
+    if (wanted.empty()) {
+        probe.controller_probe_error = "`" + host.v2_own + "/cgroup.controllers` offers none of cpu, io, memory, pids";
+        return;
+    }
+    auto offered = enable_in_probe(host, scratch, wanted);
+    if (!offered) {
+        probe.controller_probe_error = offered.error().describe();
+        return;
+    }
+    probe.controllers_enabled = *offered;
+}
+
+/// A limit the backend would claim whose controller the probe could not really enable is not
+/// enforceable, with the probe's finding as the reason.
+void confirm_limits(HostProbe& probe) {
+    const char* controller_of[] = {"memory", "memory", "pids", "cpu", "io"};
+    const LimitKind kinds[] = {LimitKind::memory, LimitKind::swap, LimitKind::pids, LimitKind::cpu,
+                               LimitKind::io};
+    for (size_t i = 0; i < 5; ++i) {
+        auto& capability = probe.limits.kinds[kinds[i]];
+        if (!capability.enforceable) continue;
+        bool enabled = false;
+        for (const auto& name : probe.controllers_enabled) enabled |= name == controller_of[i];
+        if (enabled) continue;
+        capability.enforceable = false;
+        capability.detail = probe.controller_probe_error.empty()
+                                ? std::string("controller `") + controller_of[i] +
+                                      "` could not be enabled below `" + probe.cgroups->v2_own + "`"
+                                : probe.controller_probe_error;
+    }
+}
+
+void probe_cgroups(HostProbe& probe, const PlacementOptions& placement) {
     auto host = discover_cgroup_host();
     if (!host) {
         probe.cgroup_error = host.error().describe();
         return;
     }
+    auto plan = place_cgroups(*host, placement);
+    if (!plan) {
+        probe.cgroup_error = plan.error().describe();
+        return;
+    }
+    probe.placement = *plan;
     probe.cgroups = *host;
     auto scratch = Cgroup::create(host->v2_own, "corral-probe-" + std::to_string(getpid()));
     if (scratch) {
         probe.cgroup_kill = cgroup_kill_supported(*scratch);
+        if (host->layout == CgroupLayout::unified && plan->mode != PlacementMode::unavailable)
+            probe_controllers(probe, *scratch);
         (void)scratch->remove();
     } else {
         probe.cgroup_error = scratch.error().context("create a probe cgroup").describe();
@@ -69,13 +178,14 @@ void probe_cgroups(HostProbe& probe) {
     auto backend = make_limit_backend(*host);
     probe.limit_backend = backend->name();
     probe.limits = backend->support();
+    if (host->layout == CgroupLayout::unified) confirm_limits(probe);
 }
 
 }  // namespace
 
-HostProbe probe_host() {
+HostProbe probe_host(const PlacementOptions& placement) {
     HostProbe probe;
-    probe_cgroups(probe);
+    probe_cgroups(probe, placement);
     probe.namespaces = probe_namespaces();
     probe.seccomp = seccomp_available();
     probe.landlock_abi = landlock_abi_version();

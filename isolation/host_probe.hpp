@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "isolation/cgroup.hpp"
+#include "isolation/cgroup_placement.hpp"
 #include "isolation/limits.hpp"
 
 namespace corral {
@@ -26,6 +27,12 @@ struct HostProbe {
     bool cgroup_kill = false;           ///< cgroup.kill exists (else freeze fallback)
     bool clone_into_cgroup = false;     ///< clone3 CLONE_INTO_CGROUP works (else attach fallback)
     std::string limit_backend;          ///< "unified" or "hybrid-v1"
+    /// Where corral builds its cgroups on this host (cgroups->v2_own is already its base).
+    CgroupPlan placement;
+    /// Unified hosts: the controllers really enabled below a probe cgroup in the base, or why
+    /// they could not be (then no v2 limit is claimed). Empty on hybrid hosts.
+    std::vector<std::string> controllers_enabled;
+    std::string controller_probe_error;
     LimitSupport limits;
     std::vector<NamespaceSupport> namespaces;
     bool seccomp = false;
@@ -33,7 +40,9 @@ struct HostProbe {
     bool openat2 = false;
 };
 
-/// Probes everything above.
-HostProbe probe_host();
+/// Probes everything above. Cgroup placement is carried out for real (place_cgroups with
+/// `placement`: a systemd scope may be requested), so the result's `cgroups` can be handed to
+/// the session manager as is.
+HostProbe probe_host(const PlacementOptions& placement);
 
 }  // namespace corral

@@ -4,6 +4,11 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libseccomp-dev libcap-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev
+  libsystemd-dev
+  # systemd-analyze, for the deploy unit's check. Harmless where systemd is not PID 1: Debian's
+  # postinst only creates unit symlinks and runs systemctl behind [ -d /run/systemd/system ];
+  # becoming init is systemd-sysv's job, not installed here.
+  systemd
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps curl python3
   python3-pytest      # clients/python's suite

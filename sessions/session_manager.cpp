@@ -97,7 +97,8 @@ SessionManager::~SessionManager() {
     (void)sessions_cgroup_.remove();
     if (supervisor_cgroup_.valid()) {
         // Move ourselves back where we started so our own leaf can be removed.
-        if (auto own = Cgroup::open_unowned(host_.v2_own)) (void)own->attach(::getpid());
+        const std::string& home = host_.v2_started_in.empty() ? host_.v2_own : host_.v2_started_in;
+        if (auto own = Cgroup::open_unowned(home)) (void)own->attach(::getpid());
         (void)supervisor_cgroup_.remove();
     }
     (void)instance_cgroup_.remove();

@@ -15,6 +15,7 @@
 
 #include "isolation/cgroup.hpp"
 #include "isolation/host_probe.hpp"
+#include "isolation/systemd_scope.hpp"
 #include "sessions/session_manager.hpp"
 #include "supervisor/daemon/api.hpp"
 #include "supervisor/daemon/daemon_options.hpp"
@@ -80,6 +81,10 @@ void on_stop_signal(asio::io_context& io, asio::signal_set& signals, HttpServer&
 
 int run(const DaemonOptions& options) {
     ::signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the daemon
+    // Validated before anything is created (cgroups, socket dir): a bad --listen leaves nothing.
+    if (!options.listen.empty())
+        if (auto endpoint = parse_loopback_endpoint(options.listen); !endpoint)
+            return fail(endpoint.error());
     if (unix_socket_in_use(options.socket_path))
         return fail(
             sys_error(EADDRINUSE, "another daemon answers on `" + options.socket_path + "`"));
@@ -89,7 +94,9 @@ int run(const DaemonOptions& options) {
     if (fs_error) return fail(sys_error(fs_error.value(), "create `" + socket_dir.string() + "`"));
 
     // Probed before any thread exists: the namespace probes fork.
-    const HostProbe host_probe = probe_host();
+    // Placement for real: a daemon started from a login shell's scope gets a delegated one.
+    const HostProbe host_probe =
+        probe_host(PlacementOptions{true, "corrald", scope_requester()});
     if (!host_probe.cgroups) return fail(plain_error(host_probe.cgroup_error).context("discover cgroups"));
     const CgroupHost* host = &*host_probe.cgroups;
     // Declared before the io_context: coroutine frames the io_context still holds when it is

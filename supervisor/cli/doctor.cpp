@@ -8,6 +8,7 @@
 #include "isolation/host_probe.hpp"
 #include "isolation/id_range.hpp"
 #include "isolation/sandbox.hpp"
+#include "isolation/systemd_scope.hpp"
 #include "supervisor/reports/report_json.hpp"
 
 namespace corral::cli {
@@ -25,6 +26,18 @@ void print_cgroups(const HostProbe& probe) {
         std::printf("  cgroup.kill  %s\n", probe.cgroup_kill ? "yes" : "no (freeze fallback)");
         std::printf("  clone3 CLONE_INTO_CGROUP  %s\n",
                     probe.clone_into_cgroup ? "yes" : "no (attach fallback)");
+        std::printf("  placement    %s: %s\n", placement_mode_name(probe.placement.mode),
+                    probe.placement.reason.c_str());
+        if (host.layout == CgroupLayout::unified) {
+            std::string enabled;
+            for (const auto& name : probe.controllers_enabled) enabled += " " + name;
+            if (probe.controller_probe_error.empty())
+                std::printf("  controllers  enabled in a probe cgroup below %s:%s\n",
+                            host.v2_own.c_str(), enabled.c_str());
+            else
+                std::printf("  controllers  NOT enabled: %s\n",
+                            probe.controller_probe_error.c_str());
+        }
         std::printf("  limits via   %s\n", probe.limit_backend.c_str());
         for (const auto& [kind, capability] : probe.limits.kinds)
             std::printf("    %-10s %s  %s\n", limit_name(kind), capability.enforceable ? "yes" : "NO ",
@@ -68,7 +81,9 @@ void print_text(const HostProbe& probe) {
 }  // namespace
 
 int doctor_command(bool as_json) {
-    const HostProbe probe = probe_host();
+    // Placed as corrald would be (it steps out of its own cgroup), by really doing it: a scope
+    // from systemd, the root below which corral would build, and controllers really enabled.
+    const HostProbe probe = probe_host(PlacementOptions{true, "corral-doctor", scope_requester()});
     if (as_json) {
         auto json = host_probe_to_json(probe);
         json["version"] = CORRAL_VERSION;

@@ -13,6 +13,8 @@
 #include <optional>
 
 #include "isolation/cgroup.hpp"
+#include "isolation/cgroup_placement.hpp"
+#include "isolation/systemd_scope.hpp"
 #include "isolation/confinement.hpp"
 #include "isolation/launcher.hpp"
 #include "isolation/limits.hpp"
@@ -100,7 +102,8 @@ struct SessionResources {
 Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& workdir,
                                 std::vector<std::string>& not_enforced) {
     SessionResources res;
-    auto host = discover_cgroup_host();
+    // From a login shell's scope, corral's cgroups go where controllers may be enabled.
+    auto host = discover_placed_cgroup_host(PlacementOptions{false, "corral-run", scope_requester()});
     if (!host) return std::move(host.error().context("discover cgroups"));
     auto instance = Cgroup::create(host->v2_own, "corral-run-" + std::to_string(getpid()));
     if (!instance) return std::move(instance.error().context("create session cgroup"));

@@ -20,6 +20,14 @@ nlohmann::json cgroups_to_json(const HostProbe& probe) {
         out["v1"] = v1;
         out["cgroupKill"] = probe.cgroup_kill;
         out["cloneIntoCgroup"] = probe.clone_into_cgroup;
+        out["placement"] = {{"mode", placement_mode_name(probe.placement.mode)},
+                            {"reason", probe.placement.reason}};
+        if (!host.v2_started_in.empty()) out["v2StartedIn"] = host.v2_started_in;
+        if (host.layout == CgroupLayout::unified) {
+            out["controllersEnabled"] = probe.controllers_enabled;
+            if (!probe.controller_probe_error.empty())
+                out["controllerProbeError"] = probe.controller_probe_error;
+        }
         nlohmann::json limits = {{"backend", probe.limit_backend}};
         for (const auto& [kind, capability] : probe.limits.kinds)
             limits[limit_name(kind)] = {{"enforceable", capability.enforceable},
