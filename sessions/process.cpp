@@ -186,6 +186,9 @@ Status Process::signal(int signal) {
 Result<size_t> Process::kill() {
     if (!leaf_.valid()) return size_t{0};
     if (main_running()) killed_by_request_ = true;
+    // As on the timeout path: the whole leaf is dying, so finish() removes it rather than
+    // watching it linger (its last descendants may still be exiting when the main one is reaped).
+    leaf_killed_ = true;
     auto killed = leaf_.kill_all();
     if (!killed) return std::move(killed.error().context("kill process " + setup_.id));
     return *killed;

@@ -20,7 +20,9 @@
 
 #include "base/file_io.hpp"
 #include "isolation/cgroup.hpp"
+#include "isolation/cgroup_placement.hpp"
 #include "isolation/pid_ref.hpp"
+#include "isolation/systemd_scope.hpp"
 
 namespace corral {
 namespace {
@@ -50,7 +52,9 @@ class LimitsTest : public ::testing::Test {
   protected:
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root";
-        auto host = discover_cgroup_host();
+        // Placed as corral run is (issue 11.5): from a cgroup shared with other processes (a
+        // login shell's scope) the session goes where controllers may be enabled.
+        auto host = discover_placed_cgroup_host(PlacementOptions{false, "corral-test", scope_requester()});
         ASSERT_TRUE(host) << host.error().describe();
         host_ = *host;
         name_ = unique_name();
@@ -67,6 +71,7 @@ class LimitsTest : public ::testing::Test {
             EXPECT_TRUE(session_.wait_until_empty(10s));
         }
         limits_.reset();  // removes the v1 cgroups
+        task_ = Cgroup{};  // its leaf, killed and removed
         EXPECT_TRUE(session_.remove());
         EXPECT_FALSE(exists(host_.v2_own + "/" + name_)) << "v2 cgroup left behind";
         for (const auto& [controller, dir] : host_.v1_own)
@@ -80,12 +85,22 @@ class LimitsTest : public ::testing::Test {
         return {};
     }
 
-    /// Forks a child that joins the session (v2 cgroup.procs, then "0" into every v1 join fd,
-    /// as the launcher's child does) and runs `body`; returns once it has joined.
+    /// Forks a child that joins the session (the v2 cgroup.procs of its leaf `task`, then "0"
+    /// into every v1 join fd, as the launcher's child does) and runs `body`; returns once it has
+    /// joined. A leaf, as corral's processes have: on v2 the backend sets the session's
+    /// subtree_control, and no process may then join the session cgroup itself (EBUSY).
     PidRef start(std::function<void()> body) {
         int ready[2];
         if (::pipe2(ready, O_CLOEXEC) != 0) return {};
-        std::string procs = session_.path() + "/cgroup.procs";
+        if (!task_.valid()) {
+            auto leaf = session_.create_child("task");
+            if (!leaf) {
+                ADD_FAILURE() << leaf.error().describe();
+                return {};
+            }
+            task_ = std::move(*leaf);
+        }
+        std::string procs = task_.path() + "/cgroup.procs";
         std::vector<int> joins = limits_ ? limits_->join_fds() : std::vector<int>{};
         pid_t pid = ::fork();
         if (pid == 0) {
@@ -109,6 +124,7 @@ class LimitsTest : public ::testing::Test {
     CgroupHost host_;
     std::string name_;
     Cgroup session_;
+    Cgroup task_;  ///< session_/task: the leaf start() puts its children in
     std::unique_ptr<LimitBackend> backend_;
     std::unique_ptr<SessionLimits> limits_;
 };
@@ -248,6 +264,30 @@ TEST_F(LimitsTest, Limits_UsageIsPlausibleWithoutAnyLimit) {
         EXPECT_GE(*usage.pids_peak, 1u);
     }
     EXPECT_EQ(usage.oom_kills, 0u);
+}
+
+// Issue 11.3: on a pure v2 host the cases above must run the unified backend, with the limit
+// files on the session and the child in a leaf below it, not silently another path.
+TEST_F(LimitsTest, Limits_UnifiedHostUsesTheV2PathWithTheChildInALeaf) {
+    if (host_.layout != CgroupLayout::unified) GTEST_SKIP() << "host is hybrid: the v1 path";
+    EXPECT_EQ(backend_->name(), "unified");
+    if (!backend_->support().get(LimitKind::pids).enforceable)
+        GTEST_SKIP() << "pids: " << backend_->support().get(LimitKind::pids).detail;
+    Limits limits;
+    limits.pids = 32;
+    ASSERT_TRUE(apply(limits));
+    auto pids_max = read_file(session_.path() + "/pids.max");
+    ASSERT_TRUE(pids_max) << pids_max.error().describe();
+    EXPECT_EQ(*pids_max, "32\n");
+    EXPECT_TRUE(limits_->join_fds().empty()) << "no v1 cgroups on a unified host";
+    PidRef child = start([] { ::pause(); });
+    ASSERT_TRUE(child.valid());
+    auto procs = read_file(task_.path() + "/cgroup.procs");
+    ASSERT_TRUE(procs);
+    EXPECT_EQ(*procs, std::to_string(child.pid()) + "\n") << "the child runs in the leaf";
+    auto usage = limits_->usage();
+    ASSERT_TRUE(usage.pids_current.has_value());
+    EXPECT_EQ(*usage.pids_current, 1u) << "the session's v2 pids.current counts it";
 }
 
 // The unified backend on this hybrid host: the v2 tree has none of our controllers (they are

@@ -4,6 +4,9 @@
 // at once, and nothing left in the cgroup tree or the state dir afterwards.
 #include "sessions/session_manager.hpp"
 
+#include "isolation/cgroup_placement.hpp"
+#include "isolation/systemd_scope.hpp"
+
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -61,7 +64,8 @@ class SessionManagerTest : public ::testing::Test {
   protected:
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root";
-        auto host = discover_cgroup_host();
+        // Placed as corrald is (issue 11.5): from a login shell's scope, below the root.
+        auto host = discover_placed_cgroup_host(PlacementOptions{false, "corral-test", scope_requester()});
         ASSERT_TRUE(host) << host.error().describe();
         char tmpl[] = "/tmp/corral-sm-test-XXXXXX";
         ASSERT_NE(::mkdtemp(tmpl), nullptr);
@@ -421,11 +425,23 @@ TEST_F(SessionManagerTest, SessionManager_CommandTimeoutGivesStatusTimeout) {
     polite.timeout = 200ms;
     ProcessInfo first = run(sid, polite);
     EXPECT_EQ(first.status(), "timeout");
-    ProcessRequest stubborn;  // ignores SIGTERM: cgroup.kill after the grace period
-    stubborn.command = "trap '' TERM; sleep 1000 & wait; wait";
-    stubborn.timeout = 200ms;
-    ProcessInfo second = run(sid, stubborn);
-    EXPECT_EQ(second.status(), "timeout");
+    // A shell that ignores SIGTERM gets cgroup.kill after the grace period. The timeout may fire
+    // before the shell has set its trap on a slow machine (the SIGTERM then ends it, still a
+    // timeout): "armed" on stdout proves the trap came first, so the timeout doubles until the
+    // SIGKILL path really ran, whatever the machine's speed.
+    ProcessInfo second;
+    bool trap_was_set = false;
+    for (auto timeout = 200ms; !trap_was_set && timeout <= 20s; timeout *= 2) {
+        ProcessRequest stubborn;
+        stubborn.command = "trap '' TERM; echo armed; sleep 1000 & wait; wait";
+        stubborn.timeout = timeout;
+        second = run(sid, stubborn);
+        EXPECT_EQ(second.status(), "timeout");
+        // SIGKILL also proves it: a TERM that came between trap and echo was ignored.
+        trap_was_set = output(sid, second.id) == "armed\n" || second.signal == SIGKILL;
+        if (!trap_was_set) EXPECT_EQ(second.signal, SIGTERM) << "timeout " << timeout.count();
+    }
+    ASSERT_TRUE(trap_was_set) << "the shell never set its trap before the timeout";
     EXPECT_EQ(second.signal, SIGKILL);
     // A leaf is removed once empty; `sleep` may outlive its shell by a moment after SIGTERM.
     EXPECT_TRUE(run_until([&] { return child_cgroups(session_cgroup(sid)).empty(); }))
@@ -654,10 +670,15 @@ TEST_F(SessionManagerTest, SessionManager_OomGroupEndsTheWholeSession) {
     ASSERT_TRUE(manager_->start_process(sid, ProcessRequest{.argv = {"sleep", "1000"}}));
     ASSERT_TRUE(manager_->start_process(
         sid, ProcessRequest{.command = "x=$(head -c 200M /dev/zero | tr '\\0' a)"}));
-    EXPECT_TRUE(run_until([&] {
-        auto info = manager_->get_session(sid);
-        return info && info->state == SessionState::ended;
-    })) << "the session outlived an OOM kill";
+    // A hang bound only: under the pure-v2 harness (TCG, ~10x slower) filling 32 MiB through a
+    // pipe took 15 s alone and more than 30 s beside other tests.
+    EXPECT_TRUE(run_until(
+        [&] {
+            auto info = manager_->get_session(sid);
+            return info && info->state == SessionState::ended;
+        },
+        180s))
+        << "the session outlived an OOM kill";
     auto info = manager_->get_session(sid);
     ASSERT_TRUE(info);
     EXPECT_EQ(info->end_reason, "oom");

@@ -3,8 +3,10 @@
 // way in for real exploits. Each attack is first run under the `none` preset (root, no filter) as
 // a control, so the test knows the attack itself works on this host.
 
+#include <fcntl.h>
 #include <signal.h>
 
+#include "base/error.hpp"
 #include "support/sandbox_harness.hpp"
 
 namespace corral::security {
@@ -64,10 +66,27 @@ TEST_P(SeccompBypass, NewUserNamespacesAreRefusedAndClone3IsENOSYS) {
 //   userfaultfd          stalls the kernel mid-copy to win races (used in CVE-2016-4557-era
 //   exploits) io_uring_setup       a stream of LPEs (CVE-2022-29582, CVE-2023-2598); disabled by
 //   Google open_by_handle_at    the "shocker" container escape (2014): opens host inodes by handle
+/// Whether the root directory can be named by a file handle here (not on 9p, for one).
+bool root_has_file_handles() {
+    struct {
+        file_handle handle;
+        unsigned char bytes[MAX_HANDLE_SZ];
+    } h{};
+    h.handle.handle_bytes = MAX_HANDLE_SZ;
+    int mount_id = 0;
+    return ::name_to_handle_at(AT_FDCWD, "/", &h.handle, &mount_id, 0) == 0;
+}
+
 TEST_P(SeccompBypass, DangerousKernelInterfacesAreDenied) {
     for (const char* name : {"keyctl", "add_key", "bpf", "perf_event_open", "userfaultfd",
                              "io_uring_setup", "open_by_handle_at"}) {
         SCOPED_TRACE(name);
+        // Issue 11.7: a root on a file system without file handles (9p, as under
+        // ../shared/vm/pure-v2) gives the control nothing to open; the kernel, not the filter,
+        // refuses it there. Last in the list, so the others have been checked.
+        if (std::string(name) == "open_by_handle_at" && !root_has_file_handles())
+            GTEST_SKIP() << "name_to_handle_at(\"/\") fails here (" << errno_name(errno)
+                         << "): the root's file system has no file handles (9p?)";
         auto control = attack("none", {"syscall", name});
         EXPECT_EQ(answers(control.out)[name], "ok") << "control (no filter): " << control.out;
         auto r = attack(GetParam(), {"syscall", name});
