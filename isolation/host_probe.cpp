@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,13 +72,22 @@ bool we_live_in(const std::string& dir) {
     return now && now->v2_own == dir;
 }
 
-/// Really enables `wanted` down to `<base>/corral-probe-<pid>/leaf`, the way a session's limits
-/// are, and returns what the leaf then offers. When this process lives in the base itself (a
-/// delegated cgroup we alone use), it steps into `<probe>/self` first, as corrald steps into its
-/// supervisor leaf, and afterwards turns the controllers it enabled off again and steps back (a
-/// process may not join a non-root cgroup whose subtree_control is set).
-Result<std::vector<std::string>> enable_in_probe(const CgroupHost& host, Cgroup& probe,
-                                                 const std::vector<std::string>& wanted) {
+/// What enable_in_probe found.
+struct ProbeOutcome {
+    Result<std::vector<std::string>> offered = std::vector<std::string>{};
+    /// This process could not step back out of the probe: the probe must not be removed (its
+    /// removal kills what is inside, us included).
+    bool stuck_inside = false;
+};
+
+/// Really enables `wanted` down to `<probe>/leaf`, the way a session's limits are, and returns
+/// what the leaf then offers. When this process lives in the base itself (a delegated cgroup we
+/// alone use), it steps into `<probe>/self` first, as corrald steps into its supervisor leaf, and
+/// afterwards turns off what it enabled and steps back (a process may not join a non-root cgroup
+/// whose subtree_control is set). `self` is a plain directory, never an owned Cgroup: its
+/// teardown would kill this process if stepping back had failed.
+ProbeOutcome enable_in_probe(const CgroupHost& host, Cgroup& probe,
+                             const std::vector<std::string>& wanted) {
     const std::string& base = host.v2_own;
     // The real root (no cgroup.type) is exempt from the rule: nothing to step out of, and its
     // subtree_control is never turned off again (the whole host may rely on it).
@@ -85,22 +95,29 @@ Result<std::vector<std::string>> enable_in_probe(const CgroupHost& host, Cgroup&
     const bool step_out = !base_is_root && we_live_in(base);
     std::string before;
     if (auto text = read_file(base + "/cgroup.subtree_control")) before = *text;
-    Cgroup self;
+    const std::string self = probe.path() + "/self";
+    ProbeOutcome outcome;
     if (step_out) {
-        auto child = probe.create_child("self");
-        if (!child) return std::move(child.error());
-        self = std::move(*child);
-        CORRAL_TRY(self.attach(::getpid()), "step out of `" + base + "`");
-    }
-    auto leaf = probe.create_child("leaf");
-    if (!leaf) return std::move(leaf.error());
-    auto enabled = enable_controllers_down_to(base, leaf->path(), wanted);
-    std::vector<std::string> offered;
-    if (enabled) {
-        if (auto text = read_file(leaf->path() + "/cgroup.controllers")) {
-            std::istringstream words(*text);
-            for (std::string word; words >> word;) offered.push_back(word);
+        if (::mkdir(self.c_str(), 0755) != 0) {
+            outcome.offered = sys_error("mkdir `" + self + "`");
+            return outcome;
         }
+        if (auto moved = write_file(self + "/cgroup.procs", "0"); !moved) {
+            outcome.offered = std::move(moved.error().context("step out of `" + base + "`"));
+            return outcome;
+        }
+    }
+    std::vector<std::string> offered;
+    Status enabled = plain_error("no leaf");
+    if (auto leaf = probe.create_child("leaf")) {
+        enabled = enable_controllers_down_to(base, leaf->path(), wanted);
+        if (enabled)
+            if (auto text = read_file(leaf->path() + "/cgroup.controllers")) {
+                std::istringstream words(*text);
+                for (std::string word; words >> word;) offered.push_back(word);
+            }
+    } else {
+        enabled = std::move(leaf.error());
     }
     if (step_out) {
         std::string off;  // only what this probe turned on
@@ -109,27 +126,41 @@ Result<std::vector<std::string>> enable_in_probe(const CgroupHost& host, Cgroup&
         for (const auto& controller : wanted)
             if (std::find(kept.begin(), kept.end(), controller) == kept.end())
                 off += (off.empty() ? "-" : " -") + controller;
-        (void)write_file(probe.path() + "/cgroup.subtree_control", off);
-        (void)write_file(base + "/cgroup.subtree_control", off);
-        if (auto back = Cgroup::open_unowned(base)) (void)back->attach(::getpid());
+        if (!off.empty()) {
+            (void)write_file(probe.path() + "/cgroup.subtree_control", off);
+            (void)write_file(base + "/cgroup.subtree_control", off);
+        }
+        if (auto back = write_file(base + "/cgroup.procs", "0"); !back) {
+            outcome.stuck_inside = true;
+            outcome.offered = std::move(back.error().context("step back into `" + base + "`"));
+            return outcome;
+        }
+        (void)::rmdir(self.c_str());
     }
-    if (!enabled) return std::move(enabled.error());
-    return offered;
+    if (!enabled) {
+        outcome.offered = std::move(enabled.error());
+        return outcome;
+    }
+    outcome.offered = std::move(offered);
+    return outcome;
 }
 
-void probe_controllers(HostProbe& probe, Cgroup& scratch) {
+/// Returns false when this process is stuck inside `scratch` (see ProbeOutcome).
+bool probe_controllers(HostProbe& probe, Cgroup& scratch) {
     const CgroupHost& host = *probe.cgroups;
     auto wanted = limit_controllers(host);
     if (wanted.empty()) {
-        probe.controller_probe_error = "`" + host.v2_own + "/cgroup.controllers` offers none of cpu, io, memory, pids";
-        return;
+        probe.controller_probe_error =
+            "`" + host.v2_own + "/cgroup.controllers` offers none of cpu, io, memory, pids";
+        return true;
     }
-    auto offered = enable_in_probe(host, scratch, wanted);
-    if (!offered) {
-        probe.controller_probe_error = offered.error().describe();
-        return;
+    auto outcome = enable_in_probe(host, scratch, wanted);
+    if (!outcome.offered) {
+        probe.controller_probe_error = outcome.offered.error().describe();
+        return !outcome.stuck_inside;
     }
-    probe.controllers_enabled = *offered;
+    probe.controllers_enabled = *outcome.offered;
+    return true;
 }
 
 /// A limit the backend would claim whose controller the probe could not really enable is not
@@ -168,9 +199,17 @@ void probe_cgroups(HostProbe& probe, const PlacementOptions& placement) {
     auto scratch = Cgroup::create(host->v2_own, "corral-probe-" + std::to_string(getpid()));
     if (scratch) {
         probe.cgroup_kill = cgroup_kill_supported(*scratch);
+        bool stepped_back = true;
         if (host->layout == CgroupLayout::unified && plan->mode != PlacementMode::unavailable)
-            probe_controllers(probe, *scratch);
-        (void)scratch->remove();
+            stepped_back = probe_controllers(probe, *scratch);
+        if (stepped_back) {
+            (void)scratch->remove();
+        } else {
+            // Never reached in practice (moving back into our own cgroup failed): leave the
+            // probe cgroup rather than have its teardown kill this process inside it.
+            probe.cgroup_error = "left `" + scratch->path() + "`: " + probe.controller_probe_error;
+            static_cast<void>(new Cgroup(std::move(*scratch)));
+        }
     } else {
         probe.cgroup_error = scratch.error().context("create a probe cgroup").describe();
     }

@@ -23,6 +23,8 @@ void print_cgroups(const HostProbe& probe) {
                     host.layout == CgroupLayout::unified ? "unified" : "hybrid",
                     host.v2_mount.c_str());
         std::printf("  own cgroup   %s\n", host.v2_own.c_str());
+        if (!host.v2_started_in.empty())
+            std::printf("  started in   %s\n", host.v2_started_in.c_str());
         std::printf("  cgroup.kill  %s\n", probe.cgroup_kill ? "yes" : "no (freeze fallback)");
         std::printf("  clone3 CLONE_INTO_CGROUP  %s\n",
                     probe.clone_into_cgroup ? "yes" : "no (attach fallback)");
