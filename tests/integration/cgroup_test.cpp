@@ -1,6 +1,7 @@
 // The v2 cgroup handle against the real kernel (root): a session's whole process tree, including
 // double-forked setsid daemons and trees that fork in a loop, is killed as one and removed.
 #include "isolation/cgroup.hpp"
+#include "isolation/cgroup_placement.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <ctime>
 #include <functional>
 
+#include "base/file_io.hpp"
 #include "isolation/pid_ref.hpp"
 #include "tests/integration/support/test_helpers.hpp"
 
@@ -251,6 +253,45 @@ TEST_F(CgroupTest, PidRef_TryWaitThenWaitReportTheSignal) {
     auto gone = child.send_signal(SIGTERM);
     ASSERT_FALSE(gone);
     EXPECT_EQ(gone.error().code, ESRCH);
+}
+
+}  // namespace
+}  // namespace corral
+
+namespace corral {
+namespace {
+
+// Security (issue 11.5): placing corral's cgroups moves no process but, where systemd hands out
+// a scope, corral's own. A sibling left in our cgroup stays exactly where it was, whatever the
+// plan (own here on hybrid machines; cgroupfs-root from a shared scope under pure-v2).
+TEST(CgroupPlacementOnTheRealHost, PlacingMovesNoOtherProcess) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+    auto host = discover_cgroup_host();
+    ASSERT_TRUE(host) << host.error().describe();
+    pid_t sibling = ::fork();
+    if (sibling == 0) {
+        ::pause();
+        ::_exit(0);
+    }
+    ASSERT_GT(sibling, 0);
+    auto cgroup_of = [](pid_t pid) {
+        auto text = read_file("/proc/" + std::to_string(pid) + "/cgroup");
+        return text ? *text : std::string("?");
+    };
+    const std::string sibling_before = cgroup_of(sibling);
+    const std::string self_before = cgroup_of(::getpid());
+    CgroupHost placed = *host;
+    auto plan = place_cgroups(placed, PlacementOptions{false, "corral-test", {}});
+    EXPECT_TRUE(plan) << plan.error().describe();
+    EXPECT_EQ(cgroup_of(sibling), sibling_before);
+    EXPECT_EQ(cgroup_of(::getpid()), self_before) << "no scope was asked for, so we stay too";
+    if (plan && plan->mode == PlacementMode::cgroupfs_root) {
+        EXPECT_EQ(placed.v2_own, placed.v2_mount);
+        EXPECT_EQ(placed.v2_started_in, host->v2_own);
+    }
+    if (plan && host->layout == CgroupLayout::hybrid) EXPECT_EQ(placed.v2_own, host->v2_own);
+    ::kill(sibling, SIGKILL);
+    ::waitpid(sibling, nullptr, 0);
 }
 
 }  // namespace

@@ -94,6 +94,31 @@ TEST_F(FakeCgroupTree, UnifiedLimits_EnableControllersOnEveryLevelAndWriteLimitF
     EXPECT_FALSE((*applied)->supervisor_must_end_session_on_oom());
 }
 
+// Issue 11.5: where no cgroup corral may use can have controllers (place_cgroups found none),
+// every limit says why, strict refuses it by name and nothing is written.
+TEST_F(FakeCgroupTree, UnifiedLimits_NoPlacementRefusesEveryLimitWithTheReason) {
+    host_.limits_unavailable = "`/x/session-1.scope` holds other processes (42)";
+    auto backend = make_unified_backend(host_);
+    for (LimitKind kind : {LimitKind::memory, LimitKind::pids, LimitKind::cpu}) {
+        EXPECT_FALSE(backend->support().get(kind).enforceable) << limit_name(kind);
+        EXPECT_EQ(backend->support().get(kind).detail, host_.limits_unavailable);
+    }
+    Limits limits;
+    limits.pids = 10;
+    auto refused = backend->apply(session(), "s1", limits, Enforcement::strict);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().describe().find("limit `pids` cannot be enforced"),
+              std::string::npos)
+        << refused.error().describe();
+    EXPECT_NE(refused.error().describe().find("holds other processes (42)"), std::string::npos);
+    EXPECT_EQ(contents(session_ / "pids.max"), "");
+    EXPECT_EQ(contents(own_ / "cgroup.subtree_control"), "");
+    auto lenient = backend->apply(session(), "s1", limits, Enforcement::best_effort);
+    ASSERT_TRUE(lenient) << lenient.error().describe();
+    ASSERT_EQ((*lenient)->not_enforced().size(), 1u);
+    EXPECT_EQ((*lenient)->not_enforced()[0], "pids: " + host_.limits_unavailable);
+}
+
 TEST_F(FakeCgroupTree, UnifiedLimits_ExplicitSwapIsWrittenAsIs) {
     Limits limits;
     limits.memory = 1ull << 30;
