@@ -175,6 +175,7 @@ void env_set(PolicyReader& r, const Entry& e, Policy& p) {
             ok = false;
             continue;
         }
+        if (!r.spend(var.value.Scalar().size())) return;  // aliases repeating a large value
         set[var.key.substr(e.key.size() + 1)] = var.value.Scalar();
     }
     if (ok) p.env.set = std::move(set);

@@ -3,11 +3,14 @@
 
 #include "policies/policy_parser.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <climits>
 #include <filesystem>
 
 #include "base/file_io.hpp"
+#include "base/unique_fd.hpp"
 #include "policies/policy_reader.hpp"
 #include "policies/presets.hpp"
 
@@ -24,11 +27,23 @@ struct Link {
     std::string display;  ///< what the user wrote or sees: "default", "ci/base.yaml"
 };
 
+// A policy written by someone who must not read the host's files (an API caller): its
+// `extends:` reaches presets and the daemon's policy dir only. Precedent: issue 10 item 2 —
+// `extends: /etc/shadow` in POST /v1/policies/validate quoted the file to any token, and a FIFO
+// or /dev/zero blocked corrald's event loop; compare CVE-2021-41091, where moby's data dir let
+// unprivileged users read and probe paths they should not have seen.
+struct Confinement {
+    int dir_fd = -1;  ///< O_PATH fd of the policy dir; -1: the daemon has none
+    std::string dir;  ///< its path, for diagnostics' file names
+};
+
 struct Document {
     std::string_view yaml;
     std::string source;    ///< diagnostics' file name
-    std::string base_dir;  ///< resolves relative `extends:` paths; empty when inline
+    std::string base_dir;  ///< resolves relative `extends:` paths; empty when inline. Confined:
+                           ///< relative to the policy dir ("" = its top)
     Link link;
+    const Confinement* confined = nullptr;  ///< set: extends reaches presets and the policy dir
 };
 
 PolicyParseResult parse_document(const Document& doc, std::vector<Link>& chain, bool outermost);
@@ -79,13 +94,86 @@ PolicyParseResult diagnostic_only(PolicyDiagnostic diagnostic) {
     return result;
 }
 
+// `target` relative to `base` within the policy dir, lexically; nullopt when it is absolute or
+// climbs out (the file system is not asked, so the answer tells nothing about the host).
+std::optional<std::string> beneath_path(const std::string& base, const std::string& target) {
+    if (target.empty() || target[0] == '/' || target.find('\0') != std::string::npos)
+        return std::nullopt;
+    fs::path path = (fs::path(base) / target).lexically_normal();
+    if (path.empty() || path == "." || *path.begin() == "..") return std::nullopt;
+    return path.string();
+}
+
+// Reads a policy of the policy dir; ENOENT is reported as nullopt with no error.
+Result<std::optional<Document>> read_dir_policy(const Confinement& confined,
+                                                const std::string& relative, std::string& content) {
+    if (confined.dir_fd < 0) return std::optional<Document>();
+    auto text = read_regular_file(confined.dir_fd, relative, kMaxPolicyBytes, PathScope::beneath);
+    if (!text) {
+        if (text.error().code == ENOENT || text.error().code == ENOTDIR)
+            return std::optional<Document>();
+        return std::move(text.error());
+    }
+    content = std::move(*text);
+    std::string dir = fs::path(relative).parent_path().string();
+    return std::optional<Document>(Document{content, confined.dir + "/" + relative, dir,
+                                            Link{"policy-dir:" + relative, relative}, &confined});
+}
+
+// The parent of a confined document: a preset, or a policy of the policy dir (by name, or by a
+// path relative to the extending file that stays inside the dir). Nothing else is opened.
+bool confined_parent(const detail::Entry& entry, const std::string& target, const Document& child,
+                     detail::PolicyReader& reader, Document& parent, std::string& content) {
+    const Confinement& confined = *child.confined;
+    const bool named = !looks_like_file(target);
+    if (named) {
+        if (auto yaml = preset_yaml(target)) {
+            parent = Document{*yaml, "preset:" + target, "", Link{"preset:" + target, target},
+                              &confined};
+            return true;
+        }
+    }
+    auto relative = beneath_path(named ? "" : child.base_dir, target);
+    if (!relative) {
+        reader.error(entry, "a policy given to the daemon may extend a preset (" + preset_list() +
+                                ") or a policy of its --policy-dir, by a name relative to that "
+                                "dir; absolute paths and `..` are refused");
+        return false;
+    }
+    std::vector<std::string> candidates;
+    if (named) {
+        candidates = {*relative + ".yaml", *relative + ".yml"};
+    } else {
+        candidates = {*relative};
+    }
+    for (const auto& candidate : candidates) {
+        auto found = read_dir_policy(confined, candidate, content);
+        if (!found) {
+            reader.error(entry, "cannot read the policy dir's `" + candidate +
+                                    "`: " + found.error().describe());
+            return false;
+        }
+        if (*found) {
+            parent = std::move(**found);
+            return true;
+        }
+    }
+    reader.error(entry, std::string(named ? "no preset and " : "") + "no policy `" + target +
+                            "` in the daemon's policy dir" +
+                            (confined.dir_fd < 0 ? " (it has none)" : "") +
+                            " (presets: " + preset_list() + ")");
+    return false;
+}
+
 // Parses the parent named by `extends:`; its diagnostics are the parent's own (its file).
 PolicyParseResult parse_parent(const detail::Entry& entry, const std::string& target,
                                const Document& child, std::vector<Link>& chain,
                                detail::PolicyReader& reader, std::string& parent_display) {
     Document parent;
     std::string content;
-    if (!looks_like_file(target)) {
+    if (child.confined) {
+        if (!confined_parent(entry, target, child, reader, parent, content)) return {};
+    } else if (!looks_like_file(target)) {
         auto yaml = preset_yaml(target);
         if (!yaml) {
             reader.error(entry, "unknown preset `" + target + "` (presets: " + preset_list() +
@@ -105,7 +193,7 @@ PolicyParseResult parse_parent(const detail::Entry& entry, const std::string& ta
             path = fs::path(child.base_dir) / path;
         }
         path = path.lexically_normal();
-        auto text = read_file(path.string());
+        auto text = read_regular_file(AT_FDCWD, path.string(), kMaxPolicyBytes);
         if (!text) {
             reader.error(entry, "cannot read parent policy (" + chain_text(chain, path.string()) +
                                     "): " + text.error().describe());
@@ -143,6 +231,15 @@ Policy resolve_base(const YAML::Node& root, const Document& doc, std::vector<Lin
         if (!target) return base;
         std::string parent_display;
         PolicyParseResult parent = parse_parent(entry, *target, doc, chain, reader, parent_display);
+        if (!parent.ok() && doc.confined && !parent.diagnostics.empty()) {
+            // The parent is not the caller's text: say that it is broken, never what it says.
+            const size_t count = parent.diagnostics.size();
+            reader.error(entry, "parent policy `" + *target + "` of the policy dir is invalid (" +
+                                    std::to_string(count) +
+                                    (count == 1 ? " problem" : " problems") +
+                                    "; GET /v1/policies lists them)");
+            return base;
+        }
         if (!parent.ok()) {
             if (!parent.diagnostics.empty()) {
                 std::string parent_source = parent.diagnostics.front().file;
@@ -164,6 +261,12 @@ Policy resolve_base(const YAML::Node& root, const Document& doc, std::vector<Lin
 PolicyParseResult parse_document(const Document& doc, std::vector<Link>& chain, bool outermost) {
     PolicyParseResult result;
     detail::PolicyReader reader(doc.source, result.diagnostics);
+    if (doc.yaml.size() > kMaxPolicyBytes) {
+        reader.error(YAML::Mark::null_mark(), "",
+                     "policy is " + std::to_string(doc.yaml.size()) +
+                         " bytes, more than the limit of " + std::to_string(kMaxPolicyBytes));
+        return result;
+    }
     YAML::Node root;
     try {
         std::vector<YAML::Node> documents = YAML::LoadAll(std::string(doc.yaml));
@@ -192,6 +295,7 @@ PolicyParseResult parse_document(const Document& doc, std::vector<Link>& chain, 
     detail::apply_policy_keys(root, policy, reader);
     if (outermost) detail::check_resolved_policy(policy, reader);
     sort_by_position(result.diagnostics);
+    reader.note_suppressed();
     // The parent's problems come first: they are usually the cause of the child's.
     result.diagnostics.insert(result.diagnostics.begin(), parent_diagnostics.begin(),
                               parent_diagnostics.end());
@@ -232,7 +336,7 @@ PolicyParseResult parse_policy(std::string_view yaml, const std::string& source_
 }
 
 PolicyParseResult parse_policy_file(const std::string& path) {
-    auto text = read_file(path);
+    auto text = read_regular_file(AT_FDCWD, path, kMaxPolicyBytes);
     if (!text) {
         return diagnostic_only(
             PolicyDiagnostic{path, 0, 0, "", "cannot read policy: " + text.error().describe()});
@@ -244,7 +348,11 @@ PolicyParseResult parse_policy_file(const std::string& path) {
 
 PolicyParseResult load_policy(const std::string& file_or_preset) {
     std::error_code ec;
-    if (looks_like_file(file_or_preset) || fs::is_regular_file(file_or_preset, ec)) {
+    // Anything but a directory by that name is the file meant (a FIFO then gets a clear "not a
+    // regular file" rather than "no preset").
+    const auto status = fs::symlink_status(file_or_preset, ec);
+    const bool exists = !ec && fs::exists(status) && !fs::is_directory(status);
+    if (looks_like_file(file_or_preset) || exists) {
         return parse_policy_file(file_or_preset);
     }
     if (auto yaml = preset_yaml(file_or_preset)) {
@@ -254,6 +362,68 @@ PolicyParseResult load_policy(const std::string& file_or_preset) {
     return diagnostic_only(
         PolicyDiagnostic{file_or_preset, 0, 0, "",
                          "no policy file or preset of that name (presets: " + preset_list() + ")"});
+}
+
+namespace {
+
+Confinement open_confinement(const std::string& policy_dir, UniqueFd& holder) {
+    Confinement confined;
+    confined.dir = policy_dir;
+    if (!policy_dir.empty()) {
+        holder = UniqueFd(::open(policy_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        confined.dir_fd = holder.get();
+    }
+    return confined;
+}
+
+bool valid_policy_name(const std::string& name) {
+    if (name.empty() || name.size() > 255 || name[0] == '.') return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    });
+}
+
+}  // namespace
+
+PolicyParseResult parse_confined_policy(std::string_view yaml, const std::string& source_name,
+                                        const std::string& policy_dir) {
+    UniqueFd dir_fd;
+    const Confinement confined = open_confinement(policy_dir, dir_fd);
+    return parse_outermost(
+        Document{yaml, source_name, "", Link{source_name, source_name}, &confined});
+}
+
+PolicyParseResult load_named_policy(const std::string& name, const std::string& policy_dir) {
+    if (!valid_policy_name(name)) {
+        return diagnostic_only(PolicyDiagnostic{
+            "<policy>", 0, 0, "policy",
+            "`" + name + "` is not a policy name: name a preset (" + preset_list() +
+                ") or a policy of the daemon's --policy-dir ([A-Za-z0-9._-]); paths are not "
+                "accepted (send your own policy as policyYaml)"});
+    }
+    UniqueFd dir_fd;
+    const Confinement confined = open_confinement(policy_dir, dir_fd);
+    std::vector<std::string> candidates = {name + ".yaml", name + ".yml"};
+    if (looks_like_file(name)) candidates.insert(candidates.begin(), name);
+    for (const auto& candidate : candidates) {
+        std::string content;
+        auto found = read_dir_policy(confined, candidate, content);
+        if (!found) {
+            return diagnostic_only(
+                PolicyDiagnostic{policy_dir + "/" + candidate, 0, 0, "",
+                                 "cannot read policy: " + found.error().describe()});
+        }
+        if (*found) return parse_outermost(**found);
+    }
+    if (auto yaml = preset_yaml(name)) {
+        return parse_outermost(
+            Document{*yaml, "preset:" + name, "", Link{"preset:" + name, name}, &confined});
+    }
+    return diagnostic_only(PolicyDiagnostic{
+        "<policy>", 0, 0, "policy",
+        "no policy `" + name +
+            "` in the daemon's policy dir and no preset of that name (presets: " + preset_list() +
+            ")"});
 }
 
 }  // namespace corral

@@ -51,13 +51,34 @@ struct PolicyParseResult {
     std::string format_errors() const;
 };
 
-/// Parses YAML text. `source_name` is used in diagnostics; `base_dir` resolves relative
-/// `extends:` file paths (empty: extends may only name presets).
+/// The largest policy document corral reads (a request body, a file, a parent): 1 MiB. Larger
+/// ones are refused with a diagnostic saying so, before any parsing.
+inline constexpr size_t kMaxPolicyBytes = 1u << 20;
+
+/// Parses YAML text written by the user running this program (`corral`): `extends:` may name
+/// any file they can read. `source_name` is used in diagnostics; `base_dir` resolves relative
+/// `extends:` file paths (empty: relative paths are refused). Files are read with
+/// read_regular_file(): FIFOs, devices and sockets are refused, and so are files over the limit.
 PolicyParseResult parse_policy(std::string_view yaml, const std::string& source_name,
                                const std::string& base_dir = "");
 
-/// Reads and parses a file.
+/// Reads and parses a file (a regular file of at most kMaxPolicyBytes).
 PolicyParseResult parse_policy_file(const std::string& path);
+
+/// Parses a policy from someone who must not read the host's files: a caller of corrald's API.
+/// Its `extends:` may name a preset or a policy of `policy_dir` (the daemon's --policy-dir; ""
+/// for none): a name (`team` = team.yaml or team.yml, when no preset has the name) or a path
+/// relative to the extending document that stays inside the dir. Absolute paths and `..` are
+/// refused without asking the file system (so the answer says nothing about which host paths
+/// exist); dir entries are opened with openat2(RESOLVE_BENEATH), so a symlink cannot lead out.
+/// A parent of the dir that is invalid is reported as such, with the number of its problems, but
+/// its diagnostics (its text) are not passed on: the caller sees only their own text quoted.
+PolicyParseResult parse_confined_policy(std::string_view yaml, const std::string& source_name,
+                                        const std::string& policy_dir);
+/// The policy an API caller names: <policy_dir>/NAME.yaml (or .yml, or NAME itself when it ends
+/// so), else the preset NAME; confined as parse_confined_policy(). A name holding `/` (a path) is
+/// refused with a diagnostic on key `policy`.
+PolicyParseResult load_named_policy(const std::string& name, const std::string& policy_dir);
 
 /// Resolves what a user typed after --policy: an existing file path, else a preset name.
 PolicyParseResult load_policy(const std::string& file_or_preset);

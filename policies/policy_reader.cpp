@@ -42,6 +42,19 @@ PolicyReader::PolicyReader(std::string source, std::vector<PolicyDiagnostic>& ou
     : source_(std::move(source)), out_(out) {}
 
 void PolicyReader::error(const YAML::Mark& mark, std::string key, std::string message) {
+    if (recorded_ >= kMaxDiagnostics) {
+        ++suppressed_;
+        return;
+    }
+    ++recorded_;
+    if (message.size() > kMaxMessageBytes) {
+        size_t cut = kMaxMessageBytes;
+        // Do not split a UTF-8 sequence: back up over continuation bytes.
+        while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+        message.resize(cut);
+        message += "... (cut)";
+    }
+    if (key.size() > kMaxMessageBytes) key.resize(kMaxMessageBytes);
     PolicyDiagnostic diagnostic;
     diagnostic.file = source_;
     if (!mark.is_null()) {
@@ -55,6 +68,27 @@ void PolicyReader::error(const YAML::Mark& mark, std::string key, std::string me
 
 void PolicyReader::error(const Entry& entry, std::string message) {
     error(entry.mark(), entry.key, std::move(message));
+}
+
+void PolicyReader::note_suppressed() {
+    if (suppressed_ == 0) return;
+    PolicyDiagnostic diagnostic;
+    diagnostic.file = source_;
+    diagnostic.message = std::to_string(suppressed_) + " more problems not shown (the first " +
+                         std::to_string(kMaxDiagnostics) + " are)";
+    out_.push_back(std::move(diagnostic));
+    suppressed_ = 0;
+}
+
+bool PolicyReader::spend(size_t units) {
+    if (exhausted_) return false;
+    spent_ += units;
+    if (spent_ <= kReadBudget) return true;
+    exhausted_ = true;
+    error(YAML::Mark::null_mark(), "",
+          "the document refers to more than " + std::to_string(kReadBudget >> 20) +
+              " MiB of values (YAML aliases repeating large values?); not read further");
+    return false;
 }
 
 void PolicyReader::note_key(const std::string& key, const YAML::Mark& mark) {
@@ -77,6 +111,7 @@ std::vector<Entry> PolicyReader::entries(const Entry& map,
     }
     std::set<std::string> seen;
     for (auto it = map.value.begin(); it != map.value.end(); ++it) {
+        if (!spend(1 + (it->first.IsScalar() ? it->first.Scalar().size() : 0))) break;
         // A copy: `it->first` lives in a proxy that dies at the end of the statement.
         YAML::Node key = it->first;
         if (!key.IsScalar()) {
@@ -110,6 +145,7 @@ std::vector<Entry> PolicyReader::free_entries(const Entry& map,
     }
     std::set<std::string> seen;
     for (auto it = map.value.begin(); it != map.value.end(); ++it) {
+        if (!spend(1 + (it->first.IsScalar() ? it->first.Scalar().size() : 0))) break;
         // A copy: `it->first` lives in a proxy that dies at the end of the statement.
         YAML::Node key = it->first;
         if (!key.IsScalar()) {
@@ -136,6 +172,7 @@ std::optional<std::string> PolicyReader::scalar(const Entry& entry, std::string_
         error(entry, "expected " + std::string(expected));
         return std::nullopt;
     }
+    if (!spend(entry.value.Scalar().size() + 1)) return std::nullopt;
     return entry.value.Scalar();
 }
 
@@ -196,6 +233,14 @@ std::optional<Millis> PolicyReader::duration(const Entry& entry) {
     if (!value) {
         error(entry, "bad duration " + quoted(*text) +
                          " (expected e.g. 250ms, 30s, 10m, 1h30m, 1d; or 0)");
+        return value;
+    }
+    // A bound far below what a timer's nanoseconds can hold: `99999999d` would otherwise
+    // overflow steady_clock arithmetic and fire at once (issue 12 item 5).
+    constexpr Millis kMaxDuration = std::chrono::hours(24 * 365);
+    if (*value > kMaxDuration) {
+        error(entry, "out of range: " + quoted(*text) + " is longer than 365d");
+        return std::nullopt;
     }
     return value;
 }
@@ -222,6 +267,7 @@ std::optional<std::vector<std::string>> PolicyReader::string_list(
     }
     bool ok = true;
     for (size_t i = 0; i < entry.value.size(); ++i) {
+        if (!spend(1)) return std::nullopt;
         Entry item = entry.child(entry.value[i], "[" + std::to_string(i) + "]");
         auto text = scalar(item, "a string");
         if (!text) {

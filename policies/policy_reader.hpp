@@ -33,7 +33,9 @@ class PolicyReader {
   public:
     PolicyReader(std::string source, std::vector<PolicyDiagnostic>& out);
 
-    /// Records a problem at `mark` (0-based, as yaml-cpp gives it).
+    /// Records a problem at `mark` (0-based, as yaml-cpp gives it). Bounded, so that no document
+    /// can make its diagnostics larger than itself many times over: the first kMaxDiagnostics are
+    /// kept (each message cut at kMaxMessageBytes), later ones only counted (see note_suppressed).
     void error(const YAML::Mark& mark, std::string key, std::string message);
     /// Records a problem with an entry's value.
     void error(const Entry& entry, std::string message);
@@ -42,6 +44,17 @@ class PolicyReader {
     /// Where `key` was written in this document, if it was.
     std::optional<YAML::Mark> where(const std::string& key) const;
     const std::string& source() const { return source_; }
+    /// Adds one diagnostic saying how many were not kept, if any were dropped.
+    void note_suppressed();
+    /// Charges `units` (bytes of a value read, or one per entry) against the document's reading
+    /// budget. YAML aliases let a short document name one large value many times (the
+    /// "billion laughs" attack on XML entities, CVE-2003-1564, works the same way with anchors);
+    /// past kReadBudget the reader records one error and reads nothing more.
+    bool spend(size_t units);
+
+    static constexpr size_t kMaxDiagnostics = 100;
+    static constexpr size_t kMaxMessageBytes = 1024;
+    static constexpr size_t kReadBudget = 16u << 20;
 
     /// A map's entries, after checking the node is a map, its keys are strings, unique and among
     /// `known`. A null node is an empty map (`limits:` with nothing under it).
@@ -72,6 +85,10 @@ class PolicyReader {
     std::string source_;
     std::vector<PolicyDiagnostic>& out_;
     std::map<std::string, YAML::Mark> marks_;
+    size_t recorded_ = 0;
+    size_t suppressed_ = 0;
+    size_t spent_ = 0;
+    bool exhausted_ = false;
 };
 
 /// Applies every key of a policy document except `extends` onto `policy` (each key present

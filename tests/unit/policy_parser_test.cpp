@@ -391,6 +391,154 @@ TEST(PolicyExtends, MissingParentIsAnErrorNamingTheChain) {
     EXPECT_THAT(errors, HasSubstr("ENOENT"));
 }
 
+// ---- confined: policies sent to the daemon (issue 10 item 2) ----
+
+TEST(ConfinedPolicy, AbsoluteAndClimbingParentsAreRefusedWithoutLookingAtThem) {
+    TempDir dir;
+    TempDir outside;
+    std::string secret = outside.write("secret.yaml", "name: SECRET-CONTENT\n");
+    for (const std::string& target :
+         {secret, std::string("/etc/shadow"),
+          std::string("../") + outside.path().filename().string() + "/secret.yaml",
+          std::string("a/../../x.yaml")}) {
+        PolicyParseResult result = parse_confined_policy(std::string("extends: ") + target + "\n",
+                                                         "<request>", dir.path().string());
+        ASSERT_EQ(result.diagnostics.size(), 1u) << result.format_errors();
+        EXPECT_EQ(result.diagnostics[0].key, "extends");
+        EXPECT_THAT(result.diagnostics[0].message,
+                    HasSubstr("absolute paths and `..` are refused"));
+        EXPECT_THAT(result.format_errors(), ::testing::Not(HasSubstr("SECRET")));
+    }
+}
+
+TEST(ConfinedPolicy, PresetsNamesAndRelativePathsInsideTheDir) {
+    TempDir dir;
+    dir.write("base.yaml", "extends: strict\nlimits: { pids: 42 }\n");
+    dir.write("teams/web.yml", "extends: ../base.yaml\n");
+    const std::string root = dir.path().string();
+    for (const char* target : {"base", "base.yaml", "teams/web.yml"}) {
+        PolicyParseResult result =
+            parse_confined_policy(std::string("extends: ") + target + "\n", "<r>", root);
+        ASSERT_TRUE(result.ok()) << target << ": " << result.format_errors();
+        EXPECT_EQ(result.policy->limits.pids, 42u);
+    }
+    EXPECT_TRUE(parse_confined_policy("extends: strict\n", "<r>", root).ok());
+    EXPECT_TRUE(parse_confined_policy("extends: strict\n", "<r>", "").ok());
+    PolicyParseResult missing = parse_confined_policy("extends: nothing\n", "<r>", root);
+    ASSERT_EQ(missing.diagnostics.size(), 1u);
+    EXPECT_THAT(missing.diagnostics[0].message, HasSubstr("no policy `nothing`"));
+}
+
+TEST(ConfinedPolicy, SymlinksOutOfTheDirAreNotFollowed) {
+    TempDir dir;
+    TempDir outside;
+    std::string secret = outside.write("secret.yaml", "name: SECRET-CONTENT\nbogus: 1\n");
+    fs::create_symlink(secret, dir.path() / "abs.yaml");
+    fs::create_symlink("../" + outside.path().filename().string() + "/secret.yaml",
+                       dir.path() / "rel.yaml");
+    for (const char* target : {"abs", "rel.yaml"}) {
+        PolicyParseResult result = parse_confined_policy(std::string("extends: ") + target + "\n",
+                                                         "<r>", dir.path().string());
+        ASSERT_FALSE(result.ok());
+        EXPECT_THAT(result.format_errors(), HasSubstr("leads outside its directory"));
+        EXPECT_THAT(result.format_errors(), ::testing::Not(HasSubstr("SECRET")));
+    }
+}
+
+TEST(ConfinedPolicy, AnInvalidParentIsSummarizedNotQuoted) {
+    TempDir dir;
+    dir.write("broken.yaml", "limits: { pids: SECRET-VALUE }\n");
+    PolicyParseResult result =
+        parse_confined_policy("extends: broken\n", "<r>", dir.path().string());
+    ASSERT_EQ(result.diagnostics.size(), 1u) << result.format_errors();
+    EXPECT_EQ(result.diagnostics[0].file, "<r>");
+    EXPECT_THAT(result.diagnostics[0].message,
+                HasSubstr("parent policy `broken` of the policy dir is invalid (1 problem"));
+    EXPECT_THAT(result.format_errors(), ::testing::Not(HasSubstr("SECRET")));
+}
+
+TEST(ConfinedPolicy, NonRegularFilesInTheDirAreRefused) {
+    TempDir dir;
+    ASSERT_EQ(::mkfifo((dir.path() / "pipe.yaml").c_str(), 0600), 0);
+    fs::create_directories(dir.path() / "sub.yaml");
+    PolicyParseResult fifo = parse_confined_policy("extends: pipe\n", "<r>", dir.path().string());
+    EXPECT_THAT(fifo.format_errors(), HasSubstr("is a FIFO, not a regular file"));
+    PolicyParseResult sub =
+        parse_confined_policy("extends: sub.yaml\n", "<r>", dir.path().string());
+    EXPECT_THAT(sub.format_errors(), HasSubstr("is a directory"));
+}
+
+TEST(NamedPolicy, NamesThePolicyDirThenPresetsAndRefusesPaths) {
+    TempDir dir;
+    dir.write("team.yaml", "extends: none\n");
+    dir.write("strict.yaml", "extends: none\nlimits: { pids: 5 }\n");  // the dir wins
+    const std::string root = dir.path().string();
+    EXPECT_EQ(load_named_policy("team", root).policy->name, "team");
+    EXPECT_EQ(load_named_policy("strict", root).policy->limits.pids, 5u);
+    EXPECT_TRUE(load_named_policy("default", root).ok());
+    EXPECT_TRUE(load_named_policy("default", "").ok());
+    for (const char* path : {"/etc/shadow", "../team", "./team", ".hidden", ""}) {
+        PolicyParseResult refused = load_named_policy(path, root);
+        ASSERT_EQ(refused.diagnostics.size(), 1u) << path;
+        EXPECT_EQ(refused.diagnostics[0].key, "policy");
+        EXPECT_THAT(refused.diagnostics[0].message, HasSubstr("is not a policy name"));
+    }
+    EXPECT_THAT(load_named_policy("nope", root).format_errors(), HasSubstr("no policy `nope`"));
+}
+
+// ---- bounds: size, aliases, diagnostics, durations ----
+
+TEST(PolicyBounds, DocumentsOverOneMebibyteAreRefusedBeforeParsing) {
+    std::string big = "name: big\n# " + std::string(kMaxPolicyBytes, 'x') + "\n";
+    PolicyParseResult result = parse(big);
+    ASSERT_EQ(result.diagnostics.size(), 1u);
+    EXPECT_THAT(result.diagnostics[0].message, HasSubstr("more than the limit of 1048576"));
+}
+
+TEST(PolicyBounds, FilesAreReadOnlyWhenRegularAndSmall) {
+    TempDir dir;
+    std::string big = dir.write("big.yaml", std::string(kMaxPolicyBytes + 1, '#'));
+    EXPECT_THAT(parse_policy_file(big).format_errors(), HasSubstr("more than the limit"));
+    EXPECT_THAT(parse_policy_file("/dev/zero").format_errors(), HasSubstr("character device"));
+    std::string child = dir.write("child.yaml", "extends: /dev/zero\n");
+    EXPECT_THAT(parse_policy_file(child).format_errors(), HasSubstr("character device"));
+    ASSERT_EQ(::mkfifo((dir.path() / "fifo").c_str(), 0600), 0);
+    // Without a slash or .yaml it is still the file meant, not a preset.
+    ASSERT_EQ(::chdir(dir.path().c_str()), 0);
+    EXPECT_THAT(load_policy("fifo").format_errors(), HasSubstr("FIFO"));
+    ASSERT_EQ(::chdir("/"), 0);
+}
+
+TEST(PolicyBounds, AliasesCannotMultiplyTheWorkOrTheDiagnostics) {
+    // Billion laughs with YAML anchors: one 100 KB value named 5,000 times.
+    std::string bomb = "x: &v \"" + std::string(100000, 'a') + "\"\n";
+    PolicyParseResult unknown = parse(bomb);  // `x` is unknown: still one diagnostic
+    EXPECT_EQ(unknown.diagnostics.size(), 1u);
+    bomb = "v: &v \"" + std::string(100000, 'a') + "\"\nfilesystem:\n  hidden: [*v";
+    for (int i = 0; i < 5000; ++i) bomb += ", *v";
+    bomb += "]\n";
+    PolicyParseResult result = parse(bomb);
+    ASSERT_FALSE(result.ok());
+    size_t total = 0;
+    for (const auto& d : result.diagnostics) total += d.message.size();
+    EXPECT_LE(result.diagnostics.size(), 102u);
+    EXPECT_LT(total, 200000u);
+    EXPECT_THAT(result.format_errors(), HasSubstr("more problems not shown"));
+    std::string env = "env:\n  set:\n";
+    std::string anchor = "    A0: &v \"" + std::string(400000, 'a') + "\"\n";
+    env += anchor;
+    for (int i = 1; i < 30000; ++i) env += "    A" + std::to_string(i) + ": *v\n";
+    ASSERT_LT(env.size(), kMaxPolicyBytes);
+    EXPECT_THAT(parse(env).format_errors(), HasSubstr("YAML aliases"));
+}
+
+TEST(PolicyBounds, DurationsBeyondAYearAreOutOfRange) {
+    expect_error("timeouts: { command: 999999999d }\n", 1, 22, "timeouts.command",
+                 "longer than 365d");
+    EXPECT_EQ(parse_ok("timeouts: { session: 365d }\n").timeouts.session,
+              Millis(365LL * 24 * 3600 * 1000));
+}
+
 // ---- loading and writing ----
 
 TEST(LoadPolicy, PresetNameFileOrAListOfPresets) {
