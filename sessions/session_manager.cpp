@@ -108,20 +108,15 @@ const std::string& SessionManager::sessions_cgroup_path() const {
     return sessions_cgroup_.path();
 }
 
-// A named policy is looked up in the policy dir first (<dir>/<name>.yaml), then as a preset or
-// path.
+// A named policy is looked up in the policy dir first (<dir>/<name>.yaml), then as a preset;
+// paths are refused and inline policies extend presets and the policy dir only (issue 10.2).
 static PolicyParseResult resolve_policy(const SessionManagerConfig& config,
                                         const CreateSessionRequest& request) {
+    if (request.resolved_policy) return PolicyParseResult{request.resolved_policy, {}};
     if (!request.policy_yaml.empty())
-        return parse_policy(request.policy_yaml, "<inline>", config.policy_dir);
-    const std::string name = request.policy.empty() ? "default" : request.policy;
-    if (!config.policy_dir.empty() && name.find('/') == std::string::npos) {
-        for (const char* ext : {".yaml", ".yml"}) {
-            const std::string path = config.policy_dir + "/" + name + ext;
-            if (::access(path.c_str(), R_OK) == 0) return parse_policy_file(path);
-        }
-    }
-    return load_policy(name);
+        return parse_confined_policy(request.policy_yaml, "<inline>", config.policy_dir);
+    return load_named_policy(request.policy.empty() ? "default" : request.policy,
+                             config.policy_dir);
 }
 
 Result<std::string> SessionManager::new_session_id(const std::string& requested) {

@@ -41,12 +41,15 @@ struct TokenGrant {
 
 /// POST /v1/sessions.
 struct CreateSessionRequest {
-    std::string policy;       ///< preset name, name in the policy dir, or file path; "" = "default"
+    std::string policy;       ///< preset name or name in the policy dir (no paths); "" = "default"
     std::string policy_yaml;  ///< inline YAML; wins over `policy` when non-empty
     std::string id;           ///< requested id ([A-Za-z0-9_-]{1,64}); "" = generated
     std::map<std::string, std::string> env;  ///< session env on top of the policy's
     std::string cwd;  ///< default cwd of commands: relative = inside the session root
     std::optional<Millis> command_timeout;  ///< overrides policy timeouts.command; 0 = none
+    /// The policy already resolved from `policy`/`policy_yaml` (corrald parses off its event
+    /// loop); when set, the manager uses it instead of parsing again.
+    std::optional<Policy> resolved_policy;
 };
 
 /// PATCH /v1/sessions/{sid}/env.

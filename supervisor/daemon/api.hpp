@@ -18,6 +18,7 @@
 #include "supervisor/daemon/exchange.hpp"
 #include "supervisor/daemon/json_fields.hpp"
 #include "supervisor/daemon/metrics.hpp"
+#include "supervisor/daemon/off_loop.hpp"
 #include "supervisor/daemon/router.hpp"
 
 namespace corral::daemon {
@@ -93,11 +94,15 @@ class Api {
     asio::awaitable<std::optional<std::pair<Result<ProcessInfo>, bool>>> await_process(
         const std::string& sid, const std::string& proc, std::optional<Millis> timeout);
 
+    /// Resolves a session's policy (inline or by name) on a worker thread.
+    asio::awaitable<Policy> resolve_session_policy(const CreateSessionRequest& request);
+
     SessionManager& sessions_;
     WaitRegistry& waits_;
     ApiOptions options_;
     Router router_;
     RequestMetrics request_metrics_;
+    OffLoop off_loop_{waits_};  ///< policy parsing and policy-dir reads, off the event loop
 };
 
 /// Limits of request bodies read whole (JSON, stdin writes, policy YAML).
@@ -110,6 +115,8 @@ const std::string& required_query(const Exchange& ex, const char* name);
 bool query_flag(const Exchange& ex, const char* name);
 /// An unsigned integer query parameter (nullopt when absent); 400 naming it when malformed.
 std::optional<uint64_t> query_number(const Exchange& ex, const char* name);
+/// A duration query parameter in ms (timeoutMs); 400 naming it when malformed or over kMaxMillis.
+std::optional<Millis> query_millis(const Exchange& ex, const char* name);
 /// Unwraps a manager Result or throws its mapped ApiError.
 template <class T>
 T take(Result<T> result) {

@@ -9,12 +9,7 @@ namespace corral::daemon {
 asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&, const Caller&) {
     const std::string body = co_await ex.read_body(kJsonBodyLimit);
     CreateSessionRequest request = parse_create_session(body);
-    if (!request.policy_yaml.empty()) {
-        // Parse here too, to answer with structured line:column diagnostics rather than the
-        // manager's one-line message.
-        auto parsed = parse_policy(request.policy_yaml, "<policyYaml>", options_.policy_dir);
-        if (!parsed.ok()) throw ApiFailure(policy_error(parsed.diagnostics));
-    }
+    request.resolved_policy = co_await resolve_session_policy(request);
     auto created = take(sessions_.create_session(request));
     nlohmann::json out = session_json(created.info);
     out["token"] = created.full_token;

@@ -32,6 +32,13 @@ nlohmann::json diagnostics_json(const std::vector<PolicyDiagnostic>& diagnostics
     return policy_error(diagnostics).diagnostics;
 }
 
+/// The value of finished off-loop work; 503 when shutdown interrupted the wait.
+template <class T>
+T off_loop_result(std::optional<T> value) {
+    if (!value) throw ApiFailure({503, "shutting_down", "corrald is shutting down", nullptr});
+    return std::move(*value);
+}
+
 }  // namespace
 
 asio::awaitable<void> Api::health(Exchange& ex, const RouteParams&, const Caller&) {
@@ -56,36 +63,68 @@ asio::awaitable<void> Api::health(Exchange& ex, const RouteParams&, const Caller
 }
 
 asio::awaitable<void> Api::list_policies(Exchange& ex, const RouteParams&, const Caller&) {
-    nlohmann::json presets = nlohmann::json::array();
-    for (const auto& name : preset_names())
-        presets.push_back({{"name", name}, {"source", "preset"}});
-    nlohmann::json named = nlohmann::json::array();
-    for (const auto& name : policy_files(options_.policy_dir)) {
-        const std::string path = options_.policy_dir + "/" + name + ".yaml";
-        auto parsed = parse_policy_file(path);
-        nlohmann::json entry = {{"name", name}, {"source", path}, {"valid", parsed.ok()}};
-        if (!parsed.ok()) entry["diagnostics"] = diagnostics_json(parsed.diagnostics);
-        named.push_back(std::move(entry));
-    }
-    nlohmann::json reply = {{"presets", std::move(presets)}, {"policies", std::move(named)}};
+    // Reading and parsing the dir's files is off the loop: they are the operator's, but a slow
+    // disk or a large file must not stall every other client.
+    const std::string dir = options_.policy_dir;
+    auto list = [dir] {
+        nlohmann::json presets = nlohmann::json::array();
+        for (const auto& name : preset_names())
+            presets.push_back({{"name", name}, {"source", "preset"}});
+        nlohmann::json named = nlohmann::json::array();
+        for (const auto& name : policy_files(dir)) {
+            auto parsed = load_named_policy(name, dir);
+            nlohmann::json entry = {
+                {"name", name}, {"source", dir + "/" + name + ".yaml"}, {"valid", parsed.ok()}};
+            if (!parsed.ok()) entry["diagnostics"] = diagnostics_json(parsed.diagnostics);
+            named.push_back(std::move(entry));
+        }
+        return nlohmann::json{{"presets", std::move(presets)}, {"policies", std::move(named)}};
+    };
+    auto listed = co_await off_loop_.run(list);
+    const nlohmann::json reply = off_loop_result(std::move(listed));
     co_await ex.send_json(200, reply);
 }
 
 asio::awaitable<void> Api::validate_policy(Exchange& ex, const RouteParams&, const Caller&) {
-    // The body is the YAML itself (what `corral policy check` reads from a file).
-    const std::string yaml = co_await ex.read_body(kJsonBodyLimit);
-    auto parsed = parse_policy(yaml, "<request>", options_.policy_dir);
-    if (!parsed.ok()) {
-        nlohmann::json reply = {{"valid", false},
-                                {"diagnostics", diagnostics_json(parsed.diagnostics)},
-                                {"message", parsed.format_errors()}};
-        co_await ex.send_json(200, reply);
-        co_return;
-    }
-    nlohmann::json reply = {{"valid", true},
-                            {"name", parsed.policy->name},
-                            {"resolvedYaml", policy_to_yaml(*parsed.policy)}};
+    // The body is the YAML itself (what `corral policy check` reads from a file). Its size is
+    // capped before it is read whole, and it is parsed confined (extends reaches presets and the
+    // policy dir only) on a worker thread, so no body can read host files or hold the loop.
+    const std::string yaml = co_await ex.read_body(kMaxPolicyBytes, "policy");
+    const std::string dir = options_.policy_dir;
+    auto validate = [yaml, dir] {
+        auto parsed = parse_confined_policy(yaml, "<request>", dir);
+        if (!parsed.ok()) {
+            return nlohmann::json{{"valid", false},
+                                  {"diagnostics", diagnostics_json(parsed.diagnostics)},
+                                  {"message", parsed.format_errors()}};
+        }
+        return nlohmann::json{{"valid", true},
+                              {"name", parsed.policy->name},
+                              {"resolvedYaml", policy_to_yaml(*parsed.policy)}};
+    };
+    auto validated = co_await off_loop_.run(validate);
+    const nlohmann::json reply = off_loop_result(std::move(validated));
     co_await ex.send_json(200, reply);
+}
+
+asio::awaitable<Policy> Api::resolve_session_policy(const CreateSessionRequest& request) {
+    if (request.policy_yaml.size() > kMaxPolicyBytes)
+        throw ApiFailure({413, "too_large",
+                          "field `policyYaml` is " + std::to_string(request.policy_yaml.size()) +
+                              " bytes, more than the limit of " + std::to_string(kMaxPolicyBytes) +
+                              " (1 MiB)",
+                          nullptr});
+    const std::string yaml = request.policy_yaml;
+    const std::string name = request.policy.empty() ? "default" : request.policy;
+    const std::string dir = options_.policy_dir;
+    auto resolve = [yaml, name, dir] {
+        return yaml.empty() ? load_named_policy(name, dir)
+                            : parse_confined_policy(yaml, "<policyYaml>", dir);
+    };
+    auto resolved = co_await off_loop_.run(resolve);
+    PolicyParseResult parsed = off_loop_result(std::move(resolved));
+    if (!parsed.ok()) throw ApiFailure(policy_error(parsed.diagnostics));
+    co_return std::move(*parsed.policy);
 }
 
 }  // namespace corral::daemon
