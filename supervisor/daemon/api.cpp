@@ -156,6 +156,12 @@ std::optional<uint64_t> query_number(const Exchange& ex, const char* name) {
     return value;
 }
 
+std::optional<Millis> query_millis(const Exchange& ex, const char* name) {
+    auto value = query_number(ex, name);
+    if (!value) return std::nullopt;
+    return checked_millis(*value, std::string("query parameter ") + name);
+}
+
 void check(const Status& status) {
     if (!status) throw ApiFailure(api_error(status.error()));
 }

@@ -17,7 +17,7 @@ CreateSessionRequest parse_create_session(std::string_view body) {
     request.id = r.string("id").value_or("");
     request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
     request.cwd = r.string("cwd").value_or("");
-    if (auto ms = r.unsigned_integer("commandTimeoutMs")) request.command_timeout = Millis(*ms);
+    request.command_timeout = r.milliseconds("commandTimeoutMs");
     r.finish();
     if (!request.policy.empty() && !request.policy_yaml.empty())
         throw ApiFailure(
@@ -33,8 +33,8 @@ ProcessRequest parse_process_request(std::string_view body) {
     request.argv = r.string_list("argv").value_or(std::vector<std::string>{});
     request.cwd = r.string("cwd").value_or("");
     request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
-    if (auto ms = r.unsigned_integer("timeoutMs")) request.timeout = Millis(*ms);
-    request.stdin_data = r.string("stdin");
+    request.timeout = r.milliseconds("timeoutMs");
+    request.stdin_data = r.bytes("stdin");  // data, not a name: NUL bytes are fine
     request.stdin_open = r.boolean("stdinOpen").value_or(false);
     r.finish();
     const bool has_command = json.contains("command") && !json["command"].is_null();

@@ -56,7 +56,7 @@ asio::awaitable<void> Api::port_endpoint(Exchange& ex, const RouteParams& params
 asio::awaitable<void> Api::wait_port(Exchange& ex, const RouteParams& params, const Caller&) {
     const uint16_t port = port_param(params);
     Millis timeout{30000};
-    if (auto ms = query_number(ex, "timeoutMs")) timeout = Millis(*ms);
+    if (auto ms = query_millis(ex, "timeoutMs")) timeout = *ms;
     auto event = std::make_shared<AsyncEvent<Status>>(co_await asio::this_coro::executor, waits_);
     WaitHandle handle = sessions_.async_wait_port(
         params.at("sid"), port, timeout, [weak = std::weak_ptr(event)](Status status) {

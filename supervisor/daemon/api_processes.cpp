@@ -162,7 +162,7 @@ asio::awaitable<void> Api::write_stdin(Exchange& ex, const RouteParams& params, 
 
 asio::awaitable<void> Api::wait_process(Exchange& ex, const RouteParams& params, const Caller&) {
     std::optional<Millis> timeout;
-    if (auto ms = query_number(ex, "timeoutMs")) timeout = Millis(*ms);
+    if (auto ms = query_millis(ex, "timeoutMs")) timeout = *ms;
     auto outcome = co_await await_process(params.at("sid"), params.at("proc"), timeout);
     if (!outcome) throw ApiFailure(shutting_down_while(params.at("proc")));
     nlohmann::json out = process_json(take(std::move(outcome->first)));

@@ -33,11 +33,56 @@ void ObjectReader::missing(const char* name) const {
     throw ApiFailure(bad_request("missing_field", "field `" + prefix_ + name + "` is required"));
 }
 
-std::optional<std::string> ObjectReader::string(const char* name) {
+std::chrono::milliseconds checked_millis(uint64_t value, const std::string& name) {
+    if (value > kMaxMillis)
+        throw ApiFailure(bad_request("out_of_range", "`" + name + "` is " + std::to_string(value) +
+                                                         " ms; the largest accepted is " +
+                                                         std::to_string(kMaxMillis) +
+                                                         " (30 days)"));
+    return std::chrono::milliseconds(static_cast<int64_t>(value));
+}
+
+void refuse_nul(std::string_view text, const std::string& field) {
+    if (text.find('\0') != std::string_view::npos)
+        throw ApiFailure(bad_request("nul_byte", "field `" + field +
+                                                     "` contains a NUL byte (\\u0000), which a "
+                                                     "command line, environment or path cannot "
+                                                     "hold"));
+}
+
+std::optional<std::string> ObjectReader::bytes(const char* name) {
     const auto* v = get(name);
     if (!v) return std::nullopt;
     if (!v->is_string()) wrong_type(name, "a string");
     return v->get<std::string>();
+}
+
+std::optional<std::string> ObjectReader::string(const char* name) {
+    auto text = bytes(name);
+    if (text) refuse_nul(*text, prefix_ + name);
+    return text;
+}
+
+std::optional<std::chrono::milliseconds> ObjectReader::milliseconds(const char* name) {
+    const auto* v = get(name);
+    if (!v) return std::nullopt;
+    const std::string range =
+        "a whole number of milliseconds from 0 to " + std::to_string(kMaxMillis) + " (30 days)";
+    if (v->is_number_unsigned()) {
+        const uint64_t value = v->get<uint64_t>();
+        if (value > kMaxMillis)
+            throw ApiFailure(bad_request("out_of_range", "field `" + prefix_ + name + "` is " +
+                                                             std::to_string(value) +
+                                                             ", out of range: expected " + range));
+        return std::chrono::milliseconds(static_cast<int64_t>(value));
+    }
+    std::string problem = "must be " + range;
+    if (v->is_number_integer()) problem = "must not be negative: expected " + range;
+    if (v->is_number_float()) {
+        // nlohmann reads 1e300 and 9223372036854775808 (2^63) as floats.
+        problem = "must be " + range + " (got a fraction or a number too large for an integer)";
+    }
+    throw ApiFailure(bad_request("bad_type", "field `" + prefix_ + name + "` " + problem));
 }
 
 std::optional<bool> ObjectReader::boolean(const char* name) {
@@ -62,6 +107,7 @@ std::optional<std::vector<std::string>> ObjectReader::string_list(const char* na
     for (const auto& item : *v) {
         if (!item.is_string()) wrong_type(name, "an array of strings");
         out.push_back(item.get<std::string>());
+        refuse_nul(out.back(), prefix_ + name + "[" + std::to_string(out.size() - 1) + "]");
     }
     return out;
 }
@@ -73,7 +119,12 @@ std::optional<std::map<std::string, std::string>> ObjectReader::string_map(const
     std::map<std::string, std::string> out;
     for (const auto& [key, item] : v->items()) {
         if (!item.is_string()) wrong_type(name, "an object of strings");
-        out[key] = item.get<std::string>();
+        if (key.find('\0') != std::string::npos)
+            throw ApiFailure(bad_request(
+                "nul_byte", "field `" + prefix_ + name + "` has a key with a NUL byte (\\u0000)"));
+        std::string value = item.get<std::string>();
+        refuse_nul(value, prefix_ + name + "." + key);
+        out[key] = std::move(value);
     }
     return out;
 }

@@ -7,6 +7,7 @@
 // Errors are thrown as ApiFailure: request handlers are coroutines several calls deep, and the
 // dispatcher turns any ApiFailure into the JSON error response in one place.
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -28,6 +29,15 @@ struct ApiFailure : std::exception {
     ApiError error;
 };
 
+/// The longest duration a request may give (timeoutMs, commandTimeoutMs): 30 days. Larger
+/// values are refused rather than clamped, so a client's mistake is seen, not silently changed;
+/// without a bound, 2^63-1 ms overflowed the timer's nanoseconds and killed the command at once.
+inline constexpr uint64_t kMaxMillis = 30ull * 24 * 3600 * 1000;
+/// `value` ms from a query parameter or field `name`, or a 400 naming it when beyond kMaxMillis.
+std::chrono::milliseconds checked_millis(uint64_t value, const std::string& name);
+/// 400 naming `field` when `text` holds a NUL byte.
+void refuse_nul(std::string_view text, const std::string& field);
+
 /// Parses a request body that must be a JSON object. An empty body is `{}` (every field of such
 /// a request is optional or reported missing by name). 400 bad_json when malformed.
 nlohmann::json parse_json_object(std::string_view body);
@@ -38,11 +48,22 @@ class ObjectReader {
     /// `object` must outlive the reader.
     explicit ObjectReader(const nlohmann::json& object, std::string prefix = "");
 
+    /// A string that will reach a path or a process (command, cwd, paths, ids): a NUL byte is
+    /// refused (400 naming the field), since execve and every path call would cut the string
+    /// there while the record keeps the whole (issue 12 item 5: "echo safe\u0000; rm -rf"
+    /// ran `echo safe` while the record said otherwise).
     std::optional<std::string> string(const char* name);
+    /// A string of arbitrary bytes (stdin data): NUL allowed.
+    std::optional<std::string> bytes(const char* name);
+    /// A duration in whole milliseconds, 0 to kMaxMillis; anything else (negative, fractional,
+    /// larger, not a number) is a 400 naming the field and the range.
+    std::optional<std::chrono::milliseconds> milliseconds(const char* name);
     std::optional<bool> boolean(const char* name);
     /// A non-negative integer.
     std::optional<uint64_t> unsigned_integer(const char* name);
+    /// A list of strings; a NUL byte in any is refused, naming `name[i]`.
     std::optional<std::vector<std::string>> string_list(const char* name);
+    /// An object of strings; a NUL byte in a key or value is refused, naming `name.KEY`.
     std::optional<std::map<std::string, std::string>> string_map(const char* name);
     /// A nested object (the caller reads it with its own ObjectReader).
     const nlohmann::json* object(const char* name);

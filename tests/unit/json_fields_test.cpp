@@ -64,3 +64,56 @@ TEST(AppendBase64, EveryPaddingCase) {
 
 }  // namespace
 }  // namespace corral::daemon
+
+// ---- fields that reach a process or a path (issue 12 item 5) ----
+
+namespace corral::daemon {
+namespace {
+
+/// The message of the ApiFailure `read` throws ("" when it throws none).
+template <class F>
+std::string refusal(F read) {
+    try {
+        read();
+    } catch (const ApiFailure& failure) {
+        EXPECT_EQ(failure.error.status, 400u);
+        return failure.error.message;
+    }
+    return "";
+}
+
+TEST(ObjectReader, NulBytesAreRefusedNamingTheField) {
+    const std::string nul("\0", 1);
+    const nlohmann::json body = {{"command", "echo safe" + nul + "; echo INJECTED"},
+                                 {"argv", {"a", "b" + nul}},
+                                 {"env", {{"K", "v" + nul}}},
+                                 {"keys", {{"K" + nul, "v"}}},
+                                 {"stdin", "a" + nul + "b"}};
+    EXPECT_NE(refusal([&] { ObjectReader(body).string("command"); }).find("field `command`"),
+              std::string::npos);
+    EXPECT_NE(refusal([&] { ObjectReader(body).string_list("argv"); }).find("`argv[1]`"),
+              std::string::npos);
+    EXPECT_NE(refusal([&] { ObjectReader(body).string_map("env"); }).find("`env.K`"),
+              std::string::npos);
+    EXPECT_NE(refusal([&] { ObjectReader(body).string_map("keys"); }).find("`keys` has a key"),
+              std::string::npos);
+    ObjectReader r(body);
+    EXPECT_EQ(r.bytes("stdin")->size(), 3u);  // data, not a name
+}
+
+TEST(ObjectReader, MillisecondsAreWholeAndBounded) {
+    const nlohmann::json body = nlohmann::json::parse(
+        R"({"ok": 86400000, "max": 2592000000, "over": 2592000001, "huge": 9223372036854775807,
+            "negative": -1, "fraction": 1.5, "float": 1e300, "text": "10"})");
+    EXPECT_EQ(ObjectReader(body).milliseconds("ok")->count(), 86400000);
+    EXPECT_EQ(ObjectReader(body).milliseconds("max")->count(), 2592000000);
+    EXPECT_FALSE(ObjectReader(body).milliseconds("absent"));
+    for (const char* name : {"over", "huge", "negative", "fraction", "float", "text"}) {
+        const std::string message = refusal([&] { ObjectReader(body).milliseconds(name); });
+        EXPECT_NE(message.find(std::string("field `") + name + "`"), std::string::npos) << message;
+        EXPECT_NE(message.find("2592000000"), std::string::npos) << message;
+    }
+}
+
+}  // namespace
+}  // namespace corral::daemon
