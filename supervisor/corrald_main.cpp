@@ -3,16 +3,18 @@
 // stream truthfully, ends every session (kill trees, remove cgroups) and exits 0.
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 // clang-format off
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 // clang-format on
 
-#include "base/asio.hpp"
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
+#include "base/asio.hpp"
 #include "isolation/cgroup.hpp"
 #include "isolation/host_probe.hpp"
 #include "isolation/systemd_scope.hpp"
@@ -79,8 +81,19 @@ void on_stop_signal(asio::io_context& io, asio::signal_set& signals, HttpServer&
     });
 }
 
+/// Every connection and session holds descriptors (~9 per session): the soft limit of 1024
+/// that most hosts give a process is reached at ~110 sessions. The hard limit is ours to take.
+void raise_open_files_limit() {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0)
+        log_line(std::string("cannot raise RLIMIT_NOFILE: ") + std::strerror(errno));
+}
+
 int run(const DaemonOptions& options) {
     ::signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the daemon
+    raise_open_files_limit();
     // Validated before anything is created (cgroups, socket dir): a bad --listen leaves nothing.
     if (!options.listen.empty())
         if (auto endpoint = parse_loopback_endpoint(options.listen); !endpoint)
@@ -107,7 +120,7 @@ int run(const DaemonOptions& options) {
     if (!sessions) return fail(sessions.error().context("start session manager"));
 
     Api api(**sessions, waits, ApiOptions{options.policy_dir, options.instance, host_probe});
-    HttpServer server(io, api);
+    HttpServer server(io, api, options.connections);
     server.set_error_log(log_line);
     if (auto status = server.listen_unix(options.socket_path); !status) return fail(status.error());
     log_line("listening on unix:" + options.socket_path);

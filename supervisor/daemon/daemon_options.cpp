@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "policies/units.hpp"
+
 namespace corral::daemon {
 namespace {
 
@@ -24,11 +26,21 @@ bool valid_instance(const std::string& name) {
     return true;
 }
 
+/// A timeout option: a duration with a unit ("10s", "500ms"), from 1 ms to 1 hour.
+bool parse_timeout(const std::string& text, std::chrono::milliseconds* out) {
+    auto value = parse_duration(text);
+    if (!value || value->count() < 1 || *value > std::chrono::hours(1)) return false;
+    *out = *value;
+    return true;
+}
+
 }  // namespace
 
 std::string daemon_usage() {
     return "usage: corrald [--socket PATH] [--listen 127.0.0.1:PORT] [--state-dir DIR]\n"
-           "               [--policy-dir DIR] [--port-range FIRST-LAST] [--instance NAME]\n";
+           "               [--policy-dir DIR] [--port-range FIRST-LAST] [--instance NAME]\n"
+           "               [--max-connections N (512)] [--header-timeout DUR (10s)]\n"
+           "               [--body-timeout DUR (30s)] [--idle-timeout DUR (60s)]\n";
 }
 
 Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args) {
@@ -70,6 +82,22 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
                 !parse_port(std::string_view(value).substr(dash + 1), &options.port_last) ||
                 options.port_first > options.port_last)
                 return sys_error(EINVAL, "--port-range `" + value + "`: expected FIRST-LAST");
+        } else if (name == "--max-connections") {
+            size_t count = 0;
+            auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), count);
+            if (ec != std::errc() || end != value.data() + value.size() || count < 1 ||
+                count > 1000000)
+                return sys_error(EINVAL,
+                                 "--max-connections `" + value + "`: expected 1 to 1000000");
+            options.connections.max_connections = count;
+        } else if (name == "--header-timeout" || name == "--body-timeout" ||
+                   name == "--idle-timeout") {
+            auto* field = name == "--header-timeout" ? &options.connections.header_timeout
+                          : name == "--body-timeout" ? &options.connections.body_timeout
+                                                     : &options.connections.idle_timeout;
+            if (!parse_timeout(value, field))
+                return sys_error(EINVAL, name + " `" + value +
+                                             "`: expected a duration from 1ms to 1h, e.g. 10s");
         } else {
             return sys_error(EINVAL, "unknown option `" + name + "`");
         }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "supervisor/daemon/connection_limits.hpp"
 
 namespace corral::daemon {
 
@@ -18,6 +19,7 @@ struct DaemonOptions {
     uint16_t port_first = 40000;
     uint16_t port_last = 40999;
     std::string instance = "corral";  ///< cgroup subtree name (tests use unique ones)
+    ConnectionLimits connections;     ///< --max-connections, --header-/--body-/--idle-timeout
     bool help = false;
 };
 

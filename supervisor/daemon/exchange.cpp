@@ -13,9 +13,65 @@ constexpr size_t kChunk = 256 * 1024;
 
 }  // namespace
 
+struct ReadWatch::State {
+    explicit State(const asio::any_io_executor& executor, Socket& s)
+        : timer(executor), socket(&s) {}
+    asio::steady_timer timer;
+    Socket* socket;  ///< null once the watch is gone
+    bool expired = false;
+};
+
+ReadWatch::ReadWatch(const asio::any_io_executor& executor, Socket& socket)
+    : state_(std::make_shared<State>(executor, socket)) {}
+
+ReadWatch::~ReadWatch() {
+    state_->socket = nullptr;
+    state_->timer.cancel();
+}
+
+void ReadWatch::arm(std::chrono::milliseconds limit) {
+    state_->expired = false;
+    state_->timer.expires_after(limit);
+    // Weak: a completion already queued when the connection ends must find nothing to cancel.
+    state_->timer.async_wait([weak = std::weak_ptr<State>(state_)](const beast::error_code& ec) {
+        auto state = weak.lock();
+        if (ec || !state || !state->socket) return;
+        state->expired = true;
+        beast::error_code ignored;
+        state->socket->cancel(ignored);
+    });
+}
+
+void ReadWatch::disarm() {
+    state_->timer.cancel();
+}
+
+bool ReadWatch::expired() const {
+    return state_->expired;
+}
+
+bool is_http_parse_error(const beast::error_code& ec) {
+    static const auto& http_category = http::make_error_code(http::error::bad_method).category();
+    return ec.category() == http_category && ec != http::error::end_of_stream &&
+           ec != http::error::partial_message && ec != http::error::need_buffer;
+}
+
+bool is_client_error(const beast::error_code& ec) {
+    if (ec.category() == http::make_error_code(http::error::bad_method).category()) return true;
+    return ec == asio::error::eof || ec == asio::error::broken_pipe ||
+           ec == asio::error::connection_reset || ec == asio::error::connection_aborted ||
+           ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor ||
+           ec == asio::error::not_connected || ec == asio::error::timed_out;
+}
+
 Exchange::Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser,
-                   Listener listener)
-    : socket_(socket), buffer_(buffer), parser_(parser), listener_(listener) {
+                   Listener listener, ReadWatch* watch, std::chrono::milliseconds body_timeout)
+    : socket_(socket),
+      buffer_(buffer),
+      parser_(parser),
+      listener_(listener),
+      watch_(watch),
+      body_timeout_(body_timeout) {
     const auto& req = parser_.get();
     method_ = std::string(req.method_string());
     auto [path, query] = split_target(std::string_view(req.target().data(), req.target().size()));
@@ -51,8 +107,19 @@ asio::awaitable<Status> Exchange::read_body_chunks(
         body.data = chunk.data();
         body.size = chunk.size();
         beast::error_code ec;
+        if (watch_) watch_->arm(body_timeout_);
         co_await http::async_read(socket_, buffer_, parser_,
                                   asio::redirect_error(asio::use_awaitable, ec));
+        if (watch_) watch_->disarm();
+        if (ec == asio::error::operation_aborted && watch_ && watch_->expired()) {
+            throw ApiFailure({408, "body_timeout",
+                              "the request body stopped arriving: no byte for " +
+                                  std::to_string(body_timeout_.count()) + " ms",
+                              nullptr});
+        }
+        if (is_http_parse_error(ec))
+            throw ApiFailure(
+                bad_request("malformed_body", "malformed request body: " + ec.message()));
         if (ec && ec != http::error::need_buffer) throw beast::system_error(ec);
         const size_t got = chunk.size() - body.size;
         if (got == 0) continue;
@@ -62,11 +129,18 @@ asio::awaitable<Status> Exchange::read_body_chunks(
     co_return Status{};
 }
 
-asio::awaitable<std::string> Exchange::read_body(size_t limit) {
+asio::awaitable<std::string> Exchange::read_body(size_t limit, const char* what) {
+    const std::string limit_text = "more than the limit of " + std::to_string(limit) + " bytes";
+    if (auto declared = parser_.content_length(); declared && *declared > limit) {
+        throw ApiFailure(
+            {413, "too_large",
+             std::string(what) + " is " + std::to_string(*declared) + " bytes, " + limit_text,
+             nullptr});
+    }
     std::string body;
     const std::function<Status(std::string_view)> sink = [&](std::string_view bytes) -> Status {
         if (body.size() + bytes.size() > limit)
-            return sys_error(EFBIG, "request body exceeds " + std::to_string(limit) + " bytes");
+            return sys_error(EFBIG, std::string(what) + " is " + limit_text);
         body.append(bytes);
         return {};
     };

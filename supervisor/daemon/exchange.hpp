@@ -12,14 +12,16 @@
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 // clang-format on
 
-#include "base/asio.hpp"
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
+#include "base/asio.hpp"
 #include "base/error.hpp"
 #include "supervisor/daemon/auth.hpp"
 #include "supervisor/daemon/http_errors.hpp"
@@ -36,10 +38,43 @@ using Socket = asio::generic::stream_protocol::socket;
 /// Request parser whose body is handed out in caller-provided chunks.
 using RequestParser = http::request_parser<http::buffer_body>;
 
+/// Bounds how long a connection waits for its client: armed before a read, it cancels the
+/// socket's pending operations when the time is up, so a client that sends one byte a second
+/// (slowloris) or stops in the middle of a body cannot hold a connection forever (issue 12
+/// item 4). Owned by the connection; event-loop thread only.
+class ReadWatch {
+  public:
+    ReadWatch(const asio::any_io_executor& executor, Socket& socket);
+    ~ReadWatch();
+    ReadWatch(const ReadWatch&) = delete;
+    ReadWatch& operator=(const ReadWatch&) = delete;
+
+    /// Starts (or restarts) the countdown: after `limit`, pending reads and writes fail with
+    /// operation_aborted and expired() turns true.
+    void arm(std::chrono::milliseconds limit);
+    /// Stops the countdown (the handler is working; the client is not being waited for).
+    void disarm();
+    /// Whether the last countdown ran out.
+    bool expired() const;
+
+  private:
+    struct State;
+    std::shared_ptr<State> state_;
+};
+
+/// True for errors that are the client's doing or its going away (malformed HTTP, EOF, reset,
+/// a timeout this server imposed): nothing for the daemon's log.
+bool is_client_error(const beast::error_code& ec);
+/// True for HTTP parse errors (bad request line, Content-Length, chunk size, header limit).
+bool is_http_parse_error(const beast::error_code& ec);
+
 /// One request/response exchange.
 class Exchange {
   public:
-    Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser, Listener listener);
+    /// `watch` (optional) bounds each wait for body bytes to `body_timeout`.
+    Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser, Listener listener,
+             ReadWatch* watch = nullptr,
+             std::chrono::milliseconds body_timeout = std::chrono::seconds(30));
 
     /// Request method ("GET"), path (without query) and decoded query parameters.
     const std::string& method() const { return method_; }
@@ -49,10 +84,14 @@ class Exchange {
     std::string header(std::string_view name) const;
     Listener listener() const { return listener_; }
 
-    /// Reads the whole body; 413 too_large (thrown as ApiFailure) beyond `limit` bytes.
-    asio::awaitable<std::string> read_body(size_t limit);
+    /// Reads the whole body; 413 too_large (thrown as ApiFailure) beyond `limit` bytes, at once
+    /// when Content-Length says so (the body is then not read; the connection closes). `what`
+    /// names the body in that message ("policy", "request body").
+    asio::awaitable<std::string> read_body(size_t limit, const char* what = "request body");
     /// Reads the body chunk by chunk into `sink`; a failing sink stops the upload and its Error
-    /// is returned (the rest of the body is not read; the connection will close).
+    /// is returned (the rest of the body is not read; the connection will close). A malformed
+    /// body (bad chunk size) is a 400 and a client that stops sending for the body timeout a
+    /// 408, both thrown as ApiFailure.
     asio::awaitable<Status> read_body_chunks(const std::function<Status(std::string_view)>& sink);
 
     /// Sends a JSON response.
@@ -89,6 +128,8 @@ class Exchange {
     beast::flat_buffer& buffer_;
     RequestParser& parser_;
     Listener listener_;
+    ReadWatch* watch_;
+    std::chrono::milliseconds body_timeout_;
     std::string method_;
     std::string path_;
     QueryParams query_;

@@ -5,18 +5,40 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "isolation/id_range.hpp"
+#include "supervisor/daemon/json_fields.hpp"
 
 namespace corral::daemon {
+
+namespace {
+
+/// A response on a connection no Exchange serves: malformed requests, timeouts, the cap.
+http::response<http::string_body> plain_error(http::status status, const std::string& code,
+                                              const std::string& message) {
+    http::response<http::string_body> res{status, 11};
+    res.set(http::field::server, "corrald/" CORRAL_VERSION);
+    res.set(http::field::content_type, "application/json");
+    res.keep_alive(false);
+    const nlohmann::json body = {{"error", {{"code", code}, {"message", message}}}};
+    res.body() = dump_json(body) + "\n";
+    res.prepare_payload();
+    return res;
+}
+
+}  // namespace
 
 /// One client connection: a coroutine serving requests until the client closes or keep-alive
 /// ends. Registered with the server so shutdown can close it.
 class HttpServer::Connection {
   public:
     Connection(HttpServer& server, Socket socket, Listener listener)
-        : server_(&server), socket_(std::move(socket)), listener_(listener) {
+        : server_(&server),
+          socket_(std::move(socket)),
+          listener_(listener),
+          watch_(socket_.get_executor(), socket_) {
         server_->connections_.insert(this);
     }
     ~Connection() {
@@ -31,24 +53,39 @@ class HttpServer::Connection {
     }
 
     asio::awaitable<void> serve() {
+        const ConnectionLimits limits = server_->limits_;
         beast::flat_buffer buffer;
-        for (;;) {
+        for (bool first = true;; first = false) {
             RequestParser parser;
             // Uploads are streamed; whole-body readers enforce their own limits.
             parser.body_limit(std::numeric_limits<std::uint64_t>::max());
             parser.header_limit(64 * 1024);
             beast::error_code ec;
+            if (!first && buffer.size() == 0) {
+                // Between requests: idle until the next one's first byte (or EOF) arrives.
+                watch_.arm(limits.idle_timeout);
+                co_await socket_.async_wait(Socket::wait_read,
+                                            asio::redirect_error(asio::use_awaitable, ec));
+                if (ec) break;
+            }
+            // The whole header within the limit, however slowly its bytes trickle in.
+            watch_.arm(limits.header_timeout);
             co_await http::async_read_header(socket_, buffer, parser,
                                              asio::redirect_error(asio::use_awaitable, ec));
+            watch_.disarm();
             if (ec) {
-                // A client that closes between requests is normal; a malformed request is not.
-                if (ec != http::error::end_of_stream && ec != asio::error::eof &&
-                    ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor &&
-                    ec != asio::error::connection_reset && server_ && server_->error_log_)
-                    server_->error_log_("read request: " + ec.message());
-                co_return;
+                co_await answer_read_failure(ec, limits);
+                break;
             }
-            Exchange exchange(socket_, buffer, parser, listener_);
+            if (std::string bad = nul_in_query(parser); !bad.empty()) {
+                // The Router decodes %00 into a query value; a path or name cannot hold it.
+                auto res = plain_error(http::status::bad_request, "nul_byte",
+                                       "query parameter `" + bad +
+                                           "` contains a NUL byte (%00), which a path cannot hold");
+                co_await write_bounded(res, limits);
+                break;
+            }
+            Exchange exchange(socket_, buffer, parser, listener_, &watch_, limits.body_timeout);
             co_await server_->api_.handle(exchange);
             if (!exchange.keep_alive()) break;
         }
@@ -56,13 +93,58 @@ class HttpServer::Connection {
     }
 
   private:
+    /// A malformed request gets 400 (431 for an oversized header), a timed-out one 408; a
+    /// client that went away gets nothing. Neither is logged: they are the client's doing, and
+    /// a log line per bad request would let any client fill the log.
+    asio::awaitable<void> answer_read_failure(const beast::error_code& ec,
+                                              const ConnectionLimits& limits) {
+        if (ec == asio::error::operation_aborted && watch_.expired()) {
+            auto res = plain_error(http::status::request_timeout, "header_timeout",
+                                   "the request header was not complete within " +
+                                       std::to_string(limits.header_timeout.count()) + " ms");
+            co_await write_bounded(res, limits);
+        } else if (ec == http::error::header_limit) {
+            auto res =
+                plain_error(http::status::request_header_fields_too_large, "header_too_large",
+                            "the request line and headers exceed 65536 bytes");
+            co_await write_bounded(res, limits);
+        } else if (is_http_parse_error(ec)) {
+            auto res = plain_error(http::status::bad_request, "malformed_request",
+                                   "malformed HTTP request: " + ec.message());
+            co_await write_bounded(res, limits);
+        } else if (!is_client_error(ec) && server_ && server_->error_log_) {
+            server_->error_log_("read request: " + ec.message());
+        }
+    }
+
+    /// Writes a response whose client may not read it: bounded by the body timeout.
+    asio::awaitable<void> write_bounded(http::response<http::string_body>& res,
+                                        const ConnectionLimits& limits) {
+        beast::error_code ignored;
+        watch_.arm(limits.body_timeout);
+        co_await http::async_write(socket_, res,
+                                   asio::redirect_error(asio::use_awaitable, ignored));
+        watch_.disarm();
+    }
+
+    static std::string nul_in_query(const RequestParser& parser) {
+        const auto target = parser.get().target();
+        auto [path, query] = split_target(std::string_view(target.data(), target.size()));
+        for (const auto& [name, value] : parse_query(query)) {
+            if (name.find('\0') != std::string::npos || value.find('\0') != std::string::npos)
+                return name.find('\0') == std::string::npos ? name : "(a name)";
+        }
+        return "";
+    }
+
     HttpServer* server_;
     Socket socket_;
     Listener listener_;
+    ReadWatch watch_;
 };
 
-HttpServer::HttpServer(asio::io_context& io, Api& api)
-    : io_(io), api_(api), unix_acceptor_(io), tcp_acceptor_(io) {}
+HttpServer::HttpServer(asio::io_context& io, Api& api, ConnectionLimits limits)
+    : io_(io), api_(api), unix_acceptor_(io), tcp_acceptor_(io), limits_(limits) {}
 
 HttpServer::~HttpServer() {
     stop_accepting();
@@ -164,11 +246,7 @@ void HttpServer::start_connection(Socket socket, Listener listener) {
         try {
             std::rethrow_exception(failure);
         } catch (const beast::system_error& e) {
-            const auto code = e.code();
-            if (code == asio::error::eof || code == asio::error::broken_pipe ||
-                code == asio::error::connection_reset || code == asio::error::operation_aborted ||
-                code == asio::error::bad_descriptor || code == http::error::end_of_stream)
-                return;
+            if (is_client_error(e.code())) return;
             error_log_(std::string("connection: ") + e.what());
         } catch (const std::exception& e) {
             error_log_(std::string("connection: ") + e.what());
@@ -176,13 +254,70 @@ void HttpServer::start_connection(Socket socket, Listener listener) {
     });
 }
 
+void HttpServer::admit(Socket socket, Listener listener) {
+    if (connections_.size() < limits_.max_connections) {
+        start_connection(std::move(socket), listener);
+        return;
+    }
+    // Answering costs a little per refused client; past a bound, just close.
+    if (refusing_ >= 64) return;
+    ++refusing_;
+    asio::co_spawn(io_, refuse_connection(std::move(socket)),
+                   [this](std::exception_ptr) { --refusing_; });
+}
+
+asio::awaitable<void> HttpServer::refuse_connection(Socket socket) {
+    auto res = plain_error(http::status::service_unavailable, "too_many_connections",
+                           "corrald serves at most " + std::to_string(limits_.max_connections) +
+                               " connections at once; try again when one has closed");
+    res.set(http::field::retry_after, "1");
+    ReadWatch watch(socket.get_executor(), socket);
+    watch.arm(std::chrono::seconds(2));
+    beast::error_code ec;
+    co_await http::async_write(socket, res, asio::redirect_error(asio::use_awaitable, ec));
+    // Closing with the request unread would send a reset that can destroy the answer in
+    // flight: end our side, then drain until the client closes (or the watch runs out).
+    socket.shutdown(Socket::shutdown_send, ec);
+    char sink[4096];
+    while (!ec) {
+        co_await socket.async_read_some(asio::buffer(sink),
+                                        asio::redirect_error(asio::use_awaitable, ec));
+    }
+    socket.close(ec);
+}
+
+asio::awaitable<void> HttpServer::after_accept_error(const beast::error_code& ec,
+                                                     std::chrono::milliseconds& backoff) {
+    const int code = ec.value();
+    const bool out_of_fds = ec.category() == boost::system::system_category() &&
+                            (code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM);
+    if (!out_of_fds) co_return;  // the one connection failed (ECONNABORTED): go on at once
+    if (!starved_ && error_log_) {
+        error_log_("accept: " + ec.message() +
+                   "; pausing accepts until descriptors are free (connections open: " +
+                   std::to_string(connections_.size()) + ")");
+    }
+    starved_ = true;
+    backoff =
+        std::clamp(backoff * 2, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+    asio::steady_timer timer(io_, backoff);
+    beast::error_code ignored;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+}
+
 asio::awaitable<void> HttpServer::accept_unix() {
+    std::chrono::milliseconds backoff{0};
     for (;;) {
         beast::error_code ec;
         auto socket =
             co_await unix_acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
         if (ec == asio::error::operation_aborted || !unix_acceptor_.is_open()) co_return;
-        if (ec) continue;  // e.g. EMFILE: keep serving the connections we have
+        if (ec) {
+            co_await after_accept_error(ec, backoff);
+            continue;
+        }
+        backoff = std::chrono::milliseconds(0);
+        starved_ = false;
         // Issue 10 item 3, last layer: a client running as a corral session's host identity (any
         // instance's) is a sandbox that reached this socket; it gets nothing, not even an error.
         ucred peer{};
@@ -191,20 +326,26 @@ asio::awaitable<void> HttpServer::accept_unix() {
             (is_corral_range_id(peer.uid) || is_corral_range_id(peer.gid)))
             continue;  // the socket closes as it goes out of scope
         Socket generic(io_, asio::generic::stream_protocol(AF_UNIX, 0), socket.release());
-        start_connection(std::move(generic), Listener::unix_socket);
+        admit(std::move(generic), Listener::unix_socket);
     }
 }
 
 asio::awaitable<void> HttpServer::accept_tcp() {
+    std::chrono::milliseconds backoff{0};
     for (;;) {
         beast::error_code ec;
         auto socket =
             co_await tcp_acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
         if (ec == asio::error::operation_aborted || !tcp_acceptor_.is_open()) co_return;
-        if (ec) continue;
+        if (ec) {
+            co_await after_accept_error(ec, backoff);
+            continue;
+        }
+        backoff = std::chrono::milliseconds(0);
+        starved_ = false;
         const int family = socket.local_endpoint().protocol().family();
         Socket generic(io_, asio::generic::stream_protocol(family, IPPROTO_TCP), socket.release());
-        start_connection(std::move(generic), Listener::tcp);
+        admit(std::move(generic), Listener::tcp);
     }
 }
 

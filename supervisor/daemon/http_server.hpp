@@ -3,11 +3,13 @@
 // asked), both served by the same Api on the one event-loop thread. Each connection is one
 // coroutine that reads a request header, lets the Api answer, and loops while keep-alive holds.
 
+#include <chrono>
 #include <functional>
 #include <set>
 #include <string>
 
 #include "supervisor/daemon/api.hpp"
+#include "supervisor/daemon/connection_limits.hpp"
 #include "supervisor/daemon/exchange.hpp"
 
 namespace corral::daemon {
@@ -15,7 +17,7 @@ namespace corral::daemon {
 /// Accepts connections and serves them until stop().
 class HttpServer {
   public:
-    HttpServer(asio::io_context& io, Api& api);
+    HttpServer(asio::io_context& io, Api& api, ConnectionLimits limits = {});
     ~HttpServer();
 
     /// Listens on a Unix socket at `path`: a stale socket file is removed, but if another daemon
@@ -42,7 +44,17 @@ class HttpServer {
     class Connection;
     asio::awaitable<void> accept_unix();
     asio::awaitable<void> accept_tcp();
+    /// Serves the new connection, or answers 503 when max_connections are open.
+    void admit(Socket socket, Listener listener);
     void start_connection(Socket socket, Listener listener);
+    /// Writes a 503 on a connection over the cap, then closes it (without reading the request
+    /// into the void: the client gets the answer instead of a reset).
+    asio::awaitable<void> refuse_connection(Socket socket);
+    /// After a failed accept. EMFILE/ENFILE/ENOBUFS/ENOMEM wait first, doubling
+    /// up to 1 s: the listener stays readable while no fd is free, and retrying at once spun
+    /// at 65% CPU (issue 12 item 4) while freeing nothing.
+    asio::awaitable<void> after_accept_error(const beast::error_code& ec,
+                                             std::chrono::milliseconds& backoff);
 
     asio::io_context& io_;
     Api& api_;
@@ -52,6 +64,9 @@ class HttpServer {
     uint16_t tcp_port_ = 0;
     std::set<Connection*> connections_;
     std::function<void(const std::string&)> error_log_;
+    ConnectionLimits limits_;
+    size_t refusing_ = 0;   ///< 503 answers being written
+    bool starved_ = false;  ///< accept failed for want of fds and that was logged
 };
 
 /// True when a process accepts connections on the Unix socket at `path` (another daemon).

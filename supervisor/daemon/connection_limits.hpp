@@ -1,0 +1,23 @@
+#pragma once
+// The limits corrald puts on each client connection (its command line sets them).
+
+#include <chrono>
+#include <cstddef>
+
+namespace corral::daemon {
+
+/// How much a client may take of the server (corrald options; DESIGN "API", docs/API.md
+/// "Limits"). Precedents: slowloris (one header byte a second holds a connection; issue 12
+/// item 4), nginx's client_header_timeout / client_body_timeout / worker_connections.
+struct ConnectionLimits {
+    /// A request's header must be complete this long after its first byte (or after accept).
+    std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};
+    /// Each wait for body bytes (and for a client to read an error response) is bounded so.
+    std::chrono::milliseconds body_timeout{std::chrono::seconds(30)};
+    /// A keep-alive connection may sit idle between requests this long.
+    std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};
+    /// Open connections served at once; the next one is answered 503 and closed.
+    size_t max_connections = 512;
+};
+
+}  // namespace corral::daemon

@@ -1,0 +1,250 @@
+// Inputs that lie and connections that never finish (issue 12 items 4 and 5), against a real
+// corrald on its real sockets.
+//  - timeoutMs of 9223372036855 or 2^63-1 overflowed the timer and killed the command at once;
+//  - a NUL byte in a command ("echo safe\u0000; echo INJECTED") was cut at execve while the record
+//    kept the whole string, the classic NUL-truncation mismatch (CWE-158);
+//  - malformed HTTP got a silent close and a log line each;
+//  - slowloris (one header byte a second) held 500 connections for 150 s, incomplete bodies
+//    forever; there was no connection cap; at EMFILE the accept loop spun at 65% CPU.
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "../integration/support/http_client.hpp"
+#include "support/corrald_instance.hpp"
+
+namespace corral::security {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::HttpClient;
+
+class HttpInput : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "needs root (corrald)";
+        if (!fs::exists(CORRAL_BINARY_DIR "/supervisor/corrald"))
+            GTEST_SKIP() << "corrald is not built";
+    }
+    void start(std::vector<std::string> extra = {}) {
+        daemon_ = std::make_unique<CorraldInstance>(std::move(extra));
+        ASSERT_TRUE(daemon_->ready()) << "corrald did not start:\n" << daemon_->log();
+    }
+    void TearDown() override { daemon_.reset(); }
+    HttpClient client() const { return HttpClient::unix_socket(daemon_->socket_path()); }
+    std::string new_session() {
+        auto c = client();
+        auto res = c.post("/v1/sessions", {{"policy", "none"}});
+        EXPECT_EQ(res.status, 201u) << res.body;
+        return "/v1/sessions/" + res.json().value("id", "");
+    }
+
+    std::unique_ptr<CorraldInstance> daemon_;
+};
+
+/// Expects a 400 whose message names `field`.
+void expect_refused(const testing::HttpResponse& res, const std::string& field,
+                    const std::string& what) {
+    EXPECT_EQ(res.status, 400u) << what << ": " << res.body;
+    EXPECT_NE(res.error_message().find(field), std::string::npos) << what << ": " << res.body;
+}
+
+TEST_F(HttpInput, TimeoutsThatOverflowOrLieAreRefusedNamingTheField) {
+    start();
+    const std::string base = new_session();
+    auto c = client();
+    const std::vector<std::string> bad = {
+        "9223372036855", "9223372036854775807", "-1", "1.5", "1e300",
+        "\"10\"",        "18446744073709551616"};
+    for (const auto& value : bad) {
+        const std::string body = R"({"command": "echo ran", "timeoutMs": )" + value + "}";
+        auto run = c.request("POST", base + "/run", body);
+        expect_refused(run, "timeoutMs", value);
+        EXPECT_EQ(run.body.find("ran\\n"), std::string::npos) << run.body;
+        auto created = c.request("POST", "/v1/sessions",
+                                 R"({"policy": "none", "commandTimeoutMs": )" + value + "}");
+        expect_refused(created, "commandTimeoutMs", value);
+    }
+    auto wait = c.get(base + "/processes/none/wait?timeoutMs=9223372036854775807");
+    expect_refused(wait, "timeoutMs", "wait");
+    // A large but sane value still runs the command.
+    auto fine = c.post(base + "/run", {{"command", "echo ok"}, {"timeoutMs", 86400000}});
+    EXPECT_EQ(fine.status, 200u) << fine.body;
+    EXPECT_EQ(fine.json().value("stdout", ""), "ok\n");
+}
+
+TEST_F(HttpInput, NulBytesAreRefusedNamingTheField) {
+    start();
+    const std::string base = new_session();
+    auto c = client();
+    const std::string nul("\0", 1);
+    const std::vector<std::pair<json, std::string>> cases = {
+        {{{"command", "echo safe" + nul + "; echo INJECTED"}}, "command"},
+        {{{"argv", {"/bin/echo", "a" + nul + "b"}}}, "argv[1]"},
+        {{{"command", "true"}, {"env", {{"K", "v" + nul + "w"}}}}, "env.K"},
+        {{{"command", "true"}, {"env", {{"K" + nul + "X", "v"}}}}, "env"},
+        {{{"command", "true"}, {"cwd", "/tmp" + nul + "/x"}}, "cwd"}};
+    for (const auto& [body, field] : cases) {
+        auto res = c.post(base + "/run", body);
+        expect_refused(res, field, body.dump());
+        EXPECT_EQ(res.body.find("INJECTED"), std::string::npos);
+    }
+    auto session = c.post("/v1/sessions", {{"policy", "none"}, {"cwd", "a" + nul + "b"}});
+    expect_refused(session, "cwd", "session cwd");
+    auto file = c.request("PUT", base + "/files?path=a%00b", "x");
+    expect_refused(file, "path", "file path");
+    auto mkdir = c.post(base + "/files/mkdir", {{"path", "d" + nul + "e"}});
+    expect_refused(mkdir, "path", "mkdir");
+    // stdin is data: a NUL byte there is fine.
+    auto data = c.post(base + "/run", {{"command", "wc -c"}, {"stdin", "a" + nul + "b"}});
+    EXPECT_EQ(data.status, 200u) << data.body;
+    EXPECT_EQ(data.json().value("stdout", ""), "3\n");
+}
+
+TEST_F(HttpInput, MalformedHttpGetsAnAnswerAndNoLogLine) {
+    start();
+    const std::string socket = daemon_->socket_path();
+    const size_t log_before = daemon_->log().size();
+    const std::vector<std::pair<std::string, unsigned>> cases = {
+        {"GARBAGE\r\n\r\n", 400},
+        {"GET /v1/health HTTP/9.9\r\n\r\n", 400},
+        {"POST /v1/policies/validate HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400},
+        {"POST /v1/policies/validate HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+         "Content-Length: 6\r\n\r\nhello!",
+         400},
+        {"POST /v1/policies/validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "ZZ\r\nhello\r\n0\r\n\r\n",
+         400},
+        {"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(70000, 'a') + "\r\n\r\n",
+         431},
+        {"GET /" + std::string(70000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 431}};
+    for (int round = 0; round < 10; ++round) {
+        for (const auto& [raw, status] : cases) {
+            auto answer = request_within(socket, raw, 10s);
+            ASSERT_TRUE(answer.has_value()) << "no answer to: " << raw.substr(0, 80);
+            EXPECT_EQ(status_of(*answer), status) << raw.substr(0, 80) << "\n" << *answer;
+            EXPECT_NE(body_of(*answer).find("\"error\""), std::string::npos) << *answer;
+        }
+    }
+    EXPECT_TRUE(health_within(socket, 10s));
+    EXPECT_EQ(daemon_->log().substr(log_before), "") << "malformed requests were logged";
+}
+
+// Slowloris: the header trickles in one byte at a time, and is cut off at the header timeout
+// even though bytes keep coming.
+TEST_F(HttpInput, SlowHeaderIsCutOff) {
+    start({"--header-timeout=1s", "--body-timeout=1s"});
+    RawConnection slow = RawConnection::unix_socket(daemon_->socket_path());
+    ASSERT_TRUE(slow.connected());
+    const std::string header =
+        "GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(200, 'a');
+    bool closed = false;
+    for (size_t i = 0; i < header.size() && !closed; ++i) {
+        if (!slow.send(header.substr(i, 1))) closed = true;
+        if (!closed) closed = slow.closed_within(200ms);
+    }
+    EXPECT_TRUE(closed) << "a 40 s trickle of header bytes was not cut off";
+    EXPECT_TRUE(health_within(daemon_->socket_path(), 10s));
+}
+
+TEST_F(HttpInput, IncompleteBodyIsCutOff) {
+    start({"--header-timeout=1s", "--body-timeout=1s"});
+    RawConnection conn = RawConnection::unix_socket(daemon_->socket_path());
+    ASSERT_TRUE(conn.connected());
+    ASSERT_TRUE(
+        conn.send("POST /v1/policies/validate HTTP/1.1\r\nHost: x\r\n"
+                  "Content-Length: 1000\r\n\r\nname: x\n"));
+    auto answer = conn.read_until_close(30s);
+    ASSERT_TRUE(answer.has_value()) << "the connection stayed open with half a body";
+    EXPECT_EQ(status_of(*answer), 408u) << *answer;
+    EXPECT_TRUE(conn.closed_within(1s));
+}
+
+TEST_F(HttpInput, ConnectionCapAnswers503) {
+    start({"--max-connections=3"});
+    std::vector<RawConnection> held;
+    for (int i = 0; i < 3; ++i) {
+        held.push_back(RawConnection::unix_socket(daemon_->socket_path()));
+        // A whole keep-alive request: the connection is surely being served.
+        ASSERT_TRUE(held.back().send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        auto answer = held.back().read_response(10s);
+        ASSERT_TRUE(answer.has_value());
+        EXPECT_EQ(status_of(*answer), 200u);
+    }
+    auto refused =
+        request_within(daemon_->socket_path(), "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", 10s);
+    ASSERT_TRUE(refused.has_value()) << "the connection over the cap got no answer";
+    EXPECT_EQ(status_of(*refused), 503u) << *refused;
+    EXPECT_NE(refused->find("too_many_connections"), std::string::npos) << *refused;
+    // Once one closes, new clients are served again.
+    held.pop_back();
+    bool served = false;
+    for (int i = 0; i < 100 && !served; ++i) {
+        served = health_within(daemon_->socket_path(), 5s);
+        if (!served) std::this_thread::sleep_for(50ms);
+    }
+    EXPECT_TRUE(served);
+}
+
+/// Open descriptors of `pid`.
+size_t open_fds(pid_t pid) {
+    size_t count = 0;
+    for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+        (void)entry;
+        ++count;
+    }
+    return count;
+}
+
+// Out of descriptors, the accept loop waits instead of spinning, and recovers once fds are free.
+TEST_F(HttpInput, AcceptLoopBacksOffAtEmfileAndRecovers) {
+    start();
+    const pid_t pid = daemon_->pid();
+    rlimit original{};
+    ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &original), 0);
+    rlimit tight = original;
+    tight.rlim_cur = open_fds(pid) + 2;
+    ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &tight, nullptr), 0);
+    std::vector<RawConnection> clients;
+    for (int i = 0; i < 8; ++i)
+        clients.push_back(RawConnection::unix_socket(daemon_->socket_path()));
+    std::this_thread::sleep_for(300ms);  // let it reach EMFILE
+    const auto cpu_before = daemon_->cpu_time();
+    std::this_thread::sleep_for(3s);
+    const auto used = daemon_->cpu_time() - cpu_before;
+    // A spinning loop uses the whole 3 s; a backing-off one next to nothing. Generous bound.
+    EXPECT_LT(used.count(), 1000) << "corrald used " << used.count() << " ms of CPU in 3 s";
+    ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &original, nullptr), 0);
+    clients.clear();
+    bool served = false;
+    for (int i = 0; i < 100 && !served; ++i) {
+        served = health_within(daemon_->socket_path(), 5s);
+        if (!served) std::this_thread::sleep_for(50ms);
+    }
+    EXPECT_TRUE(served) << "corrald did not recover after EMFILE";
+    EXPECT_NE(daemon_->log().find("pausing accepts"), std::string::npos) << daemon_->log();
+}
+
+TEST_F(HttpInput, RaisesItsOpenFileLimitToTheHardLimit) {
+    rlimit mine{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);
+    if (mine.rlim_max <= 1024) GTEST_SKIP() << "hard limit " << mine.rlim_max << " leaves no room";
+    // Start it with a low soft limit, as most hosts give one.
+    rlimit low = mine;
+    low.rlim_cur = 1024;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    start();
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &mine), 0);
+    rlimit theirs{};
+    ASSERT_EQ(::prlimit(daemon_->pid(), RLIMIT_NOFILE, nullptr, &theirs), 0);
+    EXPECT_EQ(theirs.rlim_cur, mine.rlim_max);
+}
+
+}  // namespace
+}  // namespace corral::security
