@@ -1,10 +1,12 @@
 // `corral session create|ls|show|rm`: sessions of corrald.
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <ostream>
 
 #include "base/file_io.hpp"
+#include "policies/policy_parser.hpp"
 #include "supervisor/cli/client_output.hpp"
 #include "supervisor/cli/client_subcommands.hpp"
 
@@ -43,7 +45,8 @@ int create_session(const std::vector<std::string>& args, ClientIo& io) {
     json body = json::object();
     if (auto policy = parsed.value("--policy")) {
         if (names_policy_file(*policy)) {
-            auto yaml = read_file(*policy);
+            // The user's own file, but a FIFO or /dev/zero must not hang or exhaust `corral`.
+            auto yaml = read_regular_file(AT_FDCWD, *policy, kMaxPolicyBytes);
             if (!yaml) {
                 io.err << "corral: --policy: " << yaml.error().describe() << "\n";
                 return client_exit::kLocalFile;

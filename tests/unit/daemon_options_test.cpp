@@ -1,0 +1,37 @@
+// corrald's connection limit options (issue 12 item 4): values with units, bounded, errors naming
+// the option.
+#include "supervisor/daemon/daemon_options.hpp"
+
+#include <gtest/gtest.h>
+
+namespace corral::daemon {
+namespace {
+
+TEST(DaemonOptions, ConnectionLimitsDefaultAndParse) {
+    auto defaults = parse_daemon_options({});
+    ASSERT_TRUE(defaults) << defaults.error().describe();
+    EXPECT_EQ(defaults->connections.max_connections, 512u);
+    EXPECT_EQ(defaults->connections.header_timeout, std::chrono::seconds(10));
+    auto set = parse_daemon_options({"--max-connections=3", "--header-timeout", "250ms",
+                                     "--body-timeout=2s", "--idle-timeout=1m"});
+    ASSERT_TRUE(set) << set.error().describe();
+    EXPECT_EQ(set->connections.max_connections, 3u);
+    EXPECT_EQ(set->connections.header_timeout, std::chrono::milliseconds(250));
+    EXPECT_EQ(set->connections.body_timeout, std::chrono::seconds(2));
+    EXPECT_EQ(set->connections.idle_timeout, std::chrono::minutes(1));
+}
+
+TEST(DaemonOptions, BadConnectionLimitsNameTheOption) {
+    for (const char* bad : {"--max-connections=0", "--max-connections=-1", "--max-connections=x",
+                            "--header-timeout=0", "--header-timeout=2h", "--body-timeout=10",
+                            "--idle-timeout=soon"}) {
+        auto parsed = parse_daemon_options({bad});
+        ASSERT_FALSE(parsed) << bad;
+        const std::string option = std::string(bad).substr(0, std::string(bad).find('='));
+        EXPECT_NE(parsed.error().message.find(option), std::string::npos)
+            << parsed.error().message;
+    }
+}
+
+}  // namespace
+}  // namespace corral::daemon
