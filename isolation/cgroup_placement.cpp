@@ -65,7 +65,10 @@ PlacementFacts observe_placement_facts(const CgroupHost& host, const PlacementOp
         std::istringstream lines(*procs);
         int shown = 0;
         for (pid_t pid; lines >> pid;) {
-            if (pid == ::getpid() && options.caller_leaves_own) continue;
+            if (pid == ::getpid()) {
+                facts.caller_in_own = !options.caller_leaves_own;
+                continue;
+            }
             facts.own_holds_others = true;
             if (shown++ < 5) facts.others += (facts.others.empty() ? "" : " ") + std::to_string(pid);
         }
@@ -83,9 +86,14 @@ CgroupPlan plan_cgroup_placement(const CgroupHost& host, const PlacementFacts& f
     if (facts.own_is_root)
         return {PlacementMode::own, host.v2_own,
                 "the root cgroup (exempt from the no-internal-process rule)"};
-    if (!facts.own_holds_others)
+    if (!facts.own_holds_others && !facts.caller_in_own)
         return {PlacementMode::own, host.v2_own,
                 "`" + host.v2_own + "` holds no other process (delegated to corral)"};
+    if (!facts.own_holds_others)
+        return {PlacementMode::own, host.v2_own,
+                "`" + host.v2_own + "` holds only corral, which steps into `" + host.v2_own +
+                    "/self` so that controllers can be enabled below it",
+                true};
     const std::string busy = "`" + host.v2_own + "` holds other processes (" + facts.others +
                              ") and the no-internal-process rule forbids controllers below it";
     if (facts.systemd_running) {
@@ -130,6 +138,11 @@ Result<CgroupPlan> place_cgroups(CgroupHost& host, const PlacementOptions& optio
             plan = {PlacementMode::unavailable, "",
                     plan.reason + ", but systemd refused: " + scoped.error().describe()};
         }
+    }
+    if (plan.mode == PlacementMode::own && plan.step_into_leaf) {
+        if (auto entered = enter_self_leaf(plan.base); !entered)
+            plan = {PlacementMode::unavailable, "",
+                    plan.reason + ", but " + entered.error().describe()};
     }
     if (plan.mode == PlacementMode::unavailable) {
         host.limits_unavailable = plan.reason;

@@ -37,6 +37,10 @@ struct CgroupPlan {
     PlacementMode mode = PlacementMode::own;
     std::string base;    ///< the directory corral treats as its own (CgroupHost::v2_own)
     std::string reason;  ///< why this way (for unavailable: why none of the others)
+    /// own: the caller lives in the base alone and does not leave it by itself (`corral run`
+    /// under `systemd-run --scope -p Delegate=yes`, or as a container's only process), so
+    /// place_cgroups moves it into `<base>/self` first.
+    bool step_into_leaf = false;
 };
 
 /// Asks the service manager for a transient scope `unit` with Delegate=yes that holds this
@@ -58,7 +62,8 @@ struct PlacementOptions {
 struct PlacementFacts {
     bool hybrid = false;
     bool own_is_root = false;          ///< v2_own is the real root cgroup (no cgroup.type)
-    bool own_holds_others = false;     ///< processes other than the caller's live in v2_own
+    bool own_holds_others = false;     ///< processes other than the caller live in v2_own
+    bool caller_in_own = false;        ///< the caller lives in v2_own and does not leave it
     std::string others;                ///< a few of their pids, for the message
     bool systemd_running = false;      ///< /run/systemd/system exists (sd_booted)
     bool can_request_scope = false;    ///< this binary has a D-Bus client
@@ -72,7 +77,7 @@ CgroupPlan plan_cgroup_placement(const CgroupHost& host, const PlacementFacts& f
 PlacementFacts observe_placement_facts(const CgroupHost& host, const PlacementOptions& options);
 
 /// Decides and carries the plan out: for systemd-scope asks for the scope and moves this process
-/// into `<scope>/self`; then points host.v2_own (and v2_controllers) at the plan's base and
+/// into `<scope>/self` (so does own with step_into_leaf, into `<own>/self`); then points host.v2_own (and v2_controllers) at the plan's base and
 /// records host.v2_started_in. For unavailable, host.limits_unavailable gets the reason and
 /// v2_own stays. A failed scope request makes the plan unavailable with systemd's error.
 /// Errors only when the host cannot be read at all.

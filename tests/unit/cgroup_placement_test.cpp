@@ -41,7 +41,23 @@ TEST(CgroupPlacement_Own, ADelegatedCgroupWithNoOtherProcessIsUsedAsIs) {
     facts.can_request_scope = true;
     auto plan = plan_cgroup_placement(unified_host("/system.slice/corrald.service"), facts);
     EXPECT_EQ(plan.mode, PlacementMode::own);
+    EXPECT_FALSE(plan.step_into_leaf) << "corrald leaves by itself";
     EXPECT_EQ(plan.base, "/sys/fs/cgroup/system.slice/corrald.service");
+}
+
+// `systemd-run --scope -p Delegate=yes corral run ...`, or corral run as a container's only
+// process: alone in its cgroup, it steps into a leaf of it rather than asking for more.
+TEST(CgroupPlacement_Own, AloneInItsCgroupTheCallerStepsIntoALeaf) {
+    PlacementFacts facts = shared_scope();
+    facts.own_holds_others = false;
+    facts.caller_in_own = true;
+    facts.systemd_running = true;
+    facts.can_request_scope = true;
+    auto plan = plan_cgroup_placement(unified_host("/system.slice/run-r1.scope"), facts);
+    EXPECT_EQ(plan.mode, PlacementMode::own);
+    EXPECT_TRUE(plan.step_into_leaf);
+    EXPECT_NE(plan.reason.find("/system.slice/run-r1.scope/self"), std::string::npos)
+        << plan.reason;
 }
 
 TEST(CgroupPlacement_Systemd, ASharedScopeAsksSystemdForADelegatedOne) {
