@@ -126,19 +126,32 @@ void reset_signals() noexcept {
 
 /// Every descriptor above stdio becomes close-on-exec: the daemon's sockets and other sessions'
 /// pipes must not leak into a sandboxed command, while the report pipe stays usable until exec.
-void mark_fds_cloexec() noexcept {
-    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+void mark_fds_cloexec(int first) noexcept {
+    if (::close_range(static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
     long max = ::sysconf(_SC_OPEN_MAX);
-    for (int fd = 3; fd < max && fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    for (int fd = first; fd < max && fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+/// Puts spec.extra_fd at fd 3 (kept across exec). The report pipe is moved out of the way first
+/// when it happens to be fd 3; stdio is already in place, so nothing else still needed is there.
+bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
+    if (report_fd == 3) {
+        report_fd = ::fcntl(report_fd, F_DUPFD_CLOEXEC, 4);
+        if (report_fd < 0) return false;
+    }
+    if (spec.extra_fd == 3) return ::fcntl(3, F_SETFD, 0) == 0;
+    return ::dup2(spec.extra_fd, 3) == 3;
 }
 
 [[noreturn]] void exec_child(const LaunchSpec& spec, const ChildPlan& plan,
                              int report_fd) noexcept {
     if (!setup_stdio(spec)) child_fail(report_fd, "set up stdio", errno);
+    if (spec.extra_fd >= 3 && !setup_extra_fd(spec, report_fd))
+        child_fail(report_fd, "set up fd 3", errno);
     if (spec.new_session && ::setsid() < 0) child_fail(report_fd, "setsid", errno);
     if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0)
         child_fail(report_fd, plan.chdir_step.c_str(), errno);
-    mark_fds_cloexec();
+    mark_fds_cloexec(spec.extra_fd >= 3 ? 4 : 3);
     reset_signals();
     if (spec.confinement != nullptr) {
         if (const char* step = apply_confinement(*spec.confinement))

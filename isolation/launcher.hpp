@@ -34,6 +34,8 @@ struct LaunchSpec {
     int stdin_fd = -1;                        ///< -1: /dev/null
     int stdout_fd = 1;
     int stderr_fd = 2;
+    /// When >= 3: becomes the child's fd 3 (a shell context's state-dump pipe); -1: none.
+    int extra_fd = -1;
     bool new_session = true;  ///< setsid() so the process has no controlling terminal
     const Confinement* confinement = nullptr;  ///< nullptr: none
 };

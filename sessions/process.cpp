@@ -89,6 +89,7 @@ Status Process::launch_into_leaf() {
     spec.stdin_fd = in_pipe ? in_pipe->read_end.get() : -1;
     spec.stdout_fd = out_pipe->write_end.get();
     spec.stderr_fd = err_pipe->write_end.get();
+    spec.extra_fd = setup_.extra_fd;
     spec.new_session = true;
     spec.confinement = setup_.confinement;
     started_wall_ = std::chrono::system_clock::now();
@@ -192,6 +193,29 @@ Result<size_t> Process::kill() {
     auto killed = leaf_.kill_all();
     if (!killed) return std::move(killed.error().context("kill process " + setup_.id));
     return *killed;
+}
+
+Result<size_t> Process::stop(bool force) {
+    if (force) return kill();
+    if (!leaf_.valid()) return size_t{0};
+    if (main_running()) killed_by_request_ = true;
+    auto signalled = leaf_.signal_all(SIGTERM);
+    if (!signalled) return std::move(signalled.error().context("stop process " + setup_.id));
+    grace_timer_.expires_after(setup_.grace);
+    grace_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+        if (error || !self->leaf_.valid()) return;
+        self->leaf_killed_ = true;
+        (void)self->leaf_.kill_all();
+    });
+    return *signalled;
+}
+
+Result<size_t> Process::signal_tree(int signal) {
+    if (!leaf_populated()) return sys_error(ESRCH, "process " + setup_.id + " has no process left");
+    if (main_running()) killed_by_request_ = true;
+    auto signalled = leaf_.signal_all(signal);
+    if (!signalled) return std::move(signalled.error().context("signal process " + setup_.id));
+    return *signalled;
 }
 
 size_t Process::terminate() {

@@ -49,6 +49,7 @@ struct ProcessSetup {
     size_t output_cap = 16u << 20;  ///< bytes kept per stream
     std::optional<std::string> stdin_data;
     bool stdin_open = false;
+    int extra_fd = -1;  ///< becomes fd 3 of the process (a shell context's state pipe); -1: none
     const Cgroup* session_cgroup = nullptr;  ///< parent of the leaf
     std::vector<int> limit_join_fds;         ///< v1 cgroup.procs fds (hybrid limits)
     int holder_pidfd = -1;                   ///< namespaces to join, -1: none
@@ -80,6 +81,12 @@ class Process : public std::enable_shared_from_this<Process> {
     Status signal(int signal);
     /// cgroup.kill on the leaf: the process and its descendants. 0 when nothing is left.
     Result<size_t> kill();
+    /// Stops the tree gracefully: SIGTERM to every process of the leaf, the grace period, then
+    /// cgroup.kill (at once with `force`). Counts as killed by the API. Returns how many were
+    /// signalled (0 when nothing is left).
+    Result<size_t> stop(bool force);
+    /// Sends `signal` to every process of the leaf. ESRCH when the leaf is empty.
+    Result<size_t> signal_tree(int signal);
     /// Session end, first step: SIGTERM to the whole leaf; the ending counts as "killed".
     size_t terminate();
     /// Whether the leaf still holds processes (the main one or left-behind descendants).
