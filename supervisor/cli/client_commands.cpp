@@ -18,7 +18,8 @@ struct ClientCommand {
 constexpr ClientCommand kClientCommands[] = {
     {"session", run_session_command}, {"exec", run_exec_command}, {"spawn", run_spawn_command},
     {"ps", run_ps_command},           {"logs", run_logs_command}, {"kill", run_kill_command},
-    {"cp", run_cp_command},           {"port", run_port_command},
+    {"cp", run_cp_command},           {"port", run_port_command}, {"shells", run_shells_command},
+    {"shell-context", run_shells_command},
 };
 
 const ClientCommand* find_command(const std::string& word) {
@@ -65,14 +66,21 @@ std::string client_commands_usage() {
   corral session ls [--json]
   corral session show SID [--json]
   corral session rm SID [--json]                             ends the session, kills everything in it
-  corral exec SID [--cwd DIR] [--env K=V]... [--timeout 30s] -- CMD ARGS...
+  corral exec SID [--shell CTX] [--cwd DIR] [--env K=V]... [--timeout 30s] -- CMD ARGS...
                                  streams the command's output; exits with its code (128+N for signal N)
+                                 --shell: in shell context CTX (cd, export, functions carry over);
+                                 one word after -- is a shell line: -- 'cd repo && make'
+  corral shells create SID [--id CTX] [--cwd DIR] [--env K=V]... | shells ls SID
+  corral shells show SID CTX | shells rm SID CTX             persistent shell contexts
   corral spawn SID [--cwd DIR] [--env K=V]... [--timeout 30s] [--json] -- CMD ARGS...
                                  starts a background process, prints its id
   corral ps SID [--json]
   corral logs SID PROC [-f] [--stream stdout|stderr] [--offset N]
                                  -f follows the output until the process exits
-  corral kill SID PROC [--signal TERM]   without --signal: kills the process and all its descendants
+  corral kill SID PROC [--signal TERM] [--tree] [--force]
+                                 without --signal: SIGTERM to the process and all its descendants,
+                                 the grace period, then kill (--force: kill at once)
+  corral kill SID --all          kills every running process of the session
   corral cp LOCAL SID:PATH | corral cp SID:PATH LOCAL     streamed; LOCAL may be - (stdin/stdout)
   corral port lease SID | port ls SID | port rm SID PORT | port endpoint SID PORT [--ws]
   corral port wait SID PORT [--timeout 30s]

@@ -15,9 +15,14 @@ using nlohmann::json;
 const std::vector<OptionSpec> kCommandOptions = {
     {"--cwd", true}, {"--env", true, "-e"}, {"--timeout", true}};
 
-/// The request body shared by exec and spawn: {argv, cwd?, env?, timeoutMs?}.
+/// The request body shared by exec and spawn: {argv, cwd?, env?, timeoutMs?}; exec --shell adds
+/// {shell}, and then a single word is a shell line (`-- 'cd repo && make'`), as typed in one.
 Result<json> command_body(const ParsedArgs& parsed) {
     json body = {{"argv", parsed.command}};
+    if (auto shell = parsed.value("--shell")) {
+        body["shell"] = *shell;
+        if (parsed.command.size() == 1) body = {{"command", parsed.command[0]}, {"shell", *shell}};
+    }
     if (auto cwd = parsed.value("--cwd")) body["cwd"] = *cwd;
     auto env = parse_env_assignments(parsed.all("--env"));
     if (!env) return std::move(env.error());
@@ -43,13 +48,15 @@ int report_refused_exec(HttpResponseHead& head, HttpResponseReader& reader, std:
 
 int run_exec_command(const std::vector<std::string>& args, ClientIo& io) {
     std::vector<OptionSpec> options = kCommandOptions;
-    ArgsSpec spec{"exec",
-                  options,
-                  1,
-                  1,
-                  {"SID"},
-                  true,
-                  "corral exec SID [--cwd DIR] [--env K=V]... [--timeout 30s] -- CMD ARGS..."};
+    options.push_back({"--shell", true});
+    ArgsSpec spec{
+        "exec",
+        options,
+        1,
+        1,
+        {"SID"},
+        true,
+        "corral exec SID [--shell CTX] [--cwd DIR] [--env K=V]... [--timeout 30s] -- CMD ARGS..."};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) {
         report_usage_error(prepared.error(), io.err);

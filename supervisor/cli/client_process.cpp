@@ -141,14 +141,39 @@ int run_logs_command(const std::vector<std::string>& args, ClientIo& io) {
 }
 
 int run_kill_command(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"kill", {{"--signal", true, "-s"}, {"--json", false}}, 2, 2, {"SID", "PROC"},
-                  false,  "corral kill SID PROC [--signal TERM]"};
+    ArgsSpec spec{"kill",
+                  {{"--signal", true, "-s"},
+                   {"--tree", false},
+                   {"--force", false},
+                   {"--all", false},
+                   {"--json", false}},
+                  1,
+                  2,
+                  {"SID", "PROC"},
+                  false,
+                  "corral kill SID PROC [--signal TERM [--tree]] [--force] | corral kill SID --all"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     const ParsedArgs& parsed = prepared->args;
-    std::string path = process_path(parsed.positionals[0], parsed.positionals[1]);
     Result<ApiReply> reply = plain_error("unreachable");
     std::string done;
+    if (parsed.flag("--all")) {
+        if (parsed.positionals.size() != 1 || parsed.value("--signal"))
+            return report_usage_error(
+                plain_error("kill: --all takes the session only (corral kill SID --all)"), io.err);
+        reply = call_api(prepared->client, "DELETE",
+                         session_path(parsed.positionals[0]) + "/processes");
+        if (int code = failure_code(reply, io.err)) return code;
+        if (parsed.flag("--json")) {
+            print_json(io.out, reply->body);
+        } else {
+            io.out << "killed " << field_text(reply->body, {"killed"}) << " processes\n";
+        }
+        return client_exit::kOk;
+    }
+    if (parsed.positionals.size() != 2)
+        return report_usage_error(plain_error("kill: missing PROC (or --all)"), io.err);
+    std::string path = process_path(parsed.positionals[0], parsed.positionals[1]);
     if (auto signal_text = parsed.value("--signal")) {
         auto number = parse_signal(*signal_text);
         const char* abbrev = number ? sigabbrev_np(*number) : nullptr;
@@ -158,10 +183,12 @@ int run_kill_command(const std::vector<std::string>& args, ClientIo& io) {
         }
         std::string name = std::string("SIG") + abbrev;
         json body = {{"signal", name}};
+        if (parsed.flag("--tree")) body["tree"] = true;
         reply = call_api(prepared->client, "POST", path + "/signal", &body);
         done = "sent " + name + " to " + parsed.positionals[1];
     } else {
-        reply = call_api(prepared->client, "DELETE", path);
+        reply = call_api(prepared->client, "DELETE",
+                         path + (parsed.flag("--force") ? "?force=true" : ""));
         done = "killed " + parsed.positionals[1];
     }
     if (int code = failure_code(reply, io.err)) return code;

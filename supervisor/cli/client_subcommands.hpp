@@ -19,8 +19,10 @@ int run_spawn_command(const std::vector<std::string>& args, ClientIo& io);
 int run_ps_command(const std::vector<std::string>& args, ClientIo& io);
 /// `corral logs SID PROC [-f] [--stream stdout|stderr]` (client_process.cpp).
 int run_logs_command(const std::vector<std::string>& args, ClientIo& io);
-/// `corral kill SID PROC [--signal SIG]` (client_process.cpp).
+/// `corral kill SID PROC [--signal SIG] [--force]` / `corral kill SID --all` (client_process.cpp).
 int run_kill_command(const std::vector<std::string>& args, ClientIo& io);
+/// `corral shells create|ls|show|rm ...` (client_shell.cpp).
+int run_shells_command(const std::vector<std::string>& args, ClientIo& io);
 /// `corral cp LOCAL SID:PATH` / `corral cp SID:PATH LOCAL` (client_cp.cpp).
 int run_cp_command(const std::vector<std::string>& args, ClientIo& io);
 /// `corral port lease|ls|rm|endpoint ...` (client_port.cpp).

@@ -778,3 +778,64 @@ TEST(ClientCommands, UsageTextListsCommandsAndExitCodes) {
 
 }  // namespace
 }  // namespace corral::cli
+
+namespace corral::cli {
+namespace {
+
+TEST(ClientCommands, ExecInAShellContextSendsOneWordAsAShellLine) {
+    CannedServer server(ndjson_response({{{"type", "exit"}, {"status", "exited"}, {"exitCode", 0}}}));
+    RunResult run = run_client(
+        with_socket({"exec", "s1", "--shell", "main", "--", "cd repo && make"}, server));
+    EXPECT_EQ(run.code, 0) << run.err;
+    EXPECT_EQ(json::parse(server.request().body),
+              json({{"command", "cd repo && make"}, {"shell", "main"}}));
+}
+
+TEST(ClientCommands, ExecInAShellContextSendsSeveralWordsAsArgv) {
+    CannedServer server(ndjson_response({{{"type", "exit"}, {"status", "exited"}, {"exitCode", 0}}}));
+    RunResult run =
+        run_client(with_socket({"exec", "s1", "--shell", "main", "--", "export", "X=1"}, server));
+    EXPECT_EQ(run.code, 0) << run.err;
+    EXPECT_EQ(json::parse(server.request().body), json({{"argv", {"export", "X=1"}}, {"shell", "main"}}));
+}
+
+TEST(ClientCommands, ShellsCreatePostsAndPrintsTheId) {
+    CannedServer server(json_response(201, {{"id", "main"}, {"cwd", "/workspace"}}));
+    RunResult run = run_client(
+        with_socket({"shells", "create", "s1", "--id", "main", "--env", "A=b"}, server));
+    EXPECT_EQ(run.code, 0) << run.err;
+    EXPECT_EQ(server.request().method, "POST");
+    EXPECT_EQ(server.request().target, "/v1/sessions/s1/shells");
+    EXPECT_EQ(json::parse(server.request().body), json({{"id", "main"}, {"env", {{"A", "b"}}}}));
+    EXPECT_EQ(run.out, "main\n");
+}
+
+TEST(ClientCommands, KillAllDeletesEveryProcessAndSaysHowMany) {
+    CannedServer server(json_response(200, {{"killed", 4}, {"ids", {"p1", "p2", "p3", "p4"}}}));
+    RunResult run = run_client(with_socket({"kill", "s1", "--all"}, server));
+    EXPECT_EQ(run.code, 0) << run.err;
+    EXPECT_EQ(server.request().method, "DELETE");
+    EXPECT_EQ(server.request().target, "/v1/sessions/s1/processes");
+    EXPECT_EQ(run.out, "killed 4 processes\n");
+}
+
+TEST(ClientCommands, KillForceAndTreeReachTheApi) {
+    {
+        CannedServer server(json_response(200, {{"killed", 1}}));
+        EXPECT_EQ(run_client(with_socket({"kill", "s1", "p1", "--force"}, server)).code, 0);
+        EXPECT_EQ(server.request().target, "/v1/sessions/s1/processes/p1?force=true");
+    }
+    {
+        CannedServer server(json_response(200, {{"signalled", 3}}));
+        EXPECT_EQ(
+            run_client(with_socket({"kill", "s1", "p1", "--signal", "USR1", "--tree"}, server))
+                .code,
+            0);
+        EXPECT_EQ(json::parse(server.request().body),
+                  json({{"signal", "SIGUSR1"}, {"tree", true}}));
+    }
+    EXPECT_EQ(run_client({"kill", "s1"}).code, 2) << "neither PROC nor --all";
+}
+
+}  // namespace
+}  // namespace corral::cli
