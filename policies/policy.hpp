@@ -166,6 +166,9 @@ struct Policy {
     CapabilitySpec capabilities;
     LandlockSpec landlock;
     Enforcement enforcement = Enforcement::strict;
+    /// Runs `command` strings as `shell -c COMMAND` (absolute path inside the sandbox); "" =
+    /// /bin/bash where the sandbox has it, else /bin/sh.
+    std::string shell;
     bool no_new_privs = true;  ///< always true; kept here so reports can show it
 
     bool operator==(const Policy&) const = default;  ///< field-wise

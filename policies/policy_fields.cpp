@@ -470,6 +470,13 @@ constexpr Rule kTopRules[] = {
     {"seccomp", section<kSeccompRules>},
     {"capabilities", section<kCapabilityRules>},
     {"landlock", section<kLandlockRules>},
+    {"shell",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
+         auto text = r.string(e);
+         if (!text) return;
+         if (std::string problem = valid_path(*text); !problem.empty()) return r.error(e, problem);
+         p.shell = *text;
+     }},
     {"enforcement",
      [](PolicyReader& r, const Entry& e, Policy& p) {
          if (auto mode = r.choice(e, kEnforcements)) {

@@ -179,6 +179,7 @@ std::string policy_to_yaml(const Policy& policy) {
     out << YAML::EndMap;
     out << YAML::Key << "enforcement" << YAML::Value
         << (policy.enforcement == Enforcement::strict ? "strict" : "best-effort");
+    if (!policy.shell.empty()) out << YAML::Key << "shell" << YAML::Value << policy.shell;
     out << YAML::EndMap;
     return std::string(out.c_str()) + "\n";
 }

@@ -3,11 +3,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 
@@ -38,7 +40,8 @@ Error path_error(int code, std::string_view verb, std::string_view path) {
 /// that would climb above the root is refused here (EXDEV), before the kernel sees anything: the
 /// kernel's RESOLVE_IN_ROOT would silently clamp it, and a client that asks for ../../etc/passwd
 /// should hear that it asked for something outside, not get <root>/etc/passwd.
-Result<std::vector<std::string>> split_path(std::string_view path) {
+Result<std::vector<std::string>> split_path(std::string_view path,
+                                           std::string_view mount_point = {}) {
     if (path.empty()) return sys_error(EINVAL, "path is empty");
     if (path.find('\0') != std::string_view::npos) {
         return sys_error(EINVAL, "path " + quote(path) + " contains a NUL byte");
@@ -59,8 +62,53 @@ Result<std::vector<std::string>> split_path(std::string_view path) {
         }
         parts.emplace_back(part);
     }
+    if (!mount_point.empty()) {
+        if (path.front() != '/') {
+            return sys_error(EINVAL, "path " + quote(path) + " is not absolute");
+        }
+        auto prefix = split_path(mount_point);
+        if (!prefix) return std::move(prefix.error());
+        if (parts.size() < prefix->size() ||
+            !std::equal(prefix->begin(), prefix->end(), parts.begin())) {
+            return sys_error(EXDEV, "path " + quote(path) + " is not beneath " + quote(mount_point));
+        }
+        parts.erase(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(prefix->size()));
+    }
     return parts;
 }
+
+/// The unprivileged view of FileServiceOptions::act_as for the lifetime of the guard, on this
+/// thread only. setfsuid() from 0 to non-zero also clears CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+/// and CAP_FOWNER from the effective set, and restoring 0 brings them back (capabilities(7)),
+/// so permissions are checked as for that uid. glibc's setgroups() would change every thread
+/// (setxid broadcast); the raw syscall changes only ours.
+class ActAs {
+  public:
+    explicit ActAs(const std::optional<FileOwner>& who) {
+        if (!who) return;
+        active_ = true;
+        groups_ = ::getgroups(static_cast<int>(saved_groups_.size()), saved_groups_.data());
+        if (groups_ < 0) groups_ = 0;
+        (void)::syscall(SYS_setgroups, 0, nullptr);
+        old_gid_ = static_cast<gid_t>(::setfsgid(who->gid));
+        old_uid_ = static_cast<uid_t>(::setfsuid(who->uid));
+    }
+    ~ActAs() {
+        if (!active_) return;
+        (void)::setfsuid(old_uid_);
+        (void)::setfsgid(old_gid_);
+        (void)::syscall(SYS_setgroups, static_cast<size_t>(groups_), saved_groups_.data());
+    }
+    ActAs(const ActAs&) = delete;
+    ActAs& operator=(const ActAs&) = delete;
+
+  private:
+    bool active_ = false;
+    uid_t old_uid_ = 0;
+    gid_t old_gid_ = 0;
+    int groups_ = 0;
+    std::array<gid_t, 256> saved_groups_{};
+};
 
 /// parts[0..count) joined with '/', or "." for none (the root).
 std::string join(const std::vector<std::string>& parts, std::size_t count) {
@@ -219,12 +267,14 @@ const char* type_name(FileType type) {
 // ---- WriteTransaction ----------------------------------------------------------------------
 
 WriteTransaction::WriteTransaction(UniqueFd parent, UniqueFd file, std::string temp_name,
-                                   std::string name, std::string client_path)
+                                   std::string name, std::string client_path,
+                                   std::optional<FileOwner> act_as)
     : parent_(std::move(parent)),
       file_(std::move(file)),
       temp_name_(std::move(temp_name)),
       name_(std::move(name)),
-      client_path_(std::move(client_path)) {}
+      client_path_(std::move(client_path)),
+      act_as_(std::move(act_as)) {}
 
 WriteTransaction::WriteTransaction(WriteTransaction&& other) noexcept
     : parent_(std::move(other.parent_)),
@@ -232,6 +282,7 @@ WriteTransaction::WriteTransaction(WriteTransaction&& other) noexcept
       temp_name_(std::move(other.temp_name_)),
       name_(std::move(other.name_)),
       client_path_(std::move(other.client_path_)),
+      act_as_(std::move(other.act_as_)),
       done_(std::exchange(other.done_, true)) {}
 
 WriteTransaction& WriteTransaction::operator=(WriteTransaction&& other) noexcept {
@@ -242,6 +293,7 @@ WriteTransaction& WriteTransaction::operator=(WriteTransaction&& other) noexcept
         temp_name_ = std::move(other.temp_name_);
         name_ = std::move(other.name_);
         client_path_ = std::move(other.client_path_);
+        act_as_ = std::move(other.act_as_);
         done_ = std::exchange(other.done_, true);
     }
     return *this;
@@ -272,6 +324,7 @@ Status WriteTransaction::commit() {
         abort();
         return e;
     }
+    ActAs view(act_as_);
     if (::renameat(parent_.get(), temp_name_.c_str(), parent_.get(), name_.c_str()) != 0) {
         Error e = path_error(errno, "write", client_path_);
         abort();
@@ -285,6 +338,7 @@ void WriteTransaction::abort() {
     if (done_) return;
     done_ = true;
     file_.reset();
+    ActAs view(act_as_);
     if (parent_) ::unlinkat(parent_.get(), temp_name_.c_str(), 0);
 }
 
@@ -436,27 +490,31 @@ FileService::FileService(UniqueFd root, FileServiceOptions options)
     : root_(std::move(root)), options_(std::move(options)) {}
 
 Result<ReadHandle> FileService::open_read(std::string_view path) const {
-    auto parts = split_path(path);
+    ActAs view(options_.act_as);
+    auto parts = split_path(path, options_.mount_point);
     if (!parts) return std::move(parts.error());
     Resolver resolver{root_.get(), options_};
-    // O_NONBLOCK: opening a FIFO the session planted must not hang the daemon.
-    auto fd = resolver.open(*parts, parts->size(), O_RDONLY | O_NONBLOCK | O_NOCTTY, "read", path);
-    if (!fd) return std::move(fd.error());
+    // O_PATH opens nothing: a FIFO, a device or a socket the session planted is only looked at,
+    // never opened (which could block the daemon or have a device's side effects).
+    auto entry = resolver.open(*parts, parts->size(), O_PATH, "read", path);
+    if (!entry) return std::move(entry.error());
     struct stat st;
-    if (::fstat(fd->get(), &st) != 0) return path_error(errno, "read", path);
+    if (::fstat(entry->get(), &st) != 0) return path_error(errno, "read", path);
     if (S_ISDIR(st.st_mode)) return path_error(EISDIR, "read", path);
     if (!S_ISREG(st.st_mode)) {
         return sys_error(EINVAL, "read " + quote(path) + ": not a regular file");
     }
-    int fl = ::fcntl(fd->get(), F_GETFL);
-    if (fl < 0 || ::fcntl(fd->get(), F_SETFL, fl & ~O_NONBLOCK) != 0) {
-        return path_error(errno, "read", path);
-    }
-    return ReadHandle{std::move(*fd), static_cast<uint64_t>(st.st_size)};
+    // Reopen that very inode for reading: the O_PATH fd pins it, so a swap of the name since
+    // cannot redirect the open (the daemon's own /proc/self/fd entry, not a path of the session).
+    const std::string self = "/proc/self/fd/" + std::to_string(entry->get());
+    const int fd = ::open(self.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return path_error(errno, "read", path);
+    return ReadHandle{UniqueFd(fd), static_cast<uint64_t>(st.st_size)};
 }
 
 Result<WriteTransaction> FileService::open_write(std::string_view path, bool create_parents) const {
-    auto parts = split_path(path);
+    ActAs view(options_.act_as);
+    auto parts = split_path(path, options_.mount_point);
     if (!parts) return std::move(parts.error());
     if (parts->empty()) return path_error(EISDIR, "write", path);
     Resolver resolver{root_.get(), options_};
@@ -484,13 +542,14 @@ Result<WriteTransaction> FileService::open_write(std::string_view path, bool cre
         if (replaces_file) (void)::fchmod(file.get(), existing.st_mode & 07777);
         if (options_.owner) (void)::fchown(file.get(), options_.owner->uid, options_.owner->gid);
         return WriteTransaction(std::move(*parent), std::move(file), std::move(temp), name,
-                                std::string(path));
+                                std::string(path), options_.act_as);
     }
     return path_error(EEXIST, "write", path);
 }
 
 Status FileService::remove(std::string_view path, bool recursive) const {
-    auto parts = split_path(path);
+    ActAs view(options_.act_as);
+    auto parts = split_path(path, options_.mount_point);
     if (!parts) return std::move(parts.error());
     if (parts->empty())
         return sys_error(EBUSY, "delete " + quote(path) + ": refused: it is the session root");
@@ -513,7 +572,8 @@ Status FileService::remove(std::string_view path, bool recursive) const {
 }
 
 Status FileService::mkdir(std::string_view path, bool recursive) const {
-    auto parts = split_path(path);
+    ActAs view(options_.act_as);
+    auto parts = split_path(path, options_.mount_point);
     if (!parts) return std::move(parts.error());
     Resolver resolver{root_.get(), options_};
     if (recursive) return resolver.make_dirs(*parts, parts->size(), path);
@@ -528,9 +588,10 @@ Status FileService::mkdir(std::string_view path, bool recursive) const {
 }
 
 Status FileService::move(std::string_view from, std::string_view to, bool replace) const {
-    auto from_parts = split_path(from);
+    ActAs view(options_.act_as);
+    auto from_parts = split_path(from, options_.mount_point);
     if (!from_parts) return std::move(from_parts.error());
-    auto to_parts = split_path(to);
+    auto to_parts = split_path(to, options_.mount_point);
     if (!to_parts) return std::move(to_parts.error());
     const std::string verb = "move " + quote(from) + " to";
     if (from_parts->empty() || to_parts->empty()) {
@@ -550,7 +611,8 @@ Status FileService::move(std::string_view from, std::string_view to, bool replac
 }
 
 Result<std::vector<FileInfo>> FileService::list(std::string_view path) const {
-    auto parts = split_path(path);
+    ActAs view(options_.act_as);
+    auto parts = split_path(path, options_.mount_point);
     if (!parts) return std::move(parts.error());
     Resolver resolver{root_.get(), options_};
     auto dir = resolver.open(*parts, parts->size(), O_PATH | O_DIRECTORY, "list", path);
@@ -572,7 +634,8 @@ Result<std::vector<FileInfo>> FileService::list(std::string_view path) const {
 }
 
 Result<FileInfo> FileService::stat(std::string_view path) const {
-    auto parts = split_path(path);
+    ActAs view(options_.act_as);
+    auto parts = split_path(path, options_.mount_point);
     if (!parts) return std::move(parts.error());
     struct stat st;
     if (parts->empty()) {

@@ -91,6 +91,15 @@ struct FileServiceOptions {
     /// Also refuse paths that cross a mount point below the root (RESOLVE_NO_XDEV). Off by default
     /// because a session root may legitimately contain mounts (e.g. a tmpfs workspace).
     bool same_mount_only = false;
+    /// Where the root is in the paths clients give (the workspace's path inside the sandbox, e.g.
+    /// "/workspace"): absolute paths must lie beneath it (else EXDEV) and it is stripped. "": the
+    /// root is "/" (and relative paths are beneath it).
+    std::string mount_point;
+    /// Run every operation with this filesystem uid/gid and no supplementary groups (per thread:
+    /// setfsuid/setfsgid/setgroups as raw syscalls), so the daemon reads and writes what an
+    /// unprivileged process of the session could, never more (a confused deputy would read the
+    /// host's /etc/shadow through a sandbox that binds /etc read-only).
+    std::optional<FileOwner> act_as;
 };
 
 /// An upload in progress: bytes go into a hidden temp file next to the target; commit() renames it
@@ -116,13 +125,14 @@ class WriteTransaction {
   private:
     friend class FileService;
     WriteTransaction(UniqueFd parent, UniqueFd file, std::string temp_name, std::string name,
-                     std::string client_path);
+                     std::string client_path, std::optional<FileOwner> act_as);
 
     UniqueFd parent_;          // O_PATH fd of the target's directory
     UniqueFd file_;            // the temp file
     std::string temp_name_;    // temp file's name in parent_
     std::string name_;         // target's name in parent_
     std::string client_path_;  // for messages
+    std::optional<FileOwner> act_as_;  // the service's unprivileged view, for rename and unlink
     bool done_ = false;        // committed or aborted
 };
 
@@ -135,7 +145,8 @@ class FileService {
     FileService(UniqueFd root, FileServiceOptions options = {});
 
     /// Opens a regular file for reading. EISDIR for a directory, EINVAL for FIFOs, sockets and
-    /// devices (opening those could block or have side effects).
+    /// devices: those are never opened at all (opening could block or have side effects); the
+    /// entry is resolved O_PATH, checked, and only a regular file is reopened for reading.
     Result<ReadHandle> open_read(std::string_view path) const;
     /// Starts an upload to `path`; with create_parents, missing parent directories are made first.
     /// EISDIR if `path` is an existing directory; EINVAL for the root itself.

@@ -64,12 +64,15 @@ Status Session::build(const CreateSessionRequest& request) {
         owner = FileOwner{policy_.user.uid, policy_.user.gid};
     }
     if (owner) CORRAL_TRY(directory_.hand_to(owner->uid, owner->gid), "session directory");
+    choose_command_shell();
 
     auto files = FileService::open(directory_.root(), FileServiceOptions{owner, false});
     if (!files) return std::move(files.error().context("file service"));
     files_ = std::make_shared<FileService>(std::move(*files));
+    CORRAL_TRY(open_path_space(owner), "file service");
 
-    for (unsigned i = 0; i < policy_.network.ports; ++i) {
+    const unsigned ports = request.ports.value_or(policy_.network.ports);
+    for (unsigned i = 0; i < ports; ++i) {
         auto port = context_.ports.lease(id_);
         if (!port) return std::move(port.error().context("lease network.ports"));
         leased_.push_back(*port);
@@ -143,25 +146,34 @@ Result<std::shared_ptr<Process>> Session::start_process(const ProcessRequest& re
     if (request.command.empty() == request.argv.empty()) {
         return sys_error(EINVAL, "give exactly one of `command` and `argv`");
     }
-    ProcessSetup setup;
-    setup.id = "p" + std::to_string(next_process_++);
+    ProcessSetup setup = base_setup(request);
     if (!request.command.empty()) {
         setup.command = request.command;
-        setup.argv = {"/bin/sh", "-c", request.command};
+        setup.argv = {command_shell_, "-c", request.command};
     } else {
         setup.argv = request.argv;
     }
-    setup.cwd = resolve_cwd(request.cwd, cwd_);
     setup.env = process_env(request.env);
+    return launch(std::move(setup));
+}
+
+ProcessSetup Session::base_setup(const ProcessRequest& request) {
+    ProcessSetup setup;
+    setup.id = "p" + std::to_string(next_process_++);
+    setup.cwd = resolve_cwd(request.cwd, cwd_);
     if (request.timeout) {
         if (request.timeout->count() > 0) setup.timeout = request.timeout;
-    } else {
+    } else if (!request.background) {
         setup.timeout = command_timeout_;
     }
     setup.grace = policy_.timeouts.grace;
     setup.output_cap = static_cast<size_t>(policy_.limits.output);
     setup.stdin_data = request.stdin_data;
     setup.stdin_open = request.stdin_open;
+    return setup;
+}
+
+Result<std::shared_ptr<Process>> Session::launch(ProcessSetup setup) {
     setup.session_cgroup = &cgroup_;
     if (limits_) {
         setup.limit_join_fds = limits_->join_fds();

@@ -24,10 +24,12 @@
 #include "isolation/sandbox.hpp"
 #include "policies/policy.hpp"
 #include "sessions/file_service.hpp"
+#include "sessions/path_space.hpp"
 #include "sessions/port_pool.hpp"
 #include "sessions/port_waiter.hpp"
 #include "sessions/process.hpp"
 #include "sessions/session_types.hpp"
+#include "sessions/shell_context.hpp"
 
 namespace corral {
 
@@ -98,6 +100,22 @@ class Session : public std::enable_shared_from_this<Session> {
     /// Processes in start order.
     std::vector<std::shared_ptr<Process>> processes() const;
 
+    // session_shells.cpp: shell contexts.
+    /// Creates a shell context (EEXIST for a taken id, ENOTSUP when the sandbox has no bash).
+    Result<ShellInfo> create_shell(const ShellRequest& request);
+    /// Shell contexts in id order / one (ENOENT).
+    std::vector<ShellInfo> shells() const;
+    Result<ShellInfo> shell(const std::string& id) const;
+    /// Deletes a context: its queued commands fail, its running command is killed.
+    Status delete_shell(const std::string& id);
+    /// Queues `request` in the context it names; `started` runs (posted) once it started, unless
+    /// `*alive` became false before.
+    Status enqueue_shell_command(const ProcessRequest& request, std::shared_ptr<bool> alive,
+                                 ShellContext::Started started);
+    /// The shell `command` strings run under (policy `shell`, else bash where the sandbox has it,
+    /// else /bin/sh).
+    const std::string& command_shell() const { return command_shell_; }
+
     /// Sets/unsets session env; returns the new env.
     std::map<std::string, std::string> patch_env(const EnvPatch& patch);
     /// API activity: re-arms the idle timer.
@@ -115,6 +133,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
     /// The file service over the session's root.
     const std::shared_ptr<FileService>& files() const { return files_; }
+    /// Where a file-API path lands in the session's path space (path_space.hpp): relative paths
+    /// against the cwd of shell context `shell`, or the session's when `shell` is "".
+    Result<FileTarget> file_target(std::string_view path, const std::string& shell) const;
 
     /// Ends the session (see SessionManager::end_session). `reason`: "api", "timeout", "idle"...
     void end(std::string reason, EndHandler handler);
@@ -128,6 +149,17 @@ class Session : public std::enable_shared_from_this<Session> {
     Status build(const CreateSessionRequest& request);
     Status create_kernel_resources();
     std::string resolve_cwd(const std::string& cwd, const std::string& base) const;
+    /// The process setup of `request` before argv/env are decided (id, cwd, timeout, fds...).
+    ProcessSetup base_setup(const ProcessRequest& request);
+    /// Starts `setup` and records the process.
+    Result<std::shared_ptr<Process>> launch(ProcessSetup setup);
+    // session_shells.cpp
+    /// The root the session's processes see, as an O_PATH fd (their mount namespace's root).
+    Result<UniqueFd> open_sandbox_root() const;
+    /// Whether `path` (inside the sandbox) is an executable regular file.
+    bool sandbox_has_executable(const std::string& path) const;
+    void choose_command_shell();
+    Status open_path_space(const std::optional<FileOwner>& owner);
     std::vector<std::string> process_env(const std::map<std::string, std::string>& extra) const;
     void on_process_finished(Process& process);
     // session_oom_group.cpp
@@ -176,6 +208,7 @@ class Session : public std::enable_shared_from_this<Session> {
     Sandbox sandbox_;
     Confinement confinement_;
     std::shared_ptr<FileService> files_;
+    PathSpace paths_;
     std::vector<uint16_t> leased_;
     std::unique_ptr<SessionNetwork> network_;  ///< isolated network only; before sandbox_ dies
 
@@ -185,6 +218,11 @@ class Session : public std::enable_shared_from_this<Session> {
     std::optional<Millis> command_timeout_;
     std::string full_token_;
     std::string restricted_token_;
+
+    std::string command_shell_ = "/bin/sh";
+    std::string context_shell_;  ///< bash for shell contexts; "" when the sandbox has none
+    std::map<std::string, std::shared_ptr<ShellContext>> shells_;
+    unsigned next_shell_ = 1;
 
     std::map<std::string, std::shared_ptr<Process>> processes_;
     std::vector<std::string> process_order_;

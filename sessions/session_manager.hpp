@@ -35,6 +35,7 @@
 namespace corral {
 
 class FileService;
+struct FileTarget;
 class LimitBackend;
 class Session;
 class PortPool;
@@ -141,9 +142,35 @@ class SessionManager {
     /// becomes final (reason killed) asynchronously; wait for it with async_wait_process.
     /// Killing a finished process is not an error (returns 0).
     Result<size_t> kill_process(const std::string& sid, const std::string& proc);
+    /// Graceful stop of the process's tree: SIGTERM to every process of its leaf, the policy's
+    /// grace period, then cgroup.kill (`force`: cgroup.kill at once). Stopping a finished process
+    /// is not an error (returns 0). Defined in session_manager_stops.cpp, like the two below.
+    Result<size_t> stop_process(const std::string& sid, const std::string& proc, bool force);
+    /// `signal` to every process of the process's leaf (ESRCH when it is empty).
+    Result<size_t> signal_process_tree(const std::string& sid, const std::string& proc,
+                                       int signal);
+    /// cgroup.kill on every process of the session that still runs; returns their ids.
+    Result<std::vector<std::string>> kill_all_processes(const std::string& sid);
     /// Waits until the record is final or `timeout` (nullopt = no limit) passes.
     WaitHandle async_wait_process(const std::string& sid, const std::string& proc,
                                   std::optional<Millis> timeout, WaitHandler handler);
+
+    using StartHandler = std::function<void(Result<ProcessInfo>)>;
+    /// start_process for callers that can wait: with request.shell the command starts once the
+    /// commands queued before it in that shell context are done. `handler` runs (posted) with the
+    /// started record or the error; resetting the handle drops a command still queued.
+    WaitHandle async_start_process(const std::string& sid, const ProcessRequest& request,
+                                   StartHandler handler);
+
+    // --- shell contexts (session_manager_shells.cpp) ---------------------------------------
+
+    /// Creates a shell context (EEXIST id taken, ENOTSUP no bash in the sandbox).
+    Result<ShellInfo> create_shell(const std::string& sid, const ShellRequest& request);
+    /// The session's shell contexts / one of them (ENOENT).
+    Result<std::vector<ShellInfo>> list_shells(const std::string& sid);
+    Result<ShellInfo> get_shell(const std::string& sid, const std::string& shell);
+    /// Deletes a context: queued commands fail, the running one is killed.
+    Status delete_shell(const std::string& sid, const std::string& shell);
 
     // --- output --------------------------------------------------------------------------------
 
@@ -197,6 +224,10 @@ class SessionManager {
     /// The session's file service (rooted at its working directory). The shared_ptr stays valid
     /// after the session ends (operations then fail), so a streamed upload may hold it.
     Result<std::shared_ptr<FileService>> files(const std::string& sid);
+    /// Where a file-API path lands (path_space.hpp): the service and the normalized path.
+    /// Relative paths resolve against shell context `shell`'s cwd, or the session's ("").
+    Result<FileTarget> file_target(const std::string& sid, std::string_view path,
+                                   const std::string& shell);
     /// Which session and rights a bearer token grants (constant-time compare). EACCES if none.
     Result<TokenGrant> check_token(std::string_view token);
 

@@ -50,6 +50,7 @@ struct CreateSessionRequest {
     /// The policy already resolved from `policy`/`policy_yaml` (corrald parses off its event
     /// loop); when set, the manager uses it instead of parsing again.
     std::optional<Policy> resolved_policy;
+    std::optional<unsigned> ports;          ///< ports leased at creation; overrides network.ports
 };
 
 /// PATCH /v1/sessions/{sid}/env.
@@ -67,6 +68,32 @@ struct ProcessRequest {
     std::optional<Millis> timeout;           ///< nullopt = session default; 0 = none
     std::optional<std::string> stdin_data;   ///< written to stdin, then stdin is closed...
     bool stdin_open = false;                 ///< ...unless this keeps it open for write_stdin
+    std::string shell;  ///< a shell context id: run in that context's state, after its queue
+    /// POST processes: a background process has only its own timeout, not the session's
+    /// command timeout (a dev server must not die at it).
+    bool background = false;
+    /// The API's: keep the command running when the client of run/exec disconnects.
+    bool detach_on_disconnect = false;
+};
+
+/// POST /v1/sessions/{sid}/shells: a new shell context.
+struct ShellRequest {
+    std::string id;   ///< [A-Za-z0-9_-]{1,64}; "" = generated ("s1", "s2", ...)
+    std::string cwd;  ///< "" = session cwd; relative = against the session cwd
+    std::map<std::string, std::string> env;  ///< on top of policy env + session env
+};
+
+/// A shell context record (snapshot): the state its next command starts from.
+struct ShellInfo {
+    std::string id;
+    std::string cwd;                         ///< as the processes see it
+    std::map<std::string, std::string> env;  ///< exported variables
+    std::vector<std::string> functions;      ///< names of the shell functions it holds
+    std::vector<std::string> aliases;        ///< names of the aliases it holds
+    std::string running;                     ///< id of the command running now, "" when idle
+    size_t queued = 0;                       ///< commands waiting for their turn
+    uint64_t commands = 0;                   ///< commands that ran in it
+    std::string last_state_error;  ///< why the last command's state was not taken ("" = it was)
 };
 
 /// Accounting of one output stream. Offsets count every byte the process wrote.

@@ -18,8 +18,13 @@ const std::vector<Api::Route>& Api::routes() {
         {"PATCH", "/v1/sessions/{sid}/env", A::session_admin, &Api::patch_env},
         {"POST", "/v1/sessions/{sid}/run", A::session_use, &Api::run},
         {"POST", "/v1/sessions/{sid}/exec", A::session_use, &Api::exec},
+        {"POST", "/v1/sessions/{sid}/shells", A::session_use, &Api::create_shell},
+        {"GET", "/v1/sessions/{sid}/shells", A::session_use, &Api::list_shells},
+        {"GET", "/v1/sessions/{sid}/shells/{shell}", A::session_use, &Api::get_shell},
+        {"DELETE", "/v1/sessions/{sid}/shells/{shell}", A::session_use, &Api::delete_shell},
         {"POST", "/v1/sessions/{sid}/processes", A::session_use, &Api::spawn},
         {"GET", "/v1/sessions/{sid}/processes", A::session_use, &Api::list_processes},
+        {"DELETE", "/v1/sessions/{sid}/processes", A::session_use, &Api::kill_all_processes},
         {"GET", "/v1/sessions/{sid}/processes/{proc}", A::session_use, &Api::get_process},
         {"POST", "/v1/sessions/{sid}/processes/{proc}/signal", A::session_use,
          &Api::signal_process},
@@ -36,10 +41,11 @@ const std::vector<Api::Route>& Api::routes() {
         {"GET", "/v1/sessions/{sid}/files/list", A::session_use, &Api::list_directory},
         {"GET", "/v1/sessions/{sid}/files/stat", A::session_use, &Api::stat_file},
         {"POST", "/v1/sessions/{sid}/ports", A::session_admin, &Api::lease_port},
-        {"GET", "/v1/sessions/{sid}/ports", A::session_use, &Api::list_ports},
+        // Ports are the full token's alone: the AI SDK's restricted view has no port methods.
+        {"GET", "/v1/sessions/{sid}/ports", A::session_admin, &Api::list_ports},
         {"DELETE", "/v1/sessions/{sid}/ports/{port}", A::session_admin, &Api::release_port},
-        {"GET", "/v1/sessions/{sid}/ports/{port}/endpoint", A::session_use, &Api::port_endpoint},
-        {"GET", "/v1/sessions/{sid}/ports/{port}/wait", A::session_use, &Api::wait_port},
+        {"GET", "/v1/sessions/{sid}/ports/{port}/endpoint", A::session_admin, &Api::port_endpoint},
+        {"GET", "/v1/sessions/{sid}/ports/{port}/wait", A::session_admin, &Api::wait_port},
         // Daemon-wide counts: not for session tokens (they would see other sessions' activity).
         {"GET", "/metrics", A::daemon_admin, &Api::metrics},
     };

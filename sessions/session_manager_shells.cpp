@@ -1,0 +1,80 @@
+// SessionManager's shell-context calls and the queued start of a process: look the session up,
+// then forward (shell_context.hpp has the mechanism).
+#include "sessions/process.hpp"
+#include "sessions/session.hpp"
+#include "sessions/session_manager.hpp"
+
+namespace corral {
+
+WaitHandle SessionManager::async_start_process(const std::string& sid,
+                                               const ProcessRequest& request,
+                                               StartHandler handler) {
+    auto alive = std::make_shared<bool>(true);
+    auto shared_handler = std::make_shared<StartHandler>(std::move(handler));
+    auto finish = [this, alive, shared_handler](Result<ProcessInfo> result) {
+        boost::asio::post(io_, [alive, shared_handler, result = std::move(result)]() mutable {
+            if (*alive) (*shared_handler)(std::move(result));
+        });
+    };
+    if (request.shell.empty()) {
+        finish(start_process(sid, request));
+        return WaitHandle(alive);
+    }
+    auto session = find_active(sid);
+    if (!session) {
+        finish(std::move(session.error()));
+        return WaitHandle(alive);
+    }
+    // One flag for both: dropping the handle also takes the command out of the queue.
+    Status queued = (*session)->enqueue_shell_command(
+        request, alive, [alive, shared_handler](Result<std::shared_ptr<Process>> started) {
+            if (!*alive) return;
+            if (!started) {
+                (*shared_handler)(std::move(started.error()));
+            } else {
+                (*shared_handler)((*started)->info());
+            }
+        });
+    if (!queued) finish(std::move(queued.error()));
+    return WaitHandle(alive);
+}
+
+Result<ShellInfo> SessionManager::create_shell(const std::string& sid,
+                                               const ShellRequest& request) {
+    auto session = find_active(sid);
+    if (!session) return std::move(session.error());
+    return (*session)->create_shell(request);
+}
+
+Result<std::vector<ShellInfo>> SessionManager::list_shells(const std::string& sid) {
+    auto session = find_any(sid);
+    if (!session) return std::move(session.error());
+    (*session)->touch();
+    return (*session)->shells();
+}
+
+Result<ShellInfo> SessionManager::get_shell(const std::string& sid, const std::string& shell) {
+    auto session = find_any(sid);
+    if (!session) return std::move(session.error());
+    (*session)->touch();
+    return (*session)->shell(shell);
+}
+
+Status SessionManager::delete_shell(const std::string& sid, const std::string& shell) {
+    auto session = find_active(sid);
+    if (!session) return std::move(session.error());
+    return (*session)->delete_shell(shell);
+}
+
+}  // namespace corral
+
+namespace corral {
+
+Result<FileTarget> SessionManager::file_target(const std::string& sid, std::string_view path,
+                                               const std::string& shell) {
+    auto session = find_active(sid);
+    if (!session) return std::move(session.error());
+    return (*session)->file_target(path, shell);
+}
+
+}  // namespace corral
