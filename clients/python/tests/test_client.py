@@ -27,7 +27,7 @@ def test_errors_carry_the_api_code_message_and_status(daemon, session):
     assert (e.value.code, e.value.status) == ("invalid_policy", 422)
     assert e.value.diagnostics
     with pytest.raises(CorralError) as e:
-        session.read("../../etc/passwd")
+        session.read("../../etc/shadow")
     assert e.value.status == 403
     with pytest.raises(CorralError) as e:
         Client(socket_path=daemon.dir + "/absent.sock").health()
@@ -117,18 +117,28 @@ def test_ports_lease_wait_endpoint_release(session):
     assert session.ports() == []
 
 
+def test_shell_contexts_carry_cwd_and_env_and_kill_all_ends_everything(session):
+    assert session.create_shell(id="sh1")["id"] == "sh1"
+    session.run("mkdir -p deep && cd deep && export CARRIED=yes", shell="sh1")
+    r = session.run("pwd; echo $CARRIED", shell="sh1")
+    assert r.stdout.endswith("/deep\nyes\n"), r.stdout
+    assert session.shell("sh1")["env"]["CARRIED"] == "yes"
+    assert [s["id"] for s in session.shells()] == ["sh1"]
+    session.delete_shell("sh1")
+    session.spawn("sleep 300")
+    assert session.kill_all()["killed"] == 1
+    assert all(not p["running"] for p in session.processes())
+
+
 def test_calls_without_daemon_support_surface_corralds_error(session):
-    """Shells, contexts, watch, git checkout, kill-all and terminals go to the endpoints DESIGN.md
-    documents; until corrald serves them, its own error arrives (no local imitation)."""
+    """Contexts, watch, git checkout and terminals go to the endpoints DESIGN.md documents; until
+    corrald serves them, its own error arrives (no local imitation)."""
     calls = {
-        "create_shell": lambda: session.create_shell(id="sh1"),
-        "shells": session.shells,
         "create_context": lambda: session.create_context("python"),
         "contexts": session.contexts,
         "run_code": lambda: session.run_code("c1", "1+1"),
         "watch": lambda: next(session.watch("/workspace")),
         "git_checkout": lambda: session.git_checkout("https://example.invalid/r.git"),
-        "kill_all": session.kill_all,
         "create_terminal": session.create_terminal,
     }
     for name, call in calls.items():

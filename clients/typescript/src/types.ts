@@ -73,7 +73,7 @@ export type LogChunk = {
 
 export type FileEntry = {
   name: string; type: 'file' | 'dir' | 'symlink' | 'other'; size: number; mode: number;
-  mtime: string; mtimeNs: number; linkTarget?: string;
+  mtime: string; mtimeMs: number; mtimeNs: string; linkTarget?: string;
 };
 
 export type Health = {

@@ -30,7 +30,7 @@ describe('CorralClient', { skip }, () => {
       err instanceof CorralError && err.status === 400 && /bogus/.test(err.message));
     await assert.rejects(client.createSession({ policyYaml: 'name: x\nlimits: { memory: lots }\n' }), (err) =>
       err instanceof CorralError && err.code === 'invalid_policy' && err.status === 422 && Array.isArray(err.diagnostics));
-    await assert.rejects(client.readFileBytes(sid, '../../etc/passwd'), (err) => err instanceof CorralError && err.status === 403);
+    await assert.rejects(client.readFileBytes(sid, '../../etc/shadow'), (err) => err instanceof CorralError && err.status === 403);
     const gone = new CorralClient({ socketPath: daemon.dir + '/no-such.sock' });
     await assert.rejects(gone.health(), (err) => err instanceof CorralError && err.code === 'unreachable' && err.status === 0);
   });

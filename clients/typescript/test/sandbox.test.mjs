@@ -121,20 +121,29 @@ describe('client.sandbox(id)', { skip }, () => {
     await assert.rejects(sandbox.exposePort(1, { hostname: 'x' }), (err) => err instanceof CorralError && err.code === 'port_not_leased');
   });
 
+  test('sessions are shell contexts: cd and export carry over; killAllProcesses ends everything', async () => {
+    const shell = await sandbox.createSession({ id: 'sh1' });
+    assert.equal(shell.id, 'sh1');
+    await sandbox.exec('mkdir -p deep && cd deep && export CARRIED=yes', { sessionId: 'sh1' });
+    const seen = await sandbox.exec('pwd; echo $CARRIED', { sessionId: 'sh1' });
+    assert.match(seen.stdout, /\/deep\nyes\n$/);
+    assert.equal((await sandbox.getSession('sh1')).env.CARRIED, 'yes');
+    await sandbox.deleteSession('sh1');
+    await sandbox.startProcess('sleep 300');
+    assert.ok((await sandbox.killAllProcesses()) >= 1);
+    assert.ok((await sandbox.listProcesses()).every((p) => p.status !== 'running'));
+  });
+
   // These call endpoints DESIGN.md documents that corrald does not serve yet: the client must
   // surface corrald's own error (no local imitation). When corrald gains a route, its test moves up.
   test('methods without daemon support surface corrald\'s error', async () => {
     const unsupported = {
       watch: () => sandbox.watch('/workspace'),
       gitCheckout: () => sandbox.gitCheckout('https://example.invalid/repo.git'),
-      createSession: () => sandbox.createSession({ id: 'sh1' }),
-      getSession: () => sandbox.getSession('sh1'),
-      deleteSession: () => sandbox.deleteSession('sh1'),
       createCodeContext: () => sandbox.createCodeContext({ language: 'python' }),
       runCode: () => sandbox.runCode('1+1', { context: { id: 'c1', language: 'python', cwd: '', createdAt: new Date(), lastUsed: new Date() } }),
       listCodeContexts: () => sandbox.listCodeContexts(),
       deleteCodeContext: () => sandbox.deleteCodeContext('c1'),
-      killAllProcesses: () => sandbox.killAllProcesses(),
       terminal: () => sandbox.terminal({ cols: 80, rows: 24 }),
     };
     for (const [name, call] of Object.entries(unsupported)) {
