@@ -156,6 +156,7 @@ void Session::after_empty() {
     empty_reached_ = true;
     end_watches_.clear();
     stop_network();
+    paths_ = PathSpace{};  // its fd of the sandbox's root would pin the namespace's mounts
     if (sandbox_.active()) {
         const pid_t holder = sandbox_.holder_pid();
         sandbox_.stop();
