@@ -171,10 +171,15 @@ TEST_F(DaemonEscape, FileApiRefusesTraversalOnEveryVerb_CVE_2018_15664) {
     }
     for (const auto& path : fresh) {
         SCOPED_TRACE(path);
+        // In one path space these two climb into the sandbox's own / (its private /tmp, or / for
+        // `mkdir -p`), where they may succeed; that nothing lands on the host is checked below.
+        const bool in_sandbox = path == rel_out + "/new" || path == "../";
         auto put = c.request("PUT", base + "/files?path=" + url_encode(path), "x");
-        EXPECT_TRUE(is_4xx(put.status)) << put.status << " " << put.body;
+        EXPECT_TRUE(is_4xx(put.status) || (in_sandbox && put.status == 200u))
+            << put.status << " " << put.body;
         auto mk = c.post(base + "/files/mkdir", {{"path", path}, {"recursive", true}});
-        EXPECT_TRUE(is_4xx(mk.status)) << mk.status << " " << mk.body;
+        EXPECT_TRUE(is_4xx(mk.status) || (in_sandbox && mk.status == 201u))
+            << mk.status << " " << mk.body;
         auto mv = c.post(base + "/files/move", {{"from", "inside.txt"}, {"to", path}});
         EXPECT_TRUE(is_4xx(mv.status)) << mv.status << " " << mv.body;
     }
