@@ -347,21 +347,19 @@ PolicyParseResult parse_policy_file(const std::string& path) {
 }
 
 PolicyParseResult load_policy(const std::string& file_or_preset) {
-    std::error_code ec;
-    // Anything but a directory by that name is the file meant (a FIFO then gets a clear "not a
-    // regular file" rather than "no preset").
-    const auto status = fs::symlink_status(file_or_preset, ec);
-    const bool exists = !ec && fs::exists(status) && !fs::is_directory(status);
-    if (looks_like_file(file_or_preset) || exists) {
-        return parse_policy_file(file_or_preset);
-    }
+    // A bare word (no '/', no .yaml/.yml ending) is always a name, never a file of the current
+    // directory: `corral run` in an untrusted checkout that holds a file called `default` (with
+    // `extends: none`) must still get the default preset. A file is written `./default`.
+    if (looks_like_file(file_or_preset)) return parse_policy_file(file_or_preset);
     if (auto yaml = preset_yaml(file_or_preset)) {
         return parse_outermost(Document{*yaml, "preset:" + file_or_preset, "",
                                         Link{"preset:" + file_or_preset, file_or_preset}});
     }
-    return diagnostic_only(
-        PolicyDiagnostic{file_or_preset, 0, 0, "",
-                         "no policy file or preset of that name (presets: " + preset_list() + ")"});
+    std::string message = "no preset of that name (presets: " + preset_list() + ")";
+    std::error_code ec;
+    if (fs::symlink_status(file_or_preset, ec).type() != fs::file_type::not_found && !ec)
+        message += "; to use the file of that name, write ./" + file_or_preset;
+    return diagnostic_only(PolicyDiagnostic{file_or_preset, 0, 0, "", message});
 }
 
 namespace {

@@ -15,14 +15,13 @@ namespace {
 
 using nlohmann::json;
 
-/// A --policy value names a file when it looks like a path or an existing file; otherwise it is the
-/// name of a preset or a policy loaded by the daemon.
+/// A --policy value names a file when it looks like a path (a '/' or a .yaml/.yml ending);
+/// a bare word is always the name of a preset or of a policy loaded by the daemon, so a file
+/// planted in the current directory under a preset's name is never sent in its place.
 bool names_policy_file(const std::string& value) {
-    struct stat st {};
     bool has_yaml_suffix =
         value.size() > 5 && (value.ends_with(".yaml") || value.ends_with(".yml"));
-    return value.find('/') != std::string::npos || has_yaml_suffix ||
-           ::stat(value.c_str(), &st) == 0;
+    return value.find('/') != std::string::npos || has_yaml_suffix;
 }
 
 int create_session(const std::vector<std::string>& args, ClientIo& io) {

@@ -28,6 +28,7 @@
 
 #include "isolation/cgroup.hpp"
 #include "isolation/cgroup_placement.hpp"
+#include "isolation/sandbox.hpp"
 
 namespace fs = std::filesystem;
 
@@ -59,6 +60,11 @@ class CorralRun : public ::testing::Test {
         char tmpl[] = "/tmp/corral-run-test-XXXXXX";
         ASSERT_NE(mkdtemp(tmpl), nullptr);
         dir_ = tmpl;
+        // Where the kernel cannot idmap this file system (tmpfs before 6.3, 9p: the pure-v2 VM),
+        // a `default` sandbox reaches the bound cwd as its own unprivileged range, as documented
+        // (README "Identity"), so the job's directory must let any user in and write, as a CI
+        // checkout shared with an unprivileged job user would. Idmapping hosts keep mkdtemp's 0700.
+        if (!corral::probe_idmapped_mount(dir_.string())) ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
         fs::copy_file(CORRAL_PROBE, dir_ / "probe");
         auto host = corral::discover_cgroup_host();
         ASSERT_TRUE(host) << host.error().describe();
@@ -174,6 +180,26 @@ TEST_F(CorralRun, SignalBecomes128PlusN) {
     auto rep = report();
     EXPECT_EQ(rep["status"], "signaled");
     EXPECT_EQ(rep["signal"], SIGTERM);
+}
+
+// Red-team finding on issue 10 (a confused deputy, like CVE-2022-24765's git safe.directory):
+// an untrusted checkout that holds a file named after a preset must not choose the policy of a
+// root `corral run` started in it. A bare word is always a preset (or policy) name.
+TEST_F(CorralRun, AFileNamedLikeAPresetInTheCwdIsNotThePolicy) {
+    std::ofstream(dir_ / "default") << "extends: none\n";
+    std::ofstream(dir_ / "strict") << "extends: none\n";
+    ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);  // strict's nobody may enter (not write) the job dir
+    for (const char* preset : {"default", "strict"}) {
+        auto r = corral({"run", "--policy", preset, "--", "cat", "/proc/self/uid_map"});
+        EXPECT_EQ(r.exit_code, 0) << preset << ": " << r.err;
+        EXPECT_EQ(r.out.find("4294967295"), std::string::npos)
+            << preset << ": the planted file's `extends: none` ran on the host's identity";
+    }
+    auto implicit = corral({"run", "--", "cat", "/proc/self/uid_map"});
+    EXPECT_EQ(implicit.out.find("4294967295"), std::string::npos) << implicit.err;
+    // Written as a path, the file is what is meant.
+    auto as_file = corral({"run", "--policy", "./default", "--", "cat", "/proc/self/uid_map"});
+    EXPECT_NE(as_file.out.find("4294967295"), std::string::npos) << as_file.err;
 }
 
 TEST_F(CorralRun, StdoutIsTheCommandsOwn) {

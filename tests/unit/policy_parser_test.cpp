@@ -503,9 +503,11 @@ TEST(PolicyBounds, FilesAreReadOnlyWhenRegularAndSmall) {
     std::string child = dir.write("child.yaml", "extends: /dev/zero\n");
     EXPECT_THAT(parse_policy_file(child).format_errors(), HasSubstr("character device"));
     ASSERT_EQ(::mkfifo((dir.path() / "fifo").c_str(), 0600), 0);
-    // Without a slash or .yaml it is still the file meant, not a preset.
     ASSERT_EQ(::chdir(dir.path().c_str()), 0);
-    EXPECT_THAT(load_policy("fifo").format_errors(), HasSubstr("FIFO"));
+    EXPECT_THAT(load_policy("./fifo").format_errors(), HasSubstr("FIFO"));
+    // A bare word is a name, never a file of the current directory (a planted `default` must
+    // not become the policy); the answer says how to mean the file, without opening it.
+    EXPECT_THAT(load_policy("fifo").format_errors(), HasSubstr("./fifo"));
     ASSERT_EQ(::chdir("/"), 0);
 }
 
