@@ -64,7 +64,8 @@ class BpfAssembler {
                 code_[f.at].k = *yes;  // `ja` takes a 32-bit offset
                 continue;
             }
-            if (*yes > 255 || *no > 255) return plain_error("seccomp guard: a jump reaches too far");
+            if (*yes > 255 || *no > 255)
+                return plain_error("seccomp guard: a jump reaches too far");
             code_[f.at].jt = static_cast<uint8_t>(*yes);
             code_[f.at].jf = static_cast<uint8_t>(*no);
         }
@@ -115,9 +116,8 @@ struct ModeCheck {
     const char* name;
     int mode_arg;
 };
-constexpr ModeCheck kModeChecks[] = {{"chmod", 1},     {"fchmod", 1}, {"fchmodat", 2},
-                                     {"fchmodat2", 2}, {"creat", 1},  {"mknod", 1},
-                                     {"mknodat", 2}};
+constexpr ModeCheck kModeChecks[] = {{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2},
+                                     {"creat", 1}, {"mknod", 1},  {"mknodat", 2}};
 
 /// An open that creates a file when its flags carry O_CREAT or O_TMPFILE.
 struct OpenCheck {

@@ -12,8 +12,8 @@
 // milliseconds: long enough for an attacker looping over /proc to see it every time.
 
 #include <fcntl.h>
-#include <signal.h>
 #include <linux/capability.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -85,9 +85,10 @@ class ForkWindowDaemon : public DaemonTest {
                                                        int launches) {
         upload_probe(c, base, CORRAL_SYSCALL_PROBE, "sprobe");
         run(c, base, "chmod 755 sprobe");
-        auto started = c.post(base + "/processes",
-                              {{"argv", {"./sprobe", "fork-window", secret_, "120", "stop",
-                                         CORRAL_BINARY_DIR "/supervisor/corrald"}}});
+        auto started =
+            c.post(base + "/processes", {{"argv",
+                                          {"./sprobe", "fork-window", secret_, "120", "stop",
+                                           CORRAL_BINARY_DIR "/supervisor/corrald"}}});
         EXPECT_EQ(started.status, 201u) << started.body;
         const std::string attacker = started.json().value("id", std::string());
         EXPECT_TRUE(wait_for_file(c, base, "attacker-ready")) << "the attacker never started";
@@ -119,12 +120,13 @@ TEST_F(ForkWindowDaemon, CorraldIsNotDumpable_CVE_2016_9962) {
 // A process of a session watches /proc for the daemon's children while the session launches
 // commands: it must never open one before it has exec'd.
 TEST_F(ForkWindowDaemon, SessionCannotOpenTheDaemonsChildrenBeforeExec_CVE_2019_5736) {
-    auto c = daemon_->client();
+    auto c = client();
     for (const char* policy : {"default", "strict"}) {
         SCOPED_TRACE(policy);
         auto [base, root] = session(c, policy);
         auto a = attack_launches(c, base, 10);
-        ASSERT_NE(a["copies-seen"], "0") << "the attacker never saw a copy: the test proves nothing";
+        ASSERT_NE(a["copies-seen"], "0")
+            << "the attacker never saw a copy: the test proves nothing";
         EXPECT_NE(a["environ"], "ok") << "read the daemon's environment out of a child";
         EXPECT_NE(a["mem"], "ok") << "opened a child of corrald's memory for writing";
         EXPECT_NE(a["exe"], "ok") << "got an O_PATH handle to corrald through a child";
@@ -134,7 +136,7 @@ TEST_F(ForkWindowDaemon, SessionCannotOpenTheDaemonsChildrenBeforeExec_CVE_2019_
 
 // The session's PID 1 never execs: a copy of corrald for the session's whole life.
 TEST_F(ForkWindowDaemon, SessionCannotOpenItsHolder) {
-    auto c = daemon_->client();
+    auto c = client();
     auto [base, root] = session(c, "default");
     upload_probe(c, base, CORRAL_SYSCALL_PROBE, "sprobe");
     auto a = answers(run(c, base, "chmod 755 sprobe; ./sprobe proc-read 1"));
@@ -147,7 +149,7 @@ TEST_F(ForkWindowDaemon, SessionCannotOpenItsHolder) {
 // What must keep working: exec resets the flag, so a command is dumpable again and the session's
 // own tools (ps, gdb, /proc/<pid>/environ of a sibling) see the session's processes.
 TEST_F(ForkWindowDaemon, ExecdCommandsAreReadableByTheirOwnSession) {
-    auto c = daemon_->client();
+    auto c = client();
     auto [base, root] = session(c, "default");
     upload_probe(c, base, CORRAL_SYSCALL_PROBE, "sprobe");
     auto sleeper = c.post(base + "/processes", {{"argv", {"sleep", "300"}}});
@@ -200,10 +202,10 @@ TEST_F(ForkWindowRun, ConcurrentRunCannotOpenAnotherRunsChildBeforeExec) {
         }
         std::ofstream(dir_ / "stop") << "";
     };
-    auto r = corral({"run", "--policy", (dir_ / "attacker.yaml").string(), "--timeout", "120s",
-                     "--", "./sprobe", "fork-window", secret, "100", "stop",
-                     CORRAL_BINARY_DIR "/supervisor/corral"},
-                    attacker);
+    auto r = corral(
+        {"run", "--policy", (dir_ / "attacker.yaml").string(), "--timeout", "120s", "--",
+         "./sprobe", "fork-window", secret, "100", "stop", CORRAL_BINARY_DIR "/supervisor/corral"},
+        attacker);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     std::printf("attacker answered:\n%s", r.out.c_str());
     auto a = answers(r.out);

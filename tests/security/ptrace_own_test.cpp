@@ -129,7 +129,7 @@ class PtraceOwnDaemon : public DaemonTest {};
 // Two sessions of one daemon: the tracing session cannot reach the other's processes (by host
 // pid), its own holder, or the daemon.
 TEST_F(PtraceOwnDaemon, NeverAcrossSessions) {
-    auto c = daemon_->client();
+    auto c = client();
     auto [victim, victim_root] = session(c, "default");
     const std::string token = std::to_string(3000 + ::getpid() % 1000) + ".5";
     auto sleeper = c.post(victim + "/processes", {{"argv", {"sleep", token}}});
@@ -149,7 +149,8 @@ TEST_F(PtraceOwnDaemon, NeverAcrossSessions) {
     const std::string daemon_pid = std::to_string(daemon_->pid());
     auto out = run(c, tracer,
                    "chmod 755 sprobe; ./sprobe ptrace-child; ./sprobe ptrace-pid 1; "
-                   "./sprobe ptrace-pid " + host_pid + "; ./sprobe ptrace-pid " + daemon_pid);
+                   "./sprobe ptrace-pid " +
+                       host_pid + "; ./sprobe ptrace-pid " + daemon_pid);
     auto a = answers(out);
     EXPECT_EQ(a["child-attach"], "ok") << "the key does not work in a daemon session: " << out;
     for (const std::string& pid : {std::string("1"), host_pid, daemon_pid}) {

@@ -21,9 +21,8 @@ namespace fs = std::filesystem;
 using testing::HttpClient;
 
 constexpr const char* kSetIdAttempts[] = {
-    "chmod-u+s", "chmod-g+s",    "chmod-high-bits", "fchmod",  "fchmodat",
-    "fchmodat2", "open-creat",   "openat-creat",    "creat",   "tmpfile",
-    "mknod",     "mknodat",      "openat2"};
+    "chmod-u+s",    "chmod-g+s", "chmod-high-bits", "fchmod", "fchmodat", "fchmodat2", "open-creat",
+    "openat-creat", "creat",     "tmpfile",         "mknod",  "mknodat",  "openat2"};
 
 /// Every attempt refused, ordinary modes still work, and no setuid/setgid file was left.
 void expect_no_setid(const std::string& out) {
@@ -106,7 +105,7 @@ class SetuidPlantDaemon : public DaemonTest {};
 
 // The daemon's workspaces live on the host (<state>/sessions/<sid>): same plant, same refusal.
 TEST_F(SetuidPlantDaemon, SessionsRefuseEverySetidBit) {
-    auto c = daemon_->client();
+    auto c = client();
     for (const char* policy : {"default", "strict"}) {
         SCOPED_TRACE(policy);
         auto [base, root] = session(c, policy);

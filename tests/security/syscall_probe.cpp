@@ -13,8 +13,9 @@
 //   syscall_probe setid DIR               every way to make a setuid/setgid file in a new
 //                                         directory in DIR; then setid-files N: how many such
 //                                         files that directory holds
-//   syscall_probe calls NAME...           harmless calls of the syscalls below; prints NAME ok|ERRNO
-//   syscall_probe ptrace-child            gdb/strace's way: attach to a child, peek, read its
+//   syscall_probe calls NAME...           harmless calls of the syscalls below; prints NAME
+//   ok|ERRNO syscall_probe ptrace-child            gdb/strace's way: attach to a child, peek, read
+//   its
 //                                         memory with process_vm_readv, detach
 //   syscall_probe ptrace-parent           LeakSanitizer's way: a child attaches to its parent
 //   syscall_probe ptrace-pid PID          attach to PID (detached again at once), process_vm_readv
@@ -30,8 +31,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -190,8 +191,8 @@ int setid(const std::string& parent) {
     say("fchmodat", ::syscall(SYS_fchmodat, dir_fd, "target", 06755));
     say("fchmodat2", ::syscall(452 /* fchmodat2 */, dir_fd, "target", 04755, 0));
     say("open-creat", ::open(fresh(dir, "open").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 04755));
-    say("openat-creat", ::openat(dir_fd, fresh(dir, "openat").c_str(),
-                                 O_WRONLY | O_CREAT | O_CLOEXEC, 02755));
+    say("openat-creat",
+        ::openat(dir_fd, fresh(dir, "openat").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 02755));
     say("creat", ::creat(fresh(dir, "creat").c_str(), 04755));
     say("tmpfile", ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 04755));
     say("mknod", ::mknod(fresh(dir, "mknod").c_str(), S_IFREG | 04755, 0));
@@ -199,8 +200,7 @@ int setid(const std::string& parent) {
     open_how how{};
     how.flags = O_WRONLY | O_CREAT | O_CLOEXEC;
     how.mode = 04755;
-    say("openat2", ::syscall(SYS_openat2, dir_fd, fresh(dir, "openat2").c_str(), &how,
-                             sizeof how));
+    say("openat2", ::syscall(SYS_openat2, dir_fd, fresh(dir, "openat2").c_str(), &how, sizeof how));
     // What must keep working: ordinary modes.
     say("chmod-plain", ::chmod(target.c_str(), 0755));
     say("open-plain", ::open(fresh(dir, "plain").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
@@ -234,7 +234,8 @@ long call(const std::string& name) {
     if (name == "open_tree_attr") return ::syscall(467, -1, nullptr, 0, nullptr, 0);
     if (name == "mbind") return ::syscall(SYS_mbind, 1, 4096, 0, nullptr, 0, 0);
     if (name == "set_mempolicy") return ::syscall(SYS_set_mempolicy, 12345, nullptr, 0);
-    if (name == "migrate_pages") return ::syscall(SYS_migrate_pages, 0x3fffffff, 0, nullptr, nullptr);
+    if (name == "migrate_pages")
+        return ::syscall(SYS_migrate_pages, 0x3fffffff, 0, nullptr, nullptr);
     if (name == "move_pages")
         return ::syscall(SYS_move_pages, 0x3fffffff, 0, nullptr, nullptr, nullptr, 0);
     if (name == "io_uring_setup") return ::syscall(SYS_io_uring_setup, 0, nullptr);

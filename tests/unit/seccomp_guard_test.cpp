@@ -1,8 +1,11 @@
-// The seccomp guard (isolation/seccomp_guard.hpp) and the recent-syscall table
-// (policies/syscall_numbers.hpp). The compiled programs are run two ways: through a small classic
-// BPF interpreter over hand-made seccomp_data, which can ask about numbers and argument values no
-// real call could safely pass (an unassigned number, upper-half garbage, the x32 bit), and for
-// real in a forked child under the installed filter.
+// The seccomp guard (isolation/seccomp_guard.hpp), the recent-syscall table
+// (policies/syscall_numbers.hpp) and the listing (isolation/seccomp_listing.hpp). The compiled
+// programs are run two ways: through the listing's classic BPF evaluator over hand-made
+// seccomp_data, which can ask about numbers and argument values no real call could safely pass
+// (an unassigned number, upper-half garbage, the x32 bit), and for real in a forked child under
+// the installed filter (which also keeps the evaluator honest).
+
+#include "isolation/seccomp_guard.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -23,72 +26,14 @@
 
 #include "isolation/confinement.hpp"
 #include "isolation/seccomp.hpp"
-#include "isolation/seccomp_guard.hpp"
+#include "isolation/seccomp_listing.hpp"
 #include "policies/syscall_numbers.hpp"
 
 namespace corral {
 namespace {
 
-/// Runs a classic BPF seccomp program over `data`; returns its SECCOMP_RET_* value. Supports the
-/// instructions libseccomp and the guard emit (ld abs, alu and/or, jmp, ret, tax/txa, st/ldx mem).
 uint32_t run_bpf(const std::vector<sock_filter>& program, const seccomp_data& data) {
-    uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {};
-    const auto* bytes = reinterpret_cast<const unsigned char*>(&data);
-    for (size_t pc = 0; pc < program.size(); ++pc) {
-        const sock_filter& in = program[pc];
-        switch (BPF_CLASS(in.code)) {
-            case BPF_LD:
-                if (BPF_MODE(in.code) == BPF_ABS) {
-                    std::memcpy(&a, bytes + in.k, 4);
-                } else if (BPF_MODE(in.code) == BPF_MEM) {
-                    a = mem[in.k];
-                } else if (BPF_MODE(in.code) == BPF_IMM) {
-                    a = in.k;
-                } else {
-                    ADD_FAILURE() << "unsupported ld at " << pc;
-                    return 0;
-                }
-                break;
-            case BPF_LDX:
-                x = BPF_MODE(in.code) == BPF_MEM ? mem[in.k] : in.k;
-                break;
-            case BPF_ST: mem[in.k] = a; break;
-            case BPF_STX: mem[in.k] = x; break;
-            case BPF_ALU: {
-                uint32_t operand = BPF_SRC(in.code) == BPF_X ? x : in.k;
-                switch (BPF_OP(in.code)) {
-                    case BPF_AND: a &= operand; break;
-                    case BPF_OR: a |= operand; break;
-                    case BPF_ADD: a += operand; break;
-                    case BPF_SUB: a -= operand; break;
-                    default: ADD_FAILURE() << "unsupported alu at " << pc; return 0;
-                }
-                break;
-            }
-            case BPF_JMP: {
-                if (BPF_OP(in.code) == BPF_JA) {
-                    pc += in.k;
-                    break;
-                }
-                uint32_t operand = BPF_SRC(in.code) == BPF_X ? x : in.k;
-                bool taken = false;
-                switch (BPF_OP(in.code)) {
-                    case BPF_JEQ: taken = a == operand; break;
-                    case BPF_JGT: taken = a > operand; break;
-                    case BPF_JGE: taken = a >= operand; break;
-                    case BPF_JSET: taken = (a & operand) != 0; break;
-                    default: ADD_FAILURE() << "unsupported jmp at " << pc; return 0;
-                }
-                pc += taken ? in.jt : in.jf;
-                break;
-            }
-            case BPF_RET: return in.k;
-            case BPF_MISC: if (BPF_MISCOP(in.code) == BPF_TAX) x = a; else a = x; break;
-            default: ADD_FAILURE() << "unsupported class at " << pc; return 0;
-        }
-    }
-    ADD_FAILURE() << "program ran off its end";
-    return 0;
+    return evaluate_seccomp(program, data);
 }
 
 seccomp_data call_of(int nr, std::initializer_list<uint64_t> args = {}) {
@@ -101,7 +46,9 @@ seccomp_data call_of(int nr, std::initializer_list<uint64_t> args = {}) {
 }
 
 constexpr uint32_t kAllow = SECCOMP_RET_ALLOW;
-constexpr uint32_t errno_ret(int e) { return SECCOMP_RET_ERRNO | static_cast<uint32_t>(e); }
+constexpr uint32_t errno_ret(int e) {
+    return SECCOMP_RET_ERRNO | static_cast<uint32_t>(e);
+}
 
 std::vector<sock_filter> program_of(const std::string& preset) {
     SeccompSpec spec;
@@ -230,8 +177,8 @@ TEST_P(SeccompGuard, UnassignedNumbersAreENOSYS) {
     for (int number : {337, 400, 423, highest_x86_64_syscall() + 1, 1000, 0x3fffffff})
         EXPECT_EQ(answer(number), errno_ret(ENOSYS)) << number;
     EXPECT_EQ(answer(nr("getpid")), kAllow);
-    EXPECT_EQ(answer(nr("uprobe")), std::string(GetParam()) == "strict" ? errno_ret(ENOSYS)
-                                                                        : kAllow);
+    EXPECT_EQ(answer(nr("uprobe")),
+              std::string(GetParam()) == "strict" ? errno_ret(ENOSYS) : kAllow);
 }
 
 // Another ABI is the main filter's to kill, never the guard's to answer.
@@ -249,14 +196,14 @@ INSTANTIATE_TEST_SUITE_P(Presets, SeccompGuard, ::testing::Values("default", "st
 
 TEST(SeccompStrict, UnlistedSyscallsAreENOSYSDeliberateDenialsEPERM) {
     auto program = program_of("strict");
-    for (const char* name : {"io_setup", "cachestat", "statmount", "listmount", "mseal",
-                             "setxattrat", "getxattrat", "listxattrat", "removexattrat",
-                             "futex_wake", "futex_wait", "futex_requeue"}) {
+    for (const char* name :
+         {"io_setup", "cachestat", "statmount", "listmount", "mseal", "setxattrat", "getxattrat",
+          "listxattrat", "removexattrat", "futex_wake", "futex_wait", "futex_requeue"}) {
         EXPECT_EQ(run_bpf(program, call_of(nr(name))), errno_ret(ENOSYS)) << name;
     }
-    for (const char* name : {"mount", "ptrace", "bpf", "keyctl", "reboot", "mbind",
-                             "set_mempolicy", "migrate_pages", "move_pages", "lsm_set_self_attr",
-                             "open_tree_attr", "io_uring_setup", "unshare"}) {
+    for (const char* name :
+         {"mount", "ptrace", "bpf", "keyctl", "reboot", "mbind", "set_mempolicy", "migrate_pages",
+          "move_pages", "lsm_set_self_attr", "open_tree_attr", "io_uring_setup", "unshare"}) {
         EXPECT_EQ(run_bpf(program, call_of(nr(name))), errno_ret(EPERM)) << name;
     }
     EXPECT_EQ(run_bpf(program, call_of(nr("futex_waitv"))), kAllow);
@@ -310,6 +257,66 @@ TEST_P(SeccompGuard, RealChmodOfOwnFileRefusesSetuidOnly) {
     ASSERT_EQ(stat(path, &st), 0);
     EXPECT_EQ(st.st_mode & 07777, 0700u);
     unlink(path);
+}
+
+// The evaluator agrees with the kernel: the same calls, run for real under the same program.
+TEST_P(SeccompGuard, EvaluatorAgreesWithTheKernel) {
+    struct Case {
+        int number;
+        std::vector<uint64_t> args;
+    };
+    const std::vector<Case> cases = {{nr("getppid"), {}},
+                                     {nr("personality"), {0xffffffff}},
+                                     {nr("personality"), {ADDR_NO_RANDOMIZE}},
+                                     {nr("socket"), {AF_ALG, SOCK_SEQPACKET, 0}},
+                                     {nr("keyctl"), {0, 0, 0}},
+                                     {nr("io_setup"), {0, 0}},
+                                     {400, {}}};
+    for (const Case& c : cases) {
+        seccomp_data data = call_of(c.number);
+        for (size_t i = 0; i < c.args.size(); ++i) data.args[i] = c.args[i];
+        const uint32_t predicted = run_bpf(program_, data);
+        if ((predicted & SECCOMP_RET_ACTION_FULL) != SECCOMP_RET_ERRNO &&
+            predicted != SECCOMP_RET_ALLOW)
+            continue;  // only answers a child can report back
+        const int expected = predicted == SECCOMP_RET_ALLOW ? 0 : int(predicted & SECCOMP_RET_DATA);
+        int got = run_filtered(program_, [&] {
+            errno = 0;
+            long r = ::syscall(c.number, data.args[0], data.args[1], data.args[2], data.args[3],
+                               data.args[4], data.args[5]);
+            if (expected == 0) return 0;  // allowed: whatever the kernel itself answers
+            return r == -1 && errno == expected ? 0 : 1;
+        });
+        EXPECT_EQ(got, 0) << "syscall " << c.number << " predicted " << predicted;
+    }
+}
+
+TEST(SeccompListing, NamesEverySyscallWithItsAnswer) {
+    auto listing = list_seccomp(program_of("default"));
+    auto find = [&](const std::string& name) -> const SyscallAnswer* {
+        for (const auto& a : listing)
+            if (a.name == name) return &a;
+        return nullptr;
+    };
+    ASSERT_GT(listing.size(), 350u);
+    EXPECT_TRUE(std::is_sorted(listing.begin(), listing.end(),
+                               [](const auto& l, const auto& r) { return l.name < r.name; }));
+    ASSERT_NE(find("read"), nullptr);
+    EXPECT_EQ(find("read")->answer, "allow");
+    EXPECT_EQ(find("read")->otherwise, "");
+    ASSERT_NE(find("ptrace"), nullptr);
+    EXPECT_EQ(find("ptrace")->answer, "EPERM");
+    ASSERT_NE(find("openat2"), nullptr);
+    EXPECT_EQ(find("openat2")->answer, "ENOSYS");
+    ASSERT_NE(find("mseal"), nullptr) << "a syscall only the recent table names";
+    ASSERT_NE(find("chmod"), nullptr);
+    EXPECT_EQ(find("chmod")->answer, "allow");
+    EXPECT_EQ(find("chmod")->otherwise, "EPERM") << "setuid modes";
+    EXPECT_EQ(find("clone")->otherwise, "EPERM") << "CLONE_NEWUSER";
+    EXPECT_EQ(find("socket")->otherwise, "EAFNOSUPPORT");
+    auto strict = list_seccomp(program_of("strict"));
+    for (const auto& a : strict)
+        if (a.name == "io_setup") EXPECT_EQ(a.answer, "ENOSYS");
 }
 
 }  // namespace
