@@ -151,8 +151,9 @@ int print_seccomp_listing(const Policy& policy, const std::vector<sock_filter>& 
         }
         ++(a.answer == "allow" ? allowed : refused);
     }
-    std::printf("# %zu allowed, %zu refused (with all arguments 0); %zu answer otherwise for some arguments\n", allowed, refused,
-                mixed);
+    std::printf("# %zu allowed, %zu refused (all arguments 0); %zu answer otherwise for some "
+                "arguments\n",
+                allowed, refused, mixed);
     return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
