@@ -27,7 +27,7 @@ TEST(SeccompPolicy, PtraceDefaultsToNoneAndOwnParses) {
     auto plain = parse("extends: default\n");
     ASSERT_TRUE(plain.ok()) << plain.format_errors();
     EXPECT_FALSE(plain.policy->seccomp.ptrace_own);
-    auto own = parse("extends: default\nseccomp: { ptrace: own }\n");
+    auto own = parse("name: tracing\nextends: default\nseccomp: { ptrace: own }\n");
     ASSERT_TRUE(own.ok()) << own.format_errors();
     EXPECT_TRUE(own.policy->seccomp.ptrace_own);
     // Round trip through `corral policy check`'s output.
