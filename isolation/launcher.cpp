@@ -4,6 +4,7 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -190,6 +191,9 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
 /// PidNamespaceForChildren); every other namespace applies to the caller itself.
 [[noreturn]] void child_main(const LaunchSpec& spec, const ChildPlan& plan, int report_fd,
                              int release_fd) noexcept {
+    // Until execve this is a copy of the caller's memory. corrald and corral are non-dumpable
+    // from main() (fork keeps it); repeat it for any other caller of the launcher (issue 10.1).
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup
         char go;
         ssize_t n;

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -73,6 +74,10 @@ void release_descriptors(int keep) noexcept {
 }
 
 [[noreturn]] void holder_main(const HolderPlan& plan) noexcept {
+    // The holder never execs: it stays a copy of the caller's memory for the session's life, as
+    // its PID 1. Non-dumpable (inherited from corrald/corral; repeated for other callers), so no
+    // process of the session can read or write it through /proc/1/mem (issue 10.1).
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if (plan.go_fd >= 0) {
         char go;
         ssize_t n;

@@ -15,7 +15,9 @@
 
 #include "base/unique_fd.hpp"
 #include "isolation/confinement.hpp"
+#include "isolation/seccomp_guard.hpp"
 #include "policies/syscall_groups.hpp"
+#include "policies/syscall_numbers.hpp"
 
 namespace corral {
 namespace {
@@ -42,14 +44,29 @@ const std::vector<std::string> kDefaultDeny = {
     "io_uring_enter",
     "io_uring_register",
     "io_uring_setup",
+    "lsm_set_self_attr",  // changes the LSM context of the caller (AppArmor/SELinux/Smack)
+    // NUMA placement: Docker allows these only with CAP_SYS_NICE; they move other processes'
+    // pages (migrate_pages, move_pages) and pin memory to nodes the host did not grant.
+    "mbind",
+    "migrate_pages",
+    "move_pages",
     "name_to_handle_at",
     "open_by_handle_at",
     "quotactl",
     "quotactl_fd",
+    "set_mempolicy",
+    "set_mempolicy_home_node",
     "syslog",
     "userfaultfd",
     "vhangup",
 };
+
+// What `ptrace: own` opens: tracing (gdb, strace, LSan's stop-the-world tracer) and reading or
+// writing a traced process's memory. The kernel still checks every attach (same uid, dumpable,
+// capabilities a subset); the session's pid namespace keeps other sessions out of reach, and the
+// holder and corrald's children before exec are non-dumpable. Since Linux 4.8 a tracer cannot
+// take a tracee past its seccomp filter (the filter runs again after the tracer changed the call).
+const std::vector<std::string> kPtraceOwn = {"process_vm_readv", "process_vm_writev", "ptrace"};
 
 // Allow list of the "strict" preset.
 const std::vector<std::string> kStrictAllow = {"@system-service"};
@@ -81,7 +98,8 @@ Result<NameSet> expand_checked(const std::vector<std::string>& names, const std:
     auto expanded = expand_syscalls(names);
     if (!expanded) return std::move(expanded.error().context(key));
     for (const std::string& name : *expanded) {
-        if (seccomp_syscall_resolve_name(name.c_str()) == __NR_SCMP_ERROR) {
+        if (seccomp_syscall_resolve_name(name.c_str()) == __NR_SCMP_ERROR &&
+            recent_x86_64_syscall(name) < 0) {
             return plain_error(key + ": unknown syscall `" + name + "`");
         }
     }
@@ -111,41 +129,46 @@ Status add_rule(const SeccompContext& ctx, uint32_t default_action, uint32_t act
                 const std::string& name, unsigned arg_count = 0,
                 const scmp_arg_cmp* args = nullptr) {
     if (action == default_action) return {};
-    int nr = seccomp_syscall_resolve_name(name.c_str());
+    int nr = resolve_syscall(name);
     if (nr < 0) return {};
     int rc = seccomp_rule_add_array(ctx.get(), action, nr, arg_count, args);
     if (rc < 0) return sys_error(-rc, "seccomp rule for `" + name + "`");
     return {};
 }
 
-// clone with any CLONE_NEW* flag gets `action`; clone3 gets ENOSYS so libc falls back to clone.
+// clone with any CLONE_NEW* flag gets `action`; clone3 gets ENOSYS so libc falls back to clone
+// (unless `with_clone3` is false: strict's allow rules answer clone3 themselves).
 Status deny_clone_namespaces(const SeccompContext& ctx, uint32_t default_action, uint32_t action,
-                             const NameSet& deny) {
+                             const NameSet& deny, bool with_clone3 = true) {
     if (deny.count("clone") == 0) {
         for (uint64_t flag : kCloneNamespaceFlags) {
             scmp_arg_cmp has_flag = SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag);
             CORRAL_TRY(add_rule(ctx, default_action, action, "clone", 1, &has_flag), "namespaces");
         }
     }
-    if (deny.count("clone3") == 0) {
+    if (with_clone3 && deny.count("clone3") == 0) {
         CORRAL_TRY(add_rule(ctx, default_action, SCMP_ACT_ERRNO(ENOSYS), "clone3"), "namespaces");
     }
     return {};
 }
 
-// Preset "default" and "none": allow by default, `deny` gets the policy action.
-Status add_deny_rules(const SeccompContext& ctx, uint32_t action, const NameSet& deny) {
+// `deny` gets the policy action. Preset "default" and "none" allow everything else; "strict"
+// calls this for the syscalls it denies on purpose (its default answers the rest).
+Status add_deny_rules(const SeccompContext& ctx, uint32_t default_action, uint32_t action,
+                      const NameSet& deny) {
     for (const std::string& name : deny) {
-        CORRAL_TRY(add_rule(ctx, SCMP_ACT_ALLOW, action, name), "seccomp.deny");
+        CORRAL_TRY(add_rule(ctx, default_action, action, name), "seccomp.deny");
     }
     if (deny.count("unshare") != 0) {
-        CORRAL_TRY(deny_clone_namespaces(ctx, SCMP_ACT_ALLOW, action, deny), "seccomp.deny");
+        const bool allow_by_default = default_action == SCMP_ACT_ALLOW;
+        CORRAL_TRY(deny_clone_namespaces(ctx, default_action, action, deny, allow_by_default),
+                   "seccomp.deny");
     }
     return {};
 }
 
-// Preset "strict": the policy action by default, `allowed` is allowed. Without unshare, clone is
-// allowed only without CLONE_NEW* flags and clone3 answers ENOSYS.
+// Preset "strict": `action` (its default action) for everything but `allowed`. Without unshare,
+// clone is allowed only without CLONE_NEW* flags and clone3 answers ENOSYS.
 Status add_allow_rules(const SeccompContext& ctx, uint32_t action, const NameSet& allowed) {
     const bool namespaces_allowed = allowed.count("unshare") != 0;
     for (const std::string& name : allowed) {
@@ -181,36 +204,69 @@ Result<std::vector<sock_filter>> export_bpf(const SeccompContext& ctx) {
     return program;
 }
 
+// What strict answers for a syscall it neither allows nor denies on purpose. With the errno action
+// that is ENOSYS, as if the kernel did not have it: programs probe newer calls (io_setup,
+// futex_waitv, cachestat, statmount, mseal, the *xattrat calls) and fall back on ENOSYS, while
+// EPERM makes them fail. Docker answers syscalls its profile does not know the same way.
+uint32_t strict_default_action(const SeccompSpec& spec, uint32_t action) {
+    return spec.action == SeccompAction::errno_code ? SCMP_ACT_ERRNO(ENOSYS) : action;
+}
+
+Status add_strict_rules(const SeccompContext& ctx, uint32_t default_action, uint32_t action,
+                        const NameSet& allow, const NameSet& deny, const NameSet& preset_deny) {
+    auto allowed = expand_checked(kStrictAllow, "seccomp.preset");
+    if (!allowed) return std::move(allowed.error());
+    // strict is default tightened: what default denies stays denied unless `allow` names it.
+    for (const std::string& name : preset_deny) {
+        if (allow.count(name) == 0) allowed->erase(name);
+    }
+    allowed->insert(allow.begin(), allow.end());
+    for (const std::string& name : deny) allowed->erase(name);
+    CORRAL_TRY(add_allow_rules(ctx, default_action, *allowed), "seccomp");
+
+    NameSet deliberate = deny;
+    for (const std::string& name : preset_deny) {
+        if (allowed->count(name) == 0) deliberate.insert(name);
+    }
+    return add_deny_rules(ctx, default_action, action, deliberate);
+}
+
 Result<std::vector<sock_filter>> build(const SeccompSpec& spec, uint32_t action) {
     auto deny = expand_checked(spec.deny, "seccomp.deny");
     if (!deny) return std::move(deny.error());
     auto allow = expand_checked(spec.allow, "seccomp.allow");
     if (!allow) return std::move(allow.error());
+    if (spec.ptrace_own) allow->insert(kPtraceOwn.begin(), kPtraceOwn.end());
+    auto preset_deny = expand_checked(kDefaultDeny, "seccomp.preset");
+    if (!preset_deny) return std::move(preset_deny.error());
 
     const bool strict = spec.preset == "strict";
-    SeccompContext ctx(strict ? action : SCMP_ACT_ALLOW);
+    const uint32_t default_action = strict ? strict_default_action(spec, action) : SCMP_ACT_ALLOW;
+    SeccompContext ctx(default_action);
     if (ctx.get() == nullptr) return plain_error("seccomp_init failed");
     seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
     seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);  // binary tree: long allow lists
 
     if (strict) {
-        auto allowed = expand_checked(kStrictAllow, "seccomp.preset");
-        if (!allowed) return std::move(allowed.error());
-        allowed->insert(allow->begin(), allow->end());
-        for (const std::string& name : *deny) allowed->erase(name);
-        CORRAL_TRY(add_allow_rules(ctx, action, *allowed), "seccomp");
+        CORRAL_TRY(add_strict_rules(ctx, default_action, action, *allow, *deny, *preset_deny),
+                   "seccomp");
     } else {
         NameSet effective_deny = *deny;
         if (spec.preset == "default") {
-            auto preset = expand_checked(kDefaultDeny, "seccomp.preset");
-            if (!preset) return std::move(preset.error());
-            for (const std::string& name : *preset) {
+            for (const std::string& name : *preset_deny) {
                 if (allow->count(name) == 0) effective_deny.insert(name);
             }
         }
-        CORRAL_TRY(add_deny_rules(ctx, action, effective_deny), "seccomp");
+        CORRAL_TRY(add_deny_rules(ctx, SCMP_ACT_ALLOW, action, effective_deny), "seccomp");
     }
-    return export_bpf(ctx);
+    auto program = export_bpf(ctx);
+    if (!program || spec.preset == "none") return program;
+    // default and strict: the guard runs first (setuid bits, openat2, personality, socket
+    // families, unassigned numbers); see isolation/seccomp_guard.hpp.
+    auto guard = compile_seccomp_guard(spec.ptrace_own);
+    if (!guard) return std::move(guard.error());
+    guard->insert(guard->end(), program->begin(), program->end());
+    return std::move(*guard);
 }
 
 }  // namespace
@@ -229,6 +285,14 @@ Result<std::vector<sock_filter>> compile_seccomp(const SeccompSpec& spec) {
         return std::vector<sock_filter>{};
     }
     return build(spec, *action);
+}
+
+int resolve_syscall(std::string_view name) {
+    const std::string text(name);
+    int nr = seccomp_syscall_resolve_name(text.c_str());
+    if (nr >= 0) return nr;
+    if (nr == __NR_SCMP_ERROR) return recent_x86_64_syscall(name);
+    return -1;  // a name libseccomp knows for other architectures only
 }
 
 bool seccomp_available() {

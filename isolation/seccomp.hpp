@@ -23,12 +23,17 @@
 #include <linux/filter.h>
 
 #include <cstddef>
+#include <string_view>
 
 namespace corral {
 
 /// Whether this kernel supports seccomp filters with SECCOMP_RET_KILL_PROCESS (for `corral
 /// doctor`).
 bool seccomp_available();
+
+/// The x86_64 number of a syscall name: libseccomp's table, then policies/syscall_numbers for
+/// calls newer than the libseccomp we link. -1 for unknown names and other architectures' calls.
+int resolve_syscall(std::string_view name);
 
 /// Installs a BPF program on the calling thread. Async-signal-safe; needs no_new_privs (or
 /// CAP_SYS_ADMIN). Returns 0, or -1 with errno set.

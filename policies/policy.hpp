@@ -128,6 +128,10 @@ struct SeccompSpec {
     std::vector<std::string> allow;
     SeccompAction action = SeccompAction::errno_code;
     int errno_value = 1;  ///< EPERM; returned with action errno_code
+    /// `ptrace: own`: the job may trace its own processes (gdb, strace, ASan/LSan): ptrace,
+    /// process_vm_readv/writev and personality(ADDR_NO_RANDOMIZE) are allowed. Only with a pid
+    /// namespace of the session's own, so nothing outside the session can even be named.
+    bool ptrace_own = false;
 
     bool operator==(const SeccompSpec&) const = default;  ///< field-wise
 };

@@ -388,6 +388,7 @@ constexpr Rule kNetworkRules[] = {
 
 constexpr std::string_view kSeccompPresets[] = {"default", "strict", "none"};
 constexpr std::string_view kSeccompActions[] = {"errno", "kill-process", "log"};
+constexpr std::string_view kSeccompPtrace[] = {"none", "own"};
 
 void seccomp_errno(PolicyReader& r, const Entry& e, Policy& p) {
     std::string expected = "an errno name like EPERM or a number from 1 to 4095";
@@ -420,6 +421,10 @@ constexpr Rule kSeccompRules[] = {
                                                         : SeccompAction::log;
      }},
     {"errno", seccomp_errno},
+    {"ptrace",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
+         if (auto mode = r.choice(e, kSeccompPtrace)) p.seccomp.ptrace_own = *mode == "own";
+     }},
 };
 
 // ---- capabilities, landlock ----
@@ -517,6 +522,14 @@ void check_resolved_policy(const Policy& policy, PolicyReader& reader) {
     if (policy.workdir.from == WorkdirFrom::copy && !policy.namespaces.mount) {
         reader.error(first_mark(reader, {"workdir.from", "namespaces.mount", "workdir"}),
                      "workdir.from", "a copied workdir needs namespaces.mount: true");
+    }
+    if (policy.seccomp.ptrace_own && !policy.namespaces.pid) {
+        // Without a pid namespace the job sees, and as the same uid could trace, every process
+        // of that uid on the host, other sessions' included.
+        reader.error(first_mark(reader, {"seccomp.ptrace", "namespaces.pid", "seccomp"}),
+                     "seccomp.ptrace",
+                     "`own` needs namespaces.pid: true (without a pid namespace of its own the job "
+                     "could trace processes outside its session)");
     }
     if (!policy.network.allow.empty() && policy.namespaces.network == NetworkMode::host) {
         reader.error(first_mark(reader, {"network.allow", "namespaces.network", "network"}),

@@ -134,6 +134,7 @@ void emit_seccomp(YAML::Emitter& out, const SeccompSpec& seccomp) {
     emit_list(out, "allow", seccomp.allow);
     out << YAML::Key << "action" << YAML::Value << action;
     out << YAML::Key << "errno" << YAML::Value << errno_text(seccomp.errno_value);
+    out << YAML::Key << "ptrace" << YAML::Value << (seccomp.ptrace_own ? "own" : "none");
     out << YAML::EndMap;
 }
 

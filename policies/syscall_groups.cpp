@@ -9,9 +9,9 @@ namespace {
 // The group table. Rules for editing it:
 //  - keep it sorted by name (a unit test checks; lookup is a binary search);
 //  - list only syscall names that exist on x86_64, the architecture corral builds for and filters
-//    (seccomp filters are native-arch only). The unit test resolves every name with libseccomp, so
-//    a typo or a name from another architecture (vm86, pciconfig_read, ...) fails the build's
-//    tests;
+//    (seccomp filters are native-arch only). The unit test resolves every name (libseccomp, then
+//    policies/syscall_numbers for calls newer than libseccomp 2.5), so a typo or a name from
+//    another architecture (vm86, pciconfig_read, ...) fails the build's tests;
 //  - "@group" entries include another group; includes are resolved recursively by expand_syscalls.
 //
 // Namespace creation cannot be expressed by names alone: clone(2) takes CLONE_NEW* in its flags
@@ -60,8 +60,8 @@ constexpr SyscallGroup kGroups[] = {
     {"@memlock", "Lock memory into RAM", "mlock mlock2 mlockall munlock munlockall"},
     {"@module", "Load and unload kernel modules", "delete_module finit_module init_module"},
     {"@mount", "Mount, unmount and change the root directory",
-     "chroot fsconfig fsmount fsopen fspick mount mount_setattr move_mount open_tree pivot_root "
-     "umount2"},
+     "chroot fsconfig fsmount fsopen fspick mount mount_setattr move_mount open_tree "
+     "open_tree_attr pivot_root umount2"},
     {"@namespaces", "Create or join namespaces (clone/clone3 flags are handled separately)",
      "setns unshare"},
     {"@network-io", "Sockets",

@@ -3,6 +3,7 @@
 // stream truthfully, ends every session (kill trees, remove cgroups) and exits 0.
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -147,6 +148,14 @@ int run(const DaemonOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Non-dumpable from the start: every process corrald forks (command children, the session's
+    // PID 1 holder) is a copy of its memory (tokens, other sessions' output, its environment)
+    // until execve, and fork keeps the flag, so nothing in a session can open /proc/<copy>/mem,
+    // environ or exe (issue 10.1; CVE-2019-5736, CVE-2016-9962). execve resets it for the command.
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        std::perror("corrald: prctl(PR_SET_DUMPABLE, 0)");
+        return 1;
+    }
     auto options = parse_daemon_options(std::vector<std::string>(argv + 1, argv + argc));
     if (!options) {
         std::fprintf(stderr, "corrald: %s\n%s", options.error().describe().c_str(),

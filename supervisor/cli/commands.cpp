@@ -3,6 +3,7 @@
 #include <linux/filter.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "isolation/confinement.hpp"
+#include "isolation/seccomp_listing.hpp"
 #include "policies/policy_parser.hpp"
 #include "supervisor/cli/client_commands.hpp"
 #include "supervisor/cli/doctor.hpp"
@@ -32,6 +34,7 @@ void print_usage() {
         "             [--env NAME[=VALUE]]... [--] CMD...\n"
         "  corral policy check FILE|NAME      validate; print the resolved policy\n"
         "  corral policy seccomp FILE|NAME    the compiled seccomp filter (raw BPF) on stdout\n"
+        "  corral policy seccomp FILE|NAME --list   what that filter answers, syscall by name\n"
         "  corral doctor [--json]             what this host can enforce\n"
         "%s"
         "  corral version\n",
@@ -132,8 +135,36 @@ int policy_check_command(const std::vector<std::string>& args) {
 /// The policy's seccomp filter as compiled for the kernel: the raw struct sock_filter array that
 /// prctl(PR_SET_SECCOMP) and `bwrap --seccomp FD` take. For inspection (seccomp-tools, bpf_dbg)
 /// and for giving another tool exactly corral's filter.
-int policy_seccomp_command(const std::vector<std::string>& args) {
-    auto loaded = policy_argument(args, "corral policy seccomp FILE|NAME > filter.bpf");
+/// `--list`: one line per x86_64 syscall, "NAME ANSWER", read off the compiled program itself
+/// (answers that depend on arguments say so: "chmod allow, EPERM for some arguments").
+int print_seccomp_listing(const Policy& policy, const std::vector<sock_filter>& program) {
+    std::printf("# seccomp of policy `%s`: preset %s; what each syscall gets\n",
+                policy.name.c_str(), policy.seccomp.preset.c_str());
+    size_t allowed = 0, refused = 0, mixed = 0;
+    for (const SyscallAnswer& a : list_seccomp(program)) {
+        if (a.otherwise.empty()) {
+            std::printf("%-26s %s\n", a.name.c_str(), a.answer.c_str());
+        } else {
+            std::printf("%-26s %s, %s for some arguments\n", a.name.c_str(), a.answer.c_str(),
+                        a.otherwise.c_str());
+            ++mixed;
+        }
+        ++(a.answer == "allow" ? allowed : refused);
+    }
+    std::printf("# %zu allowed, %zu refused (all arguments 0); %zu answer otherwise for some "
+                "arguments\n",
+                allowed, refused, mixed);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+int policy_seccomp_command(std::vector<std::string> args) {
+    bool list = false;
+    if (auto at = std::find(args.begin(), args.end(), "--list"); at != args.end()) {
+        list = true;
+        args.erase(at);
+    }
+    auto loaded =
+        policy_argument(args, "corral policy seccomp FILE|NAME [--list]  (without --list: > filter.bpf)");
     if (const int* code = std::get_if<int>(&loaded)) return *code;
     const Policy& policy = std::get<Policy>(loaded);
     auto program = compile_seccomp(policy.seccomp);
@@ -146,6 +177,7 @@ int policy_seccomp_command(const std::vector<std::string>& args) {
                      policy.name.c_str());
         return 1;
     }
+    if (list) return print_seccomp_listing(policy, *program);
     if (::isatty(STDOUT_FILENO)) {
         std::fprintf(stderr, "corral policy seccomp: the filter is binary; redirect stdout\n");
         return 2;

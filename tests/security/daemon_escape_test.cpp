@@ -18,6 +18,7 @@
 #include "../integration/support/http_client.hpp"
 #include "support/daemon_harness.hpp"
 #include "support/sandbox_harness.hpp"
+#include "support/security_daemon.hpp"
 
 namespace corral::security {
 namespace {
@@ -27,44 +28,7 @@ using nlohmann::json;
 using testing::HttpClient;
 using testing::url_encode;
 
-class DaemonEscape : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        if (::geteuid() != 0) GTEST_SKIP() << "needs root (cgroups, namespaces, mounts)";
-        if (!fs::exists(CORRAL_BINARY_DIR "/supervisor/corrald"))
-            GTEST_SKIP() << "corrald is not built";
-        daemon_ = std::make_unique<Daemon>();
-        ASSERT_TRUE(daemon_->ready()) << "corrald did not start:\n" << daemon_->log();
-    }
-    void TearDown() override { daemon_.reset(); }
-    HttpClient client() const { return HttpClient::unix_socket(daemon_->socket_path()); }
-
-    /// Creates a session under `policy`; returns {base path "/v1/sessions/<id>", its root on the
-    /// host}.
-    std::pair<std::string, fs::path> session(HttpClient& c, const std::string& policy) {
-        auto res = c.post("/v1/sessions", {{"policy", policy}});
-        EXPECT_EQ(res.status, 201u) << res.body;
-        const std::string base = "/v1/sessions/" + res.json()["id"].get<std::string>();
-        auto info = c.get(base);
-        return {base, fs::path(info.json().value("root", std::string()))};
-    }
-    /// Puts the attacker program into the session as ./probe.
-    void upload_probe(HttpClient& c, const std::string& base) {
-        std::ifstream in(CORRAL_ESCAPE_PROBE, std::ios::binary);
-        std::string bytes((std::istreambuf_iterator<char>(in)), {});
-        auto put = c.request("PUT", base + "/files?path=probe", bytes);
-        ASSERT_EQ(put.status, 200u) << put.body;
-    }
-    /// Runs a shell command in the session; returns its stdout.
-    std::string run(HttpClient& c, const std::string& base, const std::string& command) {
-        auto res = c.post(base + "/run", {{"command", command}});
-        EXPECT_EQ(res.status, 200u) << res.body;
-        auto j = res.json();
-        return j["stdout"].is_string() ? j["stdout"].get<std::string>() : j.dump();
-    }
-
-    std::unique_ptr<Daemon> daemon_;
-};
+class DaemonEscape : public DaemonTest {};
 
 /// An "outside" directory next to nothing of corral's, holding a secret the attacks try to read.
 struct Outside {

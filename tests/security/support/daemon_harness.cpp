@@ -34,7 +34,7 @@ bool can_connect(const std::string& path) {
 
 }  // namespace
 
-Daemon::Daemon() {
+Daemon::Daemon(const std::vector<std::string>& extra_env) {
     const std::string token = unique_token();
     run_dir_ = "/run/" + token;
     state_dir_ = "/var/lib/" + token;
@@ -56,15 +56,20 @@ Daemon::Daemon() {
         token,
         "--port-range",
         std::to_string(first_port) + "-" + std::to_string(first_port + 9)};
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
     pid_ = ::fork();
     if (pid_ == 0) {
         int log = ::open((run_dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT, 0644);
         ::dup2(log, 1);
         ::dup2(log, 2);
-        std::vector<char*> argv;
+        std::vector<char*> argv, envp;
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
-        ::execv(argv[0], argv.data());
+        for (auto& e : env) envp.push_back(e.data());
+        envp.push_back(nullptr);
+        ::execve(argv[0], argv.data(), envp.data());
         ::_exit(127);
     }
     for (int i = 0; i < 1500 && !ready_; ++i) {

@@ -6,18 +6,21 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace corral::security {
 
 /// One corrald instance; ready() once its socket accepts connections.
 class Daemon {
   public:
-    Daemon();
+    /// `extra_env`: "NAME=value" entries added to the environment corrald inherits.
+    explicit Daemon(const std::vector<std::string>& extra_env = {});
     ~Daemon();
     Daemon(const Daemon&) = delete;
     Daemon& operator=(const Daemon&) = delete;
 
     bool ready() const { return ready_; }
+    pid_t pid() const { return pid_; }
     const std::string& socket_path() const { return socket_; }
     const std::string& state_dir() const { return state_dir_; }
     /// What corrald wrote to stdout and stderr.
