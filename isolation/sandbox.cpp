@@ -228,6 +228,25 @@ void Sandbox::stop() {
     holder_ = PidRef{};
 }
 
+bool Sandbox::try_reap() {
+    if (!holder_.valid()) return true;
+    auto status = holder_.try_wait();
+    if (status && !*status) return false;  // still running
+    // Reaped now, or an error (ECHILD: reaped elsewhere): either way nothing is left to wait for.
+    holder_ = PidRef{};
+    pending_report_.reset();
+    return true;
+}
+
+pid_t Sandbox::release() {
+    if (!holder_.valid()) return -1;
+    (void)holder_.send_signal(SIGKILL);
+    const pid_t pid = holder_.pid();
+    holder_ = PidRef{};
+    pending_report_.reset();
+    return pid;
+}
+
 bool Sandbox::needed(const Policy& policy) {
     return namespace_clone_flags(policy.namespaces) != 0;
 }
