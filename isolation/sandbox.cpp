@@ -30,6 +30,7 @@ struct HolderPlan {
     std::string hostname;
     int report_fd = -1;
     int go_fd = -1;  ///< user namespace: wait until the parent wrote the id maps
+    int go_write_fd = -1;  ///< the parent's end, closed at once (see holder_main)
     int lease_fd = -1;  ///< the uid range's lock: kept open for the holder's whole life
 };
 
@@ -73,6 +74,10 @@ void release_descriptors(int keep) noexcept {
 }
 
 [[noreturn]] void holder_main(const HolderPlan& plan) noexcept {
+    // Our copy of the parent's end would keep the read below from ever seeing EOF: a daemon
+    // killed before it wrote the id maps would leave this holder blocked forever, holding copies
+    // of every descriptor the daemon had (its listening socket, its clients' connections).
+    if (plan.go_write_fd >= 0) ::close(plan.go_write_fd);
     if (plan.go_fd >= 0) {
         char go;
         ssize_t n;
@@ -285,6 +290,7 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     }
     plan->report_fd = report->write_end.get();
     plan->go_fd = go.read_end.get();
+    plan->go_write_fd = go.write_end.get();
 
     int pidfd = -1;
     pid_t pid =

@@ -187,7 +187,7 @@ TEST(DaemonRobust, KilledAtRandomPointsRestartsAndLeavesNothingUnowned) {
     const unsigned seed = std::random_device{}();
     std::mt19937 random(seed);
     SCOPED_TRACE("seed " + std::to_string(seed));
-    constexpr size_t kRounds = 8;
+    constexpr size_t kRounds = 12;
     constexpr size_t kWorkers = 3;
     for (size_t round = 0; round < kRounds; ++round) {
         std::mutex mutex;
