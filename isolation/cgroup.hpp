@@ -143,6 +143,13 @@ class Cgroup {
     /// Ends the subtree (kill_all, wait empty) and rmdirs it, children first. Idempotent; an
     /// error for a cgroup we do not own (we never kill or delete what corral did not create).
     Status remove(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+    /// Stops owning the directory without touching it: for a subtree the kernel cannot empty
+    /// now (a task stuck in D state), so no destructor waits for it on the event loop. The
+    /// daemon's start-up clean-up removes what is left under its instance.
+    void leave() {
+        dir_.reset();
+        owned_ = false;
+    }
 
   private:
     static Result<Cgroup> open_dir(const std::string& dir, bool owned);

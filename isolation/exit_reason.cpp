@@ -24,9 +24,11 @@ ExitReason classify_exit(const WaitStatus& status, const EndingContext& context)
     if (!status.exited && status.code == SIGSYS) return ExitReason::seccomp;
     if (!status.exited && status.code == SIGKILL && context.oom_event) return ExitReason::oom;
     if (context.killed_by_request && !status.exited) return ExitReason::killed;
-    // A process that failed while its forks were being refused most likely failed because of it;
-    // a clean exit 0 is reported as exited (the session record still counts the events).
-    if (context.pids_limit_hit && !(status.exited && status.code == 0)) return ExitReason::pids_limit;
+    // A limit hit anywhere in the process's tree is reported even when the main process survived
+    // it or exited by itself (issue 12.6: a pipeline whose child was OOM-killed exits 137, a
+    // shell whose child's forks were refused exits 0); the record's usage carries the counts.
+    if (context.oom_event) return ExitReason::oom;
+    if (context.pids_limit_hit) return ExitReason::pids_limit;
     return status.exited ? ExitReason::exited : ExitReason::signaled;
 }
 

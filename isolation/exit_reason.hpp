@@ -23,9 +23,9 @@ struct EndingContext {
 };
 
 /// Classifies a wait status: our own actions first (timeout, killed), then what the kernel did
-/// (SIGSYS -> seccomp, SIGKILL with an OOM event -> oom), then plain exited/signaled.
-/// A refused fork is an event, not a death: pids-limit is the reason only for a process that
-/// failed (non-zero exit or a signal) while the limit was being hit.
+/// (SIGSYS -> seccomp, an OOM kill in the tree -> oom, refused forks -> pids-limit), then plain
+/// exited/signaled. A limit hit is the reason even when the main process exited 0: the record
+/// says the tree ran into its limit; exitCode still says how the main process ended.
 ExitReason classify_exit(const WaitStatus& status, const EndingContext& context);
 
 /// What a shell exits with when execve of a command fails with `error`: 127 when there is no

@@ -31,6 +31,7 @@ struct HolderPlan {
     std::string hostname;
     int report_fd = -1;
     int go_fd = -1;  ///< user namespace: wait until the parent wrote the id maps
+    int go_write_fd = -1;  ///< the parent's end, closed at once (see holder_main)
     int lease_fd = -1;  ///< the uid range's lock: kept open for the holder's whole life
 };
 
@@ -78,6 +79,10 @@ void release_descriptors(int keep) noexcept {
     // its PID 1. Non-dumpable (inherited from corrald/corral; repeated for other callers), so no
     // process of the session can read or write it through /proc/1/mem (issue 10.1).
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    // Our copy of the parent's end would keep the read below from ever seeing EOF: a daemon
+    // killed before it wrote the id maps would leave this holder blocked forever, holding copies
+    // of every descriptor the daemon had (its listening socket, its clients' connections).
+    if (plan.go_write_fd >= 0) ::close(plan.go_write_fd);
     if (plan.go_fd >= 0) {
         char go;
         ssize_t n;
@@ -233,6 +238,25 @@ void Sandbox::stop() {
     holder_ = PidRef{};
 }
 
+bool Sandbox::try_reap() {
+    if (!holder_.valid()) return true;
+    auto status = holder_.try_wait();
+    if (status && !*status) return false;  // still running
+    // Reaped now, or an error (ECHILD: reaped elsewhere): either way nothing is left to wait for.
+    holder_ = PidRef{};
+    pending_report_.reset();
+    return true;
+}
+
+pid_t Sandbox::release() {
+    if (!holder_.valid()) return -1;
+    (void)holder_.send_signal(SIGKILL);
+    const pid_t pid = holder_.pid();
+    holder_ = PidRef{};
+    pending_report_.reset();
+    return pid;
+}
+
 bool Sandbox::needed(const Policy& policy) {
     return namespace_clone_flags(policy.namespaces) != 0;
 }
@@ -271,6 +295,7 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     }
     plan->report_fd = report->write_end.get();
     plan->go_fd = go.read_end.get();
+    plan->go_write_fd = go.write_end.get();
 
     int pidfd = -1;
     pid_t pid =

@@ -74,8 +74,17 @@ class Sandbox {
     /// Sends the holder SIGKILL without waiting, so its teardown (the namespaces go with it)
     /// overlaps the caller's own work; stop() then reaps it.
     void begin_stop();
-    /// Ends the holder now (idempotent).
+    /// Ends the holder now (idempotent). Blocks until it is reaped: never call it on an event
+    /// loop that also reaps the session's processes (see try_reap).
     void stop();
+    /// After begin_stop(): reaps the holder if it has exited, without blocking; true once there
+    /// is no holder any more. As PID 1 of a pid namespace the holder exits only after every
+    /// process of that namespace was reaped — the daemon's own children among them — so an event
+    /// loop waits for holder_pidfd() to become readable, then calls this.
+    bool try_reap();
+    /// Gives the holder up without waiting: SIGKILL, then forget it. Its exit is collected by
+    /// whoever reaps the daemon's unowned children. Returns its pid (-1 when there was none).
+    pid_t release();
 
   private:
     PidRef holder_;

@@ -121,9 +121,15 @@ void Process::record_setup_failure(const Error& error) {
     finished_ = true;
     if (launched_) {
         // The launch worked but wiring the pipes did not: do not leave it running unobserved.
+        // No blocking wait on the loop: the daemon's reaper collects it as an unowned child, and
+        // the leaf goes once it is empty.
         (void)leaf_.kill_all();
-        (void)main_.wait();
+        main_.close_pidfd();
         reaper_.remove_owned(main_.pid());
+        if (leaf_populated()) {
+            watch_lingering_leaf();
+            return;
+        }
     }
     (void)remove_leaf();
 }
@@ -225,8 +231,27 @@ size_t Process::terminate() {
     resume_reading();
     if (!leaf_.valid()) return 0;
     if (main_running()) killed_by_request_ = true;
-    auto signalled = leaf_.signal_all(SIGTERM);
-    return signalled ? *signalled : 0;
+    return terminate_leaf();
+}
+
+// Reading cgroup.procs and signalling is not atomic against forks: a `sh -c` that forks its
+// command just as the SIGTERM comes (a DELETE a millisecond after the spawn) dies and leaves the
+// child running, unsignalled, for the whole grace period. So when the main process exits while
+// terminating, the leaf's newcomers get their SIGTERM too (on_main_exit).
+size_t Process::terminate_leaf() {
+    terminating_ = true;
+    if (!leaf_.valid()) return 0;
+    auto pids = leaf_.pids();
+    if (!pids) return 0;
+    size_t count = 0;
+    for (pid_t pid : *pids) {
+        if (pid <= 0 ||
+            std::find(terminated_.begin(), terminated_.end(), pid) != terminated_.end())
+            continue;
+        if (::kill(pid, SIGTERM) == 0) ++count;
+        terminated_.push_back(pid);
+    }
+    return count;
 }
 
 bool Process::leaf_populated() const {
@@ -236,12 +261,24 @@ bool Process::leaf_populated() const {
 }
 
 Status Process::remove_leaf() {
+    if (!leaf_.valid()) return {};
+    if (leaf_populated()) {
+        return sys_error(EBUSY, "leaf cgroup of process " + setup_.id + " still holds processes");
+    }
     boost::system::error_code ignored;
     leaf_watch_.close(ignored);
-    if (!leaf_.valid()) return {};
-    Status removed = leaf_.remove(std::chrono::seconds(5));
+    Status removed = leaf_.remove(std::chrono::milliseconds(0));
+    if (!removed) leaf_.leave();  // a process moved in meanwhile: left for start-up clean-up
     leaf_ = Cgroup{};
+    if (setup_.on_leaf_removed) boost::asio::post(io_, setup_.on_leaf_removed);
     return removed;
+}
+
+void Process::leave_leaf() {
+    boost::system::error_code ignored;
+    leaf_watch_.close(ignored);
+    leaf_.leave();
+    leaf_ = Cgroup{};
 }
 
 void Process::shut_down() {

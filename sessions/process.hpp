@@ -56,6 +56,10 @@ struct ProcessSetup {
     int namespace_flags = 0;
     const Confinement* confinement = nullptr;
     std::function<LimitEvents()> read_limit_events;  ///< session-wide counters; may be empty
+    /// Posted when the leaf is removed. A watch on that leaf's cgroup.events may never fire: the
+    /// kernel defers a notification that comes within 10 ms of the previous one, and removing
+    /// the cgroup cancels the deferred one (a DELETE right after a spawn).
+    std::function<void()> on_leaf_removed;
 };
 
 /// A started process and its record.
@@ -93,8 +97,12 @@ class Process : public std::enable_shared_from_this<Process> {
     bool leaf_populated() const;
     /// The leaf cgroup (invalid once removed).
     const Cgroup& leaf() const { return leaf_; }
-    /// Removes the leaf (session end, after everything is dead).
+    /// Removes the leaf once it is empty (one rmdir, never a wait): EBUSY while it still holds
+    /// processes.
     Status remove_leaf();
+    /// Gives up the leaf without removing it (a session end whose kill bound passed with tasks
+    /// stuck in the kernel): nothing waits for it later; start-up clean-up removes it.
+    void leave_leaf();
     /// Daemon teardown (no event loop): reaps the main process, blocking, once it was killed, so
     /// a pid-namespace holder waiting for its namespace to be reaped can exit.
     void collect_exit_blocking();
@@ -159,6 +167,9 @@ class Process : public std::enable_shared_from_this<Process> {
     void on_timeout();
     void maybe_finish();
     void finish();
+    /// SIGTERM to every process of the leaf that has not had it from us yet; returns how many.
+    size_t terminate_leaf();
+    void attribute_limit_events();
     ExitReason classify() const;
     void notify_output();
     void notify_exit();
@@ -204,6 +215,8 @@ class Process : public std::enable_shared_from_this<Process> {
     bool timed_out_ = false;
     bool leaf_killed_ = false;  ///< cgroup.kill sent to the whole leaf: nothing in it survives
     bool killed_by_request_ = false;
+    bool terminating_ = false;          ///< SIGTERM sent to the leaf (session end, timeout)
+    std::vector<pid_t> terminated_;     ///< who got it, so a second round skips them
     std::optional<ExitReason> reason_;
     std::string setup_error_;
     std::optional<int> setup_exit_code_;  ///< 127/126 when execve failed, as a shell reports it

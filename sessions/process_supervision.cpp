@@ -120,6 +120,7 @@ void Process::on_main_exit(std::optional<WaitStatus> status) {
     exit_watch_.close(ignored);
     reaper_.remove_owned(main_.pid());
     main_.close_pidfd();  // reaped (or lost): nothing can be waited for or signalled any more
+    if (terminating_ && leaf_populated()) (void)terminate_leaf();  // forked during the SIGTERM
     if (!(out_.eof && err_.eof)) arm_settle();
     maybe_finish();
 }
@@ -156,7 +157,7 @@ void Process::arm_timeout() {
 void Process::on_timeout() {
     if (finished_ || !main_running()) return;
     timed_out_ = true;
-    if (leaf_.valid()) (void)leaf_.signal_all(SIGTERM);
+    (void)terminate_leaf();
     grace_timer_.expires_after(setup_.grace);
     grace_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
         if (error || !self->leaf_.valid()) return;
@@ -170,6 +171,21 @@ void Process::maybe_finish() {
     if (out_.eof && err_.eof) finish();
 }
 
+// The evidence of a limit hit is the leaf's own counters where its cgroup has them (v2 with
+// controllers); otherwise (the v1 backend on hybrid hosts, whose counters are session-wide) an
+// increase of the session's counters while this process ran is the best evidence available. The
+// counts go into the record's usage, so `status` and `usage` tell the same story.
+void Process::attribute_limit_events() {
+    if (setup_.read_limit_events && final_usage_.oom_kills == 0 &&
+        final_usage_.pids_limit_hits == 0) {
+        const LimitEvents now = setup_.read_limit_events();
+        if (now.oom_kills > events_at_start_.oom_kills)
+            final_usage_.oom_kills = now.oom_kills - events_at_start_.oom_kills;
+        if (now.pids_limit_hits > events_at_start_.pids_limit_hits)
+            final_usage_.pids_limit_hits = now.pids_limit_hits - events_at_start_.pids_limit_hits;
+    }
+}
+
 ExitReason Process::classify() const {
     if (main_status_lost_) return killed_by_request_ ? ExitReason::killed : ExitReason::signaled;
     EndingContext context;
@@ -177,14 +193,6 @@ ExitReason Process::classify() const {
     context.killed_by_request = killed_by_request_;
     context.oom_event = final_usage_.oom_kills > 0;
     context.pids_limit_hit = final_usage_.pids_limit_hits > 0;
-    if (setup_.read_limit_events) {
-        // Session-wide counters (the v1 backend on hybrid hosts): an increase while this process
-        // ran is the best evidence available for it.
-        const LimitEvents now = setup_.read_limit_events();
-        context.oom_event = context.oom_event || now.oom_kills > events_at_start_.oom_kills;
-        context.pids_limit_hit =
-            context.pids_limit_hit || now.pids_limit_hits > events_at_start_.pids_limit_hits;
-    }
     return classify_exit(*main_status_, context);
 }
 
@@ -199,12 +207,14 @@ void Process::finish() {
     if (leaf_.valid()) {
         if (auto usage = leaf_.usage()) final_usage_ = *usage;
     }
+    attribute_limit_events();
     reason_ = classify();
-    if (leaf_killed_ || !leaf_populated()) {
+    if (leaf_killed_) grace_timer_.cancel();  // nothing in the leaf survives cgroup.kill
+    if (!leaf_populated()) {
         grace_timer_.cancel();
         (void)remove_leaf();
     } else {
-        watch_lingering_leaf();
+        watch_lingering_leaf();  // removed the moment it is empty, never waited for here
     }
     if (stdin_queue_.empty()) close_stdin();
     notify_exit();

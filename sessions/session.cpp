@@ -185,6 +185,11 @@ Result<std::shared_ptr<Process>> Session::launch(ProcessSetup setup) {
     }
     setup.confinement = &confinement_;
     std::weak_ptr<Session> weak = weak_from_this();
+    setup.on_leaf_removed = [weak] {
+        auto self = weak.lock();
+        if (self && self->state_ == SessionState::ending && !self->grace_over_)
+            self->watch_leaves_during_grace();  // its cgroup.events watch may never fire
+    };
     auto process =
         Process::start(context_.io, context_.reaper, std::move(setup), [weak](Process& finished) {
             if (auto self = weak.lock()) self->on_process_finished(finished);
@@ -198,10 +203,19 @@ Result<std::shared_ptr<Process>> Session::launch(ProcessSetup setup) {
 
 Result<std::shared_ptr<Process>> Session::process(const std::string& proc) const {
     auto found = processes_.find(proc);
-    if (found == processes_.end()) {
-        return sys_error(ENOENT, "session " + id_ + " has no process `" + proc + "`");
+    if (found != processes_.end()) return found->second;
+    // Ids are p1, p2, ... in start order: one below the next id that is not here was pruned.
+    if (proc.size() > 1 && proc[0] == 'p' &&
+        std::all_of(proc.begin() + 1, proc.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        proc.size() < 11 && std::stoul(proc.substr(1)) > 0 &&
+        std::stoul(proc.substr(1)) < next_process_) {
+        return sys_error(EIDRM, "process `" + proc + "` of session " + id_ +
+                                    " has finished and its record was dropped: a session keeps "
+                                    "the last " +
+                                    std::to_string(context_.max_finished_processes) +
+                                    " finished records");
     }
-    return found->second;
+    return sys_error(ENOENT, "session " + id_ + " has no process `" + proc + "`");
 }
 
 std::vector<std::shared_ptr<Process>> Session::processes() const {
@@ -229,11 +243,45 @@ bool Session::any_process_running() const {
 }
 
 void Session::on_process_finished(Process&) {
+    // Posted: the record that just finished is still on the call stack.
+    if (!prune_posted_) {
+        prune_posted_ = true;
+        std::weak_ptr<Session> weak = weak_from_this();
+        boost::asio::post(context_.io, [weak] {
+            if (auto self = weak.lock()) self->prune_finished_processes();
+        });
+    }
     if (state_ == SessionState::active) {
         end_if_oom_group_hit();
         if (state_ == SessionState::active) arm_idle_timer();
     } else if (state_ == SessionState::ending) {
         finalize_if_done();
+    }
+}
+
+void Session::prune_finished_processes() {
+    prune_posted_ = false;
+    if (state_ != SessionState::active) return;  // the end's report still lists every record
+    size_t finished = 0;
+    for (const auto& [id, process] : processes_) finished += process->finished();
+    for (auto it = process_order_.begin();
+         it != process_order_.end() && finished > context_.max_finished_processes;) {
+        auto found = processes_.find(*it);
+        if (found == processes_.end()) {
+            it = process_order_.erase(it);
+            continue;
+        }
+        const auto& process = found->second;
+        // A record whose leaf still holds descendants (`cmd &`) stays until they are gone.
+        if (!process->finished() || process->leaf().valid()) {
+            ++it;
+            continue;
+        }
+        process->shut_down();
+        processes_.erase(found);
+        it = process_order_.erase(it);
+        --finished;
+        ++pruned_processes_;
     }
 }
 

@@ -46,6 +46,7 @@ struct SessionContext {
     std::string sessions_dir;       ///< <state_dir>/sessions
     std::string instance_name;
     std::string port_host;
+    size_t max_finished_processes = 256;  ///< finished records kept; older ones answer EIDRM
 };
 
 /// The session's own directory on disk: removed (after unmounting a sized workdir) on destruction.
@@ -162,6 +163,9 @@ class Session : public std::enable_shared_from_this<Session> {
     Status open_path_space(const std::optional<FileOwner>& owner);
     std::vector<std::string> process_env(const std::map<std::string, std::string>& extra) const;
     void on_process_finished(Process& process);
+    /// Drops the oldest finished records beyond context_.max_finished_processes (their leaves
+    /// are gone, so nothing of the kernel's is dropped with them).
+    void prune_finished_processes();
     // session_oom_group.cpp
     void watch_oom_group();
     void arm_oom_watcher(std::shared_ptr<boost::asio::posix::stream_descriptor> watcher);
@@ -178,6 +182,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void after_grace();
     void watch_until_empty();
     void after_empty();
+    void await_holder_exit();
     void finalize_if_done();
     void finalize();
     void release_resources();
@@ -227,6 +232,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::map<std::string, std::shared_ptr<Process>> processes_;
     std::vector<std::string> process_order_;
     unsigned next_process_ = 1;
+    size_t pruned_processes_ = 0;
+    bool prune_posted_ = false;
 
     boost::asio::steady_timer session_timer_;
     boost::asio::steady_timer idle_timer_;
@@ -235,6 +242,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::vector<std::pair<EndHandler, bool>> end_handlers_;  ///< handler, already_ended
     bool grace_over_ = false;
     bool empty_reached_ = false;
+    bool final_bound_armed_ = false;  ///< the last kKillBound wait for records and holder
     EndSessionReport report_;
     ResourceUsage final_usage_;
 };

@@ -6,6 +6,9 @@
 // The holder is not sent SIGTERM: as PID 1 of a pid namespace its death would SIGKILL everything
 // at once and skip the grace period.
 #include <fcntl.h>
+#include <poll.h>
+
+#include <algorithm>
 
 #include <csignal>
 
@@ -157,30 +160,62 @@ void Session::after_empty() {
     end_watches_.clear();
     stop_network();
     paths_ = PathSpace{};  // its fd of the sandbox's root would pin the namespace's mounts
+    await_holder_exit();
+}
+
+// The holder goes last, and never with a blocking wait (issue 12, the deadlock): as PID 1 of a
+// pid namespace its exit waits in the kernel (zap_pid_ns_processes) until every process of the
+// namespace is reaped, and the session's main processes are children of the daemon, reaped by
+// their pidfd handlers on this very loop. So: SIGKILL, then wait for its pidfd on the loop and
+// reap it with WNOHANG. finalize_if_done bounds the wait.
+void Session::await_holder_exit() {
     if (sandbox_.active()) {
         const pid_t holder = sandbox_.holder_pid();
-        sandbox_.stop();
-        context_.reaper.remove_owned(holder);
+        sandbox_.begin_stop();
+        if (!sandbox_.try_reap()) {
+            const int watch = ::fcntl(sandbox_.holder_pidfd(), F_DUPFD_CLOEXEC, 0);
+            if (watch >= 0) {
+                end_watches_.push_back(
+                    std::make_unique<boost::asio::posix::stream_descriptor>(context_.io, watch));
+                std::weak_ptr<Session> weak = weak_from_this();
+                end_watches_.back()->async_wait(
+                    boost::asio::posix::descriptor_base::wait_read,
+                    [weak](const boost::system::error_code& error) {
+                        auto self = weak.lock();
+                        if (error || !self || self->state_ != SessionState::ending) return;
+                        self->await_holder_exit();
+                    });
+                finalize_if_done();  // arms the bound
+                return;
+            }
+            context_.reaper.remove_owned(sandbox_.release());
+        } else {
+            context_.reaper.remove_owned(holder);
+        }
     }
     finalize_if_done();
 }
 
-// Records become final as their pidfd and pipe events arrive; the report waits for all of them
-// (bounded by end_timer_, still armed from after_grace) so it tells the truth about every process.
+// Records become final as their pidfd and pipe events arrive, and the holder exits once they are
+// reaped; the report waits for all of that (bounded by kKillBound) so it tells the truth about
+// every process.
 void Session::finalize_if_done() {
     if (state_ != SessionState::ending || !empty_reached_) return;
-    for (const auto& process : processes()) {
-        if (!process->finished()) {
-            end_timer_.expires_after(kKillBound);
-            std::weak_ptr<Session> weak = weak_from_this();
-            end_timer_.async_wait([weak](const boost::system::error_code& error) {
-                auto self = weak.lock();
-                if (!error && self && self->state_ == SessionState::ending) self->finalize();
-            });
-            return;
-        }
+    const auto listed = processes();
+    const bool records_final = std::all_of(listed.begin(), listed.end(),
+                                           [](const auto& process) { return process->finished(); });
+    if (records_final && !sandbox_.active()) {
+        finalize();
+        return;
     }
-    finalize();
+    if (final_bound_armed_) return;
+    final_bound_armed_ = true;
+    end_timer_.expires_after(kKillBound);
+    std::weak_ptr<Session> weak = weak_from_this();
+    end_timer_.async_wait([weak](const boost::system::error_code& error) {
+        auto self = weak.lock();
+        if (!error && self && self->state_ == SessionState::ending) self->finalize();
+    });
 }
 
 void Session::finalize() {
@@ -209,20 +244,32 @@ void Session::finalize() {
 }
 
 // Everything but the records: leaves, holder, cgroups, limit cgroups, ports, the directory.
+// Never blocks: once the session cgroup is empty each removal is one rmdir. A subtree still
+// populated here (the kill bound passed: a task stuck in the kernel) is left in place rather
+// than waited for; the next start's clean-up removes it.
 void Session::release_resources() {
     session_timer_.cancel();
     idle_timer_.cancel();
     end_watches_.clear();
-    for (const auto& process : processes()) (void)process->remove_leaf();
     stop_network();
-    if (sandbox_.active()) {
-        const pid_t holder = sandbox_.holder_pid();
-        sandbox_.stop();
-        context_.reaper.remove_owned(holder);
+    if (sandbox_.active()) context_.reaper.remove_owned(sandbox_.release());
+    auto populated = cgroup_.valid() ? cgroup_.populated() : Result<bool>(false);
+    const bool stuck = !populated || *populated;
+    for (const auto& process : processes()) {
+        if (stuck) {
+            process->leave_leaf();
+        } else {
+            (void)process->remove_leaf();
+        }
     }
-    (void)holder_cgroup_.remove();
+    if (stuck) {
+        holder_cgroup_.leave();
+        cgroup_.leave();
+    }
+    constexpr std::chrono::milliseconds kNoWait{0};
+    if (!holder_cgroup_.remove(kNoWait)) holder_cgroup_.leave();
     holder_cgroup_ = Cgroup{};
-    (void)cgroup_.remove();
+    if (!cgroup_.remove(kNoWait)) cgroup_.leave();
     cgroup_ = Cgroup{};
     limits_.reset();
     context_.ports.release_all(id_);
@@ -230,6 +277,7 @@ void Session::release_resources() {
     (void)directory_.remove();
 }
 
+// Daemon teardown, with no event loop running: blocking waits are all there is, each bounded.
 void Session::end_now() {
     if (state_ == SessionState::ended) return;
     if (state_ == SessionState::active) {
@@ -251,6 +299,13 @@ void Session::end_now() {
         auto populated = cgroup_.populated();
         if (!populated || !*populated) break;
         (void)cgroup_.wait_until_empty(std::chrono::milliseconds(50));
+    }
+    if (sandbox_.active()) {
+        sandbox_.begin_stop();
+        while (!sandbox_.try_reap() && std::chrono::steady_clock::now() < deadline) {
+            pollfd holder{sandbox_.holder_pidfd(), POLLIN, 0};
+            (void)::poll(&holder, 1, 50);
+        }
     }
     for (const auto& process : processes()) process->shut_down();
     empty_reached_ = true;

@@ -21,6 +21,8 @@ namespace corral {
 /// What is remembered of an ended session after its retention window: enough for "already ended".
 struct SessionManager::Tombstone {
     SessionInfo info;
+    /// A session a previous run left: its id may be taken again (the client cannot have known).
+    bool reusable = false;
 };
 
 namespace {
@@ -37,6 +39,14 @@ Status make_directories(const std::string& path) {
     std::filesystem::create_directories(path, error);
     if (error) return sys_error(error.value(), "mkdir -p `" + path + "`");
     return {};
+}
+
+/// A child cgroup of ours; one that start-up clean-up could not remove (a task stuck in the
+/// kernel) is taken over rather than stopping the start.
+Result<Cgroup> create_or_adopt(const Cgroup& parent, const std::string& name) {
+    auto created = parent.create_child(name);
+    if (created || created.error().code != EEXIST) return created;
+    return Cgroup::adopt(parent.path() + "/" + name);
 }
 
 }  // namespace
@@ -67,16 +77,30 @@ Status SessionManager::initialize() {
     for (const std::string& dir : {config_.state_dir, config_.state_dir + "/sessions"}) {
         if (::chmod(dir.c_str(), 0711) != 0) return sys_error("chmod 0711 `" + dir + "`");
     }
-    auto instance = Cgroup::create(host_.v2_own, config_.instance_name);
+    // A previous run killed with -9 left its instance cgroup, sessions and mounts behind: once
+    // the claim proves no live daemon owns them, they are reaped (recovery.hpp), so neither a
+    // stale instance cgroup nor an old session id stops this run.
+    std::error_code error;
+    const std::string state_dir =
+        std::filesystem::absolute(config_.state_dir, error).lexically_normal().string();
+    if (error) return sys_error(error.value(), "state dir `" + config_.state_dir + "`");
+    const std::string instance_dir = host_.v2_own + "/" + config_.instance_name;
+    auto claim = InstanceClaim::acquire(state_dir, instance_dir);
+    if (!claim) return std::move(claim.error());
+    claim_ = std::move(*claim);
+    leftovers_ =
+        reap_leftovers(LeftoverScope{state_dir, instance_dir, config_.instance_name, host_.v1_own});
+    remember_reaped_sessions();
+    auto instance = Cgroup::adopt(instance_dir);
     if (!instance) return std::move(instance.error().context("instance cgroup"));
     instance_cgroup_ = std::move(*instance);
     if (config_.move_self_to_supervisor_leaf) {
-        auto supervisor = instance_cgroup_.create_child("supervisor");
+        auto supervisor = create_or_adopt(instance_cgroup_, "supervisor");
         if (!supervisor) return std::move(supervisor.error().context("supervisor cgroup"));
         supervisor_cgroup_ = std::move(*supervisor);
         CORRAL_TRY(supervisor_cgroup_.attach(::getpid()), "move corrald into its cgroup");
     }
-    auto sessions = instance_cgroup_.create_child("sessions");
+    auto sessions = create_or_adopt(instance_cgroup_, "sessions");
     if (!sessions) return std::move(sessions.error().context("sessions cgroup"));
     sessions_cgroup_ = std::move(*sessions);
     auto pool = PortPool::create(config_.port_first, config_.port_last);
@@ -125,8 +149,15 @@ Result<std::string> SessionManager::new_session_id(const std::string& requested)
             return sys_error(EINVAL,
                              "bad session id `" + requested + "` (1-64 of A-Z a-z 0-9 - _)");
         }
-        if (sessions_.count(requested) != 0 || tombstones_.count(requested) != 0) {
+        auto tomb = tombstones_.find(requested);
+        if (sessions_.count(requested) != 0 ||
+            (tomb != tombstones_.end() && !tomb->second->reusable)) {
             return sys_error(EEXIST, "session id `" + requested + "` is taken");
+        }
+        if (tomb != tombstones_.end()) {
+            tombstones_.erase(tomb);
+            tombstone_order_.erase(
+                std::find(tombstone_order_.begin(), tombstone_order_.end(), requested));
         }
         return requested;
     }
@@ -170,7 +201,8 @@ Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest
                            sessions_cgroup_,
                            config_.state_dir + "/sessions",
                            config_.instance_name,
-                           config_.port_host};
+                           config_.port_host,
+                           config_.max_finished_processes};
     auto session = Session::create(context, *id, std::move(*parsed.policy), request,
                                    [this](Session& ended) { on_session_ended(ended.id()); });
     if (!session) return std::move(session.error());
@@ -290,9 +322,26 @@ void SessionManager::on_session_ended(const std::string& sid) {
     });
 }
 
-void SessionManager::remember_tombstone(const SessionInfo& info) {
+void SessionManager::remember_reaped_sessions() {
+    const auto now = std::chrono::system_clock::now();
+    for (const auto& sid : leftovers_.sessions) {
+        if (!valid_session_id(sid)) continue;
+        SessionInfo info;
+        info.id = sid;
+        info.state = SessionState::ended;
+        info.end_reason = "daemon-restart";
+        info.created_at = leftovers_.created_at.count(sid) ? leftovers_.created_at.at(sid) : now;
+        info.ended_at = now;
+        auto killed = leftovers_.processes_by_session.find(sid);
+        info.processes_killed = killed == leftovers_.processes_by_session.end() ? 0 : killed->second;
+        remember_tombstone(info, true);
+    }
+}
+
+void SessionManager::remember_tombstone(const SessionInfo& info, bool reusable) {
     auto tomb = std::make_unique<Tombstone>();
     tomb->info = info;
+    tomb->reusable = reusable;
     tomb->info.processes.clear();
     tombstones_[info.id] = std::move(tomb);
     tombstone_order_.push_back(info.id);

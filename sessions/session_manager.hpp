@@ -10,7 +10,8 @@
 //   ENOENT  unknown session / process / port     EINVAL  bad request (policy diagnostics, argv...)
 //   EEXIST  session id taken                     ESHUTDOWN  session is ending or ended
 //   EACCES  token invalid or lacks rights        EBUSY   resource exhausted (ports, sessions)
-//   ESRCH   process already finished             other   system failure (5xx)
+//   ESRCH   process already finished             EIDRM   process record dropped (cap)
+//   other   system failure (5xx)
 //
 // Cgroup layout (DESIGN.md): <v2_own>/<instance>/sessions/<sid>/holder (namespace holder) and
 // <v2_own>/<instance>/sessions/<sid>/p<N> (one leaf per process: killing it ends the process and
@@ -30,6 +31,7 @@
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
 #include "sessions/output_follower.hpp"
+#include "sessions/recovery.hpp"
 #include "sessions/session_types.hpp"
 
 namespace corral {
@@ -52,6 +54,9 @@ struct SessionManagerConfig {
     size_t max_sessions = 1024;                        ///< creation beyond this fails with EBUSY
     std::chrono::milliseconds ended_retention{60000};  ///< ended sessions stay readable this long
     size_t max_tombstones = 4096;               ///< ended-session records kept for "already ended"
+    /// Finished process records each session keeps (oldest dropped first; their ids then
+    /// answer EIDRM, HTTP 410): a long-lived session's memory and GET stay bounded.
+    size_t max_finished_processes = 256;
     bool move_self_to_supervisor_leaf = false;  ///< corrald: move into <instance>/supervisor
     bool set_child_subreaper = true;            ///< PR_SET_CHILD_SUBREAPER + orphan reaping
     /// Host paths no session with a mount namespace may see, besides state_dir (which is always
@@ -239,6 +244,8 @@ class SessionManager {
     const std::string& sessions_cgroup_path() const;
     /// The config in use.
     const SessionManagerConfig& config() const { return config_; }
+    /// What start-up found of a previous run of this instance and removed (recovery.hpp).
+    const LeftoverReport& leftovers() const { return leftovers_; }
 
     /// Internal: use create().
     SessionManager(boost::asio::io_context& io, SessionManagerConfig config, CgroupHost host);
@@ -250,13 +257,17 @@ class SessionManager {
     Result<std::shared_ptr<Session>> find_active(const std::string& sid);
     Result<std::shared_ptr<Session>> find_any(const std::string& sid);
     void on_session_ended(const std::string& sid);
-    void remember_tombstone(const SessionInfo& info);
+    void remember_tombstone(const SessionInfo& info, bool reusable = false);
+    /// Tombstones for the sessions a previous run left (ended: "daemon-restart").
+    void remember_reaped_sessions();
     /// Adds the daemon's state dir and hidden_from_sessions to the policy's hidden paths.
     void hide_daemon_paths(Policy& policy) const;
 
     boost::asio::io_context& io_;
     SessionManagerConfig config_;
     CgroupHost host_;
+    InstanceClaim claim_;  ///< held for our lifetime: no second daemon reaps what we run
+    LeftoverReport leftovers_;
     Cgroup instance_cgroup_;    ///< <v2_own>/<instance>
     Cgroup sessions_cgroup_;    ///< <v2_own>/<instance>/sessions
     Cgroup supervisor_cgroup_;  ///< <v2_own>/<instance>/supervisor (when we moved ourselves)

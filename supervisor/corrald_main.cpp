@@ -45,11 +45,24 @@ SessionManagerConfig manager_config(const DaemonOptions& options) {
     config.instance_name = options.instance;
     config.port_first = options.port_first;
     config.port_last = options.port_last;
+    config.max_finished_processes = options.max_process_records;
     config.move_self_to_supervisor_leaf = true;
     // Sessions must never reach the daemon's socket: a request without a token has full rights.
     config.hidden_from_sessions.push_back(
         std::filesystem::absolute(options.socket_path).parent_path().string());
     return config;
+}
+
+/// What a previous run left (it crashed or was killed) and start-up removed.
+void log_leftovers(const LeftoverReport& left) {
+    if (!left.sessions.empty() || left.processes_killed != 0 || left.cgroups_removed != 0) {
+        log_line("reaped what a previous run left: " + std::to_string(left.sessions.size()) +
+                 " sessions, " + std::to_string(left.processes_killed) + " processes, " +
+                 std::to_string(left.cgroups_removed) + " cgroups, " +
+                 std::to_string(left.mounts_removed) + " mounts, " +
+                 std::to_string(left.directories_removed) + " session directories");
+    }
+    for (const auto& what : left.left) log_line("could not remove: " + what);
 }
 
 /// On SIGINT/SIGTERM: stop accepting, let every waiting stream send its final event, end all
@@ -119,6 +132,7 @@ int run(const DaemonOptions& options) {
     asio::io_context io;
     auto sessions = SessionManager::create(io, manager_config(options), *host);
     if (!sessions) return fail(sessions.error().context("start session manager"));
+    log_leftovers((*sessions)->leftovers());
 
     Api api(**sessions, waits, ApiOptions{options.policy_dir, options.instance, host_probe});
     HttpServer server(io, api, options.connections);

@@ -17,7 +17,7 @@ nlohmann::json to_json(const RunReport& report) {
     nlohmann::json out = {
         {"status", std::string(to_string(report.status))},
         {"exitCode", report.exit_code ? nlohmann::json(*report.exit_code) : nlohmann::json(nullptr)},
-        {"signal", report.signal ? nlohmann::json(*report.signal) : nlohmann::json(nullptr)},
+        {"signal", signal_to_json(report.signal)},
         {"durationMs", report.duration_ms},
         {"usage", usage_to_json(report.usage)},
         {"leftBehind", report.left_behind},

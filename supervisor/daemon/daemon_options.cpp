@@ -40,7 +40,8 @@ std::string daemon_usage() {
     return "usage: corrald [--socket PATH] [--listen 127.0.0.1:PORT] [--state-dir DIR]\n"
            "               [--policy-dir DIR] [--port-range FIRST-LAST] [--instance NAME]\n"
            "               [--max-connections N (512)] [--header-timeout DUR (10s)]\n"
-           "               [--body-timeout DUR (30s)] [--idle-timeout DUR (60s)]\n";
+           "               [--body-timeout DUR (30s)] [--idle-timeout DUR (60s)]\n"
+           "               [--max-process-records N (256)]\n";
 }
 
 Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args) {
@@ -98,6 +99,14 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             if (!parse_timeout(value, field))
                 return sys_error(EINVAL, name + " `" + value +
                                              "`: expected a duration from 1ms to 1h, e.g. 10s");
+        } else if (name == "--max-process-records") {
+            size_t count = 0;
+            auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), count);
+            if (ec != std::errc() || end != value.data() + value.size() || count == 0 ||
+                count > 1000000)
+                return sys_error(EINVAL,
+                                 "--max-process-records `" + value + "`: expected 1-1000000");
+            options.max_process_records = count;
         } else {
             return sys_error(EINVAL, "unknown option `" + name + "`");
         }

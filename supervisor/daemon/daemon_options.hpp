@@ -20,6 +20,7 @@ struct DaemonOptions {
     uint16_t port_last = 40999;
     std::string instance = "corral";  ///< cgroup subtree name (tests use unique ones)
     ConnectionLimits connections;     ///< --max-connections, --header-/--body-/--idle-timeout
+    size_t max_process_records = 256;  ///< finished process records kept per session
     bool help = false;
 };
 

@@ -18,6 +18,8 @@ Mapping map_errno(int code) {
             return {404, "not_found"};
         case ESRCH:
             return {409, "not_running"};
+        case EIDRM:  // a finished process record dropped by the per-session cap
+            return {410, "gone"};
         case ESHUTDOWN:
             return {409, "session_ended"};
         case EPIPE:

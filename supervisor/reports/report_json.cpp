@@ -1,5 +1,7 @@
 #include "supervisor/reports/report_json.hpp"
 
+#include <cstring>
+
 namespace corral {
 namespace {
 
@@ -67,6 +69,12 @@ nlohmann::json host_probe_to_json(const HostProbe& probe) {
         {"landlockAbi", probe.landlock_abi},
         {"openat2", probe.openat2},
     };
+}
+
+nlohmann::json signal_to_json(std::optional<int> signal) {
+    if (!signal) return nullptr;
+    const char* abbrev = ::sigabbrev_np(*signal);
+    return abbrev ? std::string("SIG") + abbrev : "SIG" + std::to_string(*signal);
 }
 
 }  // namespace corral

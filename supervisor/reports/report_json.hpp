@@ -3,6 +3,7 @@
 // so `corral doctor` and GET /v1/health, `corral run --report` and process records agree.
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "isolation/cgroup.hpp"
 #include "isolation/host_probe.hpp"
@@ -12,6 +13,8 @@ namespace corral {
 /// cpuUserUsec, cpuSystemUsec, cpuTotalUsec, memory/pids/io values (null when not measured on
 /// this host), oomKills, pidsLimitHits.
 nlohmann::json usage_to_json(const ResourceUsage& usage);
+/// `signal` as every record and report writes it: the name ("SIGKILL"), null when none.
+nlohmann::json signal_to_json(std::optional<int> signal);
 
 /// The host probe: cgroups (mode, mounts, kill, clone-into-cgroup, limits), namespaces,
 /// seccomp, landlockAbi, openat2.

@@ -1,0 +1,260 @@
+#pragma once
+// A real corrald child process for tests that stress, crash and restart it: its own socket, state
+// dir, cgroup instance and port range, started again with the same arguments after a kill -9.
+// Besides starting and stopping, it counts what corral left on the host (processes in its cgroups,
+// cgroups, v1 cgroups, mounts, session directories), and its destructor removes all of that —
+// only through the instance cgroup and names this test's daemon created — even when a test
+// failed half-way.
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "isolation/cgroup.hpp"
+#include "http_client.hpp"
+
+namespace corral::testing {
+
+/// What corral has on the host for one instance.
+struct CorralFootprint {
+    size_t processes = 0;     ///< in the instance's session cgroups (holders included)
+    size_t cgroups = 0;       ///< below <instance>/sessions
+    size_t v1_cgroups = 0;    ///< corral-<instance>-* in the v1 hierarchies
+    size_t mounts = 0;        ///< below the state dir
+    size_t session_dirs = 0;  ///< <state>/sessions/*
+    bool empty() const {
+        return processes == 0 && cgroups == 0 && v1_cgroups == 0 && mounts == 0 &&
+               session_dirs == 0;
+    }
+    std::string describe() const {
+        return std::to_string(processes) + " processes, " + std::to_string(cgroups) +
+               " cgroups, " + std::to_string(v1_cgroups) + " v1 cgroups, " +
+               std::to_string(mounts) + " mounts, " + std::to_string(session_dirs) +
+               " session dirs";
+    }
+};
+
+class CorraldProcess {
+  public:
+    /// Prepares the directories and starts the daemon; check ready().
+    explicit CorraldProcess(std::vector<std::string> extra_args = {}) {
+        static int counter = 0;
+        char tmpl[] = "/tmp/corral-robust-test-XXXXXX";
+        dir_ = ::mkdtemp(tmpl);
+        instance_ = "corral-robust-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+        const uint16_t first = static_cast<uint16_t>(61000 + (::getpid() % 100) * 40);
+        args_ = {CORRAL_BINARY_DIR "/supervisor/corrald",
+                 "--socket",
+                 dir_ + "/corrald.sock",
+                 "--state-dir",
+                 dir_ + "/state",
+                 "--instance",
+                 instance_,
+                 "--port-range",
+                 std::to_string(first) + "-" + std::to_string(first + 39)};
+        args_.insert(args_.end(), extra_args.begin(), extra_args.end());
+        if (auto host = discover_cgroup_host()) host_ = *host;
+        start();
+    }
+    ~CorraldProcess() {
+        stop(std::chrono::seconds(30));
+        clean_up();
+    }
+    CorraldProcess(const CorraldProcess&) = delete;
+    CorraldProcess& operator=(const CorraldProcess&) = delete;
+
+    /// Starts the daemon (again, with the same arguments); true once it answers. Its log goes
+    /// to log(), each start's appended.
+    bool start() {
+        ready_ = false;
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            const int log = ::open((dir_ + "/corrald.log").c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+            if (log >= 0) {
+                ::dup2(log, 1);
+                ::dup2(log, 2);
+            }
+            std::vector<char*> argv;
+            for (auto& a : args_) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            ::execv(argv[0], argv.data());
+            ::_exit(127);
+        }
+        HttpClient probe = client();
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (std::chrono::steady_clock::now() < deadline) {
+            if (probe.can_connect()) return ready_ = true;
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                exit_status_ = status;
+                return false;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return false;
+    }
+    bool ready() const { return ready_; }
+    pid_t pid() const { return pid_; }
+
+    /// kill -9, as a crash would; reaps it.
+    void kill_hard() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &exit_status_, 0);
+        pid_ = -1;
+    }
+    /// SIGTERM, then wait (SIGKILL after `bound`); returns the wait status.
+    int stop(std::chrono::seconds bound) {
+        if (pid_ <= 0) return exit_status_;
+        ::kill(pid_, SIGTERM);
+        const auto deadline = std::chrono::steady_clock::now() + bound;
+        int status = 0;
+        while (::waitpid(pid_, &status, WNOHANG) == 0) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                ::kill(pid_, SIGKILL);
+                ::waitpid(pid_, &status, 0);
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        pid_ = -1;
+        exit_status_ = status;
+        return status;
+    }
+
+    HttpClient client() const { return HttpClient::unix_socket(dir_ + "/corrald.sock"); }
+    std::string log() const {
+        std::ifstream in(dir_ + "/corrald.log");
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    std::string state_dir() const { return dir_ + "/state"; }
+    const std::string& instance() const { return instance_; }
+    std::string instance_cgroup() const { return host_.v2_own + "/" + instance_; }
+
+    /// What corral has on the host for this instance right now.
+    CorralFootprint footprint() const {
+        CorralFootprint count;
+        const std::string sessions = instance_cgroup() + "/sessions";
+        for (const auto& sid : subdirectories(sessions)) {
+            count.cgroups += count_tree(sessions + "/" + sid, count.processes);
+        }
+        for (const auto& dir : v1_cgroups()) {
+            (void)dir;
+            ++count.v1_cgroups;
+        }
+        count.mounts = mounts_below(dir_).size();
+        count.session_dirs = subdirectories(state_dir() + "/sessions").size();
+        return count;
+    }
+
+    /// Names below <dir> that are directories.
+    static std::vector<std::string> subdirectories(const std::string& dir) {
+        std::vector<std::string> names;
+        DIR* handle = ::opendir(dir.c_str());
+        if (handle == nullptr) return names;
+        while (dirent* entry = ::readdir(handle)) {
+            const std::string name = entry->d_name;
+            if (entry->d_type == DT_DIR && name != "." && name != "..") names.push_back(name);
+        }
+        ::closedir(handle);
+        return names;
+    }
+
+  private:
+    /// Cgroups in the tree at `dir` (itself included); adds its processes to `processes`.
+    static size_t count_tree(const std::string& dir, size_t& processes) {
+        std::ifstream procs(dir + "/cgroup.procs");
+        for (pid_t pid; procs >> pid;) ++processes;
+        size_t cgroups = 1;
+        for (const auto& child : subdirectories(dir)) cgroups += count_tree(dir + "/" + child, processes);
+        return cgroups;
+    }
+
+    std::vector<std::string> v1_cgroups() const {
+        std::vector<std::string> found;
+        const std::string prefix = "corral-" + instance_ + "-";
+        std::vector<std::string> seen;
+        for (const auto& [controller, dir] : host_.v1_own) {
+            if (std::find(seen.begin(), seen.end(), dir) != seen.end()) continue;
+            seen.push_back(dir);
+            for (const auto& name : subdirectories(dir))
+                if (name.rfind(prefix, 0) == 0) found.push_back(dir + "/" + name);
+        }
+        return found;
+    }
+
+    static std::vector<std::string> mounts_below(const std::string& dir) {
+        std::vector<std::string> found;
+        std::ifstream mountinfo("/proc/self/mountinfo");
+        for (std::string line; std::getline(mountinfo, line);) {
+            std::istringstream fields(line);
+            std::string id, parent, device, root, point;
+            fields >> id >> parent >> device >> root >> point;
+            if (point.rfind(dir + "/", 0) == 0) found.push_back(point);
+        }
+        std::sort(found.begin(), found.end(),
+                  [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+        return found;
+    }
+
+    /// Removes a cgroup tree deepest first (it must be empty).
+    static void remove_tree(const std::string& dir) {
+        for (const auto& child : subdirectories(dir)) remove_tree(dir + "/" + child);
+        ::rmdir(dir.c_str());
+    }
+
+    /// Whatever a failed test (or a daemon that crashed) left: the instance cgroup this test's
+    /// daemon made is killed and removed, so are its v1 cgroups and mounts, then the temp dir.
+    void clean_up() {
+        const std::string instance = instance_cgroup();
+        if (!host_.v2_own.empty() && std::filesystem::exists(instance)) {
+            std::ofstream(instance + "/cgroup.kill") << "1";
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (std::chrono::steady_clock::now() < deadline) {
+                std::ifstream events(instance + "/cgroup.events");
+                std::string key;
+                int value = 1;
+                bool populated = true;
+                while (events >> key >> value)
+                    if (key == "populated") populated = value != 0;
+                if (!populated) break;
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+            remove_tree(instance);
+        }
+        for (const auto& dir : v1_cgroups()) {
+            std::ifstream procs(dir + "/cgroup.procs");
+            for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
+            for (int i = 0; i < 100 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        for (const auto& point : mounts_below(dir_)) ::umount2(point.c_str(), MNT_DETACH);
+        std::error_code ignored;
+        std::filesystem::remove_all(dir_, ignored);
+    }
+
+    std::string dir_;
+    std::string instance_;
+    std::vector<std::string> args_;
+    CgroupHost host_;
+    pid_t pid_ = -1;
+    int exit_status_ = -1;
+    bool ready_ = false;
+};
+
+}  // namespace corral::testing
