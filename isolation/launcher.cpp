@@ -1,6 +1,7 @@
 #include "isolation/launcher.hpp"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -136,6 +137,8 @@ void mark_fds_cloexec() noexcept {
                              int report_fd) noexcept {
     if (!setup_stdio(spec)) child_fail(report_fd, "set up stdio", errno);
     if (spec.new_session && ::setsid() < 0) child_fail(report_fd, "setsid", errno);
+    if (spec.controlling_terminal && ::ioctl(0, TIOCSCTTY, 0) != 0)
+        child_fail(report_fd, "TIOCSCTTY", errno);
     if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0)
         child_fail(report_fd, plan.chdir_step.c_str(), errno);
     mark_fds_cloexec();

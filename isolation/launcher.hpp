@@ -35,6 +35,9 @@ struct LaunchSpec {
     int stdout_fd = 1;
     int stderr_fd = 2;
     bool new_session = true;  ///< setsid() so the process has no controlling terminal
+    /// After setsid(), make stdin (a PTY slave) the controlling terminal (TIOCSCTTY), so job
+    /// control works: the terminal's ^C/^Z reach the foreground process group. Needs new_session.
+    bool controlling_terminal = false;
     const Confinement* confinement = nullptr;  ///< nullptr: none
 };
 

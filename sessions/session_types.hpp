@@ -15,6 +15,7 @@
 #include "isolation/cgroup.hpp"
 #include "isolation/exit_reason.hpp"
 #include "policies/policy.hpp"
+#include "sessions/terminal_pty.hpp"
 
 namespace corral {
 
@@ -67,6 +68,9 @@ struct ProcessRequest {
     std::optional<Millis> timeout;           ///< nullopt = session default; 0 = none
     std::optional<std::string> stdin_data;   ///< written to stdin, then stdin is closed...
     bool stdin_open = false;                 ///< ...unless this keeps it open for write_stdin
+    /// Run on a new pty of this size (terminal_pty.hpp): stdin/stdout/stderr are its slave, stdout
+    /// records what the terminal shows, write_stdin types into it (issue 14).
+    std::optional<TerminalSize> terminal;
 };
 
 /// Accounting of one output stream. Offsets count every byte the process wrote.
@@ -84,6 +88,7 @@ struct ProcessInfo {
     std::vector<std::string> argv;
     std::string command;               ///< the shell command, when started with one
     std::string cwd;                   ///< as the process sees it
+    bool terminal = false;             ///< runs on a pty (POST /terminals)
     bool running = true;               ///< false once the record is final
     std::optional<ExitReason> reason;  ///< set when !running
     std::optional<int> exit_code;      ///< with reason exited (or pids-limit)

@@ -72,6 +72,9 @@ class Api {
     asio::awaitable<void> stream(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> write_stdin(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> wait_process(Exchange&, const RouteParams&, const Caller&);
+    // api_terminals.cpp
+    asio::awaitable<void> create_terminal(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> terminal_socket(Exchange&, const RouteParams&, const Caller&);
     // api_files.cpp
     asio::awaitable<void> get_file(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> put_file(Exchange&, const RouteParams&, const Caller&);
