@@ -180,6 +180,11 @@ Result<std::shared_ptr<Process>> Session::start_process(const ProcessRequest& re
         auto pty = open_session_pty(sandbox_.active() ? sandbox_.holder_pid() : -1, mount_ns,
                                     *request.terminal);
         if (!pty) return std::move(pty.error().context("start terminal"));
+        // The sandbox's user owns its terminal (as login does), so programs that reopen it by
+        // name (/dev/pts/N) can; otherwise it would belong to the daemon's unmapped root.
+        if (auto identity = sandbox_.host_identity();
+            identity && ::fchown(pty->slave.get(), identity->uid, identity->gid) != 0)
+            return sys_error("start terminal: chown the pty to the sandbox's user");
         setup.terminal = std::make_shared<PtyPair>(std::move(*pty));
         setup.output_cap = std::min(setup.output_cap, kTerminalScrollback);
     }

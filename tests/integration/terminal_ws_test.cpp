@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "support/http_client.hpp"
+#include "support/terminal_daemon.hpp"
 #include "support/ws_client.hpp"
 
 namespace corral {
@@ -22,65 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::HttpClient;
+using testing::TerminalDaemon;
 using testing::TerminalSocket;
-
-/// A corrald on a temporary socket, state dir and cgroup instance; stopped and removed at the end.
-class Daemon {
-  public:
-    Daemon() {
-        char tmpl[] = "/tmp/corral-terminal-test-XXXXXX";
-        dir_ = ::mkdtemp(tmpl);
-        socket_ = dir_ + "/corrald.sock";
-        const uint16_t first = static_cast<uint16_t>(33000 - 40 + (::getpid() % 10) * 4);
-        std::vector<std::string> args = {CORRAL_BINARY_DIR "/supervisor/corrald",
-                                         "--socket", socket_, "--state-dir", dir_ + "/state",
-                                         "--instance",
-                                         "corral-term-" + std::to_string(::getpid()),
-                                         "--port-range",
-                                         std::to_string(first) + "-" + std::to_string(first + 3)};
-        pid_ = ::fork();
-        if (pid_ == 0) {
-            const int log = ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT, 0644);
-            ::dup2(log, 1);
-            ::dup2(log, 2);
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            ::execv(argv[0], argv.data());
-            ::_exit(127);
-        }
-        HttpClient probe = client();
-        for (int i = 0; i < 1500 && !probe.can_connect(); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        ready_ = probe.can_connect();
-    }
-    ~Daemon() {
-        if (pid_ > 0) {
-            ::kill(pid_, SIGTERM);
-            int status = 0;
-            for (int i = 0; i < 3000 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i)
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            if (::waitpid(pid_, &status, WNOHANG) == 0) {
-                ::kill(pid_, SIGKILL);
-                ::waitpid(pid_, &status, 0);
-            }
-        }
-        std::error_code ignored;
-        fs::remove_all(dir_, ignored);
-    }
-    bool ready() const { return ready_; }
-    HttpClient client() const { return HttpClient::unix_socket(socket_); }
-    const std::string& socket_path() const { return socket_; }
-    std::string log() const {
-        std::ifstream in(dir_ + "/corrald.log");
-        return std::string(std::istreambuf_iterator<char>(in), {});
-    }
-
-  private:
-    std::string dir_, socket_;
-    pid_t pid_ = -1;
-    bool ready_ = false;
-};
 
 /// Whether any host process's command line contains `needle`.
 bool process_with_cmdline(const std::string& needle) {
@@ -98,7 +42,7 @@ class TerminalWs : public ::testing::TestWithParam<const char*> {
   protected:
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root (cgroups, namespaces)";
-        daemon_ = std::make_unique<Daemon>();
+        daemon_ = std::make_unique<TerminalDaemon>();
         ASSERT_TRUE(daemon_->ready()) << daemon_->log();
         auto res = http().post("/v1/sessions", {{"policy", GetParam()}});
         ASSERT_EQ(res.status, 201u) << res.body;
@@ -121,18 +65,25 @@ class TerminalWs : public ::testing::TestWithParam<const char*> {
         return std::make_unique<TerminalSocket>(
             daemon_->socket_path(), "/v1/sessions/" + sid_ + "/terminals/" + proc + "/ws");
     }
+    /// Attaches and waits for root's prompt: a shell may flush what was typed before it started.
+    std::unique_ptr<TerminalSocket> attach_ready(const std::string& proc) {
+        auto term = attach(proc);
+        EXPECT_TRUE(term->read_until("# ")) << "no prompt: " << term->output;
+        return term;
+    }
 
-    std::unique_ptr<Daemon> daemon_;
+    std::unique_ptr<TerminalDaemon> daemon_;
     std::unique_ptr<HttpClient> client_;
     std::string sid_;
 };
 
 TEST_P(TerminalWs, TypedCommandRunsAndItsOutputComesBack) {
     const std::string proc = start();
-    auto term = attach(proc);
+    auto term = attach_ready(proc);
     term->type("echo $((6*7))\n");
     EXPECT_TRUE(term->read_until("42\r\n")) << term->output << daemon_->log();
-    term->type("tty; test -t 0 && echo is-a-$((1))-tty\n");
+    // It is the process's own, reopenable by name (the sandbox's user owns it).
+    term->type("test -t 0 && echo again > $(tty) && echo is-a-$((1))-tty\n");
     EXPECT_TRUE(term->read_until("is-a-1-tty")) << term->output;
     auto listed = http().get("/v1/sessions/" + sid_ + "/processes/" + proc).json();
     EXPECT_EQ(listed["terminal"], true) << listed.dump();
@@ -140,7 +91,7 @@ TEST_P(TerminalWs, TypedCommandRunsAndItsOutputComesBack) {
 }
 
 TEST_P(TerminalWs, ResizeChangesTheWindowSize) {
-    auto term = attach(start({{"cols", 80}, {"rows", 24}}));
+    auto term = attach_ready(start({{"cols", 80}, {"rows", 24}}));
     term->type("stty size\n");
     ASSERT_TRUE(term->read_until("24 80")) << term->output;
     term->control(R"({"type":"resize","cols":123,"rows":45})");
@@ -149,7 +100,7 @@ TEST_P(TerminalWs, ResizeChangesTheWindowSize) {
 }
 
 TEST_P(TerminalWs, CtrlCInterruptsTheForegroundJobAndCtrlZSuspendsIt) {
-    auto term = attach(start());
+    auto term = attach_ready(start());
     // The job says it runs, so ^C cannot arrive while the shell still reads the line.
     term->type("sh -c 'echo sleeping-$((3*3)); exec sleep 100'\n");
     ASSERT_TRUE(term->read_until("sleeping-9")) << term->output;
@@ -169,7 +120,7 @@ TEST_P(TerminalWs, CtrlCInterruptsTheForegroundJobAndCtrlZSuspendsIt) {
 TEST_P(TerminalWs, ReattachReplaysTheScrollbackAndTwoClientsWatchOneTerminal) {
     const std::string proc = start();
     {
-        auto first = attach(proc);
+        auto first = attach_ready(proc);
         first->type("echo mark-$((7*11))\n");
         ASSERT_TRUE(first->read_until("mark-77")) << first->output;
     }  // disconnects
@@ -184,7 +135,7 @@ TEST_P(TerminalWs, ReattachReplaysTheScrollbackAndTwoClientsWatchOneTerminal) {
 }
 
 TEST_P(TerminalWs, ExitSendsTheExitCodeThenCloses) {
-    auto term = attach(start());
+    auto term = attach_ready(start());
     term->type("exit 3\n");
     const json exit = term->read_control("exit");
     ASSERT_TRUE(exit.is_object()) << term->output;
@@ -195,7 +146,7 @@ TEST_P(TerminalWs, ExitSendsTheExitCodeThenCloses) {
 }
 
 TEST_P(TerminalWs, BadFramesGetAnErrorAndTheTerminalGoesOn) {
-    auto term = attach(start());
+    auto term = attach_ready(start());
     for (const char* bad : {"not json", R"({"type":"dance"})", R"({"type":"resize","cols":100000,"rows":5})",
                             R"({"type":"resize","cols":"80","rows":24})", R"([1,2])"}) {
         const size_t seen = term->texts.size();
@@ -233,7 +184,7 @@ TEST_P(TerminalWs, BadRequestsAreRefusedClearly) {
 
 TEST_P(TerminalWs, EndingTheSessionKillsTheTerminalAndLeavesNothing) {
     const std::string proc = start();
-    auto term = attach(proc);
+    auto term = attach_ready(proc);
     const std::string marker = "sleep 4242" + std::to_string(::getpid() % 10);
     term->type(marker + " & echo started-$((8*8))\n");
     ASSERT_TRUE(term->read_until("started-64")) << term->output;

@@ -118,6 +118,7 @@ TEST_F(TerminalPty, CannotInjectIntoTheDaemonsTerminalNorOpenHostPtys_CVE_2017_5
     const std::string proc = started.json()["id"];
     TerminalSocket term(socket_, "/v1/sessions/" + sid + "/terminals/" + proc + "/ws");
 
+    ASSERT_TRUE(term.read_until("# ")) << "no prompt: " << term.output;
     // TIOCSTI on its own terminal stays in its own terminal; /dev/tty is the sandbox's pty.
     term.type(std::string(CORRAL_ESCAPE_PROBE) + " tiocsti CORRALX; echo probe-$((2*3))\n");
     ASSERT_TRUE(term.read_until("probe-6")) << term.output << log();
