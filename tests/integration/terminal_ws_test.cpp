@@ -185,10 +185,14 @@ TEST_P(TerminalWs, BadRequestsAreRefusedClearly) {
 TEST_P(TerminalWs, EndingTheSessionKillsTheTerminalAndLeavesNothing) {
     const std::string proc = start();
     auto term = attach_ready(proc);
-    const std::string marker = "sleep 4242" + std::to_string(::getpid() % 10);
+    const std::string marker = "sleep 4242" + std::to_string(::getpid());
     term->type(marker + " & echo started-$((8*8))\n");
     ASSERT_TRUE(term->read_until("started-64")) << term->output;
-    ASSERT_TRUE(process_with_cmdline(marker));
+    // The echo may come before the background job's exec: wait (a bound that catches hangs only).
+    bool seen = false;
+    for (int i = 0; i < 600 && !(seen = process_with_cmdline(marker)); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(seen) << term->output;
     auto ended = http().del("/v1/sessions/" + sid_);
     EXPECT_EQ(ended.status, 200u) << ended.body;
     sid_.clear();
