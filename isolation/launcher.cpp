@@ -1,6 +1,7 @@
 #include "isolation/launcher.hpp"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -150,6 +151,8 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
     if (spec.extra_fd >= 3 && !setup_extra_fd(spec, report_fd))
         child_fail(report_fd, "set up fd 3", errno);
     if (spec.new_session && ::setsid() < 0) child_fail(report_fd, "setsid", errno);
+    if (spec.controlling_terminal && ::ioctl(0, TIOCSCTTY, 0) != 0)
+        child_fail(report_fd, "TIOCSCTTY", errno);
     if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0)
         child_fail(report_fd, plan.chdir_step.c_str(), errno);
     mark_fds_cloexec(spec.extra_fd >= 3 ? 4 : 3);

@@ -37,6 +37,9 @@ struct LaunchSpec {
     /// When >= 3: becomes the child's fd 3 (a shell context's state-dump pipe); -1: none.
     int extra_fd = -1;
     bool new_session = true;  ///< setsid() so the process has no controlling terminal
+    /// After setsid(), make stdin (a PTY slave) the controlling terminal (TIOCSCTTY), so job
+    /// control works: the terminal's ^C/^Z reach the foreground process group. Needs new_session.
+    bool controlling_terminal = false;
     const Confinement* confinement = nullptr;  ///< nullptr: none
 };
 

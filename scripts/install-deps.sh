@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps curl python3
   python3-pytest      # clients/python's suite
+  tmux                # corral shell under a real terminal (tests/integration/corral_shell_test.cpp)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -71,6 +71,7 @@ Status Process::launch_into_leaf() {
     if (!out_pipe) return std::move(out_pipe.error());
     auto err_pipe = make_pipe();
     if (!err_pipe) return std::move(err_pipe.error());
+    if (setup_.terminal) return launch_on_terminal();
     std::optional<Pipe> in_pipe;
     if (setup_.stdin_data || setup_.stdin_open) {
         auto created = make_pipe();
@@ -113,6 +114,52 @@ Status Process::launch_into_leaf() {
     return {};
 }
 
+// The pty's slave is the child's stdin, stdout and stderr and its controlling terminal; the
+// daemon's copy of the slave is closed right after the launch, so the master reads EIO (the
+// stream's end) once every process holding the slave is gone. stdout and stdin are two
+// duplicates of the master (asio owns and closes each); stderr stays empty (merged, as on a
+// terminal).
+Status Process::launch_on_terminal() {
+    LaunchSpec spec;
+    spec.argv = setup_.argv;
+    spec.env = setup_.env;
+    spec.cwd = setup_.cwd;
+    spec.cgroup_fd = leaf_.dir_fd();
+    spec.extra_cgroup_procs_fds = setup_.limit_join_fds;
+    spec.namespace_holder_pidfd = setup_.holder_pidfd;
+    spec.namespace_flags = setup_.namespace_flags;
+    spec.stdin_fd = setup_.terminal->slave.get();
+    spec.stdout_fd = setup_.terminal->slave.get();
+    spec.stderr_fd = setup_.terminal->slave.get();
+    spec.new_session = true;
+    spec.controlling_terminal = true;
+    spec.confinement = setup_.confinement;
+    const int reading = ::fcntl(setup_.terminal->master.get(), F_DUPFD_CLOEXEC, 3);
+    if (reading < 0) return sys_error("dup the pty master");
+    UniqueFd read_end(reading);
+    const int writing = ::fcntl(setup_.terminal->master.get(), F_DUPFD_CLOEXEC, 3);
+    if (writing < 0) return sys_error("dup the pty master");
+    UniqueFd write_end(writing);
+    started_wall_ = std::chrono::system_clock::now();
+    started_ = std::chrono::steady_clock::now();
+    auto pid = launch(spec);
+    setup_.terminal->slave.reset();
+    if (!pid) return std::move(pid.error());
+    main_ = std::move(*pid);
+    launched_ = true;
+    reaper_.add_owned(main_.pid());
+    CORRAL_TRY(set_nonblocking(read_end.get()), "pty master");
+    out_.pipe.assign(read_end.release());
+    out_.eof = false;
+    stdin_pipe_.assign(write_end.release());
+    return {};
+}
+
+Status Process::resize_terminal(TerminalSize size) {
+    if (!setup_.terminal) return sys_error(ENOTTY, "process " + setup_.id + " has no terminal");
+    return set_terminal_size(setup_.terminal->master.get(), size);
+}
+
 void Process::record_setup_failure(const Error& error) {
     setup_error_ = error.describe();
     setup_exit_code_ = exec_failure_exit_code(error);
@@ -145,6 +192,7 @@ const Process::StreamReader& Process::reader(OutputStream stream) const {
 ProcessInfo Process::info() const {
     ProcessInfo info;
     info.id = setup_.id;
+    info.terminal = setup_.terminal != nullptr;
     info.pid = launched_ ? main_.pid() : -1;
     info.argv = setup_.argv;
     info.command = setup_.command;

@@ -60,6 +60,9 @@ struct ProcessSetup {
     /// kernel defers a notification that comes within 10 ms of the previous one, and removing
     /// the cgroup cancels the deferred one (a DELETE right after a spawn).
     std::function<void()> on_leaf_removed;
+    /// A terminal process: its stdio is this pty's slave (closed here once launched); stdout
+    /// reads the master, stdin writes it (issue 14). Null: pipes.
+    std::shared_ptr<PtyPair> terminal;
 };
 
 /// A started process and its record.
@@ -120,6 +123,10 @@ class Process : public std::enable_shared_from_this<Process> {
     /// Registers a live reader of the wanted streams, at the given offsets (see OutputFollower).
     std::shared_ptr<OutputFollower> follow(bool want_stdout, uint64_t stdout_offset,
                                            bool want_stderr, uint64_t stderr_offset);
+    /// Whether this process runs on a pty.
+    bool is_terminal() const { return setup_.terminal != nullptr; }
+    /// Sets the pty's window size (the foreground job gets SIGWINCH); ENOTTY for a non-terminal.
+    Status resize_terminal(TerminalSize size);
     /// Queues bytes for stdin; closes it afterwards when `eof`.
     void write_stdin(std::string data, bool eof, std::function<void(Status)> handler);
 
@@ -152,6 +159,7 @@ class Process : public std::enable_shared_from_this<Process> {
     Process(boost::asio::io_context& io, ChildReaper& reaper, ProcessSetup setup,
             FinishCallback on_finish);
     Status launch_into_leaf();
+    Status launch_on_terminal();
     void record_setup_failure(const Error& error);
     StreamReader& reader(OutputStream stream);
     const StreamReader& reader(OutputStream stream) const;

@@ -206,6 +206,9 @@ class SessionManager {
     void write_stdin(const std::string& sid, const std::string& proc, std::string data, bool eof,
                      StatusHandler handler);
 
+    /// Sets a terminal process's window size (ENOTTY when it is not a terminal).
+    Status resize_terminal(const std::string& sid, const std::string& proc, TerminalSize size);
+
     // --- ports ---------------------------------------------------------------------------------
 
     /// Leases one more loopback port to the session (EBUSY when the pool is exhausted).

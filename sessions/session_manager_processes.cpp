@@ -53,6 +53,15 @@ Status SessionManager::signal_process(const std::string& sid, const std::string&
     return (*process)->signal(signal);
 }
 
+Status SessionManager::resize_terminal(const std::string& sid, const std::string& proc,
+                                       TerminalSize size) {
+    auto session = find_active(sid);
+    if (!session) return std::move(session.error());
+    auto process = (*session)->process(proc);
+    if (!process) return std::move(process.error());
+    return (*process)->resize_terminal(size);
+}
+
 Result<size_t> SessionManager::kill_process(const std::string& sid, const std::string& proc) {
     auto session = find_active(sid);
     if (!session) return std::move(session.error());

@@ -15,6 +15,7 @@
 #include "isolation/cgroup.hpp"
 #include "isolation/exit_reason.hpp"
 #include "policies/policy.hpp"
+#include "sessions/terminal_pty.hpp"
 
 namespace corral {
 
@@ -74,6 +75,9 @@ struct ProcessRequest {
     bool background = false;
     /// The API's: keep the command running when the client of run/exec disconnects.
     bool detach_on_disconnect = false;
+    /// Run on a new pty of this size (terminal_pty.hpp): stdin/stdout/stderr are its slave, stdout
+    /// records what the terminal shows, write_stdin types into it (issue 14).
+    std::optional<TerminalSize> terminal;
 };
 
 /// POST /v1/sessions/{sid}/shells: a new shell context.
@@ -111,6 +115,7 @@ struct ProcessInfo {
     std::vector<std::string> argv;
     std::string command;               ///< the shell command, when started with one
     std::string cwd;                   ///< as the process sees it
+    bool terminal = false;             ///< runs on a pty (POST /terminals)
     bool running = true;               ///< false once the record is final
     std::optional<ExitReason> reason;  ///< set when !running
     std::optional<int> exit_code;      ///< with reason exited (or pids-limit)

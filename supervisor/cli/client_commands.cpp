@@ -19,6 +19,7 @@ constexpr ClientCommand kClientCommands[] = {
     {"session", run_session_command}, {"exec", run_exec_command}, {"spawn", run_spawn_command},
     {"ps", run_ps_command},           {"logs", run_logs_command}, {"kill", run_kill_command},
     {"cp", run_cp_command},           {"port", run_port_command}, {"shells", run_shells_command},
+    {"shell", run_shell_command},
     {"shell-context", run_shells_command},
 };
 
@@ -84,6 +85,8 @@ std::string client_commands_usage() {
   corral cp LOCAL SID:PATH | corral cp SID:PATH LOCAL     streamed; LOCAL may be - (stdin/stdout)
   corral port lease SID | port ls SID | port rm SID PORT | port endpoint SID PORT [--ws]
   corral port wait SID PORT [--timeout 30s]
+  corral shell SID [--command CMD] [--cwd DIR]
+                                 interactive terminal (login shell on a pty); exits with its code
 
   Every client command takes --socket PATH|tcp://127.0.0.1:PORT (default $CORRAL_SOCKET, else
   /run/corral/corrald.sock) and --token TOKEN (default $CORRAL_TOKEN; required over TCP).

@@ -27,5 +27,7 @@ int run_shells_command(const std::vector<std::string>& args, ClientIo& io);
 int run_cp_command(const std::vector<std::string>& args, ClientIo& io);
 /// `corral port lease|ls|rm|endpoint ...` (client_port.cpp).
 int run_port_command(const std::vector<std::string>& args, ClientIo& io);
+/// `corral shell SID [--command CMD] [--cwd DIR]`: an interactive terminal (client_shell.cpp).
+int run_shell_command(const std::vector<std::string>& args, ClientIo& io);
 
 }  // namespace corral::cli

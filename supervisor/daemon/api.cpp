@@ -33,6 +33,8 @@ const std::vector<Api::Route>& Api::routes() {
         {"GET", "/v1/sessions/{sid}/processes/{proc}/stream", A::session_use, &Api::stream},
         {"POST", "/v1/sessions/{sid}/processes/{proc}/stdin", A::session_use, &Api::write_stdin},
         {"GET", "/v1/sessions/{sid}/processes/{proc}/wait", A::session_use, &Api::wait_process},
+        {"POST", "/v1/sessions/{sid}/terminals", A::session_use, &Api::create_terminal},
+        {"GET", "/v1/sessions/{sid}/terminals/{proc}/ws", A::session_use, &Api::terminal_socket},
         {"GET", "/v1/sessions/{sid}/files", A::session_use, &Api::get_file},
         {"PUT", "/v1/sessions/{sid}/files", A::session_use, &Api::put_file},
         {"DELETE", "/v1/sessions/{sid}/files", A::session_use, &Api::delete_file},

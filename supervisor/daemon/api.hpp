@@ -83,6 +83,9 @@ class Api {
     asio::awaitable<std::optional<ProcessInfo>> start_command(Exchange& ex, const std::string& sid,
                                                               const ProcessRequest& request);
 
+    // api_terminals.cpp
+    asio::awaitable<void> create_terminal(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> terminal_socket(Exchange&, const RouteParams&, const Caller&);
     // api_files.cpp
     asio::awaitable<void> get_file(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> put_file(Exchange&, const RouteParams&, const Caller&);

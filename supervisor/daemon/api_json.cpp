@@ -144,6 +144,7 @@ nlohmann::json process_json(const ProcessInfo& p) {
                         {"truncated", p.stdout_stats.truncated || p.stderr_stats.truncated},
                         {"stdinOpen", p.stdin_open}};
     if (!p.command.empty()) j["command"] = p.command;
+    if (p.terminal) j["terminal"] = true;
     if (p.exit_code) j["exitCode"] = *p.exit_code;
     if (p.signal) {
         j["signal"] = signal_name(*p.signal);
