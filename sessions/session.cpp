@@ -155,6 +155,21 @@ Result<std::shared_ptr<Process>> Session::start_process(const ProcessRequest& re
         setup.argv = request.argv;
     }
     setup.env = process_env(request.env);
+    if (request.terminal) {
+        // Issue 14: from the sandbox's own devpts (terminal_pty.hpp); the terminal's scrollback
+        // is the latest bytes of its stdout ring.
+        const bool mount_ns = sandbox_.active() && (sandbox_.namespace_flags() & CLONE_NEWNS);
+        auto pty = open_session_pty(sandbox_.active() ? sandbox_.holder_pid() : -1, mount_ns,
+                                    *request.terminal);
+        if (!pty) return std::move(pty.error().context("start terminal"));
+        // The sandbox's user owns its terminal (as login does), so programs that reopen it by
+        // name (/dev/pts/N) can; otherwise it would belong to the daemon's unmapped root.
+        if (auto identity = sandbox_.host_identity();
+            identity && ::fchown(pty->slave.get(), identity->uid, identity->gid) != 0)
+            return sys_error("start terminal: chown the pty to the sandbox's user");
+        setup.terminal = std::make_shared<PtyPair>(std::move(*pty));
+        setup.output_cap = std::min(setup.output_cap, kTerminalScrollback);
+    }
     return launch(std::move(setup));
 }
 
@@ -185,21 +200,6 @@ Result<std::shared_ptr<Process>> Session::launch(ProcessSetup setup) {
         setup.namespace_flags = sandbox_.namespace_flags();
     }
     setup.confinement = &confinement_;
-    if (request.terminal) {
-        // Issue 14: from the sandbox's own devpts (terminal_pty.hpp); the terminal's scrollback
-        // is the latest bytes of its stdout ring.
-        const bool mount_ns = sandbox_.active() && (sandbox_.namespace_flags() & CLONE_NEWNS);
-        auto pty = open_session_pty(sandbox_.active() ? sandbox_.holder_pid() : -1, mount_ns,
-                                    *request.terminal);
-        if (!pty) return std::move(pty.error().context("start terminal"));
-        // The sandbox's user owns its terminal (as login does), so programs that reopen it by
-        // name (/dev/pts/N) can; otherwise it would belong to the daemon's unmapped root.
-        if (auto identity = sandbox_.host_identity();
-            identity && ::fchown(pty->slave.get(), identity->uid, identity->gid) != 0)
-            return sys_error("start terminal: chown the pty to the sandbox's user");
-        setup.terminal = std::make_shared<PtyPair>(std::move(*pty));
-        setup.output_cap = std::min(setup.output_cap, kTerminalScrollback);
-    }
     std::weak_ptr<Session> weak = weak_from_this();
     setup.on_leaf_removed = [weak] {
         auto self = weak.lock();

@@ -123,10 +123,9 @@ class Exchange {
     /// Forces the connection to close after this response (e.g. daemon shutting down).
     void close_after() { force_close_ = true; }
 
-    /// For a WebSocket upgrade (terminal_socket.cpp): the request, the connection, and a mark
-    /// that the connection now belongs to the WebSocket (no JSON error, no next request).
+    /// For a WebSocket upgrade (terminal_socket.cpp): the request, and (with socket() above) a
+    /// mark that the connection now belongs to the WebSocket (no JSON error, no next request).
     const RequestParser::value_type& request() const { return parser_.get(); }
-    Socket& socket() { return socket_; }
     void mark_upgraded() {
         response_started_ = true;
         force_close_ = true;

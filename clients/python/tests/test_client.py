@@ -130,8 +130,14 @@ def test_shell_contexts_carry_cwd_and_env_and_kill_all_ends_everything(session):
     assert all(not p["running"] for p in session.processes())
 
 
+def test_create_terminal_starts_a_process_on_a_pty(session):
+    record = session.create_terminal(cols=100, rows=30, command="tty; sleep 300")
+    assert record["terminal"] is True and record["running"], record
+    assert session.kill_all()["killed"] == 1
+
+
 def test_calls_without_daemon_support_surface_corralds_error(session):
-    """Contexts, watch, git checkout and terminals go to the endpoints DESIGN.md documents; until
+    """Contexts, watch and git checkout go to the endpoints DESIGN.md documents; until
     corrald serves them, its own error arrives (no local imitation)."""
     calls = {
         "create_context": lambda: session.create_context("python"),
@@ -139,7 +145,6 @@ def test_calls_without_daemon_support_surface_corralds_error(session):
         "run_code": lambda: session.run_code("c1", "1+1"),
         "watch": lambda: next(session.watch("/workspace")),
         "git_checkout": lambda: session.git_checkout("https://example.invalid/r.git"),
-        "create_terminal": session.create_terminal,
     }
     for name, call in calls.items():
         with pytest.raises(CorralError) as e:

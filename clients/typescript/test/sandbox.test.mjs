@@ -134,6 +134,13 @@ describe('client.sandbox(id)', { skip }, () => {
     assert.ok((await sandbox.listProcesses()).every((p) => p.status !== 'running'));
   });
 
+  test('terminal starts a session process on a pty', async () => {
+    const record = await sandbox.terminal({ command: 'sleep 300', cols: 100, rows: 30 });
+    assert.equal(record.terminal, true);
+    assert.equal(record.running, true);
+    await sandbox.killAllProcesses();
+  });
+
   // These call endpoints DESIGN.md documents that corrald does not serve yet: the client must
   // surface corrald's own error (no local imitation). When corrald gains a route, its test moves up.
   test('methods without daemon support surface corrald\'s error', async () => {
@@ -144,7 +151,6 @@ describe('client.sandbox(id)', { skip }, () => {
       runCode: () => sandbox.runCode('1+1', { context: { id: 'c1', language: 'python', cwd: '', createdAt: new Date(), lastUsed: new Date() } }),
       listCodeContexts: () => sandbox.listCodeContexts(),
       deleteCodeContext: () => sandbox.deleteCodeContext('c1'),
-      terminal: () => sandbox.terminal({ cols: 80, rows: 24 }),
     };
     for (const [name, call] of Object.entries(unsupported)) {
       await assert.rejects(call(), (err) => {
