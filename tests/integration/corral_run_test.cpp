@@ -64,7 +64,8 @@ class CorralRun : public ::testing::Test {
         // a `default` sandbox reaches the bound cwd as its own unprivileged range, as documented
         // (README "Identity"), so the job's directory must let any user in and write, as a CI
         // checkout shared with an unprivileged job user would. Idmapping hosts keep mkdtemp's 0700.
-        if (!corral::probe_idmapped_mount(dir_.string())) ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
+        idmaps_ = static_cast<bool>(corral::probe_idmapped_mount(dir_.string()));
+        if (!idmaps_) ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
         fs::copy_file(CORRAL_PROBE, dir_ / "probe");
         auto host = corral::discover_cgroup_host();
         ASSERT_TRUE(host) << host.error().describe();
@@ -76,6 +77,16 @@ class CorralRun : public ::testing::Test {
     }
     void TearDown() override {
         if (!dir_.empty()) fs::remove_all(dir_);
+    }
+
+    /// Creates a job directory below the test's, open to the sandbox's range like the test's own
+    /// where the kernel cannot idmap it (see SetUp).
+    void make_job_dir(const fs::path& relative) {
+        fs::create_directories(dir_ / relative);
+        if (idmaps_)
+            return;
+        for (fs::path p = relative; !p.empty(); p = p.parent_path())
+            ASSERT_EQ(chmod((dir_ / p).c_str(), 0777), 0);
     }
 
     /// Runs `corral ARGS` in the test's directory. `on_start` runs once corral has started
@@ -132,6 +143,7 @@ class CorralRun : public ::testing::Test {
 
     fs::path dir_;
     fs::path run_in_;  ///< where corral is started (empty: dir_)
+    bool idmaps_ = true;  ///< the kernel can idmap dir_ (false: tmpfs before 6.3, 9p)
     std::string v2_own_;
 };
 
@@ -484,7 +496,7 @@ TEST_F(CorralRun, EnvOptionsSetPassAndOverrideThePolicy) {
 // Issue 17, item 3: --cwd DIR is the job's directory with the same binding as the current one
 // (a path under the sandbox's fresh /tmp and a relative path included).
 TEST_F(CorralRun, CwdIsTheJobDirectoryBoundLikeTheCurrentOne) {
-    fs::create_directories(dir_ / "checkout" / "sub");
+    make_job_dir(fs::path("checkout") / "sub");
     auto relative = corral({"run", "--cwd", "checkout/sub", "--", "sh", "-c",
                             "pwd; echo built > out.txt"});
     EXPECT_EQ(relative.exit_code, 0) << relative.err;
