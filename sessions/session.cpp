@@ -10,7 +10,7 @@
 
 #include "policies/environment.hpp"
 #include "sessions/child_reaper.hpp"
-#include "sessions/session_network.hpp"
+#include "sessions/network/session_network.hpp"
 #include "sessions/tokens.hpp"
 
 extern char** environ;

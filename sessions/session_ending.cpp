@@ -14,7 +14,7 @@
 
 #include "sessions/child_reaper.hpp"
 #include "sessions/session.hpp"
-#include "sessions/session_network.hpp"
+#include "sessions/network/session_network.hpp"
 
 namespace corral {
 namespace {

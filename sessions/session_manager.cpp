@@ -12,7 +12,7 @@
 #include "isolation/limits.hpp"
 #include "policies/policy_parser.hpp"
 #include "sessions/child_reaper.hpp"
-#include "sessions/port_pool.hpp"
+#include "sessions/network/port_pool.hpp"
 #include "sessions/session.hpp"
 #include "sessions/tokens.hpp"
 

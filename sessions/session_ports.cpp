@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "sessions/session.hpp"
-#include "sessions/session_network.hpp"
+#include "sessions/network/session_network.hpp"
 
 namespace corral {
 

@@ -1,4 +1,4 @@
-// File endpoints. Paths mean what they mean to the session's processes (sessions/path_space.hpp):
+// File endpoints. Paths mean what they mean to the session's processes (sessions/files/path_space.hpp):
 // absolute inside the sandbox, relative against the session's cwd (or, with ?shell=ID, that shell
 // context's). The file services resolve them with openat2 RESOLVE_IN_ROOT and name the path in
 // their errors.
@@ -7,8 +7,8 @@
 
 #include <charconv>
 
-#include "sessions/file_service.hpp"
-#include "sessions/path_space.hpp"
+#include "sessions/files/file_service.hpp"
+#include "sessions/files/path_space.hpp"
 #include "supervisor/daemon/api.hpp"
 #include "supervisor/daemon/api_json.hpp"
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "sessions/file_service.hpp"
+#include "sessions/files/file_service.hpp"
 #include "sessions/session_types.hpp"
 
 namespace corral::daemon {

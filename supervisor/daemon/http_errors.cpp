@@ -2,7 +2,7 @@
 
 #include <cerrno>
 
-#include "sessions/file_service.hpp"
+#include "sessions/files/file_service.hpp"
 
 namespace corral::daemon {
 namespace {

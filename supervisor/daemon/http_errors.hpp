@@ -34,7 +34,7 @@ struct ApiError {
 ///   ENOSPC/EDQUOT -> 507 no_space, EFBIG/E2BIG -> 413 too_large, ETIMEDOUT -> 504 timeout,
 ///   others -> 500 internal. The message is Error::describe() ("open `a/b`: ENOENT (...)").
 ApiError api_error(const Error& error);
-/// Maps an Error of the file service (sessions/file_service.hpp classify()): escapes (EXDEV,
+/// Maps an Error of the file service (sessions/files/file_service.hpp classify()): escapes (EXDEV,
 /// ELOOP) -> 403 path_escape, with the message naming the path as the client sent it.
 ApiError api_file_error(const Error& error);
 

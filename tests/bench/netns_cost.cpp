@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "isolation/namespaces.hpp"
-#include "sessions/netns_thread.hpp"
+#include "sessions/network/netns_thread.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // list is not; stopping the proxy closes the way out.
 #include <gtest/gtest.h>
 
-#include "sessions/egress_proxy.hpp"
+#include "sessions/network/egress_proxy.hpp"
 #include "tests/integration/netns_fixture.hpp"
 
 namespace corral {

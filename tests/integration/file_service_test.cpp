@@ -3,7 +3,7 @@
 //
 // Precedents guarded against: CVE-2018-15664 (docker cp: a directory swapped for a symlink between
 // check and use), CVE-2019-14271 / CVE-2019-5736 (/proc/self magic links reaching the host).
-#include "sessions/file_service.hpp"
+#include "sessions/files/file_service.hpp"
 
 #include <fcntl.h>
 #include <grp.h>

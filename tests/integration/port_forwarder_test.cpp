@@ -2,15 +2,15 @@
 // fresh namespace (only `lo`) is reachable through a host loopback port, byte for byte, over plain
 // TCP, a WebSocket, with half-close and under 200 concurrent connections; stop() leaves no
 // listener, connection, thread or namespace reference behind.
-#include "sessions/port_forwarder.hpp"
+#include "sessions/network/port_forwarder.hpp"
 
 #include <gtest/gtest.h>
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include "sessions/netns_thread.hpp"
-#include "sessions/port_waiter.hpp"
+#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/port_waiter.hpp"
 #include "tests/integration/netns_fixture.hpp"
 
 namespace corral {

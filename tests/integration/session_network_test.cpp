@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "sessions/port_pool.hpp"
+#include "sessions/network/port_pool.hpp"
 #include "sessions/session_manager.hpp"
 #include "tests/integration/netns_fixture.hpp"
 

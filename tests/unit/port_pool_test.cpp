@@ -1,5 +1,5 @@
 // PortPool: unique loopback port leases, safe under concurrency, skipping ports held by others.
-#include "sessions/port_pool.hpp"
+#include "sessions/network/port_pool.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

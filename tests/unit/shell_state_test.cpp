@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sessions/path_space.hpp"
+#include "sessions/files/path_space.hpp"
 #include "sessions/shell_context.hpp"
 
 namespace corral {

@@ -1,4 +1,4 @@
-#include "sessions/port_forwarder.hpp"
+#include "sessions/network/port_forwarder.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <map>
 
-#include "sessions/tcp_relay.hpp"
+#include "sessions/network/tcp_relay.hpp"
 
 namespace corral {
 

@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "base/error.hpp"
-#include "sessions/file_service.hpp"
+#include "sessions/files/file_service.hpp"
 
 namespace corral {
 

@@ -17,10 +17,10 @@
 #include "base/error.hpp"
 #include "isolation/sandbox.hpp"
 #include "policies/policy.hpp"
-#include "sessions/egress_proxy.hpp"
-#include "sessions/netns_thread.hpp"
-#include "sessions/port_forwarder.hpp"
-#include "sessions/port_waiter.hpp"
+#include "sessions/network/egress_proxy.hpp"
+#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/port_forwarder.hpp"
+#include "sessions/network/port_waiter.hpp"
 
 namespace corral {
 

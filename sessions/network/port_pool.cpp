@@ -1,4 +1,4 @@
-#include "sessions/port_pool.hpp"
+#include "sessions/network/port_pool.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

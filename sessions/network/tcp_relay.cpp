@@ -1,4 +1,4 @@
-#include "sessions/tcp_relay.hpp"
+#include "sessions/network/tcp_relay.hpp"
 
 #include <boost/asio/write.hpp>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "sessions/port_waiter.hpp"
+#include "sessions/network/port_waiter.hpp"
 
 #include <sys/socket.h>
 #include <unistd.h>

@@ -27,7 +27,7 @@
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
-#include "sessions/netns_thread.hpp"
+#include "sessions/network/netns_thread.hpp"
 
 namespace corral {
 

@@ -19,8 +19,8 @@
 
 #include "base/error.hpp"
 #include "policies/egress_destination.hpp"
-#include "sessions/netns_thread.hpp"
-#include "sessions/port_forwarder.hpp"
+#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/port_forwarder.hpp"
 
 namespace corral {
 

@@ -1,4 +1,4 @@
-#include "sessions/netns_thread.hpp"
+#include "sessions/network/netns_thread.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

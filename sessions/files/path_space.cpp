@@ -1,4 +1,4 @@
-#include "sessions/path_space.hpp"
+#include "sessions/files/path_space.hpp"
 
 #include <vector>
 

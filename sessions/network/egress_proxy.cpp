@@ -1,4 +1,4 @@
-#include "sessions/egress_proxy.hpp"
+#include "sessions/network/egress_proxy.hpp"
 
 namespace corral {
 

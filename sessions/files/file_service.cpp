@@ -1,4 +1,4 @@
-#include "sessions/file_service.hpp"
+#include "sessions/files/file_service.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

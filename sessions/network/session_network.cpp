@@ -1,4 +1,4 @@
-#include "sessions/session_network.hpp"
+#include "sessions/network/session_network.hpp"
 
 #include <sched.h>
 #include <sys/socket.h>
