@@ -220,7 +220,7 @@ class HybridV1Backend : public LimitBackend {
         // A session without limits needs no v1 cgroup, so no probe either (it creates and
         // removes a cgroup in every v1 hierarchy: a cost `corral run --policy none` should not
         // pay).
-        if (!requested_limits(limits).empty()) ensure_probed();
+        if (!requested_limits(limits).empty() || limits.accounting) ensure_probed();
         CORRAL_TRY(ledger.check_supported(support_, limits), "apply limits");
         std::vector<V1Cgroup> created;
         // If anything below fails, the cgroups created so far are removed by this guard.
@@ -310,11 +310,15 @@ class HybridV1Backend : public LimitBackend {
         auto enforceable = [&](LimitKind kind) {
             return support_.get(kind).enforceable && !ledger.noted(kind);
         };
+        // limits.accounting: a memory and a pids cgroup without a limit, for their usage files.
+        const bool count = limits.accounting;
         if (controller == "memory")
-            return (limits.memory || limits.swap || limits.oom_group) &&
+            return (limits.memory || limits.swap || limits.oom_group || count) &&
                    enforceable(LimitKind::memory);
-        if (controller == "pids") return limits.pids && enforceable(LimitKind::pids);
+        if (controller == "pids") return (limits.pids || count) && enforceable(LimitKind::pids);
         if (controller == "cpu") return limits.cpu && enforceable(LimitKind::cpu);
+        // Not blkio: its v1 byte counters stay at 0 without a throttle rule or bfq (measured on
+        // kernel 6.18 with mq-deadline), and a 0 would be a lie where null is the truth.
         if (controller == "blkio") return limits.io_weight && enforceable(LimitKind::io);
         return false;
     }

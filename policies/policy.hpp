@@ -75,6 +75,9 @@ struct Limits {
     std::optional<uint64_t> stack;       ///< RLIMIT_STACK bytes
     uint64_t output = 16ull << 20;       ///< bytes of stdout/stderr kept per process stream
     bool oom_group = false;              ///< an OOM kill ends every process of the session
+    /// Hybrid hosts: v1 memory and pids cgroups even without a limit, so usage has memory and
+    /// pids peaks (unified hosts measure them anyway). Costs two cgroups per session.
+    bool accounting = false;
 
     bool operator==(const Limits&) const = default;  ///< field-wise
 };

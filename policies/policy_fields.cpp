@@ -287,6 +287,8 @@ constexpr Rule kLimitRules[] = {
      [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.size(e), p.limits.output); }},
     {"oom_group",
      [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.limits.oom_group); }},
+    {"accounting",
+     [](PolicyReader& r, const Entry& e, Policy& p) { assign(r.boolean(e), p.limits.accounting); }},
 };
 
 // ---- timeouts ----

@@ -84,6 +84,7 @@ void emit_limits(YAML::Emitter& out, const Limits& limits) {
     out << YAML::Key << "stack" << YAML::Value << optional_text(limits.stack, size, "unlimited");
     out << YAML::Key << "output" << YAML::Value << format_size(limits.output);
     out << YAML::Key << "oom_group" << YAML::Value << limits.oom_group;
+    out << YAML::Key << "accounting" << YAML::Value << limits.accounting;
     out << YAML::EndMap;
 }
 

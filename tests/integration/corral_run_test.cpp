@@ -657,3 +657,21 @@ TEST_F(CorralRun, ReadmeCiJobsCommandWorksAsWritten) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 17, item 9: limits.accounting measures memory and pids peaks without a limit, also on
+// hybrid hosts, where only v1 cgroups have them.
+TEST_F(CorralRun, AccountingReportsPeaksWithoutALimit) {
+    std::ofstream(dir_ / "acct.yaml") << "extends: default\nlimits: { accounting: true }\n";
+    auto r = corral({"run", "--policy", (dir_ / "acct.yaml").string(), "--report", "report.json",
+                     "--", "sh", "-c", probe() + " alloc 16"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto usage = report()["usage"];
+    ASSERT_TRUE(usage["memoryPeakBytes"].is_number()) << usage.dump();
+    EXPECT_GE(usage["memoryPeakBytes"].get<uint64_t>(), 16u << 20) << usage.dump();
+    ASSERT_TRUE(usage["pidsPeak"].is_number()) << usage.dump();
+    EXPECT_GE(usage["pidsPeak"].get<uint64_t>(), 2u) << usage.dump();
+}
+
+}  // namespace
