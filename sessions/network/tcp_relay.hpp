@@ -6,12 +6,23 @@
 //
 // Each direction has one bounded buffer and reads again only after the previous bytes are fully
 // written (backpressure: a slow reader slows the writer down instead of growing the daemon's
-// memory). A direction that reads EOF half-closes the other socket (shutdown(SHUT_WR)), so a
-// client that finishes sending can still read the reply. Any error closes both sockets.
+// memory). The two directions end independently (issue 10, item 9: a server that writes and
+// closes right away must not lose what it wrote):
+//   - a direction whose source reads EOF (or a reset) half-closes its destination
+//     (shutdown(SHUT_WR)) after every byte it read has been written, and is done;
+//   - a direction whose destination fails to take bytes (the peer closed or reset) keeps reading
+//     its source and drops what it reads, so the source socket never holds unread bytes: closing
+//     a socket with unread bytes sends a reset, and a reset throws away what the other direction
+//     queued for that peer and the peer has not read yet;
+//   - both sockets close once both directions are done; or, when one direction can deliver
+//     nothing more and the other is done, once the kernel has handed over everything queued for
+//     the surviving peer (its send queue is empty, bounded by kLingerLimit).
 //
 // Runs on one Asio io_context thread; every member must be called on it.
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -25,6 +36,10 @@ class TcpRelay : public std::enable_shared_from_this<TcpRelay> {
   public:
     /// Called once with this relay, when it has closed both sockets (done, failed or closed).
     using FinishedHandler = std::function<void(TcpRelay&)>;
+
+    /// How long a relay that can deliver nothing more waits for a peer to read what is queued
+    /// for it before closing anyway.
+    static constexpr std::chrono::seconds kLingerLimit{30};
 
     /// `a` and `b` must belong to the same io_context; `b` may still be connecting (start() is
     /// called once it is connected). `buffer_size` bytes per direction.
@@ -43,17 +58,25 @@ class TcpRelay : public std::enable_shared_from_this<TcpRelay> {
 
   private:
     struct Direction {
+        boost::asio::ip::tcp::socket* from = nullptr;
+        boost::asio::ip::tcp::socket* to = nullptr;
         std::vector<char> buffer;
-        bool finished = false;
+        bool source_done = false;  ///< `from` read EOF or failed: nothing more to copy
+        bool sink_failed = false;  ///< `to` refused bytes: what `from` sends is dropped
     };
-    void pump(boost::asio::ip::tcp::socket& from, boost::asio::ip::tcp::socket& to,
-              Direction& direction);
-    void on_read_end(boost::asio::ip::tcp::socket& to, Direction& direction);
+    void pump(Direction& direction);
+    void on_source_end(Direction& direction);
+    /// Closes when nothing more can happen; starts the linger wait when only queued bytes remain.
+    void settle();
+    void linger(boost::asio::ip::tcp::socket& survivor);
 
     boost::asio::ip::tcp::socket a_;
     boost::asio::ip::tcp::socket b_;
     Direction a_to_b_;
     Direction b_to_a_;
+    boost::asio::steady_timer linger_timer_;
+    std::chrono::steady_clock::time_point linger_until_{};
+    bool lingering_ = false;
     FinishedHandler on_finished_;
     bool closed_ = false;
 };

@@ -1,10 +1,13 @@
 // The port forwarder against real network namespaces (root): a server whose listener lives in a
 // fresh namespace (only `lo`) is reachable through a host loopback port, byte for byte, over plain
-// TCP, a WebSocket, with half-close and under 200 concurrent connections; stop() leaves no
+// TCP, a WebSocket, with half-close and under 200 concurrent connections, from a server that
+// speaks first and closes (issue 10, item 9); stop() leaves no
 // listener, connection, thread or namespace reference behind.
 #include "sessions/network/port_forwarder.hpp"
 
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
@@ -187,6 +190,165 @@ TEST_F(PortForwarderTest, TwoHundredConcurrentConnectionsAllComplete) {
     EXPECT_EQ(good.load(), kConnections);
     for (int i = 0; i < kConnections; ++i) EXPECT_EQ(failures[i], "") << "connection " << i;
     EXPECT_EQ(server_->accepted(), kConnections);
+}
+
+/// `size` bytes that differ along the way (a lost or reordered chunk shows).
+std::string pattern(size_t size) {
+    std::string bytes(size, '\0');
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>('a' + (i * 7 + i / 4096) % 26);
+    return bytes;
+}
+
+/// Issue 10 item 9: a server inside the namespace that speaks first (a banner, a whole response)
+/// and closes right after accept. Every byte must reach the client through the relay, then EOF.
+class ServerSpeaksFirstTest : public PortForwarderTest,
+                              public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(ServerSpeaksFirstTest, ClientReadsExactlyTheBytesThenEof) {
+    const size_t size = GetParam();
+    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+    ASSERT_TRUE(listener) << listener.error().describe();
+    uint16_t inside_port = port_of(listener->get());
+    const std::string banner = pattern(size);
+    std::promise<bool> server_wrote;
+    std::thread server([&] {
+        UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+        bound_io(conn.get());
+        server_wrote.set_value(conn.valid() && write_all(conn.get(), banner));
+        // conn closes here, right after the write: FIN follows the data at once.
+    });
+    forward(inside_port);
+    UniqueFd client = connect_host(host_port_);
+    ASSERT_TRUE(client.valid());
+    auto wrote = server_wrote.get_future();
+    if (size <= 64 * 1024) {
+        // Small enough to sit in the socket buffers: let the server finish and close before the
+        // client reads anything, so the relay sees data and EOF together.
+        ASSERT_EQ(wrote.wait_for(20s), std::future_status::ready) << "server hung";
+    }
+    int error = 0;
+    std::string got = read_to_eof(client.get(), &error);
+    server.join();
+    EXPECT_TRUE(wrote.get());
+    EXPECT_EQ(error, 0) << std::strerror(error);
+    EXPECT_EQ(got.size(), banner.size());
+    EXPECT_TRUE(got == banner) << "bytes differ";
+    // Once the client closes too, both directions are done and the relay goes.
+    client.reset();
+    bool gone = false;
+    for (int i = 0; i < 2000 && !gone; ++i) {
+        gone = loop_.call([&] { return forwarder_->connection_count(); }) == 0;
+        if (!gone) std::this_thread::sleep_for(5ms);
+    }
+    EXPECT_TRUE(gone) << "the relay stayed open after both sides finished";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ServerSpeaksFirstTest,
+                         ::testing::Values(size_t{0}, size_t{1}, size_t{5 * 1024},
+                                           size_t{64 * 1024}, size_t{1024 * 1024}));
+
+TEST_F(PortForwarderTest, ServerAnswersRequestWithLargeResponseThenCloses) {
+    // HTTP/1.0 style: the client sends a request and keeps its side open; the server reads it,
+    // writes 1 MiB and closes. The client must get all of it, then EOF.
+    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+    ASSERT_TRUE(listener);
+    uint16_t inside_port = port_of(listener->get());
+    const std::string request = "GET / HTTP/1.0\r\n\r\n";
+    const std::string response = pattern(1024 * 1024);
+    std::promise<std::string> server_got;
+    std::thread server([&] {
+        UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+        bound_io(conn.get());
+        server_got.set_value(read_exactly(conn.get(), request.size()));
+        write_all(conn.get(), response);
+    });
+    forward(inside_port);
+    UniqueFd client = connect_host(host_port_);
+    ASSERT_TRUE(client.valid());
+    ASSERT_TRUE(write_all(client.get(), request));
+    int error = 0;
+    std::string got = read_to_eof(client.get(), &error);
+    server.join();
+    EXPECT_EQ(server_got.get_future().get(), request);
+    EXPECT_EQ(error, 0) << std::strerror(error);
+    EXPECT_EQ(got.size(), response.size());
+    EXPECT_TRUE(got == response);
+}
+
+TEST_F(PortForwarderTest, ClientHalfClosesFirstServerEchoesThenCloses) {
+    // The client sends, shuts down its write side; the server reads to EOF, only then answers
+    // (everything it got, 300 KiB, more than a relay buffer) and closes.
+    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+    ASSERT_TRUE(listener);
+    uint16_t inside_port = port_of(listener->get());
+    const std::string payload = pattern(300 * 1024);
+    std::thread server([&] {
+        UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+        bound_io(conn.get());
+        std::string got = read_to_eof(conn.get());
+        write_all(conn.get(), got);
+    });
+    forward(inside_port);
+    UniqueFd client = connect_host(host_port_);
+    ASSERT_TRUE(client.valid());
+    ASSERT_TRUE(write_all(client.get(), payload));
+    ASSERT_EQ(::shutdown(client.get(), SHUT_WR), 0);
+    int error = 0;
+    std::string got = read_to_eof(client.get(), &error);
+    server.join();
+    EXPECT_EQ(error, 0) << std::strerror(error);
+    EXPECT_EQ(got.size(), payload.size());
+    EXPECT_TRUE(got == payload);
+}
+
+TEST_F(PortForwarderTest, ServerClosesWhileClientStillSendsKeepsWhatServerWrote) {
+    // The server writes its banner and closes while the client is still sending; the client's
+    // later bytes cannot be delivered (the relay's write to the server fails), yet the banner
+    // the server wrote before closing must still reach the client, followed by an end of stream
+    // (EOF or a reset), never a truncated banner.
+    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+    ASSERT_TRUE(listener);
+    uint16_t inside_port = port_of(listener->get());
+    const std::string banner = pattern(256 * 1024);
+    std::promise<void> server_closed;
+    std::thread server([&] {
+        UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+        bound_io(conn.get());
+        std::string hello = read_exactly(conn.get(), 5);
+        write_all(conn.get(), banner);
+        // Wait until the relay's kernel acknowledged every byte: from here on a lost byte is
+        // the relay's fault, not the server's unsent queue.
+        for (int i = 0; i < 2000; ++i) {
+            int unsent = -1;
+            if (::ioctl(conn.get(), SIOCOUTQ, &unsent) != 0 || unsent == 0) break;
+            std::this_thread::sleep_for(5ms);
+        }
+        conn.reset();
+        server_closed.set_value();
+    });
+    forward(inside_port);
+    UniqueFd client = connect_host(host_port_);
+    ASSERT_TRUE(client.valid());
+    ASSERT_TRUE(write_all(client.get(), "hello"));
+    // Do not read yet: the banner waits in the relay's buffers. Keep sending after the server
+    // closed, so the relay's client->server direction hits an error first.
+    auto closed = server_closed.get_future();
+    ASSERT_EQ(closed.wait_for(20s), std::future_status::ready) << "server hung";
+    for (int i = 0; i < 20; ++i) {
+        if (!write_all(client.get(), std::string(4096, 'z'))) break;
+        std::this_thread::sleep_for(5ms);
+    }
+    std::string got;
+    char buffer[16384];
+    for (;;) {
+        ssize_t n = ::recv(client.get(), buffer, sizeof buffer, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got.append(buffer, static_cast<size_t>(n));
+    }
+    server.join();
+    EXPECT_EQ(got.size(), banner.size());
+    EXPECT_TRUE(got == banner);
 }
 
 TEST_F(PortForwarderTest, NothingListeningInsideClosesClient) {
