@@ -50,7 +50,7 @@ Status add_workdir(std::vector<MountStep>& plan, const WorkdirBinding& workdir) 
         "workdir.mount", workdir.inside_path.empty() ? workdir.host_path : workdir.inside_path);
     if (!inside) return std::move(inside.error());
     if (*inside == "/") return plain_error("workdir.mount: the workdir cannot replace `/`");
-    plan.push_back(MountStep{MountStep::Kind::workdir, *host, *inside, 0});
+    plan.push_back(MountStep{MountStep::Kind::workdir, *host, *inside, 0, workdir.host_fd});
     return {};
 }
 

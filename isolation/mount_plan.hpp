@@ -35,6 +35,7 @@ struct MountStep {
     std::string source;  ///< host path (binds)
     std::string target;  ///< path as seen inside the sandbox
     uint64_t size = 0;   ///< tmpfs bytes (0 = kernel default)
+    int source_fd = -1;  ///< workdir: the directory itself (WorkdirBinding::host_fd), or -1
     bool operator==(const MountStep&) const = default;
 };
 
@@ -42,6 +43,10 @@ struct MountStep {
 struct WorkdirBinding {
     std::string host_path;    ///< the session's working directory on the host
     std::string inside_path;  ///< where it appears inside (== host_path for `corral run` cwd)
+    /// A descriptor of host_path's directory (O_PATH will do), owned by the caller, or -1. When
+    /// set, the mount is cloned from it and host_path is never resolved again (`corral run`'s
+    /// job directory: a job may swap a component of its path for a symlink, CVE-2018-15664).
+    int host_fd = -1;
     /// A host directory the user works in (`corral run`'s cwd, a `workdir` bind): under a user
     /// namespace of its own the sandbox writes there as the directory's owner (idmapped mount).
     /// false for a scratch dir the caller hands to Sandbox::host_identity() itself.

@@ -231,17 +231,27 @@ Status add_bind(Builder& b, const MountStep& step) {
 /// host path (the session dir stays 0700), and sandbox.cpp can still idmap the copy once the
 /// holder's user namespace exists (only a detached mount can be idmapped). A caller that may not
 /// clone mounts (no CAP_SYS_ADMIN: an unprivileged `corral run`) binds by path instead.
+///
+/// With a descriptor of the directory (step.source_fd: `corral run`'s job directory, resolved
+/// once by the caller), the clone is made from the descriptor and the path is not resolved
+/// again: a job that swapped a component of it for a symlink since (CVE-2018-15664's
+/// symlink-exchange race) gets its own directory bound, not the link's target.
 Status add_workdir(Builder& b, const MountStep& step) {
-    auto source = real_path(step.source);
+    const bool by_fd = step.source_fd >= 0;
+    auto source = by_fd ? std::optional<std::string>(step.source) : real_path(step.source);
     if (!source) return sys_error("workdir `" + step.source + "`");
     struct stat st;
-    if (::stat(source->c_str(), &st) != 0) return sys_error("stat `" + *source + "`");
+    if ((by_fd ? ::fstat(step.source_fd, &st) : ::stat(source->c_str(), &st)) != 0)
+        return sys_error("stat `" + *source + "`");
     if (!S_ISDIR(st.st_mode)) return sys_error(ENOTDIR, "workdir `" + *source + "`");
     const std::string& target = step.target;
     CORRAL_TRY(b.ensure_mount_point(target, true), "");
     std::string what = "bind " + *source + " -> " + target;
-    UniqueFd tree(static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, source->c_str(),
-                                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)));
+    UniqueFd tree(static_cast<int>(
+        by_fd ? ::syscall(SYS_open_tree, step.source_fd, "",
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH)
+              : ::syscall(SYS_open_tree, AT_FDCWD, source->c_str(),
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)));
     if (tree) {
         mount_attr attr{};
         attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
@@ -254,6 +264,8 @@ Status add_workdir(Builder& b, const MountStep& step) {
         b.ops.back().fd = tree.get();
         b.trees.push_back(std::move(tree));
     } else if (errno == EPERM || errno == ENOSYS) {
+        // By path: only a caller without CAP_SYS_ADMIN gets here, and its job runs as that
+        // caller, so a swapped path shows the job nothing its caller could not open itself.
         b.add(Op::bind, old_path(*source), new_path(target), what, 0, true);
         b.add(Op::set_attributes, {}, new_path(target), what + " nosuid,nodev",
               MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);

@@ -14,11 +14,11 @@
 
 #include "isolation/cgroup.hpp"
 #include "isolation/cgroup_placement.hpp"
-#include "isolation/systemd_scope.hpp"
 #include "isolation/confinement.hpp"
 #include "isolation/launcher.hpp"
 #include "isolation/limits.hpp"
 #include "isolation/sandbox.hpp"
+#include "isolation/systemd_scope.hpp"
 #include "policies/environment.hpp"
 #include "supervisor/cli/workdir_copy.hpp"
 
@@ -103,7 +103,8 @@ Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& work
                                 std::vector<std::string>& not_enforced) {
     SessionResources res;
     // From a login shell's scope, corral's cgroups go where controllers may be enabled.
-    auto host = discover_placed_cgroup_host(PlacementOptions{false, "corral-run", scope_requester()});
+    auto host =
+        discover_placed_cgroup_host(PlacementOptions{false, "corral-run", scope_requester()});
     if (!host) return std::move(host.error().context("discover cgroups"));
     auto instance = Cgroup::create(host->v2_own, "corral-run-" + std::to_string(getpid()));
     if (!instance) return std::move(instance.error().context("create session cgroup"));
@@ -143,9 +144,10 @@ CopyOwner copy_in_owner(const Policy& policy) {
 }
 
 /// Outputs copied back belong to the job directory's owner, as if they had been built there.
-CopyOwner copy_back_owner(const std::string& job_dir) {
+/// Asked of the descriptor: by now the job may have swapped the path.
+CopyOwner copy_back_owner(const JobDirectory& job) {
     struct stat st {};
-    if (::geteuid() != 0 || ::stat(job_dir.c_str(), &st) != 0) return {};
+    if (::geteuid() != 0 || ::fstat(job.get(), &st) != 0) return {};
     return {st.st_uid, st.st_gid};
 }
 
@@ -171,7 +173,8 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
     WorkdirBinding binding;
     std::optional<CopiedWorkdir> copied;
     if (workdir.from == WorkdirFrom::copy) {
-        auto copy = CopiedWorkdir::create(workdir.job_dir, policy.workdir.size, copy_in_owner(policy));
+        auto copy = CopiedWorkdir::create(workdir.job.get(), workdir.job_dir, policy.workdir.size,
+                                          copy_in_owner(policy));
         if (!copy) {
             report.error = copy.error().context("workdir.from: copy").describe();
             return finish();
@@ -180,6 +183,7 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
         binding = WorkdirBinding{copied->mount_point(), policy.workdir.mount};
     } else if (workdir.bind_job_dir) {
         binding = WorkdirBinding{workdir.job_dir, workdir.job_dir};
+        binding.host_fd = workdir.job.get();  // cloned from the descriptor, not the path
     }
     auto resources = set_up(policy, binding, report.not_enforced);
     if (!resources) {
@@ -314,8 +318,8 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
     if (request.measure_usage) report.usage = res.limits->usage();
     // Every process of the job has ended: nothing changes the copy while it is read.
     if (copied && !policy.workdir.outputs.empty())
-        report.outputs = copied->copy_back(policy.workdir.outputs, workdir.job_dir,
-                                           copy_back_owner(workdir.job_dir));
+        report.outputs = copied->copy_back(policy.workdir.outputs, workdir.job.get(),
+                                           workdir.job_dir, copy_back_owner(workdir.job));
     res.sandbox.stop();
     reap_orphans(0, 0);
     return finish();

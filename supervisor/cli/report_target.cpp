@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <vector>
 
 namespace corral::cli {
 namespace {
@@ -23,21 +24,67 @@ Error not_regular(const std::string& path, mode_t mode) {
                        ": the report is written only to a regular file (or `-` for stderr)");
 }
 
+/// Opens the directory `parts` lead to (from / or the current directory) following no symlink (as
+/// openat2's RESOLVE_NO_SYMLINKS, one component at a time so the error can name the link).
+Result<UniqueFd> open_parent(const std::string& path, const std::vector<std::string>& parts) {
+    UniqueFd dir(::open(path.starts_with("/") ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) return sys_error("--report `" + path + "`");
+    for (const auto& part : parts) {
+        int fd = ::openat(dir.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            const int error = errno;
+            struct stat st {};
+            if (::fstatat(dir.get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISLNK(st.st_mode))
+                return plain_error(
+                    "--report `" + path + "`: `" + part +
+                    "` is a symbolic link. The command may write in the directories on the "
+                    "way to the report and could have planted it, so corral follows no link "
+                    "on the way: give the report's path without links");
+            return sys_error(error, "--report `" + path + "`: `" + part + "`");
+        }
+        dir.reset(fd);
+    }
+    return dir;
+}
+
 }  // namespace
 
 Result<ReportTarget> ReportTarget::open(const std::string& path) {
     ReportTarget target;
     target.path_ = path;
     if (path == "-") return target;
+    std::vector<std::string> parts;
+    size_t pos = 0;
+    while (pos <= path.size()) {
+        size_t next = path.find('/', pos);
+        if (next == std::string::npos) next = path.size();
+        std::string part = path.substr(pos, next - pos);
+        if (!part.empty() && part != ".") parts.push_back(std::move(part));
+        pos = next + 1;
+    }
+    if (parts.empty() || parts.back() == ".." || path.ends_with("/"))
+        return plain_error("--report `" + path + "` names a directory, not a file");
+    target.leaf_ = parts.back();
+    parts.pop_back();
+    // Issue 10 item 5 closed the last component; a link planted in a parent directory (an
+    // earlier job's `ln -s /etc out`, then `--report out/report.json`) redirected the write
+    // all the same, as root. The parent is reached without following links, and everything
+    // after goes through its descriptor.
+    auto parent = open_parent(path, parts);
+    if (!parent) return std::move(parent.error());
+    target.parent_ = std::move(*parent);
+    const int dir = target.parent_.get();
+    const char* leaf = target.leaf_.c_str();
     // Look before opening, so a FIFO or device is never opened at all (opening one can block
     // or have side effects); the fstat below catches a swap between the two.
     struct stat before {};
-    const bool existed = ::lstat(path.c_str(), &before) == 0;
+    const bool existed = ::fstatat(dir, leaf, &before, AT_SYMLINK_NOFOLLOW) == 0;
     if (!existed && errno != ENOENT) return sys_error("--report `" + path + "`");
     if (existed && !S_ISREG(before.st_mode)) return not_regular(path, before.st_mode);
     // O_NONBLOCK: should a FIFO appear in the window anyway, open() does not wait for a reader.
-    int fd = ::open(path.c_str(),
-                    O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+    int fd = ::openat(dir, leaf,
+                      O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
     if (fd < 0) {
         if (errno == ELOOP) return not_regular(path, S_IFLNK);
         return sys_error("--report `" + path + "`");
@@ -66,7 +113,8 @@ Status ReportTarget::write(const std::string& text) const {
         done += static_cast<size_t>(n);
     }
     struct stat now {};
-    if (::lstat(path_.c_str(), &now) != 0 || now.st_dev != device_ || now.st_ino != inode_)
+    if (::fstatat(parent_.get(), leaf_.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+        now.st_dev != device_ || now.st_ino != inode_)
         std::fprintf(stderr,
                      "corral run: `%s` was replaced while the command ran; the report went to "
                      "the file opened before it started, not to what the path names now\n",

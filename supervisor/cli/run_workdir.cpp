@@ -75,10 +75,12 @@ std::optional<std::string> unwritable_reason(const Policy& policy, const struct 
 
 /// Item 2 of issue 17: a checkout owned by root and a sandbox running as nobody fail deep in
 /// the job ("cannot create configure.log: Permission denied"). Say it before the run.
-std::optional<std::string> write_access_note(const Policy& policy, const std::string& job_dir) {
+std::optional<std::string> write_access_note(const Policy& policy, const JobDirectory& job) {
+    const std::string& job_dir = job.path;
     struct stat dir {};
-    if (::stat(job_dir.c_str(), &dir) != 0) return std::nullopt;
-    auto who = unwritable_reason(policy, dir, job_dir);
+    if (::fstat(job.get(), &dir) != 0) return std::nullopt;
+    // The ACL is read through the descriptor too (the /proc magic link is the directory itself).
+    auto who = unwritable_reason(policy, dir, "/proc/self/fd/" + std::to_string(job.get()));
     if (!who) return std::nullopt;
     return "the sandbox user (" + *who + "; policy `" + policy.name +
            "`) cannot write the job directory `" + job_dir + "` (owner uid " +
@@ -108,12 +110,23 @@ std::string identity(const Policy& policy) {
 
 }  // namespace
 
-Result<std::string> resolve_job_directory(const std::optional<std::string>& given) {
+Result<JobDirectory> resolve_job_directory(const std::optional<std::string>& given) {
+    JobDirectory job;
+    auto finish = [&](UniqueFd dir, const std::string& what) -> Result<JobDirectory> {
+        char resolved[PATH_MAX];
+        const std::string link = "/proc/self/fd/" + std::to_string(dir.get());
+        ssize_t n = ::readlink(link.c_str(), resolved, sizeof resolved - 1);
+        if (n <= 0) return sys_error(what + ": resolve");
+        job.path = std::string(resolved, static_cast<size_t>(n));
+        job.fd = std::make_shared<const UniqueFd>(std::move(dir));
+        return job;
+    };
     if (!given) {
-        // getcwd is the physical path: whatever links led here, the caller's shell followed.
-        char buf[PATH_MAX];
-        if (::getcwd(buf, sizeof buf) == nullptr) return sys_error("the current directory");
-        return std::string(buf);
+        // The current directory itself, whatever links led here (the caller's shell followed
+        // them); its name is the physical path.
+        UniqueFd dir(::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!dir) return sys_error("the current directory");
+        return finish(std::move(dir), "the current directory");
     }
     // --cwd is walked one component at a time without following links. The job directory is
     // bound writable, and a link a previous job planted in its checkout (`ln -s /etc etc-link`,
@@ -142,11 +155,7 @@ Result<std::string> resolve_job_directory(const std::optional<std::string>& give
         }
         dir.reset(fd);
     }
-    char resolved[PATH_MAX];
-    const std::string link = "/proc/self/fd/" + std::to_string(dir.get());
-    ssize_t n = ::readlink(link.c_str(), resolved, sizeof resolved - 1);
-    if (n <= 0) return sys_error(what + ": resolve");
-    return std::string(resolved, static_cast<size_t>(n));
+    return finish(std::move(dir), what);
 }
 
 SandboxWriter sandbox_writer(const Policy& policy) {
@@ -169,9 +178,11 @@ SandboxWriter sandbox_writer(const Policy& policy) {
     return writer;
 }
 
-Result<RunWorkdirPlan> plan_run_workdir(const Policy& policy, const std::string& job_dir) {
+Result<RunWorkdirPlan> plan_run_workdir(const Policy& policy, const JobDirectory& job) {
+    const std::string& job_dir = job.path;
     RunWorkdirPlan plan;
     plan.job_dir = job_dir;
+    plan.job = job;
     plan.from = policy.workdir.from;
     if (policy.workdir.from == WorkdirFrom::copy) {
         if (job_dir == "/")
@@ -196,7 +207,7 @@ Result<RunWorkdirPlan> plan_run_workdir(const Policy& policy, const std::string&
         return plan;
     }
     plan.bind_job_dir = true;
-    if (auto note = write_access_note(policy, job_dir)) plan.notes.push_back(*note);
+    if (auto note = write_access_note(policy, job)) plan.notes.push_back(*note);
     return plan;
 }
 

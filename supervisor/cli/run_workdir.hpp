@@ -12,29 +12,44 @@
 //
 // The job directory `/` is never bound (it would make the whole host writable) nor copied.
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "base/error.hpp"
+#include "base/unique_fd.hpp"
 #include "policies/policy.hpp"
 
 namespace corral::cli {
 
-/// The job's directory as a canonical host path: `given` (relative paths against the current
-/// directory) or the current directory. Errors name what was given.
-Result<std::string> resolve_job_directory(const std::optional<std::string>& given);
+/// The job's directory, resolved once. The job runs as root's guest in it (bound writable, or
+/// copied and its outputs copied back as root), so after resolve_job_directory() nothing
+/// resolves its path again: every later use goes through `fd` (fstat, openat, open_tree on the
+/// fd), and `path` only names it in messages and says where the sandbox sees it. A job that
+/// swaps a component of the path for a symlink while it runs (CVE-2018-15664, the `docker cp`
+/// symlink-exchange race; CVE-2021-30465, runc's mount-target swap) changes nothing corral does.
+struct JobDirectory {
+    std::string path;                    ///< canonical host path, as it was when resolved
+    std::shared_ptr<const UniqueFd> fd;  ///< O_PATH|O_DIRECTORY of the directory itself
+    int get() const { return fd ? fd->get() : -1; }
+};
+
+/// The job's directory: `given` (relative paths against the current directory, walked without
+/// following symlinks) or the current directory itself. Errors name what was given.
+Result<JobDirectory> resolve_job_directory(const std::optional<std::string>& given);
 
 /// What `corral run` does with the job directory under a policy.
 struct RunWorkdirPlan {
-    std::string job_dir;  ///< canonical host path
+    std::string job_dir;  ///< canonical host path (messages, the sandbox's view)
+    JobDirectory job;     ///< the directory itself, for everything that touches it
     WorkdirFrom from = WorkdirFrom::cwd;
     std::string command_cwd;         ///< where the command starts, in the sandbox's view
     bool bind_job_dir = false;       ///< from cwd: bind job_dir writable at its own path
     std::vector<std::string> notes;  ///< said on stderr before the run (what will not work)
 };
 
-/// The plan for `policy` and `job_dir`; errors name the policy key that cannot be honoured.
-Result<RunWorkdirPlan> plan_run_workdir(const Policy& policy, const std::string& job_dir);
+/// The plan for `policy` and `job`; errors name the policy key that cannot be honoured.
+Result<RunWorkdirPlan> plan_run_workdir(const Policy& policy, const JobDirectory& job);
 
 /// Host uid and gid whose permissions the sandbox's writes are checked against, and whether it
 /// writes with capabilities that bypass them (CAP_DAC_OVERRIDE kept or inherited).

@@ -2,10 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +26,8 @@ struct CopyRules {
     CopyOwner owner;
     std::optional<dev_t> skip_device;     ///< a directory on this device is not entered (the tmpfs)
     bool links_must_stay_inside = false;  ///< copy-back: a link leaving the job dir is skipped
+    int source_root = -1;       ///< copy-back: the tmpfs root, links are resolved beneath it
+    int destination_root = -1;  ///< copy-back: the job directory, links are resolved beneath it
     std::vector<std::string>* skipped = nullptr;
 };
 
@@ -123,13 +127,47 @@ bool link_stays_inside(const std::string& rel, const std::string& target) {
     return true;
 }
 
+/// Whether `path` (relative) resolves beneath `root` the way the kernel would follow it,
+/// symlinks on the way included: openat2(RESOLVE_BENEATH) refuses with EXDEV an absolute link
+/// or a `..` that climbs above `root`, wherever they hide in the chain (a textual look at one
+/// link's target cannot see that `a/x` goes out because `a` is a link to `/etc`). A name that
+/// does not exist (yet) is beneath: nothing left `root` on the way to it.
+bool resolves_beneath(int root, const std::string& path) {
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    int fd = static_cast<int>(::syscall(SYS_openat2, root, path.c_str(), &how, sizeof how));
+    if (fd >= 0) {
+        ::close(fd);
+        return true;
+    }
+    return errno == ENOENT || errno == ENOTDIR;
+}
+
+/// Where the link at `rel` would lead, as a path relative to the copy's root.
+std::string link_target_from_root(const std::string& rel, const std::string& target) {
+    const size_t slash = rel.rfind('/');
+    return slash == std::string::npos ? target : rel.substr(0, slash) + "/" + target;
+}
+
 Status copy_link(int src_dir, int dst_dir, const std::string& name, const std::string& rel,
                  const struct stat& st, const CopyRules& rules) {
     std::string target(PATH_MAX, '\0');
     ssize_t n = ::readlinkat(src_dir, name.c_str(), target.data(), target.size());
     if (n < 0) return sys_error("readlink `" + rel + "`");
     target.resize(static_cast<size_t>(n));
-    if (rules.links_must_stay_inside && !link_stays_inside(rel, target)) {
+    // Structural: resolved beneath the job's copy (what the job built) and beneath the job
+    // directory it lands in (what is there already, links a previous job planted included);
+    // the textual test only rejects early what can never stay inside. The link is recreated as
+    // a link either way, never dereferenced by corral.
+    const bool escapes =
+        rules.links_must_stay_inside &&
+        (!link_stays_inside(rel, target) ||
+         (rules.source_root >= 0 &&
+          !resolves_beneath(rules.source_root, link_target_from_root(rel, target))) ||
+         (rules.destination_root >= 0 &&
+          !resolves_beneath(rules.destination_root, link_target_from_root(rel, target))));
+    if (escapes) {
         if (rules.skipped)
             rules.skipped->push_back(rel + " (symlink to `" + target +
                                      "`, which leaves the job directory)");
@@ -254,7 +292,8 @@ Status chown_children(int dir, CopyOwner owner, const std::string& rel, int dept
         const std::string path = joined(rel, name);
         if (::fchownat(dir, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0)
             return sys_error("chown `" + path + "`");
-        UniqueFd child(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        UniqueFd child(
+            ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (child) CORRAL_TRY(chown_children(child.get(), owner, path, depth + 1), "");
     }
     return {};
@@ -287,7 +326,8 @@ CopiedWorkdir::~CopiedWorkdir() {
 }
 
 Status CopiedWorkdir::give_to(CopyOwner owner) const {
-    if (::fchown(root_.get(), owner.uid, owner.gid) != 0) return sys_error("chown the workdir copy");
+    if (::fchown(root_.get(), owner.uid, owner.gid) != 0)
+        return sys_error("chown the workdir copy");
     return chown_children(root_.get(), owner, "", 0);
 }
 
@@ -298,9 +338,9 @@ void CopiedWorkdir::detach() {
     mount_point_.clear();
 }
 
-Result<CopiedWorkdir> CopiedWorkdir::create(const std::string& job_dir,
+Result<CopiedWorkdir> CopiedWorkdir::create(int job_dir_fd, const std::string& job_dir,
                                             std::optional<uint64_t> size, CopyOwner owner) {
-    UniqueFd source(::open(job_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd source(::openat(job_dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!source) return sys_error("open the job directory `" + job_dir + "`");
     struct stat job {};
     if (::fstat(source.get(), &job) != 0) return sys_error("stat `" + job_dir + "`");
@@ -334,10 +374,10 @@ Result<CopiedWorkdir> CopiedWorkdir::create(const std::string& job_dir,
     return copy;
 }
 
-OutputsCopied CopiedWorkdir::copy_back(const std::vector<std::string>& outputs,
+OutputsCopied CopiedWorkdir::copy_back(const std::vector<std::string>& outputs, int job_dir_fd,
                                        const std::string& job_dir, CopyOwner owner) const {
     OutputsCopied result;
-    UniqueFd destination(::open(job_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd destination(::openat(job_dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!destination) {
         result.error = sys_error("open the job directory `" + job_dir + "`").describe();
         return result;
@@ -345,6 +385,8 @@ OutputsCopied CopiedWorkdir::copy_back(const std::vector<std::string>& outputs,
     CopyRules rules;
     rules.owner = owner;
     rules.links_must_stay_inside = true;
+    rules.source_root = root_.get();
+    rules.destination_root = destination.get();
     rules.skipped = &result.skipped;
     for (const auto& output : outputs) {
         std::vector<std::string> parts = components(output);

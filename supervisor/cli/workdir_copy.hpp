@@ -9,7 +9,8 @@
 //
 // Copying back reads what an untrusted job wrote, as root, into the caller's checkout. So it
 // walks descriptors, never path strings: nothing is followed out of the tmpfs (symlinks are
-// recreated only when they point inside the job directory, relative and without escaping it),
+// copied as symlinks, never dereferenced, and only when their target resolves beneath the copy
+// by openat2(RESOLVE_BENEATH), not by reading the text),
 // FIFOs, sockets and devices are skipped, setuid/setgid bits are dropped, and what lands in the
 // checkout belongs to the checkout's owner.
 
@@ -49,10 +50,11 @@ class CopiedWorkdir {
     ~CopiedWorkdir();
 
     /// Enters a private mount namespace (once per process), mounts a tmpfs of `size` bytes
-    /// (kernel default when nullopt) owned by `owner`, and copies `job_dir` into it with every
+    /// (kernel default when nullopt) owned by `owner`, and copies the directory `job_dir_fd`
+    /// (any descriptor of it, O_PATH will do; `job_dir` names it in messages) into it with every
     /// copy owned by `owner`. ENOSPC says the job directory does not fit in workdir.size.
-    static Result<CopiedWorkdir> create(const std::string& job_dir, std::optional<uint64_t> size,
-                                        CopyOwner owner);
+    static Result<CopiedWorkdir> create(int job_dir_fd, const std::string& job_dir,
+                                        std::optional<uint64_t> size, CopyOwner owner);
 
     /// Host path of the tmpfs while it is attached (for the sandbox's bind).
     const std::string& mount_point() const { return mount_point_; }
@@ -61,9 +63,11 @@ class CopiedWorkdir {
     Status give_to(CopyOwner owner) const;
     /// Once the sandbox has bound it: detaches corral's own mount and removes the directory.
     void detach();
-    /// Copies `outputs` (relative paths) from the tmpfs into `job_dir`, owned by `owner`.
-    OutputsCopied copy_back(const std::vector<std::string>& outputs, const std::string& job_dir,
-                            CopyOwner owner) const;
+    /// Copies `outputs` (relative paths) from the tmpfs into the directory `job_dir_fd` (the
+    /// descriptor resolved before the job ran, never its path again: the job may have swapped
+    /// the path for a symlink), owned by `owner`; `job_dir` names it in messages.
+    OutputsCopied copy_back(const std::vector<std::string>& outputs, int job_dir_fd,
+                            const std::string& job_dir, CopyOwner owner) const;
 
   private:
     std::string mount_point_;
