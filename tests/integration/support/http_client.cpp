@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -48,6 +49,28 @@ struct HttpClient::Impl {
     uint16_t port = 0;
     std::optional<GenericSocket> socket;
     beast::flat_buffer buffer;
+    /// How long one read or write may make no progress before the request fails: a daemon that
+    /// hangs fails the test that met it with a message, instead of holding it until ctest's
+    /// 600 s timeout (no test waits this long for a single answer or stream chunk).
+    std::chrono::seconds idle_timeout{120};
+
+    /// Runs one asynchronous operation to completion or until the idle timeout, then drops the
+    /// connection; the sync operations of Asio cannot time out on a blocking socket.
+    template <class Start>
+    beast::error_code run_bounded(Start start, const char* what) {
+        std::optional<beast::error_code> result;
+        start([&](beast::error_code ec, std::size_t) { result = ec; });
+        io.restart();
+        io.run_for(idle_timeout);
+        if (!result) {
+            drop();
+            io.restart();
+            io.run();  // lets the cancelled operation finish before its buffers go
+            throw std::runtime_error(std::string(what) + ": no progress within " +
+                                     std::to_string(idle_timeout.count()) + " s");
+        }
+        return *result;
+    }
 
     void connect() {
         buffer.clear();
@@ -86,8 +109,8 @@ struct HttpClient::Impl {
     void send(const http::request<http::string_body>& req) {
         for (int attempt = 0; attempt < 2; ++attempt) {
             if (!socket) connect();
-            beast::error_code ec;
-            http::write(*socket, req, ec);
+            auto ec = run_bounded(
+                [&](auto done) { http::async_write(*socket, req, done); }, "write request");
             if (!ec) return;
             drop();
             if (attempt == 1) throw std::runtime_error("write request: " + ec.message());
@@ -113,6 +136,8 @@ HttpClient HttpClient::tcp(std::string host, uint16_t port) {
     return HttpClient(std::move(impl));
 }
 
+void HttpClient::set_idle_timeout(std::chrono::seconds timeout) { impl_->idle_timeout = timeout; }
+
 bool HttpClient::can_connect() {
     try {
         impl_->drop();
@@ -131,8 +156,9 @@ HttpResponse HttpClient::request(std::string_view method, std::string_view targe
         impl_->send(req);
         http::response_parser<http::string_body> parser;
         parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-        beast::error_code ec;
-        http::read(*impl_->socket, impl_->buffer, parser, ec);
+        auto ec = impl_->run_bounded(
+            [&](auto done) { http::async_read(*impl_->socket, impl_->buffer, parser, done); },
+            "read response");
         if (ec) {
             impl_->drop();
             // A kept-alive connection the server closed meanwhile: retry once on a new one.
@@ -179,8 +205,9 @@ unsigned HttpClient::stream_lines(std::string_view method, std::string_view targ
     impl_->send(req);
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-    beast::error_code ec;
-    http::read_header(*impl_->socket, impl_->buffer, parser, ec);
+    auto ec = impl_->run_bounded(
+        [&](auto done) { http::async_read_header(*impl_->socket, impl_->buffer, parser, done); },
+        "read stream header");
     if (ec) throw std::runtime_error("read stream header: " + ec.message());
     const unsigned status = parser.get().result_int();
     std::string pending;
@@ -188,7 +215,9 @@ unsigned HttpClient::stream_lines(std::string_view method, std::string_view targ
     while (!parser.is_done()) {
         parser.get().body().data = chunk;
         parser.get().body().size = sizeof chunk;
-        http::read(*impl_->socket, impl_->buffer, parser, ec);
+        ec = impl_->run_bounded(
+            [&](auto done) { http::async_read(*impl_->socket, impl_->buffer, parser, done); },
+            "read stream");
         if (ec && ec != http::error::need_buffer) {
             impl_->drop();
             throw std::runtime_error("read stream: " + ec.message());

@@ -2,6 +2,7 @@
 // A small blocking HTTP/1.1 client for integration tests: Unix socket or TCP, keep-alive, whole
 // responses or NDJSON streamed line by line. Built on Boost.Beast; no other dependencies.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -58,6 +59,10 @@ class HttpClient {
     unsigned stream_lines(std::string_view method, std::string_view target, std::string body,
                           const HttpHeaders& headers,
                           const std::function<bool(const std::string& line)>& on_line);
+
+    /// How long one read or write may make no progress before a request throws (default 120 s,
+    /// well below ctest's 600 s, so a hung daemon fails the test with a message).
+    void set_idle_timeout(std::chrono::seconds timeout);
 
     /// Whether a connection could be opened at all (for waiting until the daemon listens).
     bool can_connect();
