@@ -6,6 +6,7 @@
 #include "isolation/landlock.hpp"
 #include "isolation/rlimits.hpp"
 #include "isolation/seccomp.hpp"
+#include "isolation/seccomp_cache.hpp"
 
 namespace corral {
 namespace {
@@ -41,7 +42,7 @@ Status compile_landlock(const Policy& policy, Confinement& out) {
 
 Result<Confinement> compile_confinement(const Policy& policy) {
     Confinement out;
-    auto filter = compile_seccomp(policy.seccomp);
+    auto filter = compile_seccomp_cached(policy.seccomp, default_seccomp_cache_dir());
     if (!filter) return std::move(filter.error());
     // A kernel without seccomp filters: refused under `enforcement: strict` (the child's install
     // fails and names the step), skipped under best-effort.
