@@ -1,5 +1,6 @@
 #include "isolation/seccomp_cache.hpp"
 
+#include <dirent.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "base/unique_fd.hpp"
 #include "isolation/confinement.hpp"
@@ -21,6 +23,8 @@ namespace {
 constexpr char kMagic[] = "corral-seccomp-cache 1\n";
 constexpr size_t kMaxProgram = BPF_MAXINSNS;  // the kernel refuses longer programs anyway
 constexpr size_t kMaxKey = 1 << 20;
+// Entries are a few KiB; every rebuilt binary and every policy adds one until the next boot.
+constexpr size_t kMaxEntries = 256;
 
 uint64_t fnv1a(const void* data, size_t size, uint64_t hash = 1469598103934665603ull) {
     const auto* bytes = static_cast<const unsigned char*>(data);
@@ -153,6 +157,24 @@ std::optional<std::vector<sock_filter>> load(int dir, const std::string& key) {
     return program;
 }
 
+// Past kMaxEntries the other entries go (a miss is only a compile): the cache stays bounded
+// without tracking ages. Only names the cache itself writes are touched.
+void prune(int dir, const std::string& keep) {
+    UniqueFd listing(openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!listing) return;
+    DIR* stream = fdopendir(listing.get());
+    if (stream == nullptr) return;
+    listing.release();
+    std::vector<std::string> names;
+    while (dirent* entry = readdir(stream)) {
+        std::string_view name = entry->d_name;
+        if (name.starts_with("seccomp-") && name != keep) names.emplace_back(name);
+    }
+    closedir(stream);
+    if (names.size() + 1 <= kMaxEntries) return;
+    for (const std::string& name : names) unlinkat(dir, name.c_str(), 0);
+}
+
 void store(int dir, const std::string& key, const std::vector<sock_filter>& program) {
     if (key.size() > kMaxKey || program.size() > kMaxProgram) return;
     std::string data(kMagic, sizeof kMagic - 1);
@@ -172,7 +194,11 @@ void store(int dir, const std::string& key, const std::vector<sock_filter>& prog
     bool ok = write(fd.get(), data.data(), data.size()) == static_cast<ssize_t>(data.size());
     fd.reset();
     // rename replaces an entry atomically: a concurrent reader sees the old file or the new one.
-    if (!ok || renameat(dir, temp.c_str(), dir, name.c_str()) != 0) unlinkat(dir, temp.c_str(), 0);
+    if (!ok || renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
+        unlinkat(dir, temp.c_str(), 0);
+        return;
+    }
+    prune(dir, name);
 }
 
 // Root's cache directory, created on first use: /run is a tmpfs, so entries live for one boot.

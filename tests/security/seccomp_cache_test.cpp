@@ -162,6 +162,20 @@ TEST_F(SeccompCache, ADirectoryOthersCanWriteIsNotUsedAtAll) {
     fs::remove(link);
 }
 
+TEST_F(SeccompCache, TheCacheStaysBoundedAndTouchesOnlyItsOwnNames) {
+    // Entries of 300 other builds or policies, and a file the cache did not write.
+    for (int i = 0; i < 300; ++i) spit(fs::path(dir_) / ("seccomp-old" + std::to_string(i) + ".bpf"), "x");
+    spit(fs::path(dir_) / "notes.txt", "keep me");
+    const auto spec = spec_of("default");
+    EXPECT_TRUE(same(cached(spec, dir_), fresh(spec)));
+    size_t entries = 0;
+    for (const auto& e : fs::directory_iterator(dir_))
+        if (e.path().filename().string().starts_with("seccomp-")) ++entries;
+    EXPECT_EQ(entries, 1u);
+    EXPECT_TRUE(fs::exists(fs::path(dir_) / "notes.txt"));
+    EXPECT_TRUE(same(cached(spec, dir_), fresh(spec))) << "the fresh entry survived the pruning";
+}
+
 TEST_F(SeccompCache, AnEntryOwnedBySomeoneElseIsIgnored) {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another uid";
     const auto strong = spec_of("strict");
