@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -56,8 +57,9 @@ std::optional<std::string> real_path(const std::string& path) {
 /// A mount the plan has put in place so far: where it is and what it shows.
 struct Placed {
     std::string target;
-    bool corral_owned;   ///< a corral tmpfs: mount points may be created in it
-    std::string source;  ///< host path shown there (binds)
+    bool corral_owned;     ///< a corral tmpfs: mount points may be created in it
+    std::string source;    ///< host path shown there (binds)
+    bool workdir = false;  ///< the workdir: idmapped to its owner, whoever the sandbox is
 };
 
 /// What the new root starts as.
@@ -123,9 +125,24 @@ class Builder {
         return {};
     }
 
+    /// Marks the last placed mount as the workdir.
+    void mark_workdir() { placed_.back().workdir = true; }
+
+    /// Whether a mount placed so far is at `dir`, beneath it, or holds it inside the workdir
+    /// (covering `dir` whole would hide that mount, or part of the job's own directory).
+    bool covering_would_hide_mounts(const std::string& dir) const {
+        for (const auto& p : placed_) {
+            if (p.target != "/" && is_within(p.target, dir)) return true;
+            if (p.workdir && is_within(dir, p.target)) return true;
+        }
+        return false;
+    }
+
     /// Where the host path `host` shows inside the new root, if a host bind placed so far shows
-    /// it and nothing placed later covers it.
-    std::optional<std::string> visible_at(const std::string& host) const {
+    /// it and nothing placed later covers it; `*through_workdir` says whether it shows there
+    /// through the workdir's mount.
+    std::optional<std::string> visible_at(const std::string& host,
+                                          bool* through_workdir = nullptr) const {
         for (size_t i = placed_.size(); i-- > 0;) {
             const Placed& p = placed_[i];
             if (p.corral_owned || p.source.empty() || !is_within(host, p.source)) continue;
@@ -134,6 +151,7 @@ class Builder {
             for (size_t j = placed_.size(); j-- > i + 1;) {
                 if (is_within(inside, placed_[j].target)) return std::nullopt;  // covered
             }
+            if (through_workdir) *through_workdir = p.workdir;
             return inside;
         }
         return std::nullopt;
@@ -273,6 +291,7 @@ Status add_workdir(Builder& b, const MountStep& step) {
         return sys_error("workdir `" + *source + "`: open_tree");
     }
     b.place(target, false, *source);
+    b.mark_workdir();
     return {};
 }
 
@@ -303,26 +322,91 @@ std::vector<std::string> bound_unix_sockets() {
     return out;
 }
 
+/// Whether some identity of `reach` may write (hence connect to) a socket with this owner and
+/// mode: as its owner, as a member of its group, or as anyone else (it can pick which).
+bool may_connect(const SocketReach& reach, const struct stat& st) {
+    const bool owner = st.st_uid >= reach.uid_base && st.st_uid - reach.uid_base < reach.uid_count;
+    const bool group =
+        (st.st_gid >= reach.gid_base && st.st_gid - reach.gid_base < reach.gid_count) ||
+        std::find(reach.groups.begin(), reach.groups.end(), st.st_gid) != reach.groups.end();
+    return (owner && (st.st_mode & S_IWUSR)) || (group && (st.st_mode & S_IWGRP)) ||
+           (st.st_mode & S_IWOTH);
+}
+
 /// Issue 10 item 3: a read-only bind does not stop connect(), and a unix socket's file mode is the
 /// only check the kernel makes. Every socket the host has bound where the sandbox would see it
-/// (outside corral's own tmpfs mounts: /var/tmp, /var/lib/..., a corrald socket anywhere) gets
-/// /dev/null, read-only, bound over it: connect() then finds no socket (ECONNREFUSED). Sockets
-/// bound after the session started are not covered (README: residual risk); under `default` the
-/// session's unprivileged identity still cannot connect to those that are not world-writable.
-void mask_host_sockets(Builder& b) {
+/// (outside corral's own tmpfs mounts: /var/tmp, /var/lib/..., a corrald socket anywhere) and
+/// could connect to gets /dev/null, read-only, bound over it: connect() then finds no socket
+/// (ECONNREFUSED). Sockets bound after the session started are not covered (README: residual
+/// risk); under `default` the session's unprivileged identity still cannot connect to those that
+/// are not world-writable.
+///
+/// Bounded (issue 10, second round): with `reach` (a user namespace's host identity, which no
+/// capability helps on host inodes), only sockets whose mode lets it write are masked, so a host
+/// with thousands of private sockets (5000 root-owned 0755 ones: tests/security) costs one read
+/// of /proc/net/unix and a stat each, not thousands of mounts. Sockets under the workdir are
+/// always masked (its idmapped mount makes the sandbox their owner). Beyond kMaxMaskedSockets,
+/// the directories holding most of them are covered whole; what still exceeds it is refused,
+/// naming some, rather than made into as many mounts.
+Status mask_host_sockets(Builder& b, const std::optional<SocketReach>& reach) {
+    std::vector<std::pair<std::string, std::string>> masks;  // inside, host
     for (const auto& listed : bound_unix_sockets()) {
+        struct stat st;
+        // The listed path first, without resolving it: most are real paths, and a socket the
+        // sandbox cannot connect to needs nothing more.
+        if (::stat(listed.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
         auto host = real_path(listed);
         if (!host) continue;  // gone, or bound in another mount namespace
-        struct stat st;
         if (::lstat(host->c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-        auto inside = b.visible_at(*host);
+        bool through_workdir = false;
+        auto inside = b.visible_at(*host, &through_workdir);
         if (!inside) continue;
-        std::string what = "mask socket " + *inside;
-        b.add(Op::bind, old_path("/dev/null"), new_path(*inside), what);
+        if (reach && !through_workdir && !may_connect(*reach, st)) continue;
+        masks.emplace_back(std::move(*inside), std::move(*host));
+    }
+    // Over the cap, a directory holding many of them is covered whole by an empty read-only
+    // tmpfs (one mount for all its sockets, and for anything else in it: the sandbox sees less,
+    // never more), largest first; never the workdir or a directory with other mounts in it.
+    std::vector<std::string> covered;
+    if (masks.size() > kMaxMaskedSockets) {
+        std::map<std::string, size_t> per_dir;
+        for (const auto& mask : masks) ++per_dir[parent_of(mask.first)];
+        std::vector<std::pair<size_t, std::string>> largest;
+        for (const auto& [dir, count] : per_dir) largest.emplace_back(count, dir);
+        std::sort(largest.rbegin(), largest.rend());
+        size_t remaining = masks.size();
+        for (const auto& [count, dir] : largest) {
+            if (remaining <= kMaxMaskedSockets || count < 2) break;
+            if (dir == "/" || b.covering_would_hide_mounts(dir)) continue;
+            covered.push_back(dir);
+            remaining -= count;
+        }
+        std::erase_if(masks, [&](const auto& mask) {
+            return std::find(covered.begin(), covered.end(), parent_of(mask.first)) !=
+                   covered.end();
+        });
+    }
+    if (masks.size() > kMaxMaskedSockets) {
+        std::string some;
+        for (size_t i = 0; i < 3; ++i) some += (i ? ", " : "") + masks[i].second;
+        return plain_error(
+            "the host has " + std::to_string(masks.size()) +
+            " unix sockets this sandbox could see and connect to (" + some +
+            ", ...); corral masks each one with a mount and makes at most " +
+            std::to_string(kMaxMaskedSockets) +
+            ": hide their directories in the policy (filesystem.hidden) or tighten their modes");
+    }
+    for (const auto& dir : covered)
+        b.add(Op::mount_fs, "tmpfs", new_path(dir), "mask the sockets in " + dir,
+              kTmpfsFlags | MS_RDONLY, false, "mode=0755,size=4k");
+    for (const auto& [inside, host] : masks) {
+        std::string what = "mask socket " + inside;
+        b.add(Op::bind, old_path("/dev/null"), new_path(inside), what);
         b.ops.back().optional = true;
-        b.add(Op::set_readonly, {}, new_path(*inside), what);
+        b.add(Op::set_readonly, {}, new_path(inside), what);
         b.ops.back().optional = true;
     }
+    return {};
 }
 
 void add_readonly_root(Builder& b, const std::vector<std::string>& root_entries) {
@@ -536,7 +620,8 @@ bool covered_later(const std::vector<MountStep>& plan, size_t i) {
 
 /// The operations of `plan` on a root of the given kind. `b.needs_synthetic_root` tells a
 /// failure the other kind of root would not have.
-Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan, RootKind root) {
+Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan, RootKind root,
+                                 const std::optional<SocketReach>& reach) {
     add_staging(b);
     std::vector<std::string> root_entries = {"/"};
     std::vector<std::string> owned_dirs;
@@ -584,7 +669,7 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
                 break;
         }
     }
-    mask_host_sockets(b);
+    CORRAL_TRY(mask_host_sockets(b, reach), "");
     // Only the mount itself, not what is mounted beneath: a workdir inside a hidden dir stays
     // writable.
     for (const auto& dir : owned_dirs)
@@ -600,16 +685,17 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
 
 }  // namespace
 
-Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan) {
+Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan,
+                                      const std::optional<SocketReach>& reach) {
     if (plan.empty()) return PreparedMounts{};
     // The host root as one recursive bind costs a handful of mount calls; the synthetic root
     // ~2 per top-level entry (and one mount_setattr each for a read-only `/`). Only a plan that
     // must create a top-level mount point needs the latter.
     Builder host;
-    auto ops = build_ops(host, plan, RootKind::host_bind);
+    auto ops = build_ops(host, plan, RootKind::host_bind, reach);
     if (ops || !host.needs_synthetic_root) return ops;
     Builder synthetic;
-    return build_ops(synthetic, plan, RootKind::synthetic);
+    return build_ops(synthetic, plan, RootKind::synthetic, reach);
 }
 
 const char* execute_mounts(const PreparedMounts& mounts) noexcept {

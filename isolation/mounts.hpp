@@ -16,6 +16,7 @@
 //      /dev) become read-only;
 //   5. pivot_root into /newroot and detach the old tree.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,8 @@ struct MountOp {
     std::string data;
     unsigned long flags = 0;
     bool recursive = false;
-    std::string step;  ///< what an error names: "mount proc on /proc"
-    int fd = -1;       ///< attach_tree: the detached tree (owned by PreparedMounts)
+    std::string step;       ///< what an error names: "mount proc on /proc"
+    int fd = -1;            ///< attach_tree: the detached tree (owned by PreparedMounts)
     bool optional = false;  ///< a failure is ignored (a socket that vanished before it was masked)
 };
 
@@ -66,11 +67,31 @@ struct PreparedMounts {
     std::string workdir_source;
 };
 
+/// Who the sandbox can be on the host when it has a user namespace of its own (a leased range,
+/// or an unprivileged caller's own uid): any uid and gid its maps give it (root inside may
+/// setuid to each), and no capability of it applies to host inodes. So it can connect() only to
+/// a unix socket whose mode lets one of those uids, gids or `groups` write.
+struct SocketReach {
+    uid_t uid_base = 0;
+    uint32_t uid_count = 1;
+    gid_t gid_base = 0;
+    uint32_t gid_count = 1;
+    std::vector<gid_t> groups;  ///< supplementary groups it keeps (an unprivileged caller's)
+};
+
+/// At most this many host sockets are masked for one sandbox: each is a bind mount made at
+/// every session start. More is refused with an error naming where they are (issue 10's second
+/// round: an unbounded walk and one mount per host socket, however many the host has).
+constexpr size_t kMaxMaskedSockets = 1024;
+
 /// Turns a plan into operations: lists the host's top-level entries, resolves symlinks of policy
 /// paths on the host, skips read-only binds and hidden paths that do not exist, and refuses
 /// targets that would have to be created on the host. Lists the host's bound unix sockets to
-/// mask them. Runs in the parent.
-Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan);
+/// mask those the sandbox could connect to: all it can see without `reach`, those whose mode
+/// lets `reach` write with it (and every one it sees through the workdir, which is idmapped to
+/// its owner). Runs in the parent.
+Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan,
+                                      const std::optional<SocketReach>& reach = std::nullopt);
 
 /// Runs the operations (holder side, async-signal-safe). Returns nullptr on success, else the
 /// failed operation's step name with errno set.

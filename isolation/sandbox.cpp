@@ -30,9 +30,9 @@ struct HolderPlan {
     PreparedMounts mounts;
     std::string hostname;
     int report_fd = -1;
-    int go_fd = -1;  ///< user namespace: wait until the parent wrote the id maps
+    int go_fd = -1;        ///< user namespace: wait until the parent wrote the id maps
     int go_write_fd = -1;  ///< the parent's end, closed at once (see holder_main)
-    int lease_fd = -1;  ///< the uid range's lock: kept open for the holder's whole life
+    int lease_fd = -1;     ///< the uid range's lock: kept open for the holder's whole life
 };
 
 [[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error) noexcept {
@@ -105,14 +105,15 @@ void release_descriptors(int keep) noexcept {
     hold_forever(plan.flags & CLONE_NEWPID);
 }
 
-Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workdir, int flags) {
+Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workdir, int flags,
+                               const std::optional<SocketReach>& reach) {
     HolderPlan plan;
     plan.flags = flags;
     plan.hostname = policy.filesystem.hostname;
     if (flags & CLONE_NEWNS) {
         auto steps = compile_mount_plan(policy, workdir);
         if (!steps) return std::move(steps.error().context("mount plan"));
-        auto prepared = prepare_mounts(*steps);
+        auto prepared = prepare_mounts(*steps, reach);
         if (!prepared) return std::move(prepared.error().context("mount plan"));
         plan.mounts = std::move(*prepared);
     }
@@ -281,7 +282,22 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
         if (!chosen) return std::move(chosen.error());
         ids = *chosen;
     }
-    auto plan = plan_holder(policy, workdir, flags);
+    // In a user namespace of its own the sandbox is, on the host, an identity no capability
+    // helps: only the host sockets that identity may write need masking.
+    std::optional<SocketReach> reach;
+    if (ids) {
+        reach = SocketReach{
+            ids->uid_map.outside, ids->uid_map.count, ids->gid_map.outside, ids->gid_map.count, {}};
+        if (::geteuid() != 0) {  // an unprivileged caller's mapping keeps its groups
+            int count = ::getgroups(0, nullptr);
+            if (count > 0) {
+                reach->groups.resize(static_cast<size_t>(count));
+                count = ::getgroups(count, reach->groups.data());
+                reach->groups.resize(count > 0 ? static_cast<size_t>(count) : 0);
+            }
+        }
+    }
+    auto plan = plan_holder(policy, workdir, flags, reach);
     if (!plan) return std::move(plan.error());
     plan->lease_fd = sandbox.lease_.valid() ? sandbox.lease_.lock_fd() : -1;
 
@@ -339,8 +355,8 @@ Status Sandbox::wait_until_ready() {
 }
 
 Status probe_idmapped_mount(const std::string& dir) {
-    UniqueFd tree(static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, dir.c_str(),
-                                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+    UniqueFd tree(static_cast<int>(
+        ::syscall(SYS_open_tree, AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
     if (!tree) return sys_error("open_tree `" + dir + "`");
     auto mapping = make_mapping_namespace({0, kIdRangeFirst, 1}, {0, kIdRangeFirst, 1});
     if (!mapping) return std::move(mapping.error());
