@@ -1,11 +1,13 @@
 #include "isolation/id_range.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -62,6 +64,36 @@ Status make_lock_dir(const std::string& dir) {
     return {};
 }
 
+/// Whether a live process in a user namespace other than ours has host ids of
+/// [first, first + count) in its uid_map or gid_map: a session's namespace holder, whatever
+/// happened to the lock file. The lock alone is not proof: a lock dir removed under a live
+/// holder (systemd deletes a unit's RuntimeDirectory on restart; an admin's `rm -rf /run/...`)
+/// gives the next locker a fresh file and the same slot.
+bool range_in_use(uint64_t first, uint64_t count) {
+    char self_ns[64] = {};
+    if (::readlink("/proc/self/ns/user", self_ns, sizeof self_ns - 1) <= 0) return false;
+    DIR* proc = ::opendir("/proc");
+    if (proc == nullptr) return false;
+    bool used = false;
+    while (dirent* entry = ::readdir(proc)) {
+        if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+        const std::string base = std::string("/proc/") + entry->d_name;
+        char ns[64] = {};
+        if (::readlink((base + "/ns/user").c_str(), ns, sizeof ns - 1) <= 0) continue;
+        if (std::strcmp(ns, self_ns) == 0) continue;  // our namespace: the identity map
+        for (const char* map : {"/uid_map", "/gid_map"}) {
+            std::ifstream in(base + map);
+            uint64_t inside = 0, outside = 0, length = 0;
+            while (in >> inside >> outside >> length) {
+                if (outside < first + count && first < outside + length) used = true;
+            }
+        }
+        if (used) break;
+    }
+    ::closedir(proc);
+    return used;
+}
+
 }  // namespace
 
 bool is_corral_range_id(uint32_t id) {
@@ -85,6 +117,9 @@ Result<IdRangeLease> IdRangeLease::acquire(const std::string& lock_dir) {
             if (errno == EWOULDBLOCK) continue;
             return sys_error("uid range: flock `" + path + "`");
         }
+        // Locked, yet a live session may still map it (its lock file was deleted): skip it.
+        // Looked at under our lock, so no other allocator hands the slot out meanwhile.
+        if (range_in_use(base, kIdRangeSize)) continue;
         IdRangeLease lease;
         lease.lock_ = std::move(fd);
         lease.base_ = base;

@@ -12,11 +12,18 @@
 // /etc/group, /etc/subuid or /etc/subgid is never handed out.
 //
 // One allocator for every corral process on the host: a slot is taken by holding flock() on
-// <lock dir>/<N>.lock (default /run/corral/id-ranges). corrald and independent `corral run`s thus
-// never share a slot, and a crashed holder frees its slot by dying. The lock's open file is also
-// kept by the session's namespace holder (sandbox.cpp), so a slot stays taken as long as the
+// <lock dir>/<N>.lock (default /run/corral-id-ranges). corrald and independent `corral run`s
+// thus never share a slot, and a crashed holder frees its slot by dying. The lock's open file is
+// also kept by the session's namespace holder (sandbox.cpp), so a slot stays taken as long as the
 // session's namespaces exist, even if the process that took it is gone. Lock files are never
 // unlinked: unlinking a flock()ed file races with the next locker.
+//
+// The lock dir is not under /run/corral: that is corrald's systemd RuntimeDirectory, which
+// systemd deletes when the unit stops or restarts (unless RuntimeDirectoryPreserve=yes, which
+// deploy/systemd/corrald.service sets too), and a restarted corrald would then lock fresh files
+// for slots live `corral run`s still hold. Should the lock files vanish anyway, a slot whose lock
+// is free is still checked for a live user before it is handed out: no process in another user
+// namespace may have any id of it in its uid_map or gid_map (a /proc scan under the slot's lock).
 
 #include <sys/types.h>
 
@@ -35,7 +42,7 @@ inline constexpr uint32_t kIdRangeSize = 0x10000;
 /// Number of slots: up to (not including) systemd's foreign range at 0x7FFE0000.
 inline constexpr uint32_t kIdRangeSlots = (0x7FFE0000u - kIdRangeFirst) / kIdRangeSize;
 /// Where the slot lock files live.
-inline constexpr const char* kIdRangeLockDir = "/run/corral/id-ranges";
+inline constexpr const char* kIdRangeLockDir = "/run/corral-id-ranges";
 
 /// Whether a host uid/gid lies in any corral session range (for the daemon's peer check).
 bool is_corral_range_id(uint32_t id);
@@ -44,8 +51,8 @@ bool is_corral_range_id(uint32_t id);
 class IdRangeLease {
   public:
     IdRangeLease() = default;
-    /// Takes the first free slot. Fails with EAGAIN when every slot is in use, or with the
-    /// error of creating the lock dir.
+    /// Takes the first free slot: unlocked, and mapped by no live process's user namespace.
+    /// Fails with EAGAIN when every slot is in use, or with the error of creating the lock dir.
     static Result<IdRangeLease> acquire(const std::string& lock_dir = kIdRangeLockDir);
 
     bool valid() const { return lock_.valid(); }
