@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "base/unique_fd.hpp"
 #include "supervisor/daemon/api.hpp"
 #include "supervisor/daemon/connection_limits.hpp"
 #include "supervisor/daemon/exchange.hpp"
@@ -61,6 +62,8 @@ class HttpServer {
     asio::local::stream_protocol::acceptor unix_acceptor_;
     asio::ip::tcp::acceptor tcp_acceptor_;
     std::string unix_path_;
+    UniqueFd unix_dir_;      ///< the socket's directory, opened once (no path lookups after bind)
+    std::string unix_name_;  ///< the socket's name in it
     uint16_t tcp_port_ = 0;
     std::set<Connection*> connections_;
     std::function<void(const std::string&)> error_log_;
