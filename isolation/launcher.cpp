@@ -196,6 +196,8 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
                              int release_fd) noexcept {
     // Until execve this is a copy of the caller's memory. corrald and corral are non-dumpable
     // from main() (fork keeps it); repeat it for any other caller of the launcher (issue 10.1).
+    // Defence in depth, kept even though redundant for them: one caller that forgets (a test, a
+    // future tool) would expose its memory to /proc/N/mem of the sandbox until execve.
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup
         char go;

@@ -22,6 +22,22 @@ Status set_nonblocking(int fd) {
     return {};
 }
 
+/// What every process of a session is launched with, whatever its stdio: the command, its
+/// leaf and limits, the session's namespaces and confinement, a session of its own.
+LaunchSpec base_launch_spec(const ProcessSetup& setup, const Cgroup& leaf) {
+    LaunchSpec spec;
+    spec.argv = setup.argv;
+    spec.env = setup.env;
+    spec.cwd = setup.cwd;
+    spec.cgroup_fd = leaf.dir_fd();
+    spec.extra_cgroup_procs_fds = setup.limit_join_fds;
+    spec.namespace_holder_pidfd = setup.holder_pidfd;
+    spec.namespace_flags = setup.namespace_flags;
+    spec.new_session = true;
+    spec.confinement = setup.confinement;
+    return spec;
+}
+
 }  // namespace
 
 Process::Process(boost::asio::io_context& io, ChildReaper& reaper, ProcessSetup setup,
@@ -79,20 +95,11 @@ Status Process::launch_into_leaf() {
         in_pipe = std::move(*created);
     }
 
-    LaunchSpec spec;
-    spec.argv = setup_.argv;
-    spec.env = setup_.env;
-    spec.cwd = setup_.cwd;
-    spec.cgroup_fd = leaf_.dir_fd();
-    spec.extra_cgroup_procs_fds = setup_.limit_join_fds;
-    spec.namespace_holder_pidfd = setup_.holder_pidfd;
-    spec.namespace_flags = setup_.namespace_flags;
+    LaunchSpec spec = base_launch_spec(setup_, leaf_);
     spec.stdin_fd = in_pipe ? in_pipe->read_end.get() : -1;
     spec.stdout_fd = out_pipe->write_end.get();
     spec.stderr_fd = err_pipe->write_end.get();
     spec.extra_fd = setup_.extra_fd;
-    spec.new_session = true;
-    spec.confinement = setup_.confinement;
     started_wall_ = std::chrono::system_clock::now();
     started_ = std::chrono::steady_clock::now();
     auto pid = launch(spec);
@@ -120,20 +127,11 @@ Status Process::launch_into_leaf() {
 // duplicates of the master (asio owns and closes each); stderr stays empty (merged, as on a
 // terminal).
 Status Process::launch_on_terminal() {
-    LaunchSpec spec;
-    spec.argv = setup_.argv;
-    spec.env = setup_.env;
-    spec.cwd = setup_.cwd;
-    spec.cgroup_fd = leaf_.dir_fd();
-    spec.extra_cgroup_procs_fds = setup_.limit_join_fds;
-    spec.namespace_holder_pidfd = setup_.holder_pidfd;
-    spec.namespace_flags = setup_.namespace_flags;
+    LaunchSpec spec = base_launch_spec(setup_, leaf_);
     spec.stdin_fd = setup_.terminal->slave.get();
     spec.stdout_fd = setup_.terminal->slave.get();
     spec.stderr_fd = setup_.terminal->slave.get();
-    spec.new_session = true;
     spec.controlling_terminal = true;
-    spec.confinement = setup_.confinement;
     const int reading = ::fcntl(setup_.terminal->master.get(), F_DUPFD_CLOEXEC, 3);
     if (reading < 0) return sys_error("dup the pty master");
     UniqueFd read_end(reading);
