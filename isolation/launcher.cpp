@@ -210,9 +210,11 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
     if (!join_v1_cgroups(spec)) child_fail(report_fd, "join v1 cgroups", errno);
     int flags = spec.namespace_flags & ~CLONE_NEWPID;
     if (spec.namespace_holder_pidfd >= 0 && flags != 0) {
+        // Host root before the setns: its namespace's maps were written by root (namespaces.hpp).
+        const bool host_root = ::geteuid() == 0;
         if (::setns(spec.namespace_holder_pidfd, flags) != 0)
             child_fail(report_fd, "setns into the session's namespaces", errno);
-        if ((flags & CLONE_NEWUSER) && !become_namespace_root())
+        if ((flags & CLONE_NEWUSER) && !become_namespace_root(host_root))
             child_fail(report_fd, "become root of the user namespace", errno);
     }
     exec_child(spec, plan, report_fd);

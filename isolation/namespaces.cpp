@@ -80,7 +80,8 @@ Result<UniqueFd> make_mapping_namespace(IdMapping uid, IdMapping gid) {
     return out;
 }
 
-bool become_namespace_root() noexcept {
+bool become_namespace_root(bool drop_supplementary_groups) noexcept {
+    if (drop_supplementary_groups && ::syscall(SYS_setgroups, 0, nullptr) != 0) return false;
     return ::syscall(SYS_setresgid, 0, 0, 0) == 0 && ::syscall(SYS_setresuid, 0, 0, 0) == 0;
 }
 

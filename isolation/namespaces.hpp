@@ -40,7 +40,12 @@ Result<UniqueFd> make_mapping_namespace(IdMapping uid, IdMapping gid);
 /// uid/gid 0. Until then the process keeps its unmapped host ids and every file it creates fails
 /// with EOVERFLOW. Raw system calls: glibc's setresuid would try to synchronise threads that
 /// exist only in the parent. Async-signal-safe.
-bool become_namespace_root() noexcept;
+/// `drop_supplementary_groups` (a namespace whose maps a root parent wrote): the supplementary
+/// groups are cleared first and must be. A host group stays effective on host inodes even where
+/// the namespace does not map it, so root's group 0 inherited by a sandbox would open every
+/// group-root file its view shows. Unprivileged namespaces (setgroups denied) keep the caller's
+/// groups, as bubblewrap does: they are the caller's own.
+bool become_namespace_root(bool drop_supplementary_groups) noexcept;
 
 /// Holder side: sets IFF_UP on `lo` (a new network namespace starts with it down). Returns false
 /// with errno set on failure. Async-signal-safe.

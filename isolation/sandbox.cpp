@@ -33,6 +33,7 @@ struct HolderPlan {
     int go_fd = -1;        ///< user namespace: wait until the parent wrote the id maps
     int go_write_fd = -1;  ///< the parent's end, closed at once (see holder_main)
     int lease_fd = -1;     ///< the uid range's lock: kept open for the holder's whole life
+    bool drop_groups = false;  ///< root wrote the id maps: clear supplementary groups (namespaces.hpp)
 };
 
 [[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error) noexcept {
@@ -90,7 +91,7 @@ void release_descriptors(int keep) noexcept {
             n = ::read(plan.go_fd, &go, 1);
         } while (n < 0 && errno == EINTR);
         if (n != 1) ::_exit(127);  // the parent gave up
-        if (!become_namespace_root()) holder_fail(plan, "become root of the user namespace", errno);
+        if (!become_namespace_root(plan.drop_groups)) holder_fail(plan, "become root of the user namespace", errno);
     }
     ::umask(022);
     if (plan.flags & CLONE_NEWNS) {
@@ -109,6 +110,7 @@ Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workd
                                const std::optional<SocketReach>& reach) {
     HolderPlan plan;
     plan.flags = flags;
+    plan.drop_groups = ::geteuid() == 0;  // choose_ids: root leases a range, never denies setgroups
     plan.hostname = policy.filesystem.hostname;
     if (flags & CLONE_NEWNS) {
         auto steps = compile_mount_plan(policy, workdir);

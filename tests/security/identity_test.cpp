@@ -260,6 +260,37 @@ TEST_F(Identity, RootOnlyHostFilesAreUnreadable) {
     fs::remove(secret);
 }
 
+// Root's supplementary groups (group 0 at least; `sudo` adds more) must not reach the sandbox: a
+// host group stays effective on host inodes although the namespace does not map it, so a
+// group-root file of the sandbox's view (here 0040 root:root) would open to it. Red-team finding
+// of round 2 (supplementary groups survived the user namespace under `user: inherit`); precedent:
+// CVE-2014-8989 (user namespaces let unprivileged users drop or keep groups to bypass "negative"
+// group permissions), which is why setgroups must be decided by the one who writes the maps.
+TEST_F(Identity, RootsSupplementaryGroupsDoNotReachTheSandbox) {
+    const fs::path group_file = "/var/tmp/" + unique_token() + "-group-root";
+    std::ofstream(group_file) << "GROUP-ROOT-ONLY";
+    ASSERT_EQ(::chown(group_file.c_str(), 0, 0), 0);
+    ::chmod(group_file.c_str(), 0040);
+    const gid_t extra[] = {0, 4};  // root and adm, as `sudo` from an admin's login leaves them
+    RunOptions options;
+    options.in_child = [extra] {
+        if (::setgroups(2, extra) != 0) ::_exit(96);
+    };
+    auto got = corral(run_sh("default", "grep '^Groups:' /proc/self/status; cat " +
+                                            group_file.string() + " 2>&1; echo rc=$?"),
+                      options);
+    fs::remove(group_file);
+    ASSERT_NE(got.exit_code, 96) << "could not give the caller its groups";
+    EXPECT_EQ(got.out.find("GROUP-ROOT-ONLY"), std::string::npos)
+        << "the sandbox read a group-root file through root's groups:\n" << got.out;
+    EXPECT_NE(got.out.find("rc=1"), std::string::npos) << got.out << got.err;
+    std::istringstream lines(got.out);
+    std::string groups_line;
+    std::getline(lines, groups_line);
+    EXPECT_EQ(groups_line.find_first_of("0123456789"), std::string::npos)
+        << "supplementary groups inside: " << groups_line;
+}
+
 // Item 6: /dev/null inside is a bind of the host's inode; chmod on it must fail and the host's
 // /dev/null keep its mode (a chmod 000 there breaks every host service).
 TEST_F(Identity, DeviceNodesCannotBeChangedFromInside) {
