@@ -50,16 +50,23 @@ TEST_F(IdRangeTest, HeldLeasesNeverShareARange) {
     }
 }
 
+// Slots are the machine's: a sandbox of a test running in parallel may start mapping the slot
+// between the release and the next acquire, and then it is rightly skipped. So the claim is that
+// a release makes the slot available again at least once in a few tries, never that it must be.
 TEST_F(IdRangeTest, AReleasedRangeIsFreeAgain) {
-    uid_t first;
-    {
-        auto lease = IdRangeLease::acquire(dir_);
-        ASSERT_TRUE(lease);
-        first = lease->base();
+    bool reused = false;
+    for (int attempt = 0; attempt < 20 && !reused; ++attempt) {
+        uid_t first;
+        {
+            auto lease = IdRangeLease::acquire(dir_);
+            ASSERT_TRUE(lease);
+            first = lease->base();
+        }
+        auto again = IdRangeLease::acquire(dir_);
+        ASSERT_TRUE(again);
+        reused = again->base() == first;
     }
-    auto again = IdRangeLease::acquire(dir_);
-    ASSERT_TRUE(again);
-    EXPECT_EQ(again->base(), first);
+    EXPECT_TRUE(reused) << "a released slot was never handed out again";
 }
 
 // Independent processes (`corral run`s, corrald) share one allocator: a slot another process
