@@ -8,6 +8,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <seccomp.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -22,7 +25,8 @@ namespace {
 
 constexpr char kMagic[] = "corral-seccomp-cache 1\n";
 constexpr size_t kMaxProgram = BPF_MAXINSNS;  // the kernel refuses longer programs anyway
-constexpr size_t kMaxKey = 1 << 20;
+// Canonical keys are a few KiB at most (every syscall name once); longer ones are not cached.
+constexpr size_t kMaxKey = 64 << 10;
 // Entries are a few KiB; every rebuilt binary and every policy adds one until the next boot.
 constexpr size_t kMaxEntries = 256;
 
@@ -219,24 +223,37 @@ std::optional<std::string> default_seccomp_cache_dir() {
     return dir;
 }
 
-// Every field of the spec is part of the key; a field added to SeccompSpec must join it here, or
-// two specs that compile differently would share an entry.
-static_assert(sizeof(SeccompSpec) == 96, "a new SeccompSpec field must join seccomp_cache_key");
-
 std::string seccomp_cache_key(const SeccompSpec& spec) {
     if (build_id().empty()) return "";
+    // Every field of the spec is part of the key: a field added to SeccompSpec makes this
+    // binding fail to compile until it joins the key (two specs that compile differently must
+    // never share an entry).
+    const auto& [preset, deny, allow, action, errno_value, ptrace_own] = spec;
+    // Sorted and without repeats: the same filter gets one entry, and a policy that repeats a
+    // name a million times cannot make a huge one.
+    auto canonical = [](const std::vector<std::string>& names) {
+        std::vector<std::string> out(names);
+        std::sort(out.begin(), out.end());
+        out.erase(std::unique(out.begin(), out.end()), out.end());
+        return out;
+    };
     utsname host{};
     uname(&host);
+    const scmp_version* library = seccomp_version();  // a dynamically linked libseccomp's fix
     std::string key;
     put_field(key, "build", build_id());
+    put_field(key, "libseccomp", library == nullptr ? "?"
+                                                    : std::to_string(library->major) + "." +
+                                                          std::to_string(library->minor) + "." +
+                                                          std::to_string(library->micro));
     put_field(key, "kernel", host.release);
     put_field(key, "machine", host.machine);
-    put_field(key, "preset", spec.preset);
-    put_field(key, "action", std::to_string(static_cast<int>(spec.action)));
-    put_field(key, "errno", std::to_string(spec.errno_value));
-    put_field(key, "ptrace_own", spec.ptrace_own ? "1" : "0");
-    put_list(key, "deny", spec.deny);
-    put_list(key, "allow", spec.allow);
+    put_field(key, "preset", preset);
+    put_field(key, "action", std::to_string(static_cast<int>(action)));
+    put_field(key, "errno", std::to_string(errno_value));
+    put_field(key, "ptrace_own", ptrace_own ? "1" : "0");
+    put_list(key, "deny", canonical(deny));
+    put_list(key, "allow", canonical(allow));
     return key;
 }
 

@@ -3,8 +3,10 @@
 // compile (about a tenth of a `default` launch's CPU, docs/BENCHMARKS.md) on every run.
 //
 // The program is a pure function of the SeccompSpec and of the code that compiles it, so an entry
-// is keyed by the whole spec written out canonically, the running binary's GNU build id (a rebuilt
-// corral never reads an older build's program) and the kernel release and machine. Nothing in an
+// is keyed by the whole spec written out canonically (name lists sorted, without repeats), the
+// running binary's GNU build id (a rebuilt corral never reads an older build's program), the
+// libseccomp version (a shared library can change under the same binary) and the kernel release
+// and machine. Nothing in an
 // entry is trusted blindly: the file must be a regular file owned by the caller in a directory
 // only the caller can write, its full key must equal the one asked for (the hash in the file name
 // only picks the file), its checksum must match and its length be a valid BPF program. Anything

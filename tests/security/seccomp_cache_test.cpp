@@ -97,6 +97,18 @@ TEST_F(SeccompCache, AHitReturnsExactlyWhatTheCompilerReturns) {
     EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 4);
 }
 
+TEST_F(SeccompCache, RepeatedOrReorderedNamesShareOneBoundedEntry) {
+    // A policy body may repeat a name as often as its size cap allows: the key stays canonical.
+    std::vector<std::string> many(50000, "chmod");
+    many.push_back("mount");
+    const auto repeated = spec_of("default", many);
+    const auto plain = spec_of("default", {"mount", "chmod"});
+    EXPECT_TRUE(same(cached(repeated, dir_), fresh(plain)));
+    EXPECT_TRUE(same(cached(plain, dir_), fresh(plain)));
+    const fs::path entry = only_entry();
+    EXPECT_LT(fs::file_size(entry), 64u << 10) << "the repeats went into the key";
+}
+
 TEST_F(SeccompCache, AnEntryForAnotherSpecUnderThisSpecsNameIsNotUsed) {
     // A hash collision (or a renamed file): the name matches, the full key inside does not.
     const auto weak = spec_of("none", {"mount"});
