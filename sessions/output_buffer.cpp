@@ -22,9 +22,25 @@ void OutputBuffer::grow_for(std::size_t incoming) {
     head_ = 0;
 }
 
+// Called before an append that drops bytes for the first time: until then the ring holds the
+// stream from offset 0, so its first cap_/2 bytes (topped up from `incoming` if the ring holds
+// fewer) are the stream's head.
+void OutputBuffer::save_head(std::string_view incoming) {
+    const std::size_t want = cap_ / 2;
+    const std::size_t from_ring = std::min(want, size_);
+    first_.reserve(want);
+    first_.resize(from_ring);
+    copy_out(0, from_ring, first_.data());
+    first_.append(incoming.substr(0, want - from_ring));
+}
+
 void OutputBuffer::append(std::string_view bytes) {
+    if (cap_ == 0) {
+        total_ += bytes.size();
+        return;
+    }
+    if (total_ == size_ && size_ + bytes.size() > cap_) save_head(bytes);
     total_ += bytes.size();
-    if (cap_ == 0) return;
     if (bytes.size() >= cap_) {
         // Only the last cap_ bytes of this write survive; everything retained before is dropped.
         bytes.remove_prefix(bytes.size() - cap_);
@@ -78,6 +94,20 @@ std::string OutputBuffer::contents() const {
     std::string out(size_, '\0');
     copy_out(0, size_, out.data());
     return out;
+}
+
+OutputBuffer::Excerpt OutputBuffer::excerpt() const {
+    Excerpt excerpt;
+    if (!truncated()) {
+        excerpt.head = contents();
+        return excerpt;
+    }
+    excerpt.head = first_;
+    const std::size_t tail = std::min(size_, cap_ - first_.size());
+    excerpt.tail.resize(tail);
+    copy_out(size_ - tail, tail, excerpt.tail.data());
+    excerpt.omitted = total_ - excerpt.head.size() - excerpt.tail.size();
+    return excerpt;
 }
 
 }  // namespace corral

@@ -8,12 +8,19 @@
 // bytes from start_offset() on and learns how many it skipped, so a resumed stream can say so
 // instead of silently splicing.
 //
-// Why the latest bytes rather than "first half + last half": streams are resumable from an offset
-// (the API's `offset`), which only works for one contiguous window; and for a failing job the end
-// of the output (the error) is what matters most.
+// Why the latest bytes rather than "first half + last half" for the offset window: streams are
+// resumable from an offset (the API's `offset`), which only works for one contiguous window; and
+// for a failing job the end of the output (the error) is what matters most.
+//
+// The head as well (issue 13.9): a `run` result should show both the start of a long log (what the
+// job was doing) and its end (the error). So at the moment the ring first drops a byte, the first
+// cap/2 bytes of the stream are copied aside; excerpt() then gives that head plus the last
+// cap - cap/2 bytes of the ring (cap bytes in all, `omitted` = total - cap in between). Offsets and
+// read() are not affected: the head is not part of the offset window.
 //
 // Memory: storage grows on demand (geometrically) and never beyond `cap`, so thousands of quiet
-// processes with a 16 MiB cap cost almost nothing, and a process that writes gigabytes costs `cap`.
+// processes with a 16 MiB cap cost almost nothing, and a process that writes gigabytes costs `cap`
+// plus the cap/2 head (which exists only once the stream has passed the cap).
 //
 // Thread-compatible: no internal locking (the daemon touches it from its one event-loop thread).
 
@@ -34,6 +41,14 @@ class OutputBuffer {
         uint64_t offset = 0;  ///< absolute offset of bytes[0] (>= the requested offset)
         uint64_t skipped =
             0;  ///< bytes between the requested offset and `offset` that were dropped
+    };
+
+    /// Result of excerpt(): the first and the last part of the stream. When nothing was dropped,
+    /// `head` is everything and `tail` is empty.
+    struct Excerpt {
+        std::string head;      ///< bytes from offset 0
+        std::string tail;      ///< bytes up to end_offset()
+        uint64_t omitted = 0;  ///< bytes between head and tail that are kept by neither
     };
 
     /// A buffer that retains at most `cap` bytes (cap 0 retains nothing, but still counts).
@@ -65,16 +80,25 @@ class OutputBuffer {
     Slice read(uint64_t offset, std::size_t max) const;
     /// All retained bytes, oldest first (what a `run` result's stdout/stderr carries).
     std::string contents() const;
+    /// The stream's first cap/2 bytes and its last cap - cap/2 bytes once it passed the cap (what
+    /// a `run` result carries); the whole stream while it did not.
+    Excerpt excerpt() const;
+    /// Bytes of storage currently allocated (ring plus head): at most cap() + cap()/2.
+    std::size_t memory_used() const {
+        return storage_.capacity() + (first_.empty() ? 0 : first_.capacity());
+    }
 
   private:
     void grow_for(std::size_t incoming);
     void copy_out(std::size_t logical_pos, std::size_t count, char* out) const;
+    void save_head(std::string_view incoming);
 
     std::size_t cap_;
     std::vector<char> storage_;  // ring once size_ == storage_.size() == cap_
     std::size_t head_ = 0;       // index in storage_ of the oldest retained byte
     std::size_t size_ = 0;       // retained bytes
     uint64_t total_ = 0;         // bytes ever appended
+    std::string first_;          // the first cap_/2 bytes, saved when the ring first drops
 };
 
 }  // namespace corral

@@ -30,6 +30,7 @@
 #include "base/asio.hpp"
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
+#include "sessions/output_buffer.hpp"
 #include "sessions/output_follower.hpp"
 #include "sessions/recovery.hpp"
 #include "sessions/session_types.hpp"
@@ -183,6 +184,9 @@ class SessionManager {
     Result<OutputChunk> read_output(const std::string& sid, const std::string& proc,
                                     OutputStream stream, uint64_t offset,
                                     size_t max_bytes = 1 << 20);
+    /// A stream's head and tail (all of it when under the cap): a `run` result's stdout/stderr.
+    Result<OutputBuffer::Excerpt> output_excerpt(const std::string& sid, const std::string& proc,
+                                                 OutputStream stream);
     /// Calls `handler` once when stdout grew past `stdout_offset` or stderr past `stderr_offset`,
     /// or the record is final — immediately (posted) if that is already true. For NDJSON
     /// streaming: read everything available, then wait again; stop after a wait that finds the

@@ -105,6 +105,16 @@ Result<OutputChunk> SessionManager::read_output(const std::string& sid, const st
     return (*process)->read(stream, offset, max_bytes);
 }
 
+Result<OutputBuffer::Excerpt> SessionManager::output_excerpt(const std::string& sid,
+                                                             const std::string& proc,
+                                                             OutputStream stream) {
+    auto session = find_any(sid);
+    if (!session) return std::move(session.error());
+    auto process = (*session)->process(proc);
+    if (!process) return std::move(process.error());
+    return (*process)->excerpt(stream);
+}
+
 Result<std::shared_ptr<OutputFollower>> SessionManager::follow_output(
     const std::string& sid, const std::string& proc, bool want_stdout, uint64_t stdout_offset,
     bool want_stderr, uint64_t stderr_offset) {

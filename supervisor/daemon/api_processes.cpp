@@ -8,18 +8,30 @@
 namespace corral::daemon {
 namespace {
 
-/// All kept output of one stream of a final record (bounded by the policy's output cap).
-std::string kept_output(SessionManager& sessions, const std::string& sid, const std::string& proc,
-                        OutputStream stream) {
-    std::string out;
-    uint64_t offset = 0;
-    for (;;) {
-        auto chunk = sessions.read_output(sid, proc, stream, offset, 1 << 20);
-        if (!chunk || chunk->data.empty()) break;
-        out += chunk->data;
-        offset = chunk->next_offset;
+/// What a `run` result carries of one stream: all of it under the policy's output cap; past it,
+/// the first and the last part with a marker between them, so both the head of a long log and
+/// the error at its end survive (issue 13.9). The cut points move to character boundaries so a
+/// UTF-8 log stays text. Returns the bytes omitted (0 when none).
+uint64_t put_run_output(nlohmann::json& out, SessionManager& sessions, const std::string& sid,
+                        const std::string& proc, OutputStream stream, const std::string& key) {
+    OutputBuffer::Excerpt excerpt = take(sessions.output_excerpt(sid, proc, stream));
+    if (excerpt.omitted == 0) {
+        put_text_and_bytes(out, key, excerpt.head);
+        return 0;
     }
-    return out;
+    uint64_t omitted = excerpt.omitted;
+    const size_t head = utf8_complete_prefix(excerpt.head);
+    omitted += excerpt.head.size() - head;
+    excerpt.head.resize(head);
+    size_t skip = 0;  // continuation bytes of a character whose lead byte was omitted
+    while (skip < 3 && skip < excerpt.tail.size() &&
+           (static_cast<unsigned char>(excerpt.tail[skip]) & 0xC0) == 0x80)
+        ++skip;
+    omitted += skip;
+    excerpt.head += "\n[... " + std::to_string(omitted) + " bytes omitted ...]\n";
+    excerpt.head.append(excerpt.tail, skip);
+    put_text_and_bytes(out, key, excerpt.head);
+    return omitted;
 }
 
 ApiError shutting_down_while(const std::string& proc) {
@@ -48,8 +60,11 @@ asio::awaitable<void> Api::run(Exchange& ex, const RouteParams& params, const Ca
     if (!outcome) throw ApiFailure(shutting_down_while(started->id));
     const ProcessInfo info = take(std::move(outcome->first));
     nlohmann::json out = process_json(info);
-    put_bytes(out, "stdout", kept_output(sessions_, sid, info.id, OutputStream::out));
-    put_bytes(out, "stderr", kept_output(sessions_, sid, info.id, OutputStream::err));
+    const uint64_t out_omitted =
+        put_run_output(out, sessions_, sid, info.id, OutputStream::out, "stdout");
+    const uint64_t err_omitted =
+        put_run_output(out, sessions_, sid, info.id, OutputStream::err, "stderr");
+    out["omittedBytes"] = {{"stdout", out_omitted}, {"stderr", err_omitted}};
     co_await ex.send_json(200, out);
 }
 

@@ -142,6 +142,41 @@ void ObjectReader::finish() const {
     }
 }
 
+namespace {
+
+/// Length of the well-formed UTF-8 sequence at `s[i]` (a non-ASCII lead byte), 0 when it is not
+/// one: a stray continuation byte, a truncated sequence, an overlong form, a surrogate or a value
+/// beyond U+10FFFF.
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+        len = 2;
+        cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+        len = 3;
+        cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (i + len > s.size()) return 0;
+    for (size_t k = 1; k < len; ++k) {
+        const auto cc = static_cast<unsigned char>(s[i + k]);
+        if ((cc & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+        return 0;
+    return len;
+}
+
+}  // namespace
+
 bool is_valid_utf8(std::string_view s) {
     size_t i = 0;
     while (i < s.size()) {
@@ -154,37 +189,36 @@ bool is_valid_utf8(std::string_view s) {
                 continue;
             }
         }
-        const auto c = static_cast<unsigned char>(s[i]);
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
+        if (static_cast<unsigned char>(s[i]) < 0x80) {
             ++i;
             continue;
         }
-        if ((c & 0xE0) == 0xC0) {
-            len = 2;
-            cp = c & 0x1F;
-        } else if ((c & 0xF0) == 0xE0) {
-            len = 3;
-            cp = c & 0x0F;
-        } else if ((c & 0xF8) == 0xF0) {
-            len = 4;
-            cp = c & 0x07;
-        } else
-            return false;
-        if (i + len > s.size()) return false;
-        for (size_t k = 1; k < len; ++k) {
-            const auto cc = static_cast<unsigned char>(s[i + k]);
-            if ((cc & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (cc & 0x3F);
-        }
-        // Overlong forms, surrogates and values beyond U+10FFFF are not UTF-8.
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-            return false;
+        const size_t len = utf8_sequence_length(s, i);
+        if (len == 0) return false;
         i += len;
     }
     return true;
+}
+
+std::string utf8_with_replacements(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    size_t i = 0;
+    while (i < s.size()) {
+        if (static_cast<unsigned char>(s[i]) < 0x80) {
+            out += s[i++];
+            continue;
+        }
+        const size_t len = utf8_sequence_length(s, i);
+        if (len == 0) {
+            out += "\xEF\xBF\xBD";  // U+FFFD for this byte; the next one is looked at afresh
+            ++i;
+            continue;
+        }
+        out.append(s.data() + i, len);
+        i += len;
+    }
+    return out;
 }
 
 size_t utf8_complete_prefix(std::string_view s) {
@@ -305,6 +339,15 @@ size_t json_escape_overhead(std::string_view bytes) {
 // encode) goes as base64.
 bool send_as_text(std::string_view bytes) {
     return json_escape_overhead(bytes) <= bytes.size() && is_valid_utf8(bytes);
+}
+
+void put_text_and_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes) {
+    if (send_as_text(bytes)) {
+        out[key] = std::string(bytes);
+        return;
+    }
+    out[key] = utf8_with_replacements(bytes);
+    out[key + "Base64"] = base64_encode(bytes);
 }
 
 void put_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes) {

@@ -86,6 +86,10 @@ class ObjectReader {
 /// base64 under `key + "Base64"`, so a client always gets either exact text or exact bytes, never
 /// replacement characters, and binary output costs 4/3 of its size on the wire, not up to 6x.
 void put_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes);
+/// As put_bytes, but `key` is always there: when the bytes are not plain text it holds them as
+/// UTF-8 with U+FFFD for each byte that is not part of a well-formed sequence, beside the exact
+/// bytes under `key + "Base64"` (a `run` result: readable text and exact bytes, issue 13.9).
+void put_text_and_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes);
 /// put_bytes' choice: true for text, false for base64.
 bool send_as_text(std::string_view bytes);
 /// Appends `text` (valid UTF-8) as a JSON string literal, quotes included. For hot paths that
@@ -95,6 +99,9 @@ void append_json_string(std::string& out, std::string_view text);
 void append_base64(std::string& out, std::string_view bytes);
 /// True when `bytes` is well-formed UTF-8.
 bool is_valid_utf8(std::string_view bytes);
+/// `bytes` as well-formed UTF-8: each byte that does not belong to a well-formed sequence becomes
+/// U+FFFD.
+std::string utf8_with_replacements(std::string_view bytes);
 /// Length of the longest prefix of `bytes` that does not end inside a multi-byte UTF-8 sequence
 /// (so a chunk cut in the middle of a character can hold the partial character back).
 size_t utf8_complete_prefix(std::string_view bytes);

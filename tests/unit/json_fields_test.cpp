@@ -45,6 +45,26 @@ TEST(AppendJsonString, MatchesNlohmannForEveryEscape) {
     }
 }
 
+TEST(Utf8WithReplacements, EachBadByteBecomesOneReplacementCharacter) {
+    EXPECT_EQ(utf8_with_replacements("plain é ✓ \xF0\x9F\x90\x8E"), "plain é ✓ \xF0\x9F\x90\x8E");
+    EXPECT_EQ(utf8_with_replacements("a\xff\xfe" "b"), "a\xEF\xBF\xBD\xEF\xBF\xBD" "b");
+    // A truncated sequence, an overlong form and a surrogate are not UTF-8 either.
+    EXPECT_EQ(utf8_with_replacements("\xC3"), "\xEF\xBF\xBD");
+    EXPECT_EQ(utf8_with_replacements("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(utf8_with_replacements("\xED\xA0\x80x"),
+              "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx");
+    EXPECT_TRUE(is_valid_utf8(utf8_with_replacements(std::string("\x80\x00\xff", 3))));
+}
+
+TEST(PutTextAndBytes, TextAloneOrReplacedTextBesideTheExactBytes) {
+    nlohmann::json out = nlohmann::json::object();
+    put_text_and_bytes(out, "stdout", "fine\n");
+    EXPECT_EQ(out, (nlohmann::json{{"stdout", "fine\n"}}));
+    out = nlohmann::json::object();
+    put_text_and_bytes(out, "stdout", "ok\xff");
+    EXPECT_EQ(out, (nlohmann::json{{"stdout", "ok\xEF\xBF\xBD"}, {"stdoutBase64", "b2v/"}}));
+}
+
 TEST(AppendBase64, EveryPaddingCase) {
     const std::pair<std::string, std::string> cases[] = {{"", ""},
                                                          {"f", "Zg=="},

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace corral {
 namespace {
@@ -107,6 +108,7 @@ TEST(OutputBuffer, Writing100MiBThroughA1MiBCapStaysBoundedWithExactOffsets) {
         buffer.append(pattern(written, n));
         written += n;
         ASSERT_LE(buffer.memory_capacity(), cap);
+        ASSERT_LE(buffer.memory_used(), cap + cap / 2);
         ASSERT_LE(buffer.size(), cap);
         if (i % 97 == 0) {
             // The window always holds exactly the latest min(cap, written) bytes.
@@ -119,6 +121,12 @@ TEST(OutputBuffer, Writing100MiBThroughA1MiBCapStaysBoundedWithExactOffsets) {
     EXPECT_EQ(buffer.start_offset(), total - cap);
     EXPECT_EQ(buffer.contents(), pattern(total - cap, cap));
 
+    // The run result's excerpt: the stream's first half-cap and its last half-cap (issue 13.9).
+    auto excerpt = buffer.excerpt();
+    EXPECT_EQ(excerpt.head, pattern(0, cap / 2));
+    EXPECT_EQ(excerpt.tail, pattern(total - (cap - cap / 2), cap - cap / 2));
+    EXPECT_EQ(excerpt.omitted, total - cap);
+
     auto resumed = buffer.read(12345, 1000);
     EXPECT_EQ(resumed.offset, total - cap);
     EXPECT_EQ(resumed.skipped, total - cap - 12345);
@@ -127,6 +135,38 @@ TEST(OutputBuffer, Writing100MiBThroughA1MiBCapStaysBoundedWithExactOffsets) {
     auto last = buffer.read(total - 10, 100);
     EXPECT_EQ(last.offset, total - 10);
     EXPECT_EQ(last.bytes, pattern(total - 10, 10));
+}
+
+TEST(OutputBuffer, ExcerptIsTheWholeStreamUnderTheCap) {
+    OutputBuffer buffer(16);
+    buffer.append(pattern(0, 10));
+    buffer.append(pattern(10, 6));  // exactly the cap: nothing dropped, no head saved
+    auto excerpt = buffer.excerpt();
+    EXPECT_EQ(excerpt.head, pattern(0, 16));
+    EXPECT_TRUE(excerpt.tail.empty());
+    EXPECT_EQ(excerpt.omitted, 0u);
+    EXPECT_EQ(buffer.memory_used(), buffer.memory_capacity());
+}
+
+TEST(OutputBuffer, ExcerptKeepsHeadAndTailWhateverTheChunking) {
+    // One write far beyond the cap, small writes that cross it, and a write that fills it exactly
+    // and then one byte more: each must save the stream's own first bytes as the head.
+    for (std::vector<std::size_t> chunks : {std::vector<std::size_t>{100},
+                                            {3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+                                            {16, 1},
+                                            {5, 40, 2}}) {
+        OutputBuffer buffer(16);
+        uint64_t written = 0;
+        for (std::size_t n : chunks) {
+            buffer.append(pattern(written, n));
+            written += n;
+        }
+        auto excerpt = buffer.excerpt();
+        EXPECT_EQ(excerpt.head, pattern(0, 8)) << chunks.size();
+        EXPECT_EQ(excerpt.tail, pattern(written - 8, 8)) << chunks.size();
+        EXPECT_EQ(excerpt.omitted, written - 16) << chunks.size();
+        EXPECT_EQ(buffer.contents(), pattern(written - 16, 16)) << "ring unaffected";
+    }
 }
 
 TEST(OutputBuffer, ReadsAcrossTheWrapPoint) {

@@ -24,7 +24,11 @@ export type ProcessRecord = {
 };
 
 /** The answer of `run`: the final record with the kept output (bytes that are not UTF-8 come base64). */
-export type RunResult = ProcessRecord & { stdout?: string; stdoutBase64?: string; stderr?: string; stderrBase64?: string };
+export type RunResult = ProcessRecord & {
+  stdout?: string; stdoutBase64?: string; stderr?: string; stderrBase64?: string;
+  /** Bytes left out between the kept head and tail of a stream past the output cap. */
+  omittedBytes?: { stdout: number; stderr: number };
+};
 
 /** A command for run, exec or a background process: `command` (a shell string) or `argv`. */
 export type ProcessRequest = {
