@@ -94,6 +94,8 @@ class Api {
     asio::awaitable<void> move_file(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> list_directory(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> stat_file(Exchange&, const RouteParams&, const Caller&);
+    // api_git.cpp
+    asio::awaitable<void> git_checkout(Exchange&, const RouteParams&, const Caller&);
     // api_ports.cpp
     asio::awaitable<void> lease_port(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> list_ports(Exchange&, const RouteParams&, const Caller&);
