@@ -6,6 +6,7 @@
 // CVE-2021-30465, runc) must not redirect a root write anywhere else. Red-team findings of
 // issue 10's second round.
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/unique_fd.hpp"
+#include "isolation/mount_plan.hpp"
+#include "isolation/mounts.hpp"
 #include "support/sandbox_harness.hpp"
 
 namespace corral::security {
@@ -122,6 +126,36 @@ TEST_F(PathSwap, ReportThroughALinkPlantedInAParentDirectoryIsRefused) {
         corral({"run", "--policy", "default", "--report", "reports/report.json", "--", "true"});
     EXPECT_EQ(fine.exit_code, 0) << fine.err;
     EXPECT_TRUE(fs::is_regular_file(dir() / "reports" / "report.json"));
+}
+
+TEST_F(PathSwap, BoundJobDirectoryIsClonedFromItsDescriptorNotItsPath) {
+    // `workdir.from: cwd` binds the job directory. Between `corral run` resolving it and the
+    // sandbox cloning it, its path is swapped for a link to a host directory (a concurrent job
+    // in a parent it can write; CVE-2021-30465's mount-target race in runc): the clone must be
+    // the directory that was resolved, never what the path names by then.
+    const fs::path job = dir() / "checkout";
+    UniqueFd resolved(::open(job.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(resolved.valid());
+    struct stat original {};
+    ASSERT_EQ(::fstat(resolved.get(), &original), 0);
+    fs::rename(job, dir() / "checkout.real");
+    ASSERT_EQ(::symlink(victim_.c_str(), job.c_str()), 0);
+
+    WorkdirBinding binding{job.string(), job.string()};
+    binding.host_fd = resolved.get();
+    Policy policy;
+    policy.namespaces.mount = true;
+    auto plan = compile_mount_plan(policy, binding);
+    ASSERT_TRUE(plan) << plan.error().describe();
+    auto prepared = prepare_mounts(*plan);
+    ASSERT_TRUE(prepared) << prepared.error().describe();
+    ASSERT_GE(prepared->workdir_tree, 0) << "no detached clone (no CAP_SYS_ADMIN?)";
+    struct stat cloned {};
+    ASSERT_EQ(::fstat(prepared->workdir_tree, &cloned), 0);
+    struct stat victim {};
+    ASSERT_EQ(::stat(victim_.c_str(), &victim), 0);
+    EXPECT_EQ(cloned.st_ino, original.st_ino) << "the clone is not the resolved job directory";
+    EXPECT_NE(cloned.st_ino, victim.st_ino) << "the clone followed the swapped-in link";
 }
 
 }  // namespace
