@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/path_walk.hpp"
+
 namespace corral::cli {
 namespace {
 
@@ -24,45 +26,13 @@ Error not_regular(const std::string& path, mode_t mode) {
                        ": the report is written only to a regular file (or `-` for stderr)");
 }
 
-/// Opens the directory `parts` lead to (from / or the current directory) following no symlink (as
-/// openat2's RESOLVE_NO_SYMLINKS, one component at a time so the error can name the link).
-Result<UniqueFd> open_parent(const std::string& path, const std::vector<std::string>& parts) {
-    UniqueFd dir(::open(path.starts_with("/") ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!dir) return sys_error("--report `" + path + "`");
-    for (const auto& part : parts) {
-        int fd = ::openat(dir.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            const int error = errno;
-            struct stat st {};
-            if (::fstatat(dir.get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                S_ISLNK(st.st_mode))
-                return plain_error(
-                    "--report `" + path + "`: `" + part +
-                    "` is a symbolic link. The command may write in the directories on the "
-                    "way to the report and could have planted it, so corral follows no link "
-                    "on the way: give the report's path without links");
-            return sys_error(error, "--report `" + path + "`: `" + part + "`");
-        }
-        dir.reset(fd);
-    }
-    return dir;
-}
-
 }  // namespace
 
 Result<ReportTarget> ReportTarget::open(const std::string& path) {
     ReportTarget target;
     target.path_ = path;
     if (path == "-") return target;
-    std::vector<std::string> parts;
-    size_t pos = 0;
-    while (pos <= path.size()) {
-        size_t next = path.find('/', pos);
-        if (next == std::string::npos) next = path.size();
-        std::string part = path.substr(pos, next - pos);
-        if (!part.empty() && part != ".") parts.push_back(std::move(part));
-        pos = next + 1;
-    }
+    std::vector<std::string> parts = path_components(path);
     if (parts.empty() || parts.back() == ".." || path.ends_with("/"))
         return plain_error("--report `" + path + "` names a directory, not a file");
     target.leaf_ = parts.back();
@@ -71,7 +41,12 @@ Result<ReportTarget> ReportTarget::open(const std::string& path) {
     // earlier job's `ln -s /etc out`, then `--report out/report.json`) redirected the write
     // all the same, as root. The parent is reached without following links, and everything
     // after goes through its descriptor.
-    auto parent = open_parent(path, parts);
+    std::string parent_path = path.starts_with("/") ? "/" : "";
+    for (const auto& part : parts) parent_path += part + "/";
+    auto parent = open_directory_no_symlinks(
+        parent_path.empty() ? "." : parent_path, "--report `" + path + "`",
+        ". The command may write in the directories on the way to the report and could have "
+        "planted it, so corral follows no link on the way: give the report's path without links");
     if (!parent) return std::move(parent.error());
     target.parent_ = std::move(*parent);
     const int dir = target.parent_.get();

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 
+#include "base/path_walk.hpp"
 #include "base/unique_fd.hpp"
 #include "policies/units.hpp"
 
@@ -133,29 +134,12 @@ Result<JobDirectory> resolve_job_directory(const std::optional<std::string>& giv
     // then `--cwd etc-link`) must not turn the host's /etc into the next job's directory
     // (CVE-2021-30465's shape: a path swapped for a symlink between runs).
     const std::string what = "--cwd `" + *given + "`";
-    UniqueFd dir(::open(given->starts_with("/") ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!dir) return sys_error(what);
-    size_t pos = 0;
-    while (pos <= given->size()) {
-        size_t next = given->find('/', pos);
-        if (next == std::string::npos) next = given->size();
-        const std::string part = given->substr(pos, next - pos);
-        pos = next + 1;
-        if (part.empty() || part == ".") continue;
-        int fd = ::openat(dir.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            const int error = errno;
-            struct stat st {};
-            if (::fstatat(dir.get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                S_ISLNK(st.st_mode))
-                return plain_error(what + ": `" + part +
-                                   "` is a symbolic link; the job's directory is bound writable, "
-                                   "so corral does not follow links to it: give its real path");
-            return sys_error(error, what);
-        }
-        dir.reset(fd);
-    }
-    return finish(std::move(dir), what);
+    auto dir = open_directory_no_symlinks(
+        *given, what,
+        "; the job's directory is bound writable, so corral does not follow links to it: give "
+        "its real path");
+    if (!dir) return std::move(dir.error());
+    return finish(std::move(*dir), what);
 }
 
 SandboxWriter sandbox_writer(const Policy& policy) {

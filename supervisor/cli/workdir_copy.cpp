@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "base/path_walk.hpp"
+
 namespace corral::cli {
 namespace {
 
@@ -247,19 +249,6 @@ Status copy_entry(int src_dir, int dst_dir, const std::string& name, const std::
     return {};
 }
 
-std::vector<std::string> components(const std::string& path) {
-    std::vector<std::string> parts;
-    size_t pos = 0;
-    while (pos <= path.size()) {
-        size_t next = path.find('/', pos);
-        if (next == std::string::npos) next = path.size();
-        std::string part = path.substr(pos, next - pos);
-        if (!part.empty() && part != ".") parts.push_back(std::move(part));
-        pos = next + 1;
-    }
-    return parts;
-}
-
 /// Opens the directory `parts` beneath `base` without following any symlink; with `create`,
 /// makes missing ones (mode 0755, owned by `owner`). ELOOP/ENOTDIR for a link or file on the way.
 Result<UniqueFd> open_beneath(int base, const std::vector<std::string>& parts, bool create,
@@ -389,7 +378,7 @@ OutputsCopied CopiedWorkdir::copy_back(const std::vector<std::string>& outputs, 
     rules.destination_root = destination.get();
     rules.skipped = &result.skipped;
     for (const auto& output : outputs) {
-        std::vector<std::string> parts = components(output);
+        std::vector<std::string> parts = path_components(output);
         if (parts.empty()) continue;
         const std::string leaf = parts.back();
         parts.pop_back();

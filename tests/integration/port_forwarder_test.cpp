@@ -49,6 +49,19 @@ class PortForwarderTest : public ::testing::Test {
         ASSERT_TRUE(listener) << listener.error().describe();
         server_ = std::make_unique<EchoServer>(std::move(*listener));
     }
+    /// A server inside the namespace, forwarded to from host_port_: accepts one connection and
+    /// hands it (with hang bounds) to `serve` on a thread of its own, which the caller joins.
+    std::thread serve_once_inside(std::function<void(UniqueFd)> serve) {
+        auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
+        EXPECT_TRUE(listener) << listener.error().describe();
+        if (!listener) return std::thread([] {});
+        forward(port_of(listener->get()));
+        return std::thread([serve = std::move(serve), fd = std::move(*listener)]() mutable {
+            UniqueFd conn(::accept4(fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+            bound_io(conn.get());
+            serve(std::move(conn));
+        });
+    }
     /// Forwards an ephemeral host port to `inside_port` in the namespace.
     void forward(uint16_t inside_port) {
         auto made = loop_.call(
@@ -206,18 +219,12 @@ class ServerSpeaksFirstTest : public PortForwarderTest,
 
 TEST_P(ServerSpeaksFirstTest, ClientReadsExactlyTheBytesThenEof) {
     const size_t size = GetParam();
-    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
-    ASSERT_TRUE(listener) << listener.error().describe();
-    uint16_t inside_port = port_of(listener->get());
     const std::string banner = pattern(size);
     std::promise<bool> server_wrote;
-    std::thread server([&] {
-        UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
-        bound_io(conn.get());
+    std::thread server = serve_once_inside([&](UniqueFd conn) {
         server_wrote.set_value(conn.valid() && write_all(conn.get(), banner));
         // conn closes here, right after the write: FIN follows the data at once.
     });
-    forward(inside_port);
     UniqueFd client = connect_host(host_port_);
     ASSERT_TRUE(client.valid());
     auto wrote = server_wrote.get_future();
@@ -250,19 +257,13 @@ INSTANTIATE_TEST_SUITE_P(Sizes, ServerSpeaksFirstTest,
 TEST_F(PortForwarderTest, ServerAnswersRequestWithLargeResponseThenCloses) {
     // HTTP/1.0 style: the client sends a request and keeps its side open; the server reads it,
     // writes 1 MiB and closes. The client must get all of it, then EOF.
-    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
-    ASSERT_TRUE(listener);
-    uint16_t inside_port = port_of(listener->get());
     const std::string request = "GET / HTTP/1.0\r\n\r\n";
     const std::string response = pattern(1024 * 1024);
     std::promise<std::string> server_got;
-    std::thread server([&] {
-        UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
-        bound_io(conn.get());
+    std::thread server = serve_once_inside([&](UniqueFd conn) {
         server_got.set_value(read_exactly(conn.get(), request.size()));
         write_all(conn.get(), response);
     });
-    forward(inside_port);
     UniqueFd client = connect_host(host_port_);
     ASSERT_TRUE(client.valid());
     ASSERT_TRUE(write_all(client.get(), request));
@@ -278,17 +279,11 @@ TEST_F(PortForwarderTest, ServerAnswersRequestWithLargeResponseThenCloses) {
 TEST_F(PortForwarderTest, ClientHalfClosesFirstServerEchoesThenCloses) {
     // The client sends, shuts down its write side; the server reads to EOF, only then answers
     // (everything it got, 300 KiB, more than a relay buffer) and closes.
-    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
-    ASSERT_TRUE(listener);
-    uint16_t inside_port = port_of(listener->get());
     const std::string payload = pattern(300 * 1024);
-    std::thread server([&] {
-        UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
-        bound_io(conn.get());
+    std::thread server = serve_once_inside([&](UniqueFd conn) {
         std::string got = read_to_eof(conn.get());
         write_all(conn.get(), got);
     });
-    forward(inside_port);
     UniqueFd client = connect_host(host_port_);
     ASSERT_TRUE(client.valid());
     ASSERT_TRUE(write_all(client.get(), payload));
@@ -306,14 +301,9 @@ TEST_F(PortForwarderTest, ServerClosesWhileClientStillSendsKeepsWhatServerWrote)
     // later bytes cannot be delivered (the relay's write to the server fails), yet the banner
     // the server wrote before closing must still reach the client, followed by an end of stream
     // (EOF or a reset), never a truncated banner.
-    auto listener = netns_->tcp_listener({AF_INET, "127.0.0.1", 0});
-    ASSERT_TRUE(listener);
-    uint16_t inside_port = port_of(listener->get());
     const std::string banner = pattern(256 * 1024);
     std::promise<void> server_closed;
-    std::thread server([&] {
-        UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
-        bound_io(conn.get());
+    std::thread server = serve_once_inside([&](UniqueFd conn) {
         std::string hello = read_exactly(conn.get(), 5);
         write_all(conn.get(), banner);
         // Wait until the relay's kernel acknowledged every byte: from here on a lost byte is
@@ -326,7 +316,6 @@ TEST_F(PortForwarderTest, ServerClosesWhileClientStillSendsKeepsWhatServerWrote)
         conn.reset();
         server_closed.set_value();
     });
-    forward(inside_port);
     UniqueFd client = connect_host(host_port_);
     ASSERT_TRUE(client.valid());
     ASSERT_TRUE(write_all(client.get(), "hello"));

@@ -64,6 +64,27 @@ TEST_P(ReportFile, FifoPlantedByTheCommandIsNotWrittenThrough) {
     EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the command did not plant its FIFO";
 }
 
+TEST_P(ReportFile, LinkPlantedInAParentDirectoryIsNotFollowed) {
+    // Item 5 made the last component O_NOFOLLOW; a link in a parent directory (`out -> victim`,
+    // left by an earlier job in the checkout it could write) still redirected
+    // `--report out/report.json` to a file root created in the victim directory (issue 10,
+    // second round). No component of the report's path is followed if it is a link.
+    fs::create_symlink(victim_dir_, dir() / "out");
+    auto r = corral({"run", "--policy", GetParam(), "--report", "out/report.json", "--", "true"});
+    EXPECT_EQ(r.exit_code, 125) << r.err;
+    EXPECT_NE(r.err.find("`out` is a symbolic link"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(victim_dir_ / "report.json")) << "the report went through the link";
+    auto absolute = corral({"run", "--policy", GetParam(), "--report",
+                            (dir() / "out" / "report.json").string(), "--", "true"});
+    EXPECT_EQ(absolute.exit_code, 125) << absolute.err;
+    EXPECT_FALSE(fs::exists(victim_dir_ / "report.json"));
+    fs::create_directories(dir() / "reports");  // a real directory on the way is fine
+    auto fine =
+        corral({"run", "--policy", GetParam(), "--report", "reports/report.json", "--", "true"});
+    EXPECT_EQ(fine.exit_code, 0) << fine.err;
+    EXPECT_TRUE(fs::is_regular_file(dir() / "reports" / "report.json"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, ReportFile, ::testing::Values("default", "none"));
 
 TEST_F(SandboxTest, ReportFile_ExistingSymlinkIsRefusedBeforeTheCommandRuns) {

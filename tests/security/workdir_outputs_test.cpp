@@ -5,6 +5,7 @@
 // container's files), CVE-2018-15664 (symlink-exchange during `docker cp`), and the setuid plant
 // of issue 10, item 4.
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/unique_fd.hpp"
+#include "isolation/mount_plan.hpp"
+#include "isolation/mounts.hpp"
 #include "support/sandbox_harness.hpp"
 
 namespace corral::security {
@@ -107,6 +111,82 @@ TEST_F(WorkdirOutputs, LinkPlantedInTheCheckoutIsNotWrittenThrough) {
     EXPECT_EQ(contents(victim_ / "secret"), "host secret\n") << "written through the planted link";
     EXPECT_FALSE(fs::exists(victim_ / "file"));
     EXPECT_EQ(contents(dir() / "checkout" / "results" / "secret"), "overwritten\n");
+}
+
+// Issue 10, second round: the job directory and the links in the outputs are resolved by
+// descriptor, never by path again (CVE-2018-15664, the `docker cp` symlink-exchange race;
+// CVE-2021-30465, runc's mount-target swap).
+TEST_F(WorkdirOutputs, JobDirectorySwappedForALinkDuringTheRunGetsTheOutputsNotTheLinkTarget) {
+    // CVE-2018-15664's shape: while the job runs, its directory's path is made a symlink to a
+    // host directory; copy-back, as root, used to open the job directory by that path again.
+    const std::string checkout = (dir() / "checkout").string();
+    auto r = job("none", "[results]",
+                 "mv " + checkout + " " + checkout + ".real && ln -s " + victim_.string() + " " +
+                     checkout + " && mkdir results && echo swapped > results/secret && echo done");
+    ASSERT_EQ(r.out, "done\n") << "the job could not swap its directory: " << r.err;
+    ASSERT_TRUE(fs::is_symlink(dir() / "checkout"));
+    EXPECT_FALSE(fs::exists(victim_ / "results")) << "copy-back followed the swapped path";
+    EXPECT_EQ(contents(victim_ / "secret"), "host secret\n");
+    EXPECT_EQ(contents(dir() / "checkout.real" / "results" / "secret"), "swapped\n")
+        << "the outputs did not reach the directory the job ran for";
+}
+
+TEST_F(WorkdirOutputs, OutputLinkThatLeavesThroughAnotherLinkIsNotCopiedBack) {
+    // `results/esc -> ../via/secret` reads as if it stayed inside the job directory, but `via`
+    // is a link to a host directory: followed later (an artifact upload, the next job), it is
+    // the host's file. The check resolves the chain (openat2 RESOLVE_BENEATH), not the text.
+    auto r = job("default", "[results]",
+                 "ln -s " + victim_.string() +
+                     " via && mkdir results && ln -s ../via/secret results/esc && "
+                     "ln -s ../kept results/fine && echo kept > kept && echo built");
+    ASSERT_EQ(r.out, "built\n") << r.err;
+    const fs::path results = dir() / "checkout" / "results";
+    EXPECT_FALSE(fs::exists(fs::symlink_status(results / "esc")))
+        << "a link whose chain leaves the job directory came back";
+    EXPECT_TRUE(fs::is_symlink(results / "fine")) << "a link that stays inside is kept";
+    auto skipped = report()["outputs"]["skipped"].dump();
+    EXPECT_NE(skipped.find("results/esc"), std::string::npos) << skipped;
+}
+
+TEST_F(WorkdirOutputs, OutputLinkThroughALinkPlantedInTheCheckoutIsNotCopiedBack) {
+    // The same chain, with the escaping hop already in the checkout (a link an earlier job
+    // left there): the link is resolved where it lands too.
+    ASSERT_EQ(::symlink(victim_.c_str(), (dir() / "checkout" / "via").c_str()), 0);
+    auto r = job("default", "[results]",
+                 "rm via && mkdir via results && ln -s ../via/secret results/esc && echo built");
+    ASSERT_EQ(r.out, "built\n") << r.err;
+    EXPECT_FALSE(fs::exists(fs::symlink_status(dir() / "checkout" / "results" / "esc")))
+        << "a link leaving through the checkout's own link came back";
+}
+
+TEST_F(WorkdirOutputs, BoundJobDirectoryIsClonedFromItsDescriptorNotItsPath) {
+    // `workdir.from: cwd` binds the job directory. Between `corral run` resolving it and the
+    // sandbox cloning it, its path is swapped for a link to a host directory (a concurrent job
+    // in a parent it can write; CVE-2021-30465's mount-target race in runc): the clone must be
+    // the directory that was resolved, never what the path names by then.
+    const fs::path job = dir() / "checkout";
+    UniqueFd resolved(::open(job.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(resolved.valid());
+    struct stat original {};
+    ASSERT_EQ(::fstat(resolved.get(), &original), 0);
+    fs::rename(job, dir() / "checkout.real");
+    ASSERT_EQ(::symlink(victim_.c_str(), job.c_str()), 0);
+
+    WorkdirBinding binding{job.string(), job.string()};
+    binding.host_fd = resolved.get();
+    Policy policy;
+    policy.namespaces.mount = true;
+    auto plan = compile_mount_plan(policy, binding);
+    ASSERT_TRUE(plan) << plan.error().describe();
+    auto prepared = prepare_mounts(*plan);
+    ASSERT_TRUE(prepared) << prepared.error().describe();
+    ASSERT_GE(prepared->workdir_tree, 0) << "no detached clone (no CAP_SYS_ADMIN?)";
+    struct stat cloned {};
+    ASSERT_EQ(::fstat(prepared->workdir_tree, &cloned), 0);
+    struct stat victim {};
+    ASSERT_EQ(::stat(victim_.c_str(), &victim), 0);
+    EXPECT_EQ(cloned.st_ino, original.st_ino) << "the clone is not the resolved job directory";
+    EXPECT_NE(cloned.st_ino, victim.st_ino) << "the clone followed the swapped-in link";
 }
 
 }  // namespace
