@@ -208,8 +208,8 @@ Status HttpServer::listen_unix(const std::string& path) {
     beast::error_code ec;
     asio::local::stream_protocol::endpoint endpoint(pinned);
     unix_acceptor_.open(endpoint.protocol(), ec);
-    // The socket is born 0660: no chmod by path afterwards. umask is per process; corrald
-    // binds while starting, before it makes threads or files elsewhere.
+    // The socket is born 0660: no chmod by path afterwards. umask is per process: a file another
+    // thread creates in this instant gets a stricter mode, never a looser one.
     const mode_t saved_umask = ::umask(0117);
     if (!ec) unix_acceptor_.bind(endpoint, ec);
     ::umask(saved_umask);
