@@ -115,10 +115,30 @@ struct FilesystemSpec {
     bool operator==(const FilesystemSpec&) const = default;  ///< field-wise
 };
 
-/// Network: leased host ports and the egress allow-list (host:port on the host's loopback).
+/// The egress modes of an isolated session, one to one with the AI SDK's setNetworkPolicy.
+enum class EgressMode {
+    deny_all,   ///< nothing outside (the default of `network: isolated`)
+    allow_all,  ///< every destination except denied CIDRs and the protected ranges
+    custom,     ///< allowedHosts and allowedCIDRs, minus deniedCIDRs
+};
+
+/// `network.egress` (and PATCH /v1/sessions/{sid}/network): which destinations the daemon
+/// connects a session to. Entries are kept as written; policies/egress_rules.hpp checks and
+/// compiles them.
+struct EgressSpec {
+    EgressMode mode = EgressMode::deny_all;
+    std::vector<std::string> allowed_hosts;  ///< "registry.npmjs.org", "*.example.com"
+    std::vector<std::string> allowed_cidrs;  ///< "10.0.0.0/8", "2001:db8::/32", "192.0.2.7"
+    std::vector<std::string> denied_cidrs;   ///< win over both allow lists
+
+    bool operator==(const EgressSpec&) const = default;  ///< field-wise
+};
+
+/// Network: leased host ports, the host loopback allow-list (host:port) and the egress policy.
 struct NetworkSpec {
     unsigned ports = 0;
     std::vector<std::string> allow;
+    EgressSpec egress;
 
     bool operator==(const NetworkSpec&) const = default;  ///< field-wise
 };

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "policies/egress_destination.hpp"
+#include "policies/egress_rules.hpp"
 #include "policies/policy_reader.hpp"
 #include "policies/units.hpp"
 
@@ -375,6 +376,39 @@ constexpr Rule kFilesystemRules[] = {
 
 // ---- network ----
 
+std::string valid_host_pattern(std::string_view pattern) {
+    return check_host_pattern(pattern);
+}
+
+std::string valid_cidr(std::string_view text) {
+    auto cidr = parse_cidr(text);
+    return cidr ? "" : cidr.error().message;
+}
+
+constexpr std::string_view kEgressModes[] = {"deny-all", "allow-all", "custom"};
+
+constexpr Rule kEgressRules[] = {
+    {"mode",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
+         if (auto mode = r.choice(e, kEgressModes)) p.network.egress.mode = *egress_mode_from(*mode);
+     }},
+    {"allowedHosts",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
+         assign(r.string_list(e, valid_host_pattern), p.network.egress.allowed_hosts);
+     }},
+    {"allowedCIDRs",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
+         assign(r.string_list(e, valid_cidr), p.network.egress.allowed_cidrs);
+     }},
+    {"deniedCIDRs",
+     [](PolicyReader& r, const Entry& e, Policy& p) {
+         assign(r.string_list(e, valid_cidr), p.network.egress.denied_cidrs);
+     }},
+};
+
+template <const auto& Rules>
+void section(PolicyReader& r, const Entry& e, Policy& p);
+
 constexpr Rule kNetworkRules[] = {
     {"ports",
      [](PolicyReader& r, const Entry& e, Policy& p) {
@@ -384,6 +418,7 @@ constexpr Rule kNetworkRules[] = {
      [](PolicyReader& r, const Entry& e, Policy& p) {
          assign(r.string_list(e, valid_egress_destination), p.network.allow);
      }},
+    {"egress", section<kEgressRules>},
 };
 
 // ---- seccomp ----
@@ -537,6 +572,12 @@ void check_resolved_policy(const Policy& policy, PolicyReader& reader) {
         reader.error(first_mark(reader, {"network.allow", "namespaces.network", "network"}),
                      "network.allow",
                      "an egress allow-list needs namespaces.network: isolated (the host network "
+                     "filters nothing)");
+    }
+    if (policy.network.egress != EgressSpec{} && policy.namespaces.network == NetworkMode::host) {
+        reader.error(first_mark(reader, {"network.egress", "namespaces.network", "network"}),
+                     "network.egress",
+                     "an egress policy needs namespaces.network: isolated (the host network "
                      "filters nothing)");
     }
 }

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "base/error.hpp"
+#include "policies/egress_rules.hpp"
 #include "policies/policy_parser.hpp"
 #include "policies/units.hpp"
 
@@ -169,6 +170,13 @@ std::string policy_to_yaml(const Policy& policy) {
     out << YAML::Key << "network" << YAML::Value << YAML::BeginMap << YAML::Key << "ports"
         << YAML::Value << policy.network.ports;
     emit_list(out, "allow", policy.network.allow);
+    const EgressSpec& egress = policy.network.egress;
+    out << YAML::Key << "egress" << YAML::Value << YAML::BeginMap << YAML::Key << "mode"
+        << YAML::Value << std::string(to_string(egress.mode));
+    emit_list(out, "allowedHosts", egress.allowed_hosts);
+    emit_list(out, "allowedCIDRs", egress.allowed_cidrs);
+    emit_list(out, "deniedCIDRs", egress.denied_cidrs);
+    out << YAML::EndMap;
     out << YAML::EndMap;
     emit_seccomp(out, policy.seccomp);
     out << YAML::Key << "capabilities" << YAML::Value << YAML::BeginMap << YAML::Key << "inherit"
