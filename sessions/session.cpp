@@ -130,6 +130,16 @@ std::vector<std::string> Session::process_env(
     const std::map<std::string, std::string>& extra) const {
     std::map<std::string, std::string> overrides = env_;
     for (const auto& [key, value] : extra) overrides[key] = value;
+    // The only way out of an isolated network is the daemon's proxy inside it: point the usual
+    // variables there (both spellings: curl reads http_proxy lower-case only), unless the
+    // caller set them itself. Loopback stays direct: it is the session's own.
+    if (const uint16_t port = network_ ? network_->proxy_port() : 0) {
+        const std::string url = "http://127.0.0.1:" + std::to_string(port);
+        for (const char* key : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"})
+            overrides.try_emplace(key, url);
+        for (const char* key : {"NO_PROXY", "no_proxy"})
+            overrides.try_emplace(key, "localhost,127.0.0.1,::1");
+    }
     std::vector<std::string> env = build_environment(policy_.env, environ, overrides);
     const bool has_path = std::any_of(env.begin(), env.end(), [](const std::string& entry) {
         return entry.rfind("PATH=", 0) == 0;
@@ -404,6 +414,11 @@ SessionInfo Session::info() const {
         if (auto usage = cgroup_.usage()) info.usage = *usage;
     }
     info.processes_killed = report_.processes_killed;
+    if (network_) {
+        info.egress = network_->egress_info();
+    } else {
+        info.egress = final_egress_;
+    }
     return info;
 }
 

@@ -25,6 +25,7 @@
 #include "policies/policy.hpp"
 #include "sessions/files/file_service.hpp"
 #include "sessions/files/path_space.hpp"
+#include "sessions/network/egress_gate.hpp"
 #include "sessions/network/port_pool.hpp"
 #include "sessions/network/port_waiter.hpp"
 #include "sessions/process.hpp"
@@ -47,6 +48,7 @@ struct SessionContext {
     std::string instance_name;
     std::string port_host;
     size_t max_finished_processes = 256;  ///< finished records kept; older ones answer EIDRM
+    EgressEnvironment egress;  ///< hosts override and refusal log of the egress proxy
 };
 
 /// The session's own directory on disk: removed (after unmounting a sized workdir) on destruction.
@@ -117,6 +119,9 @@ class Session : public std::enable_shared_from_this<Session> {
     /// else /bin/sh).
     const std::string& command_shell() const { return command_shell_; }
 
+    /// Replaces the egress rules (PATCH .../network) for new connections. EINVAL for a bad
+    /// entry, ENOTSUP when the session has the host's network (nothing to filter).
+    Status set_egress(const EgressSpec& spec);
     /// Sets/unsets session env; returns the new env.
     std::map<std::string, std::string> patch_env(const EnvPatch& patch);
     /// API activity: re-arms the idle timer.
@@ -216,6 +221,7 @@ class Session : public std::enable_shared_from_this<Session> {
     PathSpace paths_;
     std::vector<uint16_t> leased_;
     std::unique_ptr<SessionNetwork> network_;  ///< isolated network only; before sandbox_ dies
+    std::optional<EgressInfo> final_egress_;   ///< the egress record as it was when it stopped
 
     WorkdirBinding workdir_;
     std::string cwd_;

@@ -202,7 +202,8 @@ Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest
                            config_.state_dir + "/sessions",
                            config_.instance_name,
                            config_.port_host,
-                           config_.max_finished_processes};
+                           config_.max_finished_processes,
+                           config_.egress};
     auto session = Session::create(context, *id, std::move(*parsed.policy), request,
                                    [this](Session& ended) { on_session_ended(ended.id()); });
     if (!session) return std::move(session.error());
@@ -284,6 +285,13 @@ Result<std::map<std::string, std::string>> SessionManager::patch_env(const std::
     auto session = find_active(sid);
     if (!session) return std::move(session.error());
     return (*session)->patch_env(patch);
+}
+
+Result<EgressInfo> SessionManager::set_egress(const std::string& sid, const EgressSpec& spec) {
+    auto session = find_active(sid);
+    if (!session) return std::move(session.error());
+    if (auto status = (*session)->set_egress(spec); !status) return std::move(status.error());
+    return (*session)->info().egress.value_or(EgressInfo{});
 }
 
 Result<std::shared_ptr<Session>> SessionManager::find_active(const std::string& sid) {

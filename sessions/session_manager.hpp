@@ -63,6 +63,8 @@ struct SessionManagerConfig {
     /// Host paths no session with a mount namespace may see, besides state_dir (which is always
     /// hidden): corrald puts its socket's directory here.
     std::vector<std::string> hidden_from_sessions;
+    /// The egress proxies' hosts override (--egress-hosts-file) and where refusals are logged.
+    EgressEnvironment egress;
 };
 
 /// Cancels a pending wait when destroyed or reset (e.g. the HTTP client went away). Movable.
@@ -127,6 +129,9 @@ class SessionManager {
     /// Sets/unsets session env variables for later commands; returns the new session env.
     Result<std::map<std::string, std::string>> patch_env(const std::string& sid,
                                                          const EnvPatch& patch);
+    /// Replaces an isolated session's egress rules (PATCH .../network) for its new connections;
+    /// returns the egress record. EINVAL for a bad entry, ENOTSUP for a host-network session.
+    Result<EgressInfo> set_egress(const std::string& sid, const EgressSpec& spec);
     /// Ends every session (daemon shutdown); `done` runs when all are gone.
     void shutdown(std::function<void()> done);
 

@@ -12,7 +12,7 @@ namespace corral {
 
 Status Session::start_network() {
     if (policy_.namespaces.network != NetworkMode::isolated) return {};
-    auto network = SessionNetwork::create(context_.io, sandbox_, policy_);
+    auto network = SessionNetwork::create(context_.io, sandbox_, policy_, id_, context_.egress);
     if (!network) return std::move(network.error());
     network_ = std::move(*network);
     return {};
@@ -30,8 +30,23 @@ void Session::unforward_port(uint16_t port) {
 // Before the holder goes: forwarders and their connections close cleanly (clients see EOF)
 // rather than hanging on a namespace whose servers are gone.
 void Session::stop_network() {
+    if (network_) {
+        final_egress_ = network_->egress_info();
+        final_egress_->proxy_port = 0;
+    }
     if (network_) network_->stop();
     network_.reset();
+}
+
+Status Session::set_egress(const EgressSpec& spec) {
+    if (!network_) {
+        if (policy_.namespaces.network != NetworkMode::isolated)
+            return sys_error(ENOTSUP, "session " + id_ +
+                                          " has the host's network (namespaces.network: host): "
+                                          "there is no egress to filter");
+        return sys_error(ESHUTDOWN, "session " + id_ + " has no network any more");
+    }
+    return network_->set_egress(spec);
 }
 
 Result<PortWait> Session::wait_for_port(uint16_t port, Millis timeout, PortWait::Handler handler) {

@@ -15,6 +15,7 @@
 #include "isolation/cgroup.hpp"
 #include "isolation/exit_reason.hpp"
 #include "policies/policy.hpp"
+#include "sessions/network/egress_gate.hpp"
 #include "sessions/terminal_pty.hpp"
 
 namespace corral {
@@ -172,6 +173,7 @@ struct SessionInfo {
     size_t processes_killed = 0;  ///< set when ended
     /// Limits the policy asked for that this host does not enforce (best-effort), with reasons.
     std::vector<std::string> not_enforced;
+    std::optional<EgressInfo> egress;  ///< isolated network only
 };
 
 /// A new session with its two tokens (returned only once, at creation).

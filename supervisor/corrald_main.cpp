@@ -19,6 +19,7 @@
 #include "isolation/cgroup.hpp"
 #include "isolation/host_probe.hpp"
 #include "isolation/systemd_scope.hpp"
+#include "sessions/network/egress_hosts.hpp"
 #include "sessions/session_manager.hpp"
 #include "supervisor/daemon/api.hpp"
 #include "supervisor/daemon/daemon_options.hpp"
@@ -46,6 +47,7 @@ SessionManagerConfig manager_config(const DaemonOptions& options) {
     config.port_first = options.port_first;
     config.port_last = options.port_last;
     config.max_finished_processes = options.max_process_records;
+    config.egress.log = log_line;
     config.move_self_to_supervisor_leaf = true;
     // Sessions must never reach the daemon's socket: a request without a token has full rights.
     config.hidden_from_sessions.push_back(
@@ -130,7 +132,15 @@ int run(const DaemonOptions& options) {
     // destroyed unregister their waits from it.
     WaitRegistry waits;
     asio::io_context io;
-    auto sessions = SessionManager::create(io, manager_config(options), *host);
+    SessionManagerConfig config = manager_config(options);
+    if (!options.egress_hosts_file.empty()) {
+        auto hosts = load_egress_hosts(options.egress_hosts_file);
+        if (!hosts) return fail(hosts.error());
+        config.egress.hosts = std::make_shared<const EgressHosts>(std::move(*hosts));
+        log_line("egress names from `" + options.egress_hosts_file + "` (" +
+                 std::to_string(config.egress.hosts->names.size()) + " names)");
+    }
+    auto sessions = SessionManager::create(io, std::move(config), *host);
     if (!sessions) return fail(sessions.error().context("start session manager"));
     log_leftovers((*sessions)->leftovers());
 

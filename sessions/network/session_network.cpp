@@ -14,7 +14,9 @@ SessionNetwork::~SessionNetwork() {
 
 Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(boost::asio::io_context& io,
                                                                const Sandbox& sandbox,
-                                                               const Policy& policy) {
+                                                               const Policy& policy,
+                                                               const std::string& session_id,
+                                                               EgressEnvironment egress) {
     if (!sandbox.active() || !(sandbox.namespace_flags() & CLONE_NEWNET))
         return sys_error(EINVAL, "the session has no network namespace of its own");
     auto netns_fd = open_network_namespace(sandbox.holder_pid(), sandbox.holder_pidfd());
@@ -27,6 +29,13 @@ Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(boost::asio::io_c
         if (!egress) return std::move(egress.error());
         network->egress_ = std::move(*egress);
     }
+    auto rules = EgressRules::compile(policy.network.egress, policy.network.allow);
+    if (!rules) return std::move(rules.error().context("network.egress"));
+    network->allow_ = policy.network.allow;
+    network->gate_ = std::make_shared<EgressGate>(session_id, std::move(*rules), std::move(egress));
+    auto proxy = HttpEgressProxy::start(io, network->netns_, network->gate_);
+    if (!proxy) return std::move(proxy.error());
+    network->http_proxy_ = std::move(*proxy);
     return network;
 }
 
@@ -56,7 +65,26 @@ PortWait SessionNetwork::wait_for_port(uint16_t port, std::chrono::milliseconds 
     return wait_for_port_in_namespace(io_, netns_, port, timeout, std::move(handler));
 }
 
+Status SessionNetwork::set_egress(const EgressSpec& spec) {
+    auto rules = EgressRules::compile(spec, allow_);
+    if (!rules) return std::move(rules.error());
+    if (!gate_) return sys_error(ESHUTDOWN, "session network stopped");
+    gate_->set_rules(std::move(*rules));
+    return {};
+}
+
+EgressInfo SessionNetwork::egress_info() const {
+    EgressInfo info;
+    if (!gate_) return info;
+    info.policy = gate_->rules()->spec();
+    info.refused = gate_->refused();
+    info.proxy_port = proxy_port();
+    return info;
+}
+
 void SessionNetwork::stop() {
+    if (http_proxy_) http_proxy_->stop();
+    http_proxy_.reset();
     forwarders_.clear();
     if (egress_) egress_->stop();
     egress_.reset();

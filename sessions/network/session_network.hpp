@@ -1,7 +1,8 @@
 #pragma once
 // The network side of one `network: isolated` session: a NetnsThread inside the session's
 // namespace (entered through the holder), one PortForwarder per leased port (host 127.0.0.1:P ->
-// the namespace's 127.0.0.1:P) and the egress proxy of `network.allow`. The Session owns one and
+// the namespace's 127.0.0.1:P), the forwarders of `network.allow`, and the HTTP egress proxy of
+// `network.egress` with its gate (rules, refusal count). The Session owns one and
 // stops it when the session ends, so no forwarder, listener, connection or namespace reference
 // outlives the session.
 //
@@ -17,7 +18,9 @@
 #include "base/error.hpp"
 #include "isolation/sandbox.hpp"
 #include "policies/policy.hpp"
+#include "sessions/network/egress_gate.hpp"
 #include "sessions/network/egress_proxy.hpp"
+#include "sessions/network/http_proxy.hpp"
 #include "sessions/network/netns_thread.hpp"
 #include "sessions/network/port_forwarder.hpp"
 #include "sessions/network/port_waiter.hpp"
@@ -27,11 +30,14 @@ namespace corral {
 /// Forwarders and egress proxy of one isolated session.
 class SessionNetwork {
   public:
-    /// Enters the network namespace of `sandbox`'s holder and starts the egress proxy for
-    /// `policy.network.allow`. Call only for policies with namespaces.network == isolated.
+    /// Enters the network namespace of `sandbox`'s holder, starts the forwarders of
+    /// `policy.network.allow` and the HTTP egress proxy with `policy.network.egress`. Call only
+    /// for policies with namespaces.network == isolated.
     static Result<std::unique_ptr<SessionNetwork>> create(boost::asio::io_context& io,
                                                           const Sandbox& sandbox,
-                                                          const Policy& policy);
+                                                          const Policy& policy,
+                                                          const std::string& session_id,
+                                                          EgressEnvironment egress);
     /// stop().
     ~SessionNetwork();
 
@@ -48,6 +54,14 @@ class SessionNetwork {
     /// Stops every forwarder and the egress proxy and leaves the namespace (idempotent).
     void stop();
 
+    /// Replaces the egress rules for every new connection (open ones keep going). EINVAL naming
+    /// the bad entry; nothing changes then.
+    Status set_egress(const EgressSpec& spec);
+    /// The egress record: rules in force, refusals, proxy port (0 once stopped).
+    EgressInfo egress_info() const;
+    /// The proxy's port inside the namespace; 0 when stopped.
+    uint16_t proxy_port() const { return http_proxy_ ? http_proxy_->port() : 0; }
+
     /// Internal: use create().
     SessionNetwork(boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns);
 
@@ -56,6 +70,9 @@ class SessionNetwork {
     std::shared_ptr<NetnsThread> netns_;
     std::map<uint16_t, std::unique_ptr<PortForwarder>> forwarders_;
     std::unique_ptr<EgressProxy> egress_;
+    std::vector<std::string> allow_;  ///< network.allow, compiled into every rule set
+    std::shared_ptr<EgressGate> gate_;
+    std::unique_ptr<HttpEgressProxy> http_proxy_;
 };
 
 }  // namespace corral

@@ -41,7 +41,9 @@ std::string daemon_usage() {
            "               [--policy-dir DIR] [--port-range FIRST-LAST] [--instance NAME]\n"
            "               [--max-connections N (512)] [--header-timeout DUR (10s)]\n"
            "               [--body-timeout DUR (30s)] [--idle-timeout DUR (60s)]\n"
-           "               [--max-process-records N (256)]\n";
+           "               [--max-process-records N (256)]\n"
+           "               [--egress-hosts-file FILE]  (hosts-file names for the egress proxy,\n"
+           "                                            for tests and air-gapped hosts)\n";
 }
 
 Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args) {
@@ -72,6 +74,8 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             options.state_dir = value;
         } else if (name == "--policy-dir") {
             options.policy_dir = value;
+        } else if (name == "--egress-hosts-file") {
+            options.egress_hosts_file = value;
         } else if (name == "--instance") {
             if (!valid_instance(value))
                 return sys_error(EINVAL, "--instance `" + value + "`: use [A-Za-z0-9._-]{1,64}");

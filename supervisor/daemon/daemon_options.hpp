@@ -21,6 +21,10 @@ struct DaemonOptions {
     std::string instance = "corral";  ///< cgroup subtree name (tests use unique ones)
     ConnectionLimits connections;     ///< --max-connections, --header-/--body-/--idle-timeout
     size_t max_process_records = 256;  ///< finished process records kept per session
+    /// /etc/hosts-style names the egress proxy answers from instead of DNS (tests, air-gapped
+    /// hosts); their addresses are the operator's choice, so loopback/link-local protection is
+    /// lifted for them (deniedCIDRs still apply).
+    std::string egress_hosts_file;
     bool help = false;
 };
 
