@@ -16,6 +16,7 @@ const std::vector<Api::Route>& Api::routes() {
         {"GET", "/v1/sessions/{sid}", A::session_use, &Api::get_session},
         {"DELETE", "/v1/sessions/{sid}", A::session_admin, &Api::end_session},
         {"PATCH", "/v1/sessions/{sid}/env", A::session_admin, &Api::patch_env},
+        {"PATCH", "/v1/sessions/{sid}/network", A::session_admin, &Api::patch_network},
         {"POST", "/v1/sessions/{sid}/run", A::session_use, &Api::run},
         {"POST", "/v1/sessions/{sid}/exec", A::session_use, &Api::exec},
         {"POST", "/v1/sessions/{sid}/shells", A::session_use, &Api::create_shell},

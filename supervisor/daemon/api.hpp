@@ -60,6 +60,8 @@ class Api {
     asio::awaitable<void> get_session(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> end_session(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> patch_env(Exchange&, const RouteParams&, const Caller&);
+    // api_network.cpp
+    asio::awaitable<void> patch_network(Exchange&, const RouteParams&, const Caller&);
     // api_processes.cpp
     asio::awaitable<void> run(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> exec(Exchange&, const RouteParams&, const Caller&);

@@ -1,5 +1,7 @@
 #include "supervisor/daemon/api_json.hpp"
 
+#include "policies/egress_rules.hpp"
+
 #include "supervisor/reports/report_json.hpp"
 
 #include <ctime>
@@ -174,6 +176,17 @@ nlohmann::json session_summary_json(const SessionInfo& s) {
             {"ports", std::move(ports)}};
 }
 
+nlohmann::json egress_json(const EgressInfo& e) {
+    return {{"mode", std::string(to_string(e.policy.mode))},
+            {"allowedHosts", e.policy.allowed_hosts},
+            {"allowedCIDRs", e.policy.allowed_cidrs},
+            {"deniedCIDRs", e.policy.denied_cidrs},
+            {"refused", e.refused},
+            {"proxy", e.proxy_port ? nlohmann::json("http://127.0.0.1:" +
+                                                    std::to_string(e.proxy_port))
+                                   : nlohmann::json(nullptr)}};
+}
+
 nlohmann::json session_json(const SessionInfo& s) {
     nlohmann::json j = session_summary_json(s);
     nlohmann::json processes = nlohmann::json::array();
@@ -191,6 +204,7 @@ nlohmann::json session_json(const SessionInfo& s) {
     if (!s.end_reason.empty()) j["endReason"] = s.end_reason;
     if (s.ended_at) j["endedAt"] = format_time(*s.ended_at);
     if (s.state == SessionState::ended) j["processesKilled"] = s.processes_killed;
+    if (s.egress) j["egress"] = egress_json(*s.egress);
     return j;
 }
 

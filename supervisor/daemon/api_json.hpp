@@ -22,6 +22,10 @@ ShellRequest parse_shell_request(std::string_view body);
 nlohmann::json shell_json(const ShellInfo& shell);
 /// PATCH env body: {set?: {K: V}, unset?: [K]}.
 EnvPatch parse_env_patch(std::string_view body);
+/// Entries per egress list a PATCH .../network may carry.
+inline constexpr size_t kMaxEgressEntries = 1024;
+/// The `egress` record: {mode, allowedHosts, allowedCIDRs, deniedCIDRs, refused, proxy}.
+nlohmann::json egress_json(const EgressInfo& egress);
 
 /// A process record: id, pid, argv, status, exitCode, signal, durationMs, usage, truncated, and
 /// output: {stdout|stderr: {bytes, droppedBytes, truncated, eof}} (run adds the text as

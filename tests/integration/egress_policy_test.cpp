@@ -1,0 +1,233 @@
+// Egress policies end to end (root): a real corrald with `--egress-hosts-file` mapping test names
+// to origin servers on host loopback addresses 127.0.0.11-14 (standing in for the internet; no
+// other address is ever contacted), isolated sessions running curl with the proxy environment
+// the daemon gives them, and PATCH /v1/sessions/{sid}/network changing the rules at run time.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "tests/integration/support/daemon_process.hpp"
+#include "tests/integration/support/origin_server.hpp"
+
+namespace corral {
+namespace {
+
+using corral::testing::DaemonProcess;
+using corral::testing::HttpClient;
+using corral::testing::OriginServer;
+using nlohmann::json;
+
+class EgressPolicyTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+        if (::access("/usr/bin/curl", X_OK) != 0) GTEST_SKIP() << "needs /usr/bin/curl";
+        registry_ = std::make_unique<OriginServer>("127.0.0.11", "registry");
+        other_ = std::make_unique<OriginServer>("127.0.0.12", "other");
+        denied_ = std::make_unique<OriginServer>("127.0.0.13", "denied");
+        cidr_ = std::make_unique<OriginServer>("127.0.0.14", "cidr");
+        ASSERT_NE(registry_->port(), 0);
+        char tmpl[] = "/tmp/corral-egress-hosts-XXXXXX";
+        const int fd = ::mkstemp(tmpl);
+        ASSERT_GE(fd, 0);
+        ::close(fd);
+        hosts_file_ = tmpl;
+        std::ofstream(hosts_file_) << "# test names -> test origins on host loopback\n"
+                                      "127.0.0.11 registry.example.test\n"
+                                      "127.0.0.12 other.example.test\n"
+                                      "127.0.0.13 denied.example.test\n";
+        daemon_ = std::make_unique<DaemonProcess>(
+            41000, std::vector<std::string>{"--egress-hosts-file", hosts_file_});
+        ASSERT_TRUE(daemon_->ready()) << daemon_->log();
+    }
+    void TearDown() override {
+        daemon_.reset();
+        if (!hosts_file_.empty()) ::unlink(hosts_file_.c_str());
+    }
+
+    /// Creates an isolated session (preset default) with `egress` as its network.egress.
+    std::string create(const std::string& egress_yaml) {
+        HttpClient c = daemon_->client();
+        const std::string yaml = "name: egress\nextends: default\nnetwork:\n  egress: " +
+                                 egress_yaml + "\n";
+        auto res = c.post("/v1/sessions", {{"policyYaml", yaml}});
+        EXPECT_EQ(res.status, 201u) << res.body;
+        token_ = res.json().value("token", "");
+        restricted_ = res.json().value("restrictedToken", "");
+        return res.json().value("id", "");
+    }
+    /// Runs `command` in the session; returns stdout (stderr appended after "||").
+    std::string run(const std::string& sid, const std::string& command) {
+        HttpClient c = daemon_->client();
+        auto res = c.post("/v1/sessions/" + sid + "/run",
+                          {{"command", command}, {"timeoutMs", 60000}});
+        EXPECT_EQ(res.status, 200u) << res.body;
+        const json j = res.json();
+        return j.value("stdout", "") + "||" + j.value("stderr", "");
+    }
+    std::string url(const std::string& host, const OriginServer& origin) {
+        return "http://" + host + ":" + std::to_string(origin.port()) + "/";
+    }
+    /// curl through the proxy env; prints the body then the status code.
+    std::string curl(const std::string& sid, const std::string& target,
+                     const std::string& flags = "") {
+        return run(sid, "curl -sS --max-time 30 " + flags + " -w ' %{http_code}' " + target);
+    }
+    json record(const std::string& sid) {
+        HttpClient c = daemon_->client();
+        return c.get("/v1/sessions/" + sid).json();
+    }
+    testing::HttpResponse patch(const std::string& sid, const json& body,
+                                const std::string& token = "") {
+        HttpClient c = daemon_->client();
+        return c.request("PATCH", "/v1/sessions/" + sid + "/network", body.dump(),
+                         testing::bearer(token));
+    }
+
+    std::unique_ptr<OriginServer> registry_, other_, denied_, cidr_;
+    std::string hosts_file_;
+    std::unique_ptr<DaemonProcess> daemon_;
+    std::string token_, restricted_;
+};
+
+TEST_F(EgressPolicyTest, AllowedNameReachableThroughTheProxyEnv) {
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    EXPECT_EQ(curl(sid, url("registry.example.test", *registry_)), "hello from registry 200||");
+    // The tool found the proxy by the environment the daemon set.
+    EXPECT_NE(run(sid, "echo $HTTP_PROXY $https_proxy $NO_PROXY").find("http://127.0.0.1:"),
+              std::string::npos);
+    EXPECT_EQ(registry_->accepted(), 1);
+    EXPECT_EQ(registry_->last_request_line(), "GET / HTTP/1.1") << "origin-form upstream";
+}
+
+TEST_F(EgressPolicyTest, HttpsStyleConnectTunnelToAllowedName) {
+    const auto sid = create("{mode: custom, allowedHosts: ['*.example.test']}");
+    EXPECT_EQ(curl(sid, url("registry.example.test", *registry_), "--proxytunnel"),
+              "hello from registry 200||");
+}
+
+TEST_F(EgressPolicyTest, NameNotOnTheListGets403NamingHostAndRule) {
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    const std::string out = curl(sid, url("other.example.test", *other_));
+    EXPECT_NE(out.find(" 403||"), std::string::npos) << out;
+    EXPECT_NE(out.find("other.example.test"), std::string::npos) << out;
+    EXPECT_NE(out.find("not in allowedHosts"), std::string::npos) << out;
+    const std::string tunnel = curl(sid, url("other.example.test", *other_), "--proxytunnel");
+    EXPECT_NE(tunnel.find("403"), std::string::npos) << tunnel;
+    EXPECT_EQ(other_->accepted(), 0);
+    EXPECT_EQ(record(sid)["egress"]["refused"], 2);
+    EXPECT_NE(daemon_->log().find("egress to other.example.test:"), std::string::npos)
+        << "refusals are logged";
+}
+
+TEST_F(EgressPolicyTest, CidrRuleOpensAnAddress) {
+    const auto sid = create("{mode: custom, allowedCIDRs: [127.0.0.14/32]}");
+    EXPECT_EQ(curl(sid, url("127.0.0.14", *cidr_)), "hello from cidr 200||");
+    const std::string out = curl(sid, url("127.0.0.12", *other_));
+    EXPECT_NE(out.find(" 403||"), std::string::npos) << out;
+    EXPECT_EQ(other_->accepted(), 0);
+}
+
+TEST_F(EgressPolicyTest, DeniedCidrsBeatAllowedCidrs) {
+    const auto sid =
+        create("{mode: custom, allowedCIDRs: [127.0.0.0/24], deniedCIDRs: [127.0.0.14/32]}");
+    const std::string out = curl(sid, url("127.0.0.14", *cidr_));
+    EXPECT_NE(out.find(" 403||"), std::string::npos) << out;
+    EXPECT_NE(out.find("deniedCIDRs 127.0.0.14/32"), std::string::npos) << out;
+    EXPECT_EQ(cidr_->accepted(), 0);
+    EXPECT_EQ(curl(sid, url("127.0.0.12", *other_)), "hello from other 200||");
+}
+
+TEST_F(EgressPolicyTest, NameWhoseAddressIsDeniedIsRefused) {
+    const auto sid = create(
+        "{mode: custom, allowedHosts: [denied.example.test], deniedCIDRs: [127.0.0.13/32]}");
+    const std::string out = curl(sid, url("denied.example.test", *denied_));
+    EXPECT_NE(out.find(" 403||"), std::string::npos) << out;
+    EXPECT_NE(out.find("resolves to 127.0.0.13: deniedCIDRs"), std::string::npos) << out;
+    EXPECT_EQ(denied_->accepted(), 0);
+}
+
+TEST_F(EgressPolicyTest, DenyAllLeavesNothing) {
+    const auto sid = create("{mode: deny-all, allowedHosts: [registry.example.test]}");
+    const std::string out = curl(sid, url("registry.example.test", *registry_));
+    EXPECT_NE(out.find(" 403||"), std::string::npos) << out;
+    EXPECT_NE(out.find("mode deny-all"), std::string::npos) << out;
+    EXPECT_EQ(registry_->accepted(), 0);
+}
+
+TEST_F(EgressPolicyTest, ModeChangeAtRunTimeAppliesToTheNextConnection) {
+    const auto sid = create("{mode: deny-all}");
+    EXPECT_NE(curl(sid, url("registry.example.test", *registry_)).find(" 403||"),
+              std::string::npos);
+    auto patched = patch(sid, {{"mode", "custom"}, {"allowedHosts", {"registry.example.test"}}});
+    ASSERT_EQ(patched.status, 200u) << patched.body;
+    EXPECT_EQ(patched.json()["egress"]["mode"], "custom");
+    EXPECT_EQ(curl(sid, url("registry.example.test", *registry_)), "hello from registry 200||");
+    const json egress = record(sid)["egress"];
+    EXPECT_EQ(egress["mode"], "custom");
+    EXPECT_EQ(egress["allowedHosts"], json::array({"registry.example.test"}));
+    EXPECT_EQ(egress["refused"], 1);
+    ASSERT_EQ(patch(sid, {{"mode", "deny-all"}}).status, 200u);
+    EXPECT_NE(curl(sid, url("registry.example.test", *registry_)).find(" 403||"),
+              std::string::npos);
+    EXPECT_EQ(registry_->accepted(), 1);
+}
+
+TEST_F(EgressPolicyTest, PatchValidatesWithClearErrorsAndNeedsTheFullToken) {
+    const auto sid = create("{mode: deny-all}");
+    auto bad_cidr = patch(sid, {{"mode", "custom"}, {"allowedCIDRs", {"10.0.0.0/8", "10.1/8"}}});
+    EXPECT_EQ(bad_cidr.status, 400u);
+    EXPECT_NE(bad_cidr.error_message().find("allowedCIDRs[1]"), std::string::npos)
+        << bad_cidr.body;
+    auto bad_host = patch(sid, {{"mode", "custom"}, {"allowedHosts", {"foo.*.com"}}});
+    EXPECT_EQ(bad_host.status, 400u);
+    EXPECT_NE(bad_host.error_message().find("foo.*.com"), std::string::npos) << bad_host.body;
+    auto bad_mode = patch(sid, {{"mode", "open"}});
+    EXPECT_EQ(bad_mode.status, 400u);
+    EXPECT_NE(bad_mode.error_message().find("allow-all, deny-all or custom"), std::string::npos);
+    EXPECT_EQ(patch(sid, {{"mode", "allow-all"}, {"allowedHost", {"x.test"}}}).status, 400u)
+        << "unknown fields are refused";
+    EXPECT_EQ(patch(sid, {{"mode", "allow-all"}}, restricted_).status, 403u);
+    EXPECT_EQ(record(sid)["egress"]["mode"], "deny-all") << "nothing changed";
+    EXPECT_EQ(patch(sid, {{"mode", "allow-all"}}, token_).status, 200u);
+}
+
+TEST_F(EgressPolicyTest, HostNetworkSessionHasNoEgressToPatch) {
+    HttpClient c = daemon_->client();
+    auto created = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(created.status, 201u) << created.body;
+    const std::string sid = created.json()["id"];
+    EXPECT_FALSE(created.json().contains("egress"));
+    auto res = patch(sid, {{"mode", "allow-all"}});
+    EXPECT_EQ(res.status, 409u) << res.body;
+    EXPECT_EQ(res.error_code(), "not_isolated");
+}
+
+TEST_F(EgressPolicyTest, ProcessIgnoringTheProxyCannotConnectAndFailsFast) {
+    const auto sid = create("{mode: allow-all}");
+    // The origin's host address is the namespace's own loopback inside: nothing listens there.
+    const std::string loop = run(sid, "curl -sS --noproxy '*' --max-time 20 " +
+                                          url("127.0.0.11", *registry_) + "; echo rc=$?");
+    EXPECT_NE(loop.find("rc=7"), std::string::npos) << loop;  // 7: could not connect
+    // Anything else has no route at all: ENETUNREACH at once, never a hang. 192.0.2.1 is
+    // TEST-NET-1 (RFC 5737); with no route in the namespace no packet leaves it.
+    const std::string far = run(sid, "curl -sS --noproxy '*' --max-time 20 http://192.0.2.1/; "
+                                     "echo rc=$?");
+    EXPECT_NE(far.find("rc=7"), std::string::npos) << far;
+    EXPECT_EQ(registry_->accepted(), 0);
+}
+
+TEST_F(EgressPolicyTest, ProxyGoesWithTheSession) {
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    const json egress = record(sid)["egress"];
+    ASSERT_TRUE(egress["proxy"].is_string()) << egress;
+    HttpClient c = daemon_->client();
+    ASSERT_EQ(c.del("/v1/sessions/" + sid).status, 200u);
+    const json after = record(sid);
+    EXPECT_TRUE(after["egress"]["proxy"].is_null()) << after;
+    EXPECT_EQ(after["egress"]["mode"], "custom");
+}
+
+}  // namespace
+}  // namespace corral
