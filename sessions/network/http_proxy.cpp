@@ -8,6 +8,7 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ namespace {
 
 constexpr size_t kRelayBuffer = 64 * 1024;
 constexpr std::chrono::milliseconds kAcceptRetryDelay{50};
+constexpr std::chrono::milliseconds kDrainBound{2000};
 
 tcp::endpoint to_endpoint(const IpAddress& address, uint16_t port) {
     if (address.family == AF_INET) {
@@ -72,6 +74,8 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
     void refuse(const std::string& rule);
     void fail(unsigned status, const char* reason, const std::string& message);
     void finish(std::string response);
+    void drain();
+    void drain_some();
 
     std::shared_ptr<HttpEgressProxy::State> proxy_;
     tcp::socket client_;
@@ -85,6 +89,7 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
     std::vector<IpAddress> candidates_;
     std::string last_connect_error_;
     bool closed_ = false;
+    bool answered_ = false;  ///< an error answer is on its way; the head read is over
 };
 
 struct HttpEgressProxy::State : std::enable_shared_from_this<State> {
@@ -173,7 +178,7 @@ void ProxyConnection::start() {
 }
 
 void ProxyConnection::on_head(const error_code& error, size_t length) {
-    if (closed_) return;
+    if (closed_ || answered_) return;
     if (error == boost::asio::error::not_found)
         return fail(431, "Request Header Fields Too Large",
                     "the request head is larger than " +
@@ -325,12 +330,39 @@ void ProxyConnection::fail(unsigned status, const char* reason, const std::strin
 void ProxyConnection::finish(std::string response) {
     auto text = std::make_shared<std::string>(std::move(response));
     timer_.cancel();
+    // A head that timed out still has its read pending: end it (its handler sees answered_).
+    answered_ = true;
+    error_code ignored;
+    client_.cancel(ignored);
     boost::asio::async_write(client_, boost::asio::buffer(*text),
-                             [self = shared_from_this(), text](const error_code&, size_t) {
+                             [self = shared_from_this(), text](const error_code& error, size_t) {
+                                 if (self->closed_) return;
+                                 if (error) return self->close();
                                  error_code ignored;
                                  self->client_.shutdown(tcp::socket::shutdown_send, ignored);
-                                 self->close();
+                                 self->drain();
                              });
+}
+
+// Closing a socket with unread bytes sends RST, which can destroy the answer before the client
+// read it (a client still sending its body or an oversized head). So after answering, read and
+// drop what the client still sends until it closes, for a bounded time.
+void ProxyConnection::drain() {
+    timer_.expires_after(kDrainBound);
+    timer_.async_wait([self = shared_from_this()](const error_code& error) {
+        if (!error) self->close();
+    });
+    drain_some();
+}
+
+void ProxyConnection::drain_some() {
+    auto scratch = std::make_shared<std::array<char, 4096>>();
+    client_.async_read_some(boost::asio::buffer(*scratch),
+                            [self = shared_from_this(), scratch](const error_code& error, size_t) {
+                                if (self->closed_) return;
+                                if (error) return self->close();
+                                self->drain_some();
+                            });
 }
 
 void ProxyConnection::close() {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "sessions/network/egress_proxy.hpp"
+#include "sessions/network/http_proxy.hpp"
 #include "tests/integration/netns_fixture.hpp"
 
 namespace corral {
@@ -116,6 +117,43 @@ TEST_F(EgressTest, StopClosesTheWayOut) {
     read_to_eof(open->get(), &error);
     EXPECT_TRUE(error == 0 || error == ECONNRESET) << std::strerror(error);
     EXPECT_EQ(connect_from_inside(allowed_->port()), ECONNREFUSED);
+}
+
+// The HTTP egress proxy's lifetime: a CONNECT tunnel through it works, and stop() closes both
+// the tunnel and the listener (what the session's end does), leaving nothing to connect to.
+TEST_F(EgressTest, HttpProxyStopClosesTunnelsAndListener) {
+    auto rules = EgressRules::compile({EgressMode::custom, {}, {"127.0.0.1/32"}, {}});
+    ASSERT_TRUE(rules) << rules.error().describe();
+    auto gate = std::make_shared<EgressGate>("t", std::move(*rules), EgressEnvironment{});
+    std::unique_ptr<HttpEgressProxy> proxy;
+    auto made = loop_.call([&] { return HttpEgressProxy::start(loop_.io, netns_, gate); });
+    ASSERT_TRUE(made) << made.error().describe();
+    proxy = std::move(*made);
+    const uint16_t port = proxy->port();
+    auto tunnel = netns_->tcp_socket(AF_INET);
+    ASSERT_TRUE(tunnel);
+    ASSERT_EQ(connect_loopback(tunnel->get(), port), 0);
+    const std::string connect =
+        "CONNECT 127.0.0.1:" + std::to_string(allowed_->port()) + " HTTP/1.1\r\n\r\n";
+    ASSERT_TRUE(write_all(tunnel->get(), connect));
+    const std::string established = "HTTP/1.1 200 Connection established\r\n\r\n";
+    ASSERT_EQ(read_exactly(tunnel->get(), established.size()), established);
+    ASSERT_TRUE(write_all(tunnel->get(), "ping"));
+    ASSERT_EQ(read_exactly(tunnel->get(), 4), "ping");
+    EXPECT_EQ(loop_.call([&] { return proxy->connection_count(); }), 1u);
+    loop_.call([&] {
+        proxy->stop();
+        return 0;
+    });
+    int error = 0;
+    read_to_eof(tunnel->get(), &error);
+    EXPECT_TRUE(error == 0 || error == ECONNRESET) << std::strerror(error);
+    EXPECT_EQ(connect_from_inside(port), ECONNREFUSED);
+    EXPECT_EQ(loop_.call([&] { return proxy->connection_count(); }), 0u);
+    loop_.call([&] {
+        proxy.reset();
+        return 0;
+    });
 }
 
 TEST_F(EgressTest, NonLoopbackEntryRefused) {
