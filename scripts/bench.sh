@@ -4,7 +4,7 @@
 # medians, p99 and ratios against baselines measured in the same run. Must run as root (cgroups,
 # namespaces). Everything it creates (daemon, sessions, cgroups, temp dirs) is removed on exit.
 #
-#   scripts/bench.sh [--quick] [--only launch|cgroup|daemon|micro]...
+#   scripts/bench.sh [--quick] [--only launch|cgroup|daemon|egress|micro]...
 #   RUNS=200 scripts/bench.sh            # launch runs per case (default 100; --quick: 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ while (($#)); do
     case $1 in
         --quick) runs=${RUNS:-20}; export CORRAL_BENCH_QUICK=1 ;;
         --only) only+=("$2"); shift ;;
-        *) echo "usage: $0 [--quick] [--only launch|cgroup|daemon|micro]..." >&2; exit 2 ;;
+        *) echo "usage: $0 [--quick] [--only launch|cgroup|daemon|egress|micro]..." >&2; exit 2 ;;
     esac
     shift
 done
@@ -37,7 +37,7 @@ fi
 
 # --- build -------------------------------------------------------------------------------------
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCORRAL_BUILD_BENCH=ON >/dev/null
-cmake --build "$build" --target corral corral_bench_launch corral_bench_cgroup corral_bench_micro \
+cmake --build "$build" --target corral corral_bench_launch corral_bench_cgroup corral_bench_micro corral_bench_egress \
     -j"$(nproc)" >&2
 # The daemon is built on its own: if it does not build, the other benchmarks still run and the
 # daemon rows say why.
@@ -134,6 +134,12 @@ if wants daemon; then
     else
         printf 'ROW\tdaemon\t(all)\t-\t-\t-\t-\tPENDING (%s)\n' "${daemon_build_error:-corrald not built}" >>"$rows"
     fi
+fi
+
+# --- egress proxy: throughput and connect latency through it vs direct loopback -------------
+if wants egress; then
+    echo "== egress proxy vs direct loopback ==" >&2
+    "$bench/corral_bench_egress" --runs "${EGRESS_RUNS:-200}" --megabytes "${EGRESS_MB:-256}" | collect
 fi
 
 # --- micro-benchmarks (Google Benchmark): where a launch spends its time ---------------------

@@ -5,6 +5,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libseccomp-dev libcap-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev
   libsystemd-dev
+  # libnftables: the transparent egress path programs each isolated session's namespace with it.
+  libnftables-dev
   # systemd-analyze, for the deploy unit's check. Harmless where systemd is not PID 1: Debian's
   # postinst only creates unit symlinks and runs systemctl behind [ -d /run/systemd/system ];
   # becoming init is systemd-sysv's job, not installed here.

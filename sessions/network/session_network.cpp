@@ -32,10 +32,20 @@ Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(boost::asio::io_c
     auto rules = EgressRules::compile(policy.network.egress, policy.network.allow);
     if (!rules) return std::move(rules.error().context("network.egress"));
     network->allow_ = policy.network.allow;
+    network->environment_ = egress;
     network->gate_ = std::make_shared<EgressGate>(session_id, std::move(*rules), std::move(egress));
     auto proxy = HttpEgressProxy::start(io, network->netns_, network->gate_);
     if (!proxy) return std::move(proxy.error());
     network->http_proxy_ = std::move(*proxy);
+    // The transparent path is an addition to the proxy, not a condition for the session: on a
+    // kernel without nf_tables the session still gets its proxy, and direct TCP stays refused.
+    auto transparent = TransparentRelay::start(io, network->netns_, network->gate_);
+    if (transparent) {
+        network->transparent_ = std::move(*transparent);
+    } else {
+        network->log("session " + session_id + ": no transparent egress path: " +
+                     transparent.error().describe());
+    }
     return network;
 }
 
@@ -70,7 +80,16 @@ Status SessionNetwork::set_egress(const EgressSpec& spec) {
     if (!rules) return std::move(rules.error());
     if (!gate_) return sys_error(ESHUTDOWN, "session network stopped");
     gate_->set_rules(std::move(*rules));
+    // The relay judges every connection by the gate's rules, so a failure here can only leave
+    // the namespace routing less or more to the relay, never let more through.
+    if (transparent_)
+        if (auto applied = transparent_->apply(spec); !applied)
+            log("egress rules changed, transparent path not updated: " + applied.error().describe());
     return {};
+}
+
+void SessionNetwork::log(const std::string& line) const {
+    if (environment_.log) environment_.log(line);
 }
 
 EgressInfo SessionNetwork::egress_info() const {
@@ -85,6 +104,8 @@ EgressInfo SessionNetwork::egress_info() const {
 void SessionNetwork::stop() {
     if (http_proxy_) http_proxy_->stop();
     http_proxy_.reset();
+    if (transparent_) transparent_->stop();
+    transparent_.reset();
     forwarders_.clear();
     if (egress_) egress_->stop();
     egress_.reset();

@@ -24,6 +24,7 @@
 #include "sessions/network/netns_thread.hpp"
 #include "sessions/network/port_forwarder.hpp"
 #include "sessions/network/port_waiter.hpp"
+#include "sessions/network/transparent_relay.hpp"
 
 namespace corral {
 
@@ -66,6 +67,8 @@ class SessionNetwork {
     SessionNetwork(boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns);
 
   private:
+    void log(const std::string& line) const;
+
     boost::asio::io_context& io_;
     std::shared_ptr<NetnsThread> netns_;
     std::map<uint16_t, std::unique_ptr<PortForwarder>> forwarders_;
@@ -73,6 +76,8 @@ class SessionNetwork {
     std::vector<std::string> allow_;  ///< network.allow, compiled into every rule set
     std::shared_ptr<EgressGate> gate_;
     std::unique_ptr<HttpEgressProxy> http_proxy_;
+    std::unique_ptr<TransparentRelay> transparent_;  ///< null where nftables is unavailable
+    EgressEnvironment environment_;
 };
 
 }  // namespace corral

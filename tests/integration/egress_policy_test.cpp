@@ -18,6 +18,8 @@ using corral::testing::HttpClient;
 using corral::testing::OriginServer;
 using nlohmann::json;
 
+constexpr uint16_t kPortBase = 2000;  // 2000-3999: below the other suites' ranges
+
 class EgressPolicyTest : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -38,7 +40,7 @@ class EgressPolicyTest : public ::testing::Test {
                                       "127.0.0.12 other.example.test\n"
                                       "127.0.0.13 denied.example.test\n";
         daemon_ = std::make_unique<DaemonProcess>(
-            41000, std::vector<std::string>{"--egress-hosts-file", hosts_file_});
+            kPortBase, std::vector<std::string>{"--egress-hosts-file", hosts_file_});
         ASSERT_TRUE(daemon_->ready()) << daemon_->log();
     }
     void TearDown() override {
@@ -204,18 +206,67 @@ TEST_F(EgressPolicyTest, HostNetworkSessionHasNoEgressToPatch) {
     EXPECT_EQ(res.error_code(), "not_isolated");
 }
 
-TEST_F(EgressPolicyTest, ProcessIgnoringTheProxyCannotConnectAndFailsFast) {
-    const auto sid = create("{mode: allow-all}");
-    // The origin's host address is the namespace's own loopback inside: nothing listens there.
-    const std::string loop = run(sid, "curl -sS --noproxy '*' --max-time 20 " +
-                                          url("127.0.0.11", *registry_) + "; echo rc=$?");
-    EXPECT_NE(loop.find("rc=7"), std::string::npos) << loop;  // 7: could not connect
-    // Anything else has no route at all: ENETUNREACH at once, never a hang. 192.0.2.1 is
-    // TEST-NET-1 (RFC 5737); with no route in the namespace no packet leaves it.
-    const std::string far = run(sid, "curl -sS --noproxy '*' --max-time 20 http://192.0.2.1/; "
-                                     "echo rc=$?");
-    EXPECT_NE(far.find("rc=7"), std::string::npos) << far;
+// What a direct connect() (a program ignoring the proxy variables) gets: the errno, printed by
+// python inside the session, with a generous timeout that only a hang would reach.
+std::string direct_connect_command(const std::string& address, uint16_t port) {
+    return "/usr/bin/python3 -c '\n"
+           "import socket, errno\n"
+           "s = socket.socket()\n"
+           "s.settimeout(20)\n"
+           "try:\n"
+           "    s.connect((\"" + address + "\", " + std::to_string(port) + "))\n"
+           "    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\")\n"
+           "    print(\"connected\", s.recv(4096).decode().split(\"\\r\\n\\r\\n\")[-1])\n"
+           "except socket.timeout:\n"
+           "    print(\"TIMEOUT\")\n"
+           "except OSError as e:\n"
+           "    print(errno.errorcode.get(e.errno, e.errno))\n'";
+}
+
+TEST_F(EgressPolicyTest, DirectTcpWithNothingRoutedFailsFast) {
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    // The origin's address is the namespace's own loopback inside: nothing listens there.
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.11", registry_->port())),
+              "ECONNREFUSED\n||");
+    // Anything else has no route at all: ENETUNREACH at once. 192.0.2.1 is TEST-NET-1
+    // (RFC 5737); with no route in the namespace no packet leaves it.
+    EXPECT_EQ(run(sid, direct_connect_command("192.0.2.1", 80)), "ENETUNREACH\n||");
+    EXPECT_EQ(run(sid, "curl -sS --noproxy '*' --max-time 20 http://192.0.2.1/ >/dev/null 2>&1; "
+                       "echo rc=$?"),
+              "rc=7\n||");  // 7: could not connect (28 would be a timeout)
     EXPECT_EQ(registry_->accepted(), 0);
+}
+
+TEST_F(EgressPolicyTest, DirectTcpToAnAllowedCidrGoesThroughTheRelay) {
+    const auto sid = create("{mode: custom, allowedCIDRs: [127.0.0.14/32]}");
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())),
+              "connected hello from cidr\n||");
+    EXPECT_EQ(cidr_->accepted(), 1);
+    // The session's own loopback is still its own.
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.11", registry_->port())),
+              "ECONNREFUSED\n||");
+    EXPECT_EQ(registry_->accepted(), 0);
+}
+
+TEST_F(EgressPolicyTest, DirectTcpToADeniedAddressIsRefusedAtConnect) {
+    const auto sid =
+        create("{mode: custom, allowedCIDRs: [127.0.0.12/30], deniedCIDRs: [127.0.0.13/32]}");
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.13", denied_->port())),
+              "ECONNREFUSED\n||");
+    EXPECT_EQ(denied_->accepted(), 0);
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())),
+              "connected hello from cidr\n||");
+}
+
+TEST_F(EgressPolicyTest, DirectTcpFollowsARunTimeChange) {
+    const auto sid = create("{mode: deny-all}");
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())), "ECONNREFUSED\n||");
+    ASSERT_EQ(patch(sid, {{"mode", "custom"}, {"allowedCIDRs", {"127.0.0.14/32"}}}).status, 200u);
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())),
+              "connected hello from cidr\n||");
+    ASSERT_EQ(patch(sid, {{"mode", "deny-all"}}).status, 200u);
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())), "ECONNREFUSED\n||");
+    EXPECT_EQ(cidr_->accepted(), 1);
 }
 
 TEST_F(EgressPolicyTest, ProxyGoesWithTheSession) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "sessions/network/http_proxy.hpp"
+#include "sessions/network/transparent_relay.hpp"
 #include "tests/integration/netns_fixture.hpp"
 #include "tests/integration/support/origin_server.hpp"
 
@@ -111,7 +112,7 @@ TEST_F(EgressProxyAbuse, AbsoluteUriToADeniedAddressLiteral) {
 
 TEST_F(EgressProxyAbuse, HostHeaderThatDisagreesWithTheTargetIsRefused) {
     start(registry_only());
-    for (const std::string request :
+    for (const std::string& request :
          {"CONNECT " + registry() + " HTTP/1.1\r\nHost: " + evil() + "\r\n\r\n",
           "GET http://" + registry() + "/ HTTP/1.1\r\nHost: " + evil() + "\r\n\r\n",
           "GET http://" + registry() + "/ HTTP/1.1\r\nHost: " + registry() + "\r\nHost: " +
@@ -151,13 +152,13 @@ TEST_F(EgressProxyAbuse, PipelinedSecondRequestNeverReachesAnotherHost) {
 TEST_F(EgressProxyAbuse, AmbiguousFramingIsRefused) {
     start(registry_only());
     const std::string head = "POST http://" + registry() + "/ HTTP/1.1\r\nHost: " + registry();
-    for (const std::string request :
+    for (const std::string& request :
          {head + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n",
           head + "\r\nContent-Length: 4\r\nContent-Length: 40\r\n\r\n",
           head + "\r\nX-A: 1\n\r\n\r\n", head + "\r\nX-A : 1\r\n\r\n",
           head + "\r\n folded\r\n\r\n",
           "GET http://" + registry() + "/ HTTP/1.1 extra\r\n\r\n",
-          std::string("GET http://" + registry() + "/\0 HTTP/1.1\r\n\r\n", 50)}) {
+          "GET http://" + registry() + "/" + std::string(1, '\0') + " HTTP/1.1\r\n\r\n"}) {
         const std::string answer = send(request);
         EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << request << answer;
     }
@@ -204,6 +205,83 @@ TEST_F(EgressProxyAbuse, OversizedHeadSlowHeadAndTooManyConnectionsAreBounded) {
         busy = send("GET http://" + registry() + "/ HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 503", 0) == 0;
     EXPECT_TRUE(busy);
     EXPECT_EQ(allowed_->accepted(), 0);
+}
+
+// The transparent relay is a listener inside the sandbox's namespace too. Root inside a session
+// may own that namespace's nftables and routes: whatever it redirects to the relay is judged by
+// the daemon's rules again, so rewriting them gains it nothing.
+class TransparentRelayAbuse : public EgressProxyAbuse {
+  protected:
+    void start_relay(EgressSpec spec) {
+        auto rules = EgressRules::compile(spec);
+        ASSERT_TRUE(rules) << rules.error().describe();
+        gate_ = std::make_shared<EgressGate>("abuse", std::move(*rules), EgressEnvironment{});
+        auto made = loop_.call([&] { return TransparentRelay::start(loop_.io, netns_, gate_); });
+        ASSERT_TRUE(made) << made.error().describe();
+        relay_ = std::move(*made);
+    }
+    void TearDown() override {
+        if (relay_)
+            loop_.call([&] {
+                relay_.reset();
+                return 0;
+            });
+        EgressProxyAbuse::TearDown();
+    }
+    /// Connects from inside to `address`:`port`; "" on connect failure, else what was read
+    /// after sending a request (EOF or reset ends it).
+    std::string dial(const char* address, uint16_t port, int* error) {
+        auto socket = netns_->tcp_socket(AF_INET);
+        sockaddr_in in{};
+        in.sin_family = AF_INET;
+        in.sin_port = htons(port);
+        ::inet_pton(AF_INET, address, &in.sin_addr);
+        bound_io(socket->get());
+        if (::connect(socket->get(), reinterpret_cast<sockaddr*>(&in), sizeof in) != 0) {
+            *error = errno;
+            return "";
+        }
+        // The reset may come before the request is written: then the write reports it.
+        if (!write_all(socket->get(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n")) {
+            *error = errno;
+            return "";
+        }
+        return read_to_eof(socket->get(), error);
+    }
+    std::unique_ptr<TransparentRelay> relay_;
+};
+
+TEST_F(TransparentRelayAbuse, Control_AllowedAddressIsRelayed) {
+    start_relay({EgressMode::custom, {}, {"127.0.0.21/32"}, {}});
+    int error = 0;
+    EXPECT_NE(dial("127.0.0.21", allowed_->port(), &error).find("hello from allowed"),
+              std::string::npos);
+}
+
+TEST_F(TransparentRelayAbuse, DiallingTheRelayPortItselfIsReset) {
+    start_relay({EgressMode::custom, {}, {"127.0.0.21/32"}, {}});
+    int error = 0;
+    EXPECT_EQ(dial("127.0.0.1", relay_->port(), &error), "");
+    EXPECT_TRUE(error == ECONNRESET || error == EPIPE) << std::strerror(error);
+    EXPECT_EQ(allowed_->accepted(), 0);
+}
+
+TEST_F(TransparentRelayAbuse, SandboxRedirectingMoreToTheRelayGainsNothing) {
+    start_relay({EgressMode::custom, {}, {"127.0.0.21/32"}, {}});
+    // What root inside could do: open 127.0.0.22 in the namespace's own rules.
+    TransparentPlan forged = plan_transparent_egress(
+        {EgressMode::custom, {}, {"127.0.0.21/32", "127.0.0.22/32"}, {}}, relay_->port());
+    auto applied = netns_->run([&]() -> Result<UniqueFd> {
+        if (auto status = apply_transparent_egress({}, forged); !status)
+            return std::move(status.error());
+        return UniqueFd();
+    });
+    ASSERT_TRUE(applied) << applied.error().describe();
+    int error = 0;
+    EXPECT_EQ(dial("127.0.0.22", other_->port(), &error), "");
+    EXPECT_TRUE(error == ECONNRESET || error == EPIPE) << std::strerror(error);
+    EXPECT_EQ(other_->accepted(), 0);
+    EXPECT_EQ(gate_->refused(), 1u);
 }
 
 }  // namespace

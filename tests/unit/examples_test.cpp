@@ -78,6 +78,8 @@ TEST(ExamplePolicies, AiAgentHasPortsEgressAllowListAndLandlock) {
     Policy agent = load_example("ai-agent.yaml");
     EXPECT_GT(agent.network.ports, 0u);
     EXPECT_FALSE(agent.network.allow.empty());
+    EXPECT_EQ(agent.network.egress.mode, EgressMode::custom);
+    EXPECT_FALSE(agent.network.egress.allowed_hosts.empty());
     EXPECT_EQ(agent.namespaces.network, NetworkMode::isolated);
     EXPECT_TRUE(agent.landlock.enabled());
     EXPECT_FALSE(agent.user.inherit);

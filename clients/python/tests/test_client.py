@@ -101,6 +101,18 @@ def test_env_tokens_and_end(daemon):
     assert report["id"] == "py-tokens"
 
 
+def test_set_network_policy_changes_the_egress_record(session):
+    answer = session.set_network_policy("custom", allowed_hosts=["registry.npmjs.org"],
+                                        denied_cidrs=["10.0.0.0/8"])
+    assert answer["egress"]["mode"] == "custom"
+    assert answer["egress"]["deniedCIDRs"] == ["10.0.0.0/8"]
+    assert session.info()["egress"]["allowedHosts"] == ["registry.npmjs.org"]
+    with pytest.raises(CorralError) as e:
+        session.set_network_policy("custom", allowed_hosts=["foo.*.com"])
+    assert e.value.status == 400 and "allowedHosts[0]" in str(e.value)
+    session.set_network_policy("deny-all")
+
+
 def test_ports_lease_wait_endpoint_release(session):
     lease = session.lease_port()
     port = lease["port"]

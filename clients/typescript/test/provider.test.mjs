@@ -158,13 +158,14 @@ describe('createCorralSandboxProvider', { skip }, () => {
     await assert.rejects(restricted.client.leasePort(session.id), (err) => err instanceof CorralError && err.status === 403);
   });
 
-  test('setNetworkPolicy goes to PATCH .../network and surfaces corrald\'s answer', async () => {
-    try {
-      await session.setNetworkPolicy({ mode: 'deny-all' });
-    } catch (err) {
-      assert.ok(err instanceof CorralError, String(err));
-      assert.ok([404, 405].includes(err.status), `${err.status} ${err.code}`);
-    }
+  test('setNetworkPolicy goes to PATCH .../network and the session record shows it', async () => {
+    await session.setNetworkPolicy({ mode: 'custom', allowedHosts: ['registry.npmjs.org'] });
+    const egress = (await provider.client.getSession(session.id)).egress;
+    assert.equal(egress.mode, 'custom');
+    assert.deepEqual(egress.allowedHosts, ['registry.npmjs.org']);
+    await assert.rejects(session.setNetworkPolicy({ mode: 'custom', allowedCIDRs: ['10.1/8'] }),
+      (err) => err instanceof CorralError && err.status === 400 && /allowedCIDRs\[0\]/.test(err.message));
+    await session.setNetworkPolicy({ mode: 'deny-all' });
   });
 
   test('resumeSession reattaches by id; stop and destroy are idempotent', async () => {

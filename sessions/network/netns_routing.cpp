@@ -1,0 +1,173 @@
+#include "sessions/network/netns_routing.hpp"
+
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <nftables/libnftables.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+
+#include "base/unique_fd.hpp"
+
+namespace corral {
+namespace {
+
+const Cidr& loopback_v4() {
+    static const Cidr cidr = *parse_cidr("127.0.0.0/8");
+    return cidr;
+}
+
+bool same(const Cidr& a, const Cidr& b) {
+    return a.base == b.base && a.prefix == b.prefix;
+}
+
+std::string set_of(const std::vector<Cidr>& cidrs) {
+    std::string out = "{ ";
+    for (size_t i = 0; i < cidrs.size(); ++i)
+        out += (i ? ", " : "") + cidrs[i].base.to_string() + "/" + std::to_string(cidrs[i].prefix);
+    return out + " }";
+}
+
+/// RTM_NEWROUTE / RTM_DELROUTE of `local <cidr> dev lo` in the local table, acknowledged.
+Status change_local_route(const Cidr& cidr, bool add) {
+    UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+    if (!fd) return sys_error("netlink socket");
+    struct {
+        nlmsghdr header;
+        rtmsg route;
+        char attributes[64];
+    } request{};
+    request.header.nlmsg_len = NLMSG_LENGTH(sizeof(rtmsg));
+    request.header.nlmsg_type = add ? RTM_NEWROUTE : RTM_DELROUTE;
+    request.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | (add ? NLM_F_CREATE | NLM_F_REPLACE : 0);
+    request.header.nlmsg_seq = 1;
+    request.route.rtm_family = AF_INET;
+    request.route.rtm_dst_len = static_cast<unsigned char>(cidr.prefix);
+    request.route.rtm_table = RT_TABLE_LOCAL;
+    request.route.rtm_protocol = RTPROT_STATIC;
+    request.route.rtm_scope = RT_SCOPE_HOST;
+    request.route.rtm_type = RTN_LOCAL;
+    auto add_attribute = [&](unsigned short type, const void* data, size_t length) {
+        auto* attribute = reinterpret_cast<rtattr*>(reinterpret_cast<char*>(&request) +
+                                                    NLMSG_ALIGN(request.header.nlmsg_len));
+        attribute->rta_type = type;
+        attribute->rta_len = static_cast<unsigned short>(RTA_LENGTH(length));
+        std::memcpy(RTA_DATA(attribute), data, length);
+        request.header.nlmsg_len = NLMSG_ALIGN(request.header.nlmsg_len) + RTA_ALIGN(attribute->rta_len);
+    };
+    if (cidr.prefix > 0) add_attribute(RTA_DST, cidr.base.bytes.data(), 4);
+    const int loopback = static_cast<int>(::if_nametoindex("lo"));
+    add_attribute(RTA_OIF, &loopback, sizeof loopback);
+    sockaddr_nl kernel{};
+    kernel.nl_family = AF_NETLINK;
+    if (::sendto(fd.get(), &request, request.header.nlmsg_len, 0,
+                 reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
+        return sys_error("netlink send");
+    char answer[512];
+    const ssize_t length = ::recv(fd.get(), answer, sizeof answer, 0);
+    if (length < static_cast<ssize_t>(NLMSG_LENGTH(sizeof(nlmsgerr))))
+        return sys_error("netlink answer");
+    const auto* header = reinterpret_cast<const nlmsghdr*>(answer);
+    if (header->nlmsg_type != NLMSG_ERROR) return sys_error(EPROTO, "netlink answer type");
+    const int error = -reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(header))->error;
+    // Deleting a route the sandbox already removed is not an error worth failing for.
+    if (error != 0 && !(error == ESRCH && !add))
+        return sys_error(error, std::string(add ? "add" : "delete") + " route local " +
+                                    cidr.text + " dev lo");
+    return {};
+}
+
+Status run_nft(const std::string& script) {
+    std::unique_ptr<nft_ctx, void (*)(nft_ctx*)> context(nft_ctx_new(NFT_CTX_DEFAULT), nft_ctx_free);
+    if (!context) return sys_error(ENOMEM, "nftables context");
+    nft_ctx_buffer_output(context.get());
+    nft_ctx_buffer_error(context.get());
+    if (nft_run_cmd_from_buffer(context.get(), script.c_str()) != 0) {
+        std::string why = nft_ctx_get_error_buffer(context.get());
+        while (!why.empty() && why.back() == '\n') why.pop_back();
+        return sys_error(EINVAL, "nftables: " + why.substr(0, 512));
+    }
+    return {};
+}
+
+}  // namespace
+
+TransparentPlan plan_transparent_egress(const EgressSpec& spec, uint16_t relay_port) {
+    TransparentPlan plan;
+    plan.relay_port = relay_port;
+    if (spec.mode == EgressMode::deny_all) return plan;
+    std::vector<Cidr> allowed;
+    for (const auto& text : spec.allowed_cidrs)
+        if (auto cidr = parse_cidr(text); cidr && cidr->base.family == AF_INET) allowed.push_back(*cidr);
+    const IpAddress own = *IpAddress::parse("127.0.0.1");
+    for (const auto& cidr : allowed)
+        if (cidr.inside(loopback_v4()) && !same(cidr, loopback_v4()) && !cidr.contains(own))
+            plan.loopback_open.push_back(cidr);
+    if (spec.mode == EgressMode::allow_all) {
+        plan.routes.push_back(*parse_cidr("0.0.0.0/0"));
+    } else {
+        for (const auto& cidr : allowed)
+            if (!cidr.inside(loopback_v4()) && !loopback_v4().inside(cidr)) plan.routes.push_back(cidr);
+    }
+    if (plan.routes.empty() && plan.loopback_open.empty()) return plan;
+    for (const auto& text : spec.denied_cidrs)
+        if (auto cidr = parse_cidr(text); cidr && cidr->base.family == AF_INET) plan.denied.push_back(*cidr);
+    // The protected IPv4 ranges besides loopback (egress_rules.hpp), open only where named.
+    for (const char* text : {"0.0.0.0/8", "169.254.0.0/16"}) {
+        const Cidr range = *parse_cidr(text);
+        plan.protected_ranges.push_back(range);
+        for (const auto& cidr : allowed)
+            if (cidr.inside(range)) plan.protected_open.push_back(cidr);
+    }
+    return plan;
+}
+
+std::string nft_script(const TransparentPlan& plan) {
+    // Declaring then deleting makes the replacement one atomic batch whether or not it existed.
+    std::string script = "table ip corral_egress {}\ndelete table ip corral_egress\n";
+    if (plan.routes.empty() && plan.loopback_open.empty()) return script;
+    // The session's own loopback is left alone, but for the host addresses named explicitly.
+    const std::string own_loopback =
+        plan.loopback_open.empty()
+            ? "    ip daddr 127.0.0.0/8 return\n"
+            : "    ip daddr != " + set_of(plan.loopback_open) + " ip daddr 127.0.0.0/8 return\n";
+    const std::string syn = " tcp flags & (syn|ack) == syn reject with tcp reset\n";
+    script += "table ip corral_egress {\n  chain refuse {\n"
+              "    type filter hook output priority -150; policy accept;\n" +
+              own_loopback;
+    if (!plan.denied.empty()) script += "    ip daddr " + set_of(plan.denied) + syn;
+    if (!plan.protected_open.empty())
+        script += "    ip daddr " + set_of(plan.protected_open) + " return\n";
+    if (!plan.protected_ranges.empty())
+        script += "    ip daddr " + set_of(plan.protected_ranges) + syn;
+    script += "  }\n  chain relay {\n    type nat hook output priority -100; policy accept;\n" +
+              own_loopback +
+              "    meta l4proto tcp redirect to :" +
+              std::to_string(plan.relay_port) + "\n  }\n}\n";
+    return script;
+}
+
+Status apply_transparent_egress(const TransparentPlan& previous, const TransparentPlan& next) {
+    // Nothing open before or after (deny-all, the default): nothing to ask the kernel, which keeps
+    // the session start as cheap as before.
+    auto empty = [](const TransparentPlan& plan) {
+        return plan.routes.empty() && plan.loopback_open.empty();
+    };
+    if (empty(previous) && empty(next)) return {};
+    // Order: the redirect first (so a new route never leads to nothing), then routes.
+    if (auto status = run_nft(nft_script(next)); !status) return status;
+    for (const auto& cidr : next.routes)
+        if (auto status = change_local_route(cidr, true); !status) return status;
+    for (const auto& old : previous.routes) {
+        bool kept = false;
+        for (const auto& cidr : next.routes) kept = kept || same(cidr, old);
+        if (!kept)
+            if (auto status = change_local_route(old, false); !status) return status;
+    }
+    return {};
+}
+
+}  // namespace corral

@@ -1,0 +1,52 @@
+#pragma once
+// The kernel side of the transparent egress path, for one session's network namespace: which
+// IPv4 destinations are routed at all, which are refused at connect() time, and where the rest
+// is redirected. Every function here must run on the session's NetnsThread (the netlink sockets
+// they open belong to the calling thread's network namespace).
+//
+//   routes:   `local <cidr> dev lo` (RTN_LOCAL in the local table) for each range the egress
+//             rules open (allowedCIDRs; 0.0.0.0/0 under allow-all), so connect() to them is not
+//             ENETUNREACH. Everything else keeps having no route: ENETUNREACH at once.
+//   nftables: table `ip corral_egress`: a filter chain (output, priority -150) that answers a SYN
+//             to deniedCIDRs and to the protected ranges (unless allowedCIDRs names them) with a
+//             TCP reset, so connect() fails with ECONNREFUSED at once; a nat chain (output,
+//             priority -100) that redirects every other TCP connection but loopback to the
+//             daemon's relay listener at 127.0.0.1:<relay_port>, which reads SO_ORIGINAL_DST.
+//
+// Loopback (127.0.0.0/8) is the session's own and untouched, but for addresses allowedCIDRs names
+// explicitly (127.0.0.14/32: the host's, as through the proxy; never 127.0.0.1). IPv6 gets no routes: it stays
+// ENETUNREACH except through the HTTP proxy. nftables is programmed through libnftables (the
+// library behind the `nft` command), not by running a command.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "policies/egress_rules.hpp"
+
+namespace corral {
+
+/// What the namespace should route and redirect for one rule set.
+struct TransparentPlan {
+    std::vector<Cidr> routes;            ///< IPv4 ranges given a local route
+    std::vector<Cidr> denied;            ///< IPv4 deniedCIDRs: SYNs get a reset
+    std::vector<Cidr> protected_ranges;  ///< 0.0.0.0/8, 169.254.0.0/16: SYNs get a reset...
+    std::vector<Cidr> protected_open;    ///< ...except in these allowedCIDRs that name them
+    /// allowedCIDRs strictly inside 127.0.0.0/8 and without 127.0.0.1 (where the proxy and the
+    /// relay listen): named explicitly, they mean the host's loopback address, as through the
+    /// proxy, and are redirected; the rest of 127.0.0.0/8 stays the session's own.
+    std::vector<Cidr> loopback_open;
+    uint16_t relay_port = 0;
+};
+
+/// Computes the plan for `spec` (pure): allow-all routes 0.0.0.0/0, custom routes its IPv4
+/// allowedCIDRs outside loopback, deny-all routes nothing.
+TransparentPlan plan_transparent_egress(const EgressSpec& spec, uint16_t relay_port);
+/// The nftables script for `plan` (pure; replaces the table atomically).
+std::string nft_script(const TransparentPlan& plan);
+/// Applies `next` in the calling thread's namespace, replacing `previous` (routes of `previous`
+/// not in `next` are deleted). Fails naming the step (netlink route, nftables).
+Status apply_transparent_egress(const TransparentPlan& previous, const TransparentPlan& next);
+
+}  // namespace corral

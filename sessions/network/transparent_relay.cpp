@@ -1,0 +1,171 @@
+#include "sessions/network/transparent_relay.hpp"
+
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <map>
+
+#include "sessions/network/tcp_relay.hpp"
+
+namespace corral {
+
+using boost::asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+constexpr size_t kRelayBuffer = 64 * 1024;
+constexpr std::chrono::milliseconds kConnectTimeout{10000};
+constexpr std::chrono::milliseconds kAcceptRetryDelay{50};
+
+/// Closes with a reset: the program learns at once that there is nothing there.
+void reset(tcp::socket& socket) {
+    error_code ignored;
+    socket.set_option(boost::asio::socket_base::linger(true, 0), ignored);
+    socket.close(ignored);
+}
+
+}  // namespace
+
+struct TransparentRelay::State : std::enable_shared_from_this<State> {
+    State(boost::asio::io_context& io, std::shared_ptr<EgressGate> gate, size_t max_connections)
+        : io(io), acceptor(io), retry_timer(io), gate(std::move(gate)), max(max_connections) {}
+
+    void accept_next();
+    void on_accepted(tcp::socket client);
+    void stop();
+
+    boost::asio::io_context& io;
+    tcp::acceptor acceptor;
+    boost::asio::steady_timer retry_timer;
+    std::shared_ptr<EgressGate> gate;
+    size_t max;
+    size_t connecting = 0;
+    std::map<TcpRelay*, std::shared_ptr<TcpRelay>> relays;
+    bool stopped = false;
+};
+
+void TransparentRelay::State::accept_next() {
+    acceptor.async_accept([self = shared_from_this()](const error_code& error, tcp::socket client) {
+        if (self->stopped || error == boost::asio::error::operation_aborted) return;
+        if (!error) {
+            self->on_accepted(std::move(client));
+            return self->accept_next();
+        }
+        self->retry_timer.expires_after(kAcceptRetryDelay);
+        self->retry_timer.async_wait([self](const error_code& error) {
+            if (!error && !self->stopped) self->accept_next();
+        });
+    });
+}
+
+void TransparentRelay::State::on_accepted(tcp::socket client) {
+    sockaddr_in original{};
+    socklen_t length = sizeof original;
+    if (::getsockopt(client.native_handle(), SOL_IP, SO_ORIGINAL_DST, &original, &length) != 0)
+        return reset(client);  // not redirected to us: someone dialled the relay port itself
+    const IpAddress address = IpAddress::from_bytes(AF_INET, &original.sin_addr);
+    const uint16_t port = ntohs(original.sin_port);
+    const std::string destination = address.to_string() + ":" + std::to_string(port);
+    if (relays.size() + connecting >= max) {
+        gate->refuse(destination + " (direct TCP)", "too many open connections");
+        return reset(client);
+    }
+    const EgressVerdict verdict = gate->rules()->check_address(address, port, false);
+    if (!verdict.allowed) {
+        gate->refuse(destination + " (direct TCP)", verdict.rule);
+        return reset(client);
+    }
+    std::weak_ptr<State> weak = shared_from_this();
+    auto relay = std::make_shared<TcpRelay>(std::move(client), tcp::socket(io), kRelayBuffer,
+                                            [weak](TcpRelay& relay) {
+                                                if (auto self = weak.lock())
+                                                    self->relays.erase(&relay);
+                                            });
+    relays.emplace(relay.get(), relay);
+    auto timer = std::make_shared<boost::asio::steady_timer>(io, kConnectTimeout);
+    timer->async_wait([relay](const error_code& error) {
+        if (!error && !relay->closed()) {
+            error_code ignored;
+            relay->second().cancel(ignored);
+        }
+    });
+    // Made on the event loop's thread: from the daemon's namespace, never the session's.
+    const tcp::endpoint endpoint(boost::asio::ip::make_address_v4(address.to_string()), port);
+    relay->second().async_connect(endpoint, [relay, timer](const error_code& error) {
+        timer->cancel();
+        if (relay->closed()) return;
+        if (error) return relay->close();
+        relay->start();
+    });
+}
+
+void TransparentRelay::State::stop() {
+    if (stopped) return;
+    stopped = true;
+    error_code ignored;
+    acceptor.close(ignored);
+    retry_timer.cancel();
+    auto open = std::move(relays);
+    relays.clear();
+    for (auto& [key, relay] : open) relay->close();
+}
+
+TransparentRelay::TransparentRelay(std::shared_ptr<State> state, std::shared_ptr<NetnsThread> netns,
+                                   uint16_t port)
+    : state_(std::move(state)), netns_(std::move(netns)), port_(port) {}
+
+TransparentRelay::~TransparentRelay() {
+    stop();
+}
+
+void TransparentRelay::stop() {
+    if (state_) state_->stop();
+}
+
+size_t TransparentRelay::connection_count() const {
+    return state_->relays.size();
+}
+
+Status TransparentRelay::apply(const EgressSpec& spec) {
+    TransparentPlan next = plan_transparent_egress(spec, port_);
+    const TransparentPlan previous = applied_;
+    auto done = netns_->run([&]() -> Result<UniqueFd> {
+        if (auto status = apply_transparent_egress(previous, next); !status)
+            return std::move(status.error());
+        return UniqueFd();
+    });
+    if (!done) return std::move(done.error().context("transparent egress"));
+    applied_ = std::move(next);
+    return {};
+}
+
+Result<std::unique_ptr<TransparentRelay>> TransparentRelay::start(
+    boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns,
+    std::shared_ptr<EgressGate> gate, size_t max_connections) {
+    auto listener = netns->tcp_listener({AF_INET, "127.0.0.1", 0});
+    if (!listener) return std::move(listener.error().context("transparent relay: listen inside"));
+    sockaddr_in bound{};
+    socklen_t length = sizeof bound;
+    if (::getsockname(listener->get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0)
+        return sys_error("transparent relay: getsockname");
+    const EgressSpec spec = gate->rules()->spec();
+    auto state = std::make_shared<State>(io, std::move(gate), max_connections);
+    error_code error;
+    const int raw = listener->release();
+    state->acceptor.assign(tcp::v4(), raw, error);
+    if (error) {
+        ::close(raw);
+        return sys_error(error.value(), "transparent relay: adopt the listener");
+    }
+    auto relay = std::make_unique<TransparentRelay>(state, std::move(netns), ntohs(bound.sin_port));
+    if (auto applied = relay->apply(spec); !applied) return std::move(applied.error());
+    state->accept_next();
+    return relay;
+}
+
+}  // namespace corral

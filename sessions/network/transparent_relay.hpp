@@ -1,0 +1,58 @@
+#pragma once
+// The transparent egress path of one isolated session: TCP from programs that ignore the proxy
+// variables (git over ssh, database clients, anything with its own sockets).
+//
+// The namespace routes the ranges the rules open to `lo` and nftables redirects those
+// connections to this relay's listener at 127.0.0.1:<port> inside (netns_routing.hpp); SYNs to
+// denied ranges get a reset there (ECONNREFUSED at connect()), everything else has no route
+// (ENETUNREACH). The relay reads where each connection was going (SO_ORIGINAL_DST), judges that
+// address again with the session's current EgressRules — the authoritative check: rules the
+// sandbox might rewrite inside its own namespace can only send it more work, never more reach —
+// and connects from the daemon's namespace, then relays bytes unchanged. A connection refused
+// here is reset (the program sees ECONNRESET) and counted and logged like a proxy refusal.
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+
+#include "base/error.hpp"
+#include "sessions/network/egress_gate.hpp"
+#include "sessions/network/netns_routing.hpp"
+#include "sessions/network/netns_thread.hpp"
+
+namespace corral {
+
+/// One session's transparent TCP relay and the namespace rules that feed it.
+class TransparentRelay {
+  public:
+    /// Listens inside `netns` and applies the routes and nftables rules for the gate's rules.
+    static Result<std::unique_ptr<TransparentRelay>> start(boost::asio::io_context& io,
+                                                           std::shared_ptr<NetnsThread> netns,
+                                                           std::shared_ptr<EgressGate> gate,
+                                                           size_t max_connections = 256);
+    /// stop().
+    ~TransparentRelay();
+    /// Re-plans routes and nftables rules for `spec` (after the gate's rules changed).
+    Status apply(const EgressSpec& spec);
+    /// The relay listener's port inside the namespace.
+    uint16_t port() const { return port_; }
+    /// Closes the listener and every relayed connection (idempotent).
+    void stop();
+    /// Connections being relayed or connected now.
+    size_t connection_count() const;
+
+    struct State;
+    /// Internal: use start().
+    TransparentRelay(std::shared_ptr<State> state, std::shared_ptr<NetnsThread> netns,
+                     uint16_t port);
+
+  private:
+    std::shared_ptr<State> state_;
+    std::shared_ptr<NetnsThread> netns_;
+    uint16_t port_ = 0;
+    TransparentPlan applied_;
+};
+
+}  // namespace corral

@@ -1,0 +1,58 @@
+// The transparent egress plan and its nftables script (no privileges): what each mode routes,
+// which SYNs are reset, and that the session's own loopback stays its own.
+#include "sessions/network/netns_routing.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace corral {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::vector<std::string> texts(const std::vector<Cidr>& cidrs) {
+    std::vector<std::string> out;
+    for (const auto& cidr : cidrs) out.push_back(cidr.base.to_string() + "/" + std::to_string(cidr.prefix));
+    return out;
+}
+
+TEST(TransparentPlan, DenyAllRoutesNothingAndDropsTheTable) {
+    auto plan = plan_transparent_egress({EgressMode::deny_all, {}, {"10.0.0.0/8"}, {}}, 4000);
+    EXPECT_TRUE(plan.routes.empty());
+    EXPECT_EQ(nft_script(plan), "table ip corral_egress {}\ndelete table ip corral_egress\n");
+}
+
+TEST(TransparentPlan, AllowAllRoutesEverythingButResetsDeniedAndProtected) {
+    auto plan = plan_transparent_egress({EgressMode::allow_all, {}, {}, {"198.51.100.0/24"}}, 4000);
+    EXPECT_EQ(texts(plan.routes), std::vector<std::string>{"0.0.0.0/0"});
+    const std::string script = nft_script(plan);
+    EXPECT_THAT(script, HasSubstr("ip daddr { 198.51.100.0/24 } tcp flags & (syn|ack) == syn "
+                                  "reject with tcp reset"));
+    EXPECT_THAT(script, HasSubstr("ip daddr { 0.0.0.0/8, 169.254.0.0/16 } tcp flags"));
+    EXPECT_THAT(script, HasSubstr("ip daddr 127.0.0.0/8 return"));
+    EXPECT_THAT(script, HasSubstr("meta l4proto tcp redirect to :4000"));
+}
+
+TEST(TransparentPlan, CustomRoutesItsIpv4CidrsOnly) {
+    auto plan = plan_transparent_egress(
+        {EgressMode::custom, {"a.test"}, {"10.1.0.0/16", "2001:db8::/32", "169.254.169.254/32"}, {}},
+        4000);
+    EXPECT_EQ(texts(plan.routes),
+              (std::vector<std::string>{"10.1.0.0/16", "169.254.169.254/32"}));
+    EXPECT_EQ(texts(plan.protected_open), std::vector<std::string>{"169.254.169.254/32"});
+    EXPECT_THAT(nft_script(plan), HasSubstr("ip daddr { 169.254.169.254/32 } return"));
+}
+
+TEST(TransparentPlan, NamedHostLoopbackAddressesButNever127001) {
+    auto plan = plan_transparent_egress(
+        {EgressMode::custom, {}, {"127.0.0.14/32", "127.0.0.0/24", "127.0.0.0/8"}, {}}, 4000);
+    EXPECT_TRUE(plan.routes.empty()) << "loopback is local already";
+    EXPECT_EQ(texts(plan.loopback_open), std::vector<std::string>{"127.0.0.14/32"});
+    const std::string script = nft_script(plan);
+    EXPECT_THAT(script, HasSubstr("ip daddr != { 127.0.0.14/32 } ip daddr 127.0.0.0/8 return"));
+    EXPECT_THAT(script, Not(HasSubstr("127.0.0.0/24")));
+}
+
+}  // namespace
+}  // namespace corral
