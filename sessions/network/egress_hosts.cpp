@@ -1,8 +1,13 @@
 #include "sessions/network/egress_hosts.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
-#include <fstream>
 #include <sstream>
+
+#include "base/unique_fd.hpp"
 
 namespace corral {
 namespace {
@@ -45,11 +50,28 @@ Result<EgressHosts> parse_egress_hosts(const std::string& text) {
 }
 
 Result<EgressHosts> load_egress_hosts(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return sys_error("open `" + path + "`");
-    std::stringstream text;
-    text << in.rdbuf();
-    auto hosts = parse_egress_hosts(text.str());
+    // O_NONBLOCK and the type check: a FIFO or a device named by mistake must not hang the
+    // daemon's start nor feed it forever.
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+    if (!fd) return sys_error("open egress hosts file `" + path + "`");
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return sys_error("stat `" + path + "`");
+    if (!S_ISREG(st.st_mode))
+        return sys_error(EINVAL, "egress hosts file `" + path + "` is not a regular file");
+    if (st.st_size > static_cast<off_t>(kMaxHostsFileBytes))
+        return sys_error(EFBIG, "egress hosts file `" + path + "` is larger than " +
+                                    std::to_string(kMaxHostsFileBytes) + " bytes");
+    std::string text(static_cast<size_t>(st.st_size), '\0');
+    size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::read(fd.get(), text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return sys_error("read `" + path + "`");
+        if (n == 0) break;
+        done += static_cast<size_t>(n);
+    }
+    text.resize(done);
+    auto hosts = parse_egress_hosts(text);
     if (!hosts) return std::move(hosts.error().context("egress hosts file `" + path + "`"));
     return hosts;
 }

@@ -24,7 +24,10 @@ struct EgressHosts {
 /// Parses hosts-file text: `ADDRESS NAME [NAME...]` per line, `#` comments. EINVAL naming the
 /// line for a bad address or name.
 Result<EgressHosts> parse_egress_hosts(const std::string& text);
-/// Reads and parses `path`.
+/// The largest hosts file corrald reads.
+inline constexpr size_t kMaxHostsFileBytes = 1u << 20;
+/// Reads and parses `path`: a regular file of at most kMaxHostsFileBytes (EINVAL for a FIFO,
+/// device or directory, EFBIG beyond the cap; never blocks).
 Result<EgressHosts> load_egress_hosts(const std::string& path);
 
 }  // namespace corral

@@ -4,6 +4,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "sessions/network/egress_hosts.hpp"
 
@@ -91,6 +96,35 @@ TEST(EgressHostsFile, ParsesNamesCommentsAndRefusesGarbage) {
     EXPECT_THAT(bad.error().message, HasSubstr("line 2"));
     EXPECT_FALSE(parse_egress_hosts("127.0.0.1\n"));
     EXPECT_FALSE(parse_egress_hosts("127.0.0.1 *.wild.test\n"));
+}
+
+// --egress-hosts-file is read by the daemon as root at start: a FIFO named by mistake must not
+// hang it (the FIFO-policy precedent of issue 10), nor a huge file feed it without end.
+TEST(EgressHostsFile, RefusesFifosDirectoriesAndOversizedFiles) {
+    char dir[] = "/tmp/corral-hosts-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    const std::string base = dir;
+    ASSERT_EQ(::mkfifo((base + "/fifo").c_str(), 0600), 0);
+    auto fifo = load_egress_hosts(base + "/fifo");
+    ASSERT_FALSE(fifo);
+    EXPECT_THAT(fifo.error().message, HasSubstr("not a regular file"));
+    EXPECT_FALSE(load_egress_hosts(base));
+    {
+        std::ofstream big(base + "/big");
+        big << std::string(kMaxHostsFileBytes + 1, '#');
+    }
+    auto too_big = load_egress_hosts(base + "/big");
+    ASSERT_FALSE(too_big);
+    EXPECT_EQ(too_big.error().code, EFBIG);
+    {
+        std::ofstream good(base + "/hosts");
+        good << "127.0.0.11 registry.example.test\n";
+    }
+    auto good = load_egress_hosts(base + "/hosts");
+    ASSERT_TRUE(good) << good.error().describe();
+    EXPECT_TRUE(good->find("registry.example.test"));
+    EXPECT_FALSE(load_egress_hosts(base + "/missing"));
+    std::filesystem::remove_all(base);
 }
 
 }  // namespace
