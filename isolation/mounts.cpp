@@ -6,6 +6,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include "base/file_io.hpp"
 
@@ -282,9 +285,16 @@ Status add_workdir(Builder& b, const MountStep& step) {
         b.ops.back().fd = tree.get();
         b.trees.push_back(std::move(tree));
     } else if (errno == EPERM || errno == ENOSYS) {
-        // By path: only a caller without CAP_SYS_ADMIN gets here, and its job runs as that
-        // caller, so a swapped path shows the job nothing its caller could not open itself.
-        b.add(Op::bind, old_path(*source), new_path(target), what, 0, true);
+        // By path: a caller without CAP_SYS_ADMIN, whose job runs as that caller (a swapped
+        // path shows the job nothing its caller could not open itself); but root gets here too
+        // (an old kernel, an outer seccomp answering ENOSYS), and for root a swapped path is
+        // CVE-2018-15664's race again. So what the path mounted must be the directory resolved
+        // (its st_dev/st_ino, from the descriptor when there is one), or the bind is undone and
+        // the sandbox refused (issue 10, red-team round 3).
+        b.add(Op::bind, old_path(*source), new_path(target),
+              what + " (by path: it must still be the directory resolved)", 0, true);
+        b.ops.back().expect_dev = st.st_dev;
+        b.ops.back().expect_ino = st.st_ino;
         b.add(Op::set_attributes, {}, new_path(target), what + " nosuid,nodev",
               MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
     } else {
@@ -333,6 +343,14 @@ bool may_connect(const SocketReach& reach, const struct stat& st) {
            (st.st_mode & S_IWOTH);
 }
 
+/// Whether the socket at `path` carries an access ACL. Its named entries (`setfacl -m
+/// u:alice:rw`) grant what st_mode does not show (the group bits become the ACL's mask), so
+/// may_connect cannot judge it; such a socket is treated as reachable, masked (issue 10,
+/// red-team round 3). Conservative: any ACL, whoever it names.
+bool has_access_acl(const std::string& path) {
+    return ::lgetxattr(path.c_str(), "system.posix_acl_access", nullptr, 0) >= 0 || errno == ERANGE;
+}
+
 /// Issue 10 item 3: a read-only bind does not stop connect(), and a unix socket's file mode is the
 /// only check the kernel makes. Every socket the host has bound where the sandbox would see it
 /// (outside corral's own tmpfs mounts: /var/tmp, /var/lib/..., a corrald socket anywhere) and
@@ -361,30 +379,53 @@ Status mask_host_sockets(Builder& b, const std::optional<SocketReach>& reach) {
         bool through_workdir = false;
         auto inside = b.visible_at(*host, &through_workdir);
         if (!inside) continue;
-        if (reach && !through_workdir && !may_connect(*reach, st)) continue;
+        if (reach && !through_workdir && !may_connect(*reach, st) && !has_access_acl(*host))
+            continue;
         masks.emplace_back(std::move(*inside), std::move(*host));
     }
-    // Over the cap, a directory holding many of them is covered whole by an empty read-only
-    // tmpfs (one mount for all its sockets, and for anything else in it: the sandbox sees less,
-    // never more), largest first; never the workdir or a directory with other mounts in it.
+    // Over the cap, directories holding many of them are covered whole by an empty read-only
+    // tmpfs (one mount for all the sockets beneath, and for anything else there: the sandbox
+    // sees less, never more). Any ancestor may be covered, not only a socket's own directory:
+    // one socket in each of 1025 directories of /var/tmp must not refuse every session (issue
+    // 10, red-team round 3: a denial of service by any local user). Never `/`, the workdir or a
+    // directory holding it, or one with other mounts in it. Greedy, in one pass: the directory
+    // with the most sockets beneath first, the deepest of equals (it hides the least).
     std::vector<std::string> covered;
     if (masks.size() > kMaxMaskedSockets) {
-        std::map<std::string, size_t> per_dir;
-        for (const auto& mask : masks) ++per_dir[parent_of(mask.first)];
-        std::vector<std::pair<size_t, std::string>> largest;
-        for (const auto& [dir, count] : per_dir) largest.emplace_back(count, dir);
-        std::sort(largest.rbegin(), largest.rend());
-        size_t remaining = masks.size();
-        for (const auto& [count, dir] : largest) {
-            if (remaining <= kMaxMaskedSockets || count < 2) break;
-            if (dir == "/" || b.covering_would_hide_mounts(dir)) continue;
-            covered.push_back(dir);
-            remaining -= count;
+        std::map<std::string, size_t> beneath;  // coverable directory -> sockets beneath it
+        std::map<std::string, bool> coverable;
+        for (const auto& mask : masks) {
+            for (std::string dir = parent_of(mask.first); dir != "/"; dir = parent_of(dir)) {
+                auto [it, fresh] = coverable.try_emplace(dir, false);
+                if (fresh) it->second = !b.covering_would_hide_mounts(dir);
+                if (it->second) ++beneath[dir];
+            }
         }
-        std::erase_if(masks, [&](const auto& mask) {
-            return std::find(covered.begin(), covered.end(), parent_of(mask.first)) !=
-                   covered.end();
-        });
+        std::vector<std::tuple<size_t, size_t, std::string>> order;  // count, depth, dir
+        for (const auto& [dir, count] : beneath)
+            if (count >= 2)
+                order.emplace_back(
+                    count, static_cast<size_t>(std::count(dir.begin(), dir.end(), '/')), dir);
+        std::sort(order.rbegin(), order.rend());
+        std::set<std::string> taken, holding_taken;  // covered; their ancestors
+        auto under_taken = [&](const std::string& path) {
+            for (std::string dir = path; dir != "/"; dir = parent_of(dir))
+                if (taken.count(dir)) return true;
+            return false;
+        };
+        size_t remaining = masks.size();
+        for (const auto& [count, depth, dir] : order) {
+            if (remaining <= kMaxMaskedSockets) break;
+            // Sorted by count, an ancestor comes before its descendants unless they are equal:
+            // one holding a covered directory, or beneath one, adds nothing.
+            if (holding_taken.count(dir) || under_taken(dir)) continue;
+            taken.insert(dir);
+            covered.push_back(dir);
+            for (std::string up = parent_of(dir); up != "/"; up = parent_of(up))
+                holding_taken.insert(up);
+            remaining -= count - 1;
+        }
+        std::erase_if(masks, [&](const auto& mask) { return under_taken(mask.first); });
     }
     if (masks.size() > kMaxMaskedSockets) {
         std::string some;
@@ -575,9 +616,19 @@ bool run_op(const MountOp& op) noexcept {
             ::close(fd);
             return true;
         }
-        case Op::bind:
-            return ::mount(source, target, nullptr, MS_BIND | (op.recursive ? MS_REC : 0),
-                           nullptr) == 0;
+        case Op::bind: {
+            if (::mount(source, target, nullptr, MS_BIND | (op.recursive ? MS_REC : 0), nullptr) !=
+                0)
+                return false;
+            if (op.expect_ino == 0) return true;
+            struct stat st {};
+            if (::stat(target, &st) == 0 && st.st_dev == op.expect_dev &&
+                st.st_ino == op.expect_ino)
+                return true;
+            (void)::umount2(target, MNT_DETACH);
+            errno = EXDEV;
+            return false;
+        }
         case Op::set_readonly:
             return set_readonly(target, op.recursive);
         case Op::set_attributes: {

@@ -51,6 +51,10 @@ struct MountOp {
     std::string step;       ///< what an error names: "mount proc on /proc"
     int fd = -1;            ///< attach_tree: the detached tree (owned by PreparedMounts)
     bool optional = false;  ///< a failure is ignored (a socket that vanished before it was masked)
+    /// bind: when nonzero, what the target must be once mounted (st_dev, st_ino); otherwise the
+    /// mount is undone and the op fails (a path swapped since it was resolved)
+    dev_t expect_dev = 0;
+    ino_t expect_ino = 0;
 };
 
 /// The operations for one holder, in order, and the detached trees they attach.
