@@ -28,9 +28,10 @@ struct CopyRules {
     CopyOwner owner;
     std::optional<dev_t> skip_device;     ///< a directory on this device is not entered (the tmpfs)
     bool links_must_stay_inside = false;  ///< copy-back: a link leaving the job dir is skipped
-    int source_root = -1;       ///< copy-back: the tmpfs root, links are resolved beneath it
-    int destination_root = -1;  ///< copy-back: the job directory, links are resolved beneath it
+    int source_root = -1;  ///< copy-back: the tmpfs root, links are resolved beneath it
     std::vector<std::string>* skipped = nullptr;
+    /// copy-back: every link made, as (path from the job dir, target), for the final check
+    std::vector<std::pair<std::string, std::string>>* links_made = nullptr;
 };
 
 std::string joined(const std::string& rel, const std::string& name) {
@@ -110,19 +111,24 @@ Status copy_file(int src_dir, int dst_dir, const std::string& name, const std::s
     return set_attributes(out.get(), st, rules, rel);
 }
 
-/// Whether a relative symlink at `rel` pointing to `target` stays beneath the copy's root.
+/// Whether a relative symlink at `rel` pointing to `target` stays beneath the copy's root, by its
+/// text alone. `..` is accepted only as the leading components: after them every name goes one
+/// level down or is a link, and links are what resolves_beneath checks. A `..` after a name
+/// cannot be counted from the text, since the name may be a link to `.` (zero levels down) or
+/// to a deeper directory (issue 10, red-team round 3: `b -> .` plus `a -> b/b/c/../../..`).
 bool link_stays_inside(const std::string& rel, const std::string& target) {
     if (target.empty() || target[0] == '/') return false;
     long depth = static_cast<long>(std::count(rel.begin(), rel.end(), '/'));
+    bool leading = true;
     size_t pos = 0;
     while (pos <= target.size()) {
         size_t next = target.find('/', pos);
         if (next == std::string::npos) next = target.size();
         std::string part = target.substr(pos, next - pos);
         if (part == "..") {
-            if (--depth < 0) return false;
+            if (!leading || --depth < 0) return false;
         } else if (!part.empty() && part != ".") {
-            ++depth;
+            leading = false;
         }
         pos = next + 1;
     }
@@ -132,9 +138,12 @@ bool link_stays_inside(const std::string& rel, const std::string& target) {
 /// Whether `path` (relative) resolves beneath `root` the way the kernel would follow it,
 /// symlinks on the way included: openat2(RESOLVE_BENEATH) refuses with EXDEV an absolute link
 /// or a `..` that climbs above `root`, wherever they hide in the chain (a textual look at one
-/// link's target cannot see that `a/x` goes out because `a` is a link to `/etc`). A name that
-/// does not exist (yet) is beneath: nothing left `root` on the way to it.
-bool resolves_beneath(int root, const std::string& path) {
+/// link's target cannot see that `a/x` goes out because `a` is a link to `/etc`). Only a
+/// missing last name is beneath (nothing left `root` on the way to it, the link dangles): a
+/// missing directory on the way is not, since what later appears there decides where the
+/// `..` after it leads. A dangling link at the end is followed, textually, up to 40 hops.
+bool resolves_beneath(int root, const std::string& path, int hops = 0) {
+    if (hops > 40) return false;
     open_how how{};
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
@@ -143,7 +152,24 @@ bool resolves_beneath(int root, const std::string& path) {
         ::close(fd);
         return true;
     }
-    return errno == ENOENT || errno == ENOTDIR;
+    if (errno != ENOENT) return false;
+    const size_t slash = path.rfind('/');
+    const std::string parent = slash == std::string::npos ? "." : path.substr(0, slash);
+    const std::string leaf = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (leaf.empty() || leaf == "." || leaf == "..") return false;
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    UniqueFd dir(static_cast<int>(::syscall(SYS_openat2, root, parent.c_str(), &how, sizeof how)));
+    if (!dir) return false;  // a directory on the way is missing, or leaves
+    struct stat st {};
+    if (::fstatat(dir.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT;
+    if (!S_ISLNK(st.st_mode)) return false;  // it appeared meanwhile: refuse rather than guess
+    std::string target(PATH_MAX, '\0');
+    ssize_t n = ::readlinkat(dir.get(), leaf.c_str(), target.data(), target.size());
+    if (n <= 0) return false;
+    target.resize(static_cast<size_t>(n));
+    if (target[0] == '/') return false;
+    // The kernel resolves a link's target from the directory holding it: `parent/target`.
+    return resolves_beneath(root, parent + "/" + target, hops + 1);
 }
 
 /// Where the link at `rel` would lead, as a path relative to the copy's root.
@@ -158,17 +184,15 @@ Status copy_link(int src_dir, int dst_dir, const std::string& name, const std::s
     ssize_t n = ::readlinkat(src_dir, name.c_str(), target.data(), target.size());
     if (n < 0) return sys_error("readlink `" + rel + "`");
     target.resize(static_cast<size_t>(n));
-    // Structural: resolved beneath the job's copy (what the job built) and beneath the job
-    // directory it lands in (what is there already, links a previous job planted included);
-    // the textual test only rejects early what can never stay inside. The link is recreated as
-    // a link either way, never dereferenced by corral.
+    // Textual, then structural: resolved beneath the job's copy (what the job built, complete
+    // by now). Where it lands is checked once every output is there (links_escaping_the_job_dir):
+    // in sorted order, a sibling the chain goes through may not have been copied yet. The link
+    // is recreated as a link either way, never dereferenced by corral.
     const bool escapes =
         rules.links_must_stay_inside &&
         (!link_stays_inside(rel, target) ||
          (rules.source_root >= 0 &&
-          !resolves_beneath(rules.source_root, link_target_from_root(rel, target))) ||
-         (rules.destination_root >= 0 &&
-          !resolves_beneath(rules.destination_root, link_target_from_root(rel, target))));
+          !resolves_beneath(rules.source_root, link_target_from_root(rel, target))));
     if (escapes) {
         if (rules.skipped)
             rules.skipped->push_back(rel + " (symlink to `" + target +
@@ -184,6 +208,7 @@ Status copy_link(int src_dir, int dst_dir, const std::string& name, const std::s
         return sys_error("chown `" + rel + "`");
     const struct timespec times[2] = {st.st_atim, st.st_mtim};
     (void)::utimensat(dst_dir, name.c_str(), times, AT_SYMLINK_NOFOLLOW);
+    if (rules.links_made) rules.links_made->push_back({rel, target});
     return {};
 }
 
@@ -288,6 +313,45 @@ Status chown_children(int dir, CopyOwner owner, const std::string& rel, int dept
     return {};
 }
 
+/// The final check of copy-back: every link it made is resolved in the job directory as it now
+/// is, all outputs in place, and removed if its chain leaves the directory or goes through a
+/// missing one; again while one goes (a removed link may have been on another's way). Checked
+/// one by one as they were made, `a -> b/...` passed before its sibling `b -> .` existed
+/// (issue 10, red-team round 3; CVE-2018-15664 for links trusted where they land). Returns the
+/// paths removed.
+std::vector<std::string> remove_links_leaving(
+    int root, const std::vector<std::pair<std::string, std::string>>& links,
+    std::vector<std::string>& skipped) {
+    std::vector<std::string> removed;
+    std::vector<bool> gone(links.size(), false);
+    for (bool again = true; again;) {
+        again = false;
+        for (size_t i = 0; i < links.size(); ++i) {
+            if (gone[i]) continue;
+            const auto& [rel, target] = links[i];
+            std::vector<std::string> parts = path_components(rel);
+            if (parts.empty()) continue;
+            const std::string leaf = parts.back();
+            parts.pop_back();
+            auto dir = open_beneath(root, parts, false, CopyOwner{});
+            struct stat st {};
+            if (!dir || ::fstatat(dir->get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISLNK(st.st_mode)) {
+                gone[i] = true;  // replaced by a later output: not a link of ours any more
+                continue;
+            }
+            if (resolves_beneath(root, rel)) continue;
+            gone[i] = true;
+            again = true;
+            if (::unlinkat(dir->get(), leaf.c_str(), 0) != 0) continue;
+            skipped.push_back(rel + " (symlink to `" + target +
+                              "`, which leaves the job directory)");
+            removed.push_back(rel);
+        }
+    }
+    return removed;
+}
+
 /// Our own mount namespace, with nothing propagating to or from the host's.
 Status enter_private_mount_namespace() {
     if (::unshare(CLONE_NEWNS) != 0) return sys_error("unshare a mount namespace for the copy");
@@ -363,6 +427,49 @@ Result<CopiedWorkdir> CopiedWorkdir::create(int job_dir_fd, const std::string& j
     return copy;
 }
 
+namespace {
+
+/// Copies each output from the tmpfs at `source` into `destination`; stops at the first error.
+void copy_outputs(int source, const std::vector<std::string>& outputs, int destination,
+                  const CopyRules& rules, CopyOwner owner, OutputsCopied& result) {
+    for (const auto& output : outputs) {
+        std::vector<std::string> parts = path_components(output);
+        if (parts.empty()) continue;
+        const std::string leaf = parts.back();
+        parts.pop_back();
+        auto from = open_beneath(source, parts, false, owner);
+        struct stat st {};
+        if (!from || ::fstatat(from->get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            bool absent = from ? errno == ENOENT : from.error().code == ENOENT;
+            if (absent) {
+                result.missing.push_back(output);
+            } else {
+                result.skipped.push_back(output + " (a symlink or file on the way)");
+            }
+            continue;
+        }
+        auto to = open_beneath(destination, parts, true, owner);
+        if (!to) {
+            result.error = to.error().context("copy back `" + output + "`").describe();
+            return;
+        }
+        std::string rel;
+        for (const auto& part : parts) rel = joined(rel, part);
+        const std::string path = joined(rel, leaf);
+        const size_t skipped_before = result.skipped.size();
+        auto copied = copy_entry(from->get(), to->get(), leaf, path, rules, 0);
+        if (!copied) {
+            result.error = copied.error().context("copy back `" + output + "`").describe();
+            return;
+        }
+        bool leaf_skipped = result.skipped.size() > skipped_before &&
+                            result.skipped[skipped_before].starts_with(path + " (");
+        if (!leaf_skipped) result.copied.push_back(output);
+    }
+}
+
+}  // namespace
+
 OutputsCopied CopiedWorkdir::copy_back(const std::vector<std::string>& outputs, int job_dir_fd,
                                        const std::string& job_dir, CopyOwner owner) const {
     OutputsCopied result;
@@ -375,42 +482,17 @@ OutputsCopied CopiedWorkdir::copy_back(const std::vector<std::string>& outputs, 
     rules.owner = owner;
     rules.links_must_stay_inside = true;
     rules.source_root = root_.get();
-    rules.destination_root = destination.get();
     rules.skipped = &result.skipped;
-    for (const auto& output : outputs) {
-        std::vector<std::string> parts = path_components(output);
-        if (parts.empty()) continue;
-        const std::string leaf = parts.back();
-        parts.pop_back();
-        auto from = open_beneath(root_.get(), parts, false, owner);
-        struct stat st {};
-        if (!from || ::fstatat(from->get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            bool absent = from ? errno == ENOENT : from.error().code == ENOENT;
-            if (absent) {
-                result.missing.push_back(output);
-            } else {
-                result.skipped.push_back(output + " (a symlink or file on the way)");
-            }
-            continue;
-        }
-        auto to = open_beneath(destination.get(), parts, true, owner);
-        if (!to) {
-            result.error = to.error().context("copy back `" + output + "`").describe();
-            return result;
-        }
-        std::string rel;
-        for (const auto& part : parts) rel = joined(rel, part);
-        const std::string path = joined(rel, leaf);
-        const size_t skipped_before = result.skipped.size();
-        auto copied = copy_entry(from->get(), to->get(), leaf, path, rules, 0);
-        if (!copied) {
-            result.error = copied.error().context("copy back `" + output + "`").describe();
-            return result;
-        }
-        bool leaf_skipped = result.skipped.size() > skipped_before &&
-                            result.skipped[skipped_before].starts_with(path + " (");
-        if (!leaf_skipped) result.copied.push_back(output);
-    }
+    std::vector<std::pair<std::string, std::string>> links;
+    rules.links_made = &links;
+    copy_outputs(root_.get(), outputs, destination.get(), rules, owner, result);
+    // Whether the copy finished or stopped, no link it made may leave the job directory.
+    const auto removed = remove_links_leaving(destination.get(), links, result.skipped);
+    std::erase_if(result.copied, [&](const std::string& output) {
+        std::string path;
+        for (const auto& part : path_components(output)) path = joined(path, part);
+        return std::find(removed.begin(), removed.end(), path) != removed.end();
+    });
     return result;
 }
 

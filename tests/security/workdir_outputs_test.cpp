@@ -6,7 +6,14 @@
 // of issue 10, item 4.
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -159,6 +166,42 @@ TEST_F(WorkdirOutputs, OutputLinkThroughALinkPlantedInTheCheckoutIsNotCopiedBack
         << "a link leaving through the checkout's own link came back";
 }
 
+TEST_F(WorkdirOutputs, LinkThroughASiblingLinkToDotThatLandsLaterIsNotCopiedBack) {
+    // Issue 10, red-team round 3 (the CVE-2018-15664 family: a link trusted where it lands).
+    // `out/b -> .` is zero levels down, so `out/a -> b/b/.../c/../..` climbs out of the job
+    // directory in the checkout, where `out/c` exists; the job removed `c` from its copy (there
+    // the walk stopped at a missing name) and `a` sorts before `b` (checked before `b` was in
+    // the checkout). The text check used to count each `b` as one level down.
+    fs::create_directories(dir() / "checkout" / "out" / "c");
+    std::string target;
+    for (int i = 0; i < 12; ++i) target += "b/";
+    target += "c";
+    for (int i = 0; i < 14; ++i) target += "/..";
+    target += "/etc/passwd";
+    auto r = job("default", "[out]",
+                 "rmdir out/c && ln -s . out/b && ln -s " + target + " out/a && echo built");
+    ASSERT_EQ(r.out, "built\n") << r.err;
+    const fs::path a = dir() / "checkout" / "out" / "a";
+    EXPECT_FALSE(fs::exists(fs::symlink_status(a)))
+        << "out/a came back and leads to " << fs::weakly_canonical(a);
+    EXPECT_TRUE(fs::is_symlink(dir() / "checkout" / "out" / "b")) << "a link to `.` is inside";
+    auto skipped = report()["outputs"]["skipped"].dump();
+    EXPECT_NE(skipped.find("out/a"), std::string::npos) << skipped;
+}
+
+TEST_F(WorkdirOutputs, LinkThroughADirectoryMissingInTheCopyIsNotCopiedBack) {
+    // The same walk without `..` after a name: `out/a -> gone/x` where `gone` does not exist in
+    // the copy passed (a missing name was "beneath"); the checkout's `out/gone` is a link to a
+    // host directory planted earlier. A missing directory on the way is an escape now, and the
+    // final pass resolves every link made where it landed.
+    fs::create_directories(dir() / "checkout" / "out");
+    ASSERT_EQ(::symlink(victim_.c_str(), (dir() / "checkout" / "out" / "gone").c_str()), 0);
+    auto r = job("default", "[out]", "rm out/gone && ln -s gone/secret out/a && echo built");
+    ASSERT_EQ(r.out, "built\n") << r.err;
+    EXPECT_FALSE(fs::exists(fs::symlink_status(dir() / "checkout" / "out" / "a")))
+        << "a link through a missing directory came back";
+}
+
 TEST_F(WorkdirOutputs, BoundJobDirectoryIsClonedFromItsDescriptorNotItsPath) {
     // `workdir.from: cwd` binds the job directory. Between `corral run` resolving it and the
     // sandbox cloning it, its path is swapped for a link to a host directory (a concurrent job
@@ -187,6 +230,68 @@ TEST_F(WorkdirOutputs, BoundJobDirectoryIsClonedFromItsDescriptorNotItsPath) {
     ASSERT_EQ(::stat(victim_.c_str(), &victim), 0);
     EXPECT_EQ(cloned.st_ino, original.st_ino) << "the clone is not the resolved job directory";
     EXPECT_NE(cloned.st_ino, victim.st_ino) << "the clone followed the swapped-in link";
+}
+
+TEST_F(WorkdirOutputs, RootBindingByPathAfterASwapIsRefused) {
+    // Issue 10, red-team round 3: when open_tree fails with EPERM/ENOSYS (an old kernel, or an
+    // outer seccomp filter answering ENOSYS), the workdir is bound by path, and root reached that
+    // fallback too: a job directory swapped for a link (CVE-2018-15664's race) bound the link's
+    // target. What the path mounted must now be the directory resolved, or it is refused.
+    // A child makes open_tree answer ENOSYS (seccomp) and runs the mounts in a namespace of its
+    // own; its exit status says what happened.
+    const fs::path job = dir() / "checkout";
+    UniqueFd resolved(::open(job.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(resolved.valid());
+    fs::rename(job, dir() / "checkout.real");
+    ASSERT_EQ(::symlink(victim_.c_str(), job.c_str()), 0);
+    int err[2];
+    ASSERT_EQ(::pipe(err), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        ::close(err[0]);
+        auto say = [&](const std::string& text, int code) {
+            (void)!::write(err[1], text.data(), text.size());
+            ::_exit(code);
+        };
+        if (::unshare(CLONE_NEWNS) != 0 ||
+            ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+            say("unshare", 3);
+        sock_filter filter[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_open_tree, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+        if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) say("seccomp", 3);
+        WorkdirBinding binding{job.string(), job.string()};
+        binding.host_fd = resolved.get();
+        Policy policy;
+        policy.namespaces.mount = true;
+        auto plan = compile_mount_plan(policy, binding);
+        if (!plan) say(plan.error().describe(), 2);
+        auto prepared = prepare_mounts(*plan);
+        if (!prepared) say(prepared.error().describe(), 2);
+        if (prepared->workdir_tree >= 0) say("open_tree still worked", 3);
+        const char* failed = execute_mounts(*prepared);
+        if (failed == nullptr) say("the swapped path was bound", 1);
+        say(failed,
+            std::string(failed).find("must still be the directory resolved") != std::string::npos
+                ? 0
+                : 2);
+    }
+    ::close(err[1]);
+    std::string said;
+    char buf[512];
+    for (ssize_t n; (n = ::read(err[0], buf, sizeof buf)) > 0;) said.append(buf, n);
+    ::close(err[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << said;
+    if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "cannot set the test up: " << said;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << said;
+    EXPECT_EQ(contents(victim_ / "secret"), "host secret\n");
 }
 
 }  // namespace
