@@ -94,6 +94,65 @@ bool range_in_use(uint64_t first, uint64_t count) {
     return used;
 }
 
+/// Whether `fd` is the file linked at `path` now (not one unlinked, or replaced, since it was
+/// opened): a lock on an unlinked file guards nothing.
+bool still_linked(int fd, const std::string& path) {
+    struct stat held {
+    }, named{};
+    return ::fstat(fd, &held) == 0 && held.st_nlink > 0 && ::lstat(path.c_str(), &named) == 0 &&
+           held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+/// Takes the slot whose lock file is `path`: its file locked, or an invalid descriptor when the
+/// slot is taken (locked, or mapped by a live namespace).
+///
+/// The invariant that keeps this cheap: a lock file that exists was made by an allocator that
+/// found the range free, so once unlocked it was released by its holder and needs no /proc
+/// scan. Only a slot with no file (a first use, or a lock dir someone wiped under live holders)
+/// is scanned, O(processes): once per slot for the host's lifetime, not at every session start
+/// (issue 10, red-team round 3). The file is made under a temporary name, locked and scanned
+/// there, and linked into place only when the range is free: no other allocator can lock it
+/// unscanned, and a range in use leaves no file behind, so the next allocator scans it too.
+Result<UniqueFd> lock_slot(const std::string& path, uid_t base) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+        if (fd) {
+            if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+                if (errno == EWOULDBLOCK) return UniqueFd{};
+                return sys_error("uid range: flock `" + path + "`");
+            }
+            if (still_linked(fd.get(), path)) return fd;
+            continue;  // unlinked or replaced between open and flock: look again
+        }
+        if (errno != ENOENT) return sys_error("uid range: open `" + path + "`");
+        const std::string fresh =
+            path + ".new." + std::to_string(::getpid()) + "." + std::to_string(attempt);
+        UniqueFd made(
+            ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+        if (!made) return sys_error("uid range: create `" + fresh + "`");
+        // Nobody else knows this name: the lock cannot be contended, and it is held before the
+        // file can be found under `path`.
+        if (::flock(made.get(), LOCK_EX) != 0) {
+            Error error = sys_error("uid range: flock `" + fresh + "`");
+            ::unlink(fresh.c_str());
+            return error;
+        }
+        // A lock dir removed under a live holder (systemd deletes a unit's RuntimeDirectory on
+        // restart; an admin's `rm -rf`) must not give its slot to a second session.
+        if (range_in_use(base, kIdRangeSize)) {
+            ::unlink(fresh.c_str());
+            return UniqueFd{};
+        }
+        const int linked = ::link(fresh.c_str(), path.c_str());
+        const int error = errno;
+        ::unlink(fresh.c_str());
+        if (linked == 0) return made;
+        if (error != EEXIST) return sys_error(error, "uid range: link `" + path + "`");
+        // Another allocator linked its file first: look at that one.
+    }
+    return sys_error(EAGAIN, "uid range: `" + path + "` keeps changing");
+}
+
 }  // namespace
 
 bool is_corral_range_id(uint32_t id) {
@@ -111,17 +170,11 @@ Result<IdRangeLease> IdRangeLease::acquire(const std::string& lock_dir) {
         uid_t base = kIdRangeFirst + slot * kIdRangeSize;
         if (overlaps(taken, base, kIdRangeSize)) continue;
         std::string path = lock_dir + "/" + std::to_string(slot) + ".lock";
-        UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-        if (!fd) return sys_error("uid range: open `" + path + "`");
-        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-            if (errno == EWOULDBLOCK) continue;
-            return sys_error("uid range: flock `" + path + "`");
-        }
-        // Locked, yet a live session may still map it (its lock file was deleted): skip it.
-        // Looked at under our lock, so no other allocator hands the slot out meanwhile.
-        if (range_in_use(base, kIdRangeSize)) continue;
+        auto taken_slot = lock_slot(path, base);
+        if (!taken_slot) return std::move(taken_slot.error());
+        if (!taken_slot->valid()) continue;
         IdRangeLease lease;
-        lease.lock_ = std::move(fd);
+        lease.lock_ = std::move(*taken_slot);
         lease.base_ = base;
         return lease;
     }

@@ -15,8 +15,9 @@
 // <lock dir>/<N>.lock (default /run/corral-id-ranges). corrald and independent `corral run`s
 // thus never share a slot, and a crashed holder frees its slot by dying. The lock's open file is
 // also kept by the session's namespace holder (sandbox.cpp), so a slot stays taken as long as the
-// session's namespaces exist, even if the process that took it is gone. Lock files are never
-// unlinked: unlinking a flock()ed file races with the next locker.
+// session's namespaces exist, even if the process that took it is gone. Lock files in place are
+// never unlinked: unlinking a flock()ed file races with the next locker (a new one is made under
+// a temporary name and linked into place, locked).
 //
 // The lock dir is not under /run/corral: that is corrald's systemd RuntimeDirectory, which
 // systemd deletes when the unit stops or restarts (unless RuntimeDirectoryPreserve=yes, which
@@ -24,6 +25,8 @@
 // for slots live `corral run`s still hold. Should the lock files vanish anyway, a slot whose lock
 // is free is still checked for a live user before it is handed out: no process in another user
 // namespace may have any id of it in its uid_map or gid_map (a /proc scan under the slot's lock).
+// The scan runs only for a slot with no lock file: one that exists was linked into place after a
+// scan found its range free, and a range found in use gets no file (see id_range.cpp).
 
 #include <sys/types.h>
 
