@@ -29,6 +29,7 @@ TcpRelay::TcpRelay(tcp::socket a, tcp::socket b, size_t buffer_size, FinishedHan
     : a_(std::move(a)),
       b_(std::move(b)),
       linger_timer_(a_.get_executor()),
+      deadline_timer_(a_.get_executor()),
       on_finished_(std::move(on_finished)) {
     a_to_b_.from = &a_;
     a_to_b_.to = &b_;
@@ -84,6 +85,20 @@ void TcpRelay::on_source_end(Direction& direction) {
 
 void TcpRelay::settle() {
     if (closed_) return;
+    if ((a_to_b_.sink_failed || b_to_a_.sink_failed) && !deadline_set_) {
+        // Issue 10, red-team round 3: the linger below starts only once the other direction is
+        // done, and it may never be: its write to a peer that stopped reading waits forever,
+        // holding both sockets (a client that never reads keeps the relay). So the bound runs
+        // from the first failure.
+        deadline_set_ = true;
+        lingering_ = true;
+        linger_until_ = std::chrono::steady_clock::now() + linger_limit_;
+        deadline_timer_.expires_at(linger_until_);
+        deadline_timer_.async_wait([self = shared_from_this()](const error_code& error) {
+            if (error || self->closed_) return;
+            self->close();
+        });
+    }
     const bool a_done = a_to_b_.source_done || a_to_b_.sink_failed;
     const bool b_done = b_to_a_.source_done || b_to_a_.sink_failed;
     if (a_to_b_.source_done && b_to_a_.source_done) return close();
@@ -100,7 +115,7 @@ void TcpRelay::linger(tcp::socket& survivor) {
     if (closed_) return;
     if (!lingering_) {
         lingering_ = true;
-        linger_until_ = std::chrono::steady_clock::now() + kLingerLimit;
+        linger_until_ = std::chrono::steady_clock::now() + linger_limit_;
     }
     if (unsent_bytes(survivor) == 0 || std::chrono::steady_clock::now() >= linger_until_)
         return close();
@@ -116,6 +131,7 @@ void TcpRelay::close() {
     closed_ = true;
     error_code ignored;
     linger_timer_.cancel();
+    deadline_timer_.cancel();
     a_.close(ignored);
     b_.close(ignored);
     if (auto handler = std::exchange(on_finished_, nullptr)) handler(*this);

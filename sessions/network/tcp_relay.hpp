@@ -16,7 +16,9 @@
 //     queued for that peer and the peer has not read yet;
 //   - both sockets close once both directions are done; or, when one direction can deliver
 //     nothing more and the other is done, once the kernel has handed over everything queued for
-//     the surviving peer (its send queue is empty, bounded by kLingerLimit).
+//     the surviving peer (its send queue is empty, bounded by kLingerLimit);
+//   - kLingerLimit after the first destination failed, the relay closes whatever else is still
+//     pending: the other direction may be blocked writing to a client that never reads.
 //
 // Runs on one Asio io_context thread; every member must be called on it.
 
@@ -55,6 +57,8 @@ class TcpRelay : public std::enable_shared_from_this<TcpRelay> {
     void close();
     /// True once close() ran (explicitly, on error, or after both directions finished).
     bool closed() const { return closed_; }
+    /// Replaces kLingerLimit for this relay (before start(); tests use a short one).
+    void set_linger_limit(std::chrono::milliseconds limit) { linger_limit_ = limit; }
 
   private:
     struct Direction {
@@ -75,8 +79,13 @@ class TcpRelay : public std::enable_shared_from_this<TcpRelay> {
     Direction a_to_b_;
     Direction b_to_a_;
     boost::asio::steady_timer linger_timer_;
+    /// Runs from the first sink failure: whatever the other direction still waits for (a write
+    /// to a peer that never reads), the relay closes by then.
+    boost::asio::steady_timer deadline_timer_;
+    std::chrono::milliseconds linger_limit_{kLingerLimit};
     std::chrono::steady_clock::time_point linger_until_{};
     bool lingering_ = false;
+    bool deadline_set_ = false;
     FinishedHandler on_finished_;
     bool closed_ = false;
 };
