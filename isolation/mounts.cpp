@@ -414,8 +414,18 @@ Status mask_host_sockets(Builder& b, const std::optional<SocketReach>& reach) {
             return false;
         };
         size_t remaining = masks.size();
+        // The deepest directory that alone brings it under the cap, when there is one (one
+        // crowded directory: it, not a whole /var that also holds one more socket elsewhere).
+        const std::string* alone = nullptr;
+        size_t alone_depth = 0;
+        for (const auto& [count, depth, dir] : order)
+            if (remaining - (count - 1) <= kMaxMaskedSockets && (!alone || depth > alone_depth)) {
+                alone = &dir;
+                alone_depth = depth;
+            }
         for (const auto& [count, depth, dir] : order) {
             if (remaining <= kMaxMaskedSockets) break;
+            if (alone && &dir != alone) continue;
             // Sorted by count, an ancestor comes before its descendants unless they are equal:
             // one holding a covered directory, or beneath one, adds nothing.
             if (holding_taken.count(dir) || under_taken(dir)) continue;

@@ -128,20 +128,30 @@ TEST_F(SocketMask, OneReachableSocketInEachOfManyDirectoriesIsCoveredByAnAncesto
     // Issue 10, red-team round 3: only a socket's own directory holding two or more was ever
     // covered, so any local user binding 1025 world-writable sockets, one per directory of
     // /var/tmp, made every `default` run and session refuse to start (a denial of service).
-    // An ancestor holding them all is covered now, one mount whatever their spread.
+    // An ancestor holding them all is covered now, one mount whatever their spread: the
+    // deepest that suffices (`crowd`), not one that also holds an unrelated socket (`lone`,
+    // masked on its own, still visible beside it).
+    ASSERT_TRUE(fs::create_directory(sockets_dir_ / "crowd"));
     for (int i = 0; i < 1100; ++i) {
-        const fs::path d = sockets_dir_ / ("d" + std::to_string(i));
+        const fs::path d = sockets_dir_ / "crowd" / ("d" + std::to_string(i));
         ASSERT_TRUE(fs::create_directory(d));
         listen_at(d / "s", 0777);
     }
+    ASSERT_TRUE(fs::create_directory(sockets_dir_ / "lone"));
+    listen_at(sockets_dir_ / "lone" / "s", 0777);
     if (HasFatalFailure()) return;
     double seconds = 0;
     auto r = timed_run(count_mounts(sockets_dir_) + "; chmod 755 probe; ./probe connect-unix " +
-                           (sockets_dir_ / "d5" / "s").string() + "; true",
+                           (sockets_dir_ / "crowd" / "d5" / "s").string() + "; true",
                        &seconds);
     ASSERT_EQ(r.exit_code, 0) << "one user's sockets refused the run: " << r.err;
-    EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "1") << r.out;
+    EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "2") << "crowd and lone: " << r.out;
     EXPECT_NE(answers(r.out)["connect"], "ok") << r.out;
+    auto lone = timed_run("chmod 755 probe; ./probe connect-unix " +
+                              (sockets_dir_ / "lone" / "s").string() + "; true",
+                          &seconds);
+    ASSERT_EQ(lone.exit_code, 0) << lone.err;
+    EXPECT_NE(answers(lone.out)["connect"], "ok") << lone.out;
 }
 
 /// The bytes of a POSIX access ACL xattr (linux/posix_acl_xattr.h, little-endian, version 2):
