@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -125,10 +126,10 @@ Result<UniqueFd> lock_slot(const std::string& path, uid_t base) {
             continue;  // unlinked or replaced between open and flock: look again
         }
         if (errno != ENOENT) return sys_error("uid range: open `" + path + "`");
-        const std::string fresh =
-            path + ".new." + std::to_string(::getpid()) + "." + std::to_string(attempt);
-        UniqueFd made(
-            ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+        // A name of its own (mkostemp: O_EXCL, random), so a file a killed allocator left
+        // behind is never in the way.
+        std::string fresh = path + ".new.XXXXXX";
+        UniqueFd made(::mkostemp(fresh.data(), O_CLOEXEC));
         if (!made) return sys_error("uid range: create `" + fresh + "`");
         // Nobody else knows this name: the lock cannot be contended, and it is held before the
         // file can be found under `path`.
