@@ -318,6 +318,13 @@ Result<std::shared_ptr<Session>> SessionManager::find_any(const std::string& sid
 // An ended session stays readable (records, output) for the retention window, then shrinks to a
 // tombstone so that a late DELETE still says "already ended".
 void SessionManager::on_session_ended(const std::string& sid) {
+    if (auto waiters = end_waiters_.find(sid); waiters != end_waiters_.end()) {
+        for (auto& [alive, handler] : waiters->second)
+            boost::asio::post(io_, [alive, handler = std::move(handler), sid] {
+                if (*alive) handler(sys_error(ESHUTDOWN, "session `" + sid + "` has ended"));
+            });
+        end_waiters_.erase(waiters);
+    }
     auto timer = std::make_shared<boost::asio::steady_timer>(io_, config_.ended_retention);
     retention_timers_[sid] = timer;
     timer->async_wait([this, sid, alive = alive_](const boost::system::error_code& error) {
@@ -328,6 +335,25 @@ void SessionManager::on_session_ended(const std::string& sid) {
         remember_tombstone(found->second->info());
         sessions_.erase(found);
     });
+}
+
+WaitHandle SessionManager::async_wait_session_end(const std::string& sid,
+                                                  StatusHandler handler) {
+    auto alive = std::make_shared<bool>(true);
+    auto session = find_any(sid);
+    if (!session || (*session)->state() == SessionState::ended) {
+        Error error = session ? sys_error(ESHUTDOWN, "session `" + sid + "` has ended")
+                              : std::move(session.error());
+        boost::asio::post(io_, [alive, handler = std::move(handler), error = std::move(error)] {
+            if (*alive) handler(error);
+        });
+        return WaitHandle(alive);
+    }
+    auto& waiters = end_waiters_[sid];
+    // Waits given up on (a watch whose client left) go now, not when the session ends.
+    std::erase_if(waiters, [](const auto& waiter) { return !*waiter.first; });
+    waiters.emplace_back(alive, std::move(handler));
+    return WaitHandle(alive);
 }
 
 void SessionManager::remember_reaped_sessions() {

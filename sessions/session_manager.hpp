@@ -235,6 +235,10 @@ class SessionManager {
     /// Defined in session_manager_ports.cpp.
     WaitHandle async_wait_port(const std::string& sid, uint16_t port, Millis timeout,
                                StatusHandler handler);
+    /// Calls `handler` (posted) once session `sid` has ended and its processes are gone — at once
+    /// when it already has (ESHUTDOWN) or is unknown (ENOENT). For streams that must end with it
+    /// (files/watch).
+    WaitHandle async_wait_session_end(const std::string& sid, StatusHandler handler);
 
     // --- files and tokens ----------------------------------------------------------------------
 
@@ -290,6 +294,9 @@ class SessionManager {
     std::map<std::string, std::shared_ptr<boost::asio::steady_timer>> retention_timers_;
     std::map<std::string, std::unique_ptr<Tombstone>> tombstones_;
     std::vector<std::string> tombstone_order_;
+    /// async_wait_session_end's handlers by session, each with its WaitHandle's alive flag.
+    std::map<std::string, std::vector<std::pair<std::shared_ptr<bool>, StatusHandler>>>
+        end_waiters_;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

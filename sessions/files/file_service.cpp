@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/fsuid.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -651,6 +652,31 @@ Result<FileInfo> FileService::stat(std::string_view path) const {
         return path_error(errno, "stat", path);
     }
     return info_from(parts->back(), st, parent->get(), name);
+}
+
+Result<int> FileService::add_watch(int inotify_fd, std::string_view path, uint32_t mask,
+                                   bool follow_final) const {
+    ActAs view(options_.act_as);
+    auto parts = split_path(path, options_.mount_point);
+    if (!parts) return std::move(parts.error());
+    Resolver resolver{root_.get(), options_};
+    // The final component is followed only when asked (the watched directory itself, like list);
+    // subdirectories found by a recursive watch never are, so a symlink cannot add a watch on
+    // anything it points to.
+    const int flags = O_PATH | O_DIRECTORY | (follow_final ? 0 : O_NOFOLLOW);
+    auto dir = resolver.open(*parts, parts->size(), flags, "watch", path);
+    if (!dir) return std::move(dir.error());
+    struct stat st;
+    if (::fstat(dir->get(), &st) != 0) return path_error(errno, "watch", path);
+    if (!S_ISDIR(st.st_mode)) return path_error(ENOTDIR, "watch", path);
+    // inotify_add_watch takes a path, never an fd: give it the fd's /proc/self/fd link, which
+    // the kernel follows to exactly the inode openat2 resolved (no second lookup of the client's
+    // path that a rename could redirect). It runs under the same unprivileged view, so watching
+    // needs the read permission a process of the session would need.
+    const std::string link = "/proc/self/fd/" + std::to_string(dir->get());
+    const int wd = ::inotify_add_watch(inotify_fd, link.c_str(), mask | IN_ONLYDIR);
+    if (wd < 0) return path_error(errno, "watch", path);
+    return wd;
 }
 
 }  // namespace corral

@@ -165,6 +165,13 @@ class FileService {
     /// Information about one entry (a symlink is reported as a symlink, never followed).
     Result<FileInfo> stat(std::string_view path) const;
 
+    /// Adds a watch on the directory `path` to the inotify instance `inotify_fd` and returns its
+    /// watch descriptor. The directory is resolved like everything else here (openat2 beneath the
+    /// root, as the service's identity), then handed to the kernel as /proc/self/fd/N of that
+    /// resolved fd. `follow_final`: a final symlink is followed (inside the root); otherwise a
+    /// final symlink is ENOTDIR. ENOTDIR for anything but a directory.
+    Result<int> add_watch(int inotify_fd, std::string_view path, uint32_t mask,
+                          bool follow_final) const;
     /// The root's O_PATH fd (for callers that need to resolve something else under it).
     int root_fd() const { return root_.get(); }
 

@@ -43,6 +43,7 @@ const std::vector<Api::Route>& Api::routes() {
         {"POST", "/v1/sessions/{sid}/files/move", A::session_use, &Api::move_file},
         {"GET", "/v1/sessions/{sid}/files/list", A::session_use, &Api::list_directory},
         {"GET", "/v1/sessions/{sid}/files/stat", A::session_use, &Api::stat_file},
+        {"GET", "/v1/sessions/{sid}/files/watch", A::session_use, &Api::watch_files},
         {"POST", "/v1/sessions/{sid}/git/checkout", A::session_use, &Api::git_checkout},
         {"POST", "/v1/sessions/{sid}/ports", A::session_admin, &Api::lease_port},
         // Ports are the full token's alone: the AI SDK's restricted view has no port methods.

@@ -96,6 +96,8 @@ class Api {
     asio::awaitable<void> move_file(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> list_directory(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> stat_file(Exchange&, const RouteParams&, const Caller&);
+    // api_file_watch.cpp
+    asio::awaitable<void> watch_files(Exchange&, const RouteParams&, const Caller&);
     // api_git.cpp
     asio::awaitable<void> git_checkout(Exchange&, const RouteParams&, const Caller&);
     // api_ports.cpp

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <thread>
 
@@ -289,6 +290,205 @@ TEST_F(SessionTools, GitCheckout_RefusesUrlsAndBranchesThatAreOptionsOrCommands)
     EXPECT_FALSE(fs::exists(session["root"].get<std::string>() + "/pwned"));
     auto procs = c.get(base + "/processes");
     EXPECT_TRUE(procs.json()["processes"].empty()) << "no git was started: " << procs.body;
+}
+
+// --- files/watch (issue 13.8) -------------------------------------------------------------------
+
+/// Streams GET `target`; once the watch is in place ("watching"), runs `act` on another thread
+/// (its own connection); collects events until `enough(events)` or the stream ends.
+std::vector<json> watch(HttpClient& c, const std::string& target, std::function<void()> act,
+                        std::function<bool(const std::vector<json>&)> enough) {
+    std::vector<json> events;
+    std::thread actor;
+    const unsigned status = c.stream_lines("GET", target, "", {}, [&](const std::string& line) {
+        events.push_back(json::parse(line));
+        if (events.back()["type"] == "watching") actor = std::thread(act);
+        return !enough(events);
+    });
+    if (actor.joinable()) actor.join();
+    EXPECT_EQ(status, 200u) << (events.empty() ? "" : events.back().dump());
+    return events;
+}
+
+bool has(const std::vector<json>& events, const std::string& type, const std::string& path) {
+    for (const auto& e : events)
+        if (e["type"] == type && e.value("path", "") == path) return true;
+    return false;
+}
+
+TEST_F(SessionTools, Watch_SeesCreateModifyDeleteAndMove) {
+    auto c = client();
+    const json session = create_session(c);
+    const auto base = s(session);
+    const std::string cwd = session["cwd"];
+    ASSERT_EQ(c.post(base + "/files/mkdir", {{"path", "d"}}).status, 201u);
+    const std::string d = cwd + "/d";
+    auto events = watch(
+        c, base + "/files/watch?path=d&recursive=true",
+        [&] {
+            auto other = client();
+            run(other, base,
+                "cd d && echo a > f && echo b >> f && mv f g && mkdir -p sub/deeper && "
+                "echo x > sub/deeper/y && rm g && mv sub moved && echo z > moved/deeper/w && "
+                "touch end");
+        },
+        [&](const std::vector<json>& e) { return has(e, "create", d + "/end"); });
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events[0]["type"], "watching");
+    EXPECT_EQ(events[0]["path"], d);
+    EXPECT_EQ(events[0]["recursive"], true);
+    EXPECT_TRUE(has(events, "create", d + "/f"));
+    EXPECT_TRUE(has(events, "modify", d + "/f"));
+    EXPECT_TRUE(has(events, "delete", d + "/g"));
+    EXPECT_TRUE(has(events, "create", d + "/sub"));
+    // Created below a directory that was new a moment ago: seen by its watch or by the scan.
+    EXPECT_TRUE(has(events, "create", d + "/sub/deeper/y"));
+    bool moved = false, renamed_dir = false;
+    for (const auto& e : events) {
+        if (e["type"] == "move" && e["from"] == d + "/f" && e["to"] == d + "/g") moved = true;
+        if (e["type"] == "move" && e["from"] == d + "/sub" && e["to"] == d + "/moved" &&
+            e["isDir"] == true)
+            renamed_dir = true;
+    }
+    EXPECT_TRUE(moved);
+    EXPECT_TRUE(renamed_dir);
+    // After a directory moved, its watches name it by its new path.
+    EXPECT_TRUE(has(events, "create", d + "/moved/deeper/w"));
+    uint64_t seq = 0;
+    for (const auto& e : events) EXPECT_EQ(e["seq"], seq++);
+    for (const auto& e : events) EXPECT_NE(e["type"], "error") << e.dump();
+}
+
+TEST_F(SessionTools, Watch_WithoutRecursiveSeesOnlyTheDirectoryItself) {
+    auto c = client();
+    const json session = create_session(c);
+    const auto base = s(session);
+    const std::string cwd = session["cwd"];
+    auto events = watch(
+        c, base + "/files/watch?path=.",
+        [&] {
+            auto other = client();
+            run(other, base, "mkdir -p sub && echo x > sub/inner && echo y > top");
+        },
+        [&](const std::vector<json>& e) { return has(e, "create", cwd + "/top"); });
+    EXPECT_TRUE(has(events, "create", cwd + "/sub"));
+    EXPECT_FALSE(has(events, "create", cwd + "/sub/inner"));
+}
+
+TEST_F(SessionTools, Watch_EndsWithOneFinalEventWhenTheSessionEnds) {
+    auto c = client();
+    const json session = create_session(c);
+    const auto base = s(session);
+    auto events = watch(
+        c, base + "/files/watch?path=.&recursive=true",
+        [&] {
+            auto other = client();
+            EXPECT_EQ(other.del(base).status, 200u);
+        },
+        [](const std::vector<json>&) { return false; });  // until the daemon ends the stream
+    ASSERT_GE(events.size(), 2u);
+    EXPECT_EQ(events.back()["type"], "end") << events.back().dump();
+    EXPECT_EQ(events.back()["reason"], "session_ended");
+    size_t finals = 0;
+    for (const auto& e : events) finals += e["type"] == "end" || e["type"] == "error";
+    EXPECT_EQ(finals, 1u);
+    // A watch of an ended session is refused before any stream starts.
+    EXPECT_EQ(c.get(base + "/files/watch?path=.").status, 409u);
+}
+
+TEST_F(SessionTools, Watch_EndsWhenTheWatchedDirectoryIsDeleted) {
+    auto c = client();
+    const json session = create_session(c);
+    const auto base = s(session);
+    ASSERT_EQ(c.post(base + "/files/mkdir", {{"path", "doomed"}}).status, 201u);
+    auto events = watch(
+        c, base + "/files/watch?path=doomed",
+        [&] {
+            auto other = client();
+            run(other, base, "rm -r doomed");
+        },
+        [](const std::vector<json>&) { return false; });
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back()["type"], "end");
+    EXPECT_EQ(events.back()["reason"], "deleted");
+}
+
+TEST_F(SessionTools, Watch_RefusesWhatIsNotADirectoryOfTheSession) {
+    auto c = client();
+    const json session = create_session(c);
+    const auto base = s(session);
+    ASSERT_EQ(c.request("PUT", base + "/files?path=file.txt", "x").status, 200u);
+    EXPECT_EQ(c.get(base + "/files/watch?path=nope").status, 404u);
+    EXPECT_EQ(c.get(base + "/files/watch?path=file.txt").status, 400u);
+    // `..` out of a session without a mount namespace: its file API reaches only its workspace.
+    auto escape = c.get(base + "/files/watch?path=../../..");
+    EXPECT_EQ(escape.status, 403u) << escape.body;
+}
+
+// Security (issue 13.3, the openat2 confinement of the file API; the symlink-swap class of
+// CVE-2018-15664): a symlink in the workspace pointing at a host directory outside it cannot make
+// the daemon watch that directory, neither as the watched path (it resolves inside the root) nor
+// as a subdirectory of a recursive watch (never followed).
+TEST_F(SessionTools, Watch_ASymlinkPointingOutsideCannotWidenTheWatch) {
+    char tmpl[] = "/tmp/corral-watch-outside-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const std::string outside = tmpl;
+    struct Cleanup {
+        std::string dir;
+        ~Cleanup() { fs::remove_all(dir); }
+    } cleanup{outside};
+    auto c = client();
+    const json session = create_session(c);
+    const auto base = s(session);
+    const std::string cwd = session["cwd"];
+    ASSERT_EQ(run(c, base,
+                  "ln -s " + outside + " abs && ln -s ../../../../../../.." + outside +
+                      " rel && mkdir real")["exitCode"],
+              0);
+    // As the watched path: /tmp/... resolves beneath the session root, where it does not exist.
+    EXPECT_EQ(c.get(base + "/files/watch?path=abs").status, 404u);
+    EXPECT_EQ(c.get(base + "/files/watch?path=rel").status, 404u);
+    // Inside a recursive watch: writes in the outside directory are never reported; the marker
+    // written afterwards inside the workspace is (so the stream was live all along).
+    auto events = watch(
+        c, base + "/files/watch?path=.&recursive=true",
+        [&] {
+            std::ofstream(outside + "/secret-outside") << "x";
+            fs::create_directory(outside + "/dir-outside");
+            std::ofstream(outside + "/dir-outside/more") << "y";
+            auto other = client();
+            run(other, base, "touch real/marker");
+        },
+        [&](const std::vector<json>& e) { return has(e, "create", cwd + "/real/marker"); });
+    EXPECT_EQ(events[0]["directories"], 2) << "the workspace and real/, not the links";
+    for (const auto& e : events) EXPECT_EQ(e.dump().find("outside"), std::string::npos) << e.dump();
+}
+
+TEST_F(SessionTools, Watch_IsBoundedByItsDirectoryCap) {
+    auto c = client();
+    const json session = create_session(c);
+    const auto base = s(session);
+    // 4096 directories is one watch's cap: 4100 below `big` (plus itself) are too many.
+    ASSERT_EQ(run(c, base, "mkdir -p big && cd big && seq -f d%g 4100 | xargs mkdir")["exitCode"],
+              0);
+    auto refused = c.get(base + "/files/watch?path=big&recursive=true");
+    EXPECT_EQ(refused.status, 413u) << refused.body;
+    EXPECT_EQ(refused.json()["error"]["code"], "watch_limit");
+    EXPECT_NE(refused.json()["error"]["message"].get<std::string>().find("4096"),
+              std::string::npos);
+    // Within the cap at the start, past it later: the stream ends with one clear error event.
+    ASSERT_EQ(run(c, base, "mkdir grow && cd grow && seq -f d%g 4090 | xargs mkdir")["exitCode"],
+              0);
+    auto events = watch(
+        c, base + "/files/watch?path=grow&recursive=true",
+        [&] {
+            auto other = client();
+            run(other, base, "cd grow && seq -f n%g 20 | xargs mkdir");
+        },
+        [](const std::vector<json>&) { return false; });
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back()["type"], "error") << events.back().dump();
+    EXPECT_EQ(events.back()["code"], "watch_limit");
 }
 
 }  // namespace

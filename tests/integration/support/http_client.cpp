@@ -216,7 +216,9 @@ unsigned HttpClient::stream_lines(std::string_view method, std::string_view targ
         parser.get().body().data = chunk;
         parser.get().body().size = sizeof chunk;
         ec = impl_->run_bounded(
-            [&](auto done) { http::async_read(*impl_->socket, impl_->buffer, parser, done); },
+            // read_some: hand each line on as soon as it arrives (async_read would wait for the
+            // whole 16 KiB buffer, which a quiet stream such as files/watch may never fill).
+            [&](auto done) { http::async_read_some(*impl_->socket, impl_->buffer, parser, done); },
             "read stream");
         if (ec && ec != http::error::need_buffer) {
             impl_->drop();
