@@ -2,6 +2,7 @@
 // session_ending.cpp.
 #include "sessions/session.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,9 +52,19 @@ Status Session::build(const CreateSessionRequest& request) {
     auto directory = SessionDirectory::create(context_.sessions_dir, id_, policy_.workdir.size);
     if (!directory) return std::move(directory.error());
     directory_ = std::move(*directory);
-    workdir_.host_path = directory_.root();
-    workdir_.inside_path = policy_.namespaces.mount ? policy_.workdir.mount : directory_.root();
-    workdir_.idmap_to_owner = false;  // a scratch dir: handed to the sandbox's identity below
+    if (request.bound_workdir) {
+        // The user's directory: bound from its descriptor (never by path again), idmapped to
+        // its owner, never handed to the sandbox's identity, never removed.
+        bound_workdir_ = request.bound_workdir;
+        workdir_.host_path = bound_workdir_->host_path;
+        workdir_.host_fd = bound_workdir_->fd.get();
+        workdir_.idmap_to_owner = true;
+    } else {
+        workdir_.host_path = directory_.root();
+        workdir_.idmap_to_owner = false;  // a scratch dir: handed to the sandbox's identity below
+    }
+    workdir_.inside_path =
+        policy_.namespaces.mount ? policy_.workdir.mount : workdir_.host_path;
 
     CORRAL_TRY(create_kernel_resources(), "set up");
     // The workspace and the files the API creates belong to the sandbox's user as the host sees
@@ -67,10 +78,15 @@ Status Session::build(const CreateSessionRequest& request) {
     if (owner) CORRAL_TRY(directory_.hand_to(owner->uid, owner->gid), "session directory");
     choose_command_shell();
 
-    auto files = FileService::open(directory_.root(), FileServiceOptions{owner, false});
-    if (!files) return std::move(files.error().context("file service"));
-    files_ = std::make_shared<FileService>(std::move(*files));
-    CORRAL_TRY(open_path_space(owner), "file service");
+    // Uploads to a bound workdir belong to its owner, as the sandbox's own writes there do.
+    std::optional<FileOwner> workspace_owner = owner;
+    if (bound_workdir_)
+        workspace_owner = FileOwner{bound_workdir_->owner_uid, bound_workdir_->owner_gid};
+    auto workspace = open_workspace();
+    if (!workspace) return std::move(workspace.error().context("file service"));
+    files_ = std::make_shared<FileService>(std::move(*workspace),
+                                           FileServiceOptions{workspace_owner, false});
+    CORRAL_TRY(open_path_space(workspace_owner, owner), "file service");
 
     const unsigned ports = request.ports.value_or(policy_.network.ports);
     for (unsigned i = 0; i < ports; ++i) {
@@ -118,6 +134,17 @@ Status Session::create_kernel_resources() {
     CORRAL_TRY(start_network(), "network");
     watch_oom_group();
     return {};
+}
+
+Result<UniqueFd> Session::open_workspace() const {
+    if (bound_workdir_) {
+        const int fd = ::fcntl(bound_workdir_->fd.get(), F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) return sys_error("dup workdir `" + bound_workdir_->host_path + "`");
+        return UniqueFd(fd);
+    }
+    const int fd = ::open(directory_.root().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return sys_error("open `" + directory_.root() + "`");
+    return UniqueFd(fd);
 }
 
 std::string Session::resolve_cwd(const std::string& cwd, const std::string& base) const {
@@ -389,7 +416,7 @@ SessionInfo Session::info() const {
     info.end_reason = end_reason_;
     info.created_at = created_at_;
     info.ended_at = ended_at_;
-    info.root = directory_.root();
+    info.root = bound_workdir_ ? bound_workdir_->host_path : directory_.root();
     info.workdir = workdir_.inside_path;
     info.cwd = cwd_;
     info.env = env_;

@@ -23,6 +23,7 @@
 #include "isolation/mount_plan.hpp"
 #include "isolation/sandbox.hpp"
 #include "policies/policy.hpp"
+#include "sessions/session_workdir.hpp"
 #include "sessions/files/file_service.hpp"
 #include "sessions/files/path_space.hpp"
 #include "sessions/network/egress_gate.hpp"
@@ -165,7 +166,12 @@ class Session : public std::enable_shared_from_this<Session> {
     /// Whether `path` (inside the sandbox) is an executable regular file.
     bool sandbox_has_executable(const std::string& path) const;
     void choose_command_shell();
-    Status open_path_space(const std::optional<FileOwner>& owner);
+    /// `workspace_owner`: who owns what the API creates in the workspace; `sandbox_identity`: who
+    /// the daemon acts as elsewhere in the sandbox's view.
+    Status open_path_space(const std::optional<FileOwner>& workspace_owner,
+                           const std::optional<FileOwner>& sandbox_identity);
+    /// A new descriptor of the workspace directory (the bound workdir's, or the scratch root).
+    Result<UniqueFd> open_workspace() const;
     std::vector<std::string> process_env(const std::map<std::string, std::string>& extra) const;
     void on_process_finished(Process& process);
     /// Drops the oldest finished records beyond context_.max_finished_processes (their leaves
@@ -219,6 +225,9 @@ class Session : public std::enable_shared_from_this<Session> {
     Confinement confinement_;
     std::shared_ptr<FileService> files_;
     PathSpace paths_;
+    /// The host directory bound as the workspace (CreateSessionRequest::workdir), or null: a
+    /// scratch directory. Never removed by the session.
+    std::shared_ptr<const BoundWorkdir> bound_workdir_;
     std::vector<uint16_t> leased_;
     std::unique_ptr<SessionNetwork> network_;  ///< isolated network only; before sandbox_ dies
     std::optional<EgressInfo> final_egress_;   ///< the egress record as it was when it stopped

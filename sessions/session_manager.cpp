@@ -1,5 +1,6 @@
 // The registry: creating, finding, ending and forgetting sessions. Per-process calls are thin
 // lookups that forward to Session/Process (session_manager_processes.cpp).
+#include "sessions/session_workdir.hpp"
 #include "sessions/session_manager.hpp"
 
 #include <sys/stat.h>
@@ -204,7 +205,13 @@ Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest
                            config_.port_host,
                            config_.max_finished_processes,
                            config_.egress};
-    auto session = Session::create(context, *id, std::move(*parsed.policy), request,
+    CreateSessionRequest resolved = request;
+    if (!request.workdir.empty()) {
+        auto bound = resolve_workdir(config_.workdir_roots, request.workdir);
+        if (!bound) return std::move(bound.error());
+        resolved.bound_workdir = std::move(*bound);
+    }
+    auto session = Session::create(context, *id, std::move(*parsed.policy), resolved,
                                    [this](Session& ended) { on_session_ended(ended.id()); });
     if (!session) return std::move(session.error());
     sessions_[*id] = *session;

@@ -63,6 +63,9 @@ struct SessionManagerConfig {
     /// Host paths no session with a mount namespace may see, besides state_dir (which is always
     /// hidden): corrald puts its socket's directory here.
     std::vector<std::string> hidden_from_sessions;
+    /// Host directories beneath which a session may work in an existing directory
+    /// (POST /v1/sessions {workdir}; corrald --allow-workdir). Empty: none may.
+    std::vector<std::string> workdir_roots;
     /// The egress proxies' hosts override (--egress-hosts-file) and where refusals are logged.
     EgressEnvironment egress;
 };

@@ -59,12 +59,14 @@ void Session::choose_command_shell() {
     }
 }
 
-Status Session::open_path_space(const std::optional<FileOwner>& owner) {
+Status Session::open_path_space(const std::optional<FileOwner>& workspace_owner,
+                                const std::optional<FileOwner>& owner) {
     FileServiceOptions workspace_options;
-    workspace_options.owner = owner;
+    workspace_options.owner = workspace_owner;
     workspace_options.mount_point = workdir_.inside_path;
-    auto workspace = FileService::open(directory_.root(), workspace_options);
-    if (!workspace) return std::move(workspace.error());
+    auto workspace_fd = open_workspace();
+    if (!workspace_fd) return std::move(workspace_fd.error());
+    auto workspace = std::optional<FileService>(FileService(std::move(*workspace_fd), workspace_options));
     std::shared_ptr<FileService> sandbox;
     if (sandbox_.active() && policy_.namespaces.mount) {
         auto root = open_sandbox_root();

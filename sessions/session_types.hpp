@@ -53,6 +53,10 @@ struct CreateSessionRequest {
     /// loop); when set, the manager uses it instead of parsing again.
     std::optional<Policy> resolved_policy;
     std::optional<unsigned> ports;          ///< ports leased at creation; overrides network.ports
+    /// A host directory to work in instead of a scratch workspace (session_workdir.hpp); the
+    /// manager resolves it beneath its workdir roots into `bound_workdir`.
+    std::string workdir;
+    std::shared_ptr<const struct BoundWorkdir> bound_workdir;
 };
 
 /// PATCH /v1/sessions/{sid}/env.

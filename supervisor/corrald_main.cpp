@@ -47,6 +47,7 @@ SessionManagerConfig manager_config(const DaemonOptions& options) {
     config.port_first = options.port_first;
     config.port_last = options.port_last;
     config.max_finished_processes = options.max_process_records;
+    config.workdir_roots = options.allow_workdir;
     config.egress.log = log_line;
     config.move_self_to_supervisor_leaf = true;
     // Sessions must never reach the daemon's socket: a request without a token has full rights.

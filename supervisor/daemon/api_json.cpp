@@ -20,6 +20,7 @@ CreateSessionRequest parse_create_session(std::string_view body) {
     request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
     request.cwd = r.string("cwd").value_or("");
     request.command_timeout = r.milliseconds("commandTimeoutMs");
+    request.workdir = r.string("workdir").value_or("");
     if (auto ports = r.unsigned_integer("ports")) {
         if (*ports > 64) throw ApiFailure(bad_request("invalid", "field `ports` is at most 64"));
         request.ports = static_cast<unsigned>(*ports);

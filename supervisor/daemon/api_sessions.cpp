@@ -6,9 +6,15 @@
 
 namespace corral::daemon {
 
-asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&, const Caller&) {
+asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&,
+                                          const Caller& caller) {
     const std::string body = co_await ex.read_body(kJsonBodyLimit);
     CreateSessionRequest request = parse_create_session(body);
+    // A host directory is the daemon's to give: only a caller with its full rights may ask
+    // (the route already refuses session tokens; this says why, should that ever change).
+    if (!request.workdir.empty() && !caller.daemon_rights)
+        throw ApiFailure(forbidden("`workdir` needs the daemon's full rights (the Unix socket, "
+                                   "without a token)"));
     request.resolved_policy = co_await resolve_session_policy(request);
     auto created = take(sessions_.create_session(request));
     nlohmann::json out = session_json(created.info);

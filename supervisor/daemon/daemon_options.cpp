@@ -42,6 +42,8 @@ std::string daemon_usage() {
            "               [--max-connections N (512)] [--header-timeout DUR (10s)]\n"
            "               [--body-timeout DUR (30s)] [--idle-timeout DUR (60s)]\n"
            "               [--max-process-records N (256)]\n"
+           "               [--allow-workdir ROOT]...  (sessions may work in existing\n"
+           "                                            directories beneath ROOT: {workdir})\n"
            "               [--egress-hosts-file FILE]  (hosts-file names for the egress proxy,\n"
            "                                            for tests and air-gapped hosts)\n";
 }
@@ -74,6 +76,10 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             options.state_dir = value;
         } else if (name == "--policy-dir") {
             options.policy_dir = value;
+        } else if (name == "--allow-workdir") {
+            if (value.empty() || value.front() != '/' || value.find('\0') != std::string::npos)
+                return sys_error(EINVAL, "--allow-workdir `" + value + "`: expected an absolute path");
+            options.allow_workdir.push_back(value);
         } else if (name == "--egress-hosts-file") {
             options.egress_hosts_file = value;
         } else if (name == "--instance") {

@@ -25,6 +25,8 @@ struct DaemonOptions {
     /// hosts); their addresses are the operator's choice, so loopback/link-local protection is
     /// lifted for them (deniedCIDRs still apply).
     std::string egress_hosts_file;
+    /// --allow-workdir ROOT (repeatable): sessions may work in existing directories beneath.
+    std::vector<std::string> allow_workdir;
     bool help = false;
 };
 

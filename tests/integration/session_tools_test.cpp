@@ -491,5 +491,118 @@ TEST_F(SessionTools, Watch_IsBoundedByItsDirectoryCap) {
     EXPECT_EQ(events.back()["code"], "watch_limit");
 }
 
+// --- workdir: a session over an existing host directory (issue 13.4) ----------------------------
+
+/// A daemon started with --allow-workdir ROOT; ROOT/proj belongs to an unprivileged owner.
+class WorkdirSessions : public SessionTools {
+  protected:
+    static constexpr uid_t kOwner = 23456;
+    WorkdirSessions() {
+        char tmpl[] = "/tmp/corral-workdirs-XXXXXX";
+        root_ = ::mkdtemp(tmpl);
+        fs::create_directory(root_ + "/proj");
+        std::ofstream(root_ + "/proj/existing.txt") << "from the host\n";
+        (void)::chown((root_ + "/proj").c_str(), kOwner, kOwner);
+        (void)::chown((root_ + "/proj/existing.txt").c_str(), kOwner, kOwner);
+        ::chmod(root_.c_str(), 0755);
+    }
+    ~WorkdirSessions() override { fs::remove_all(root_); }
+    std::vector<std::string> daemon_args() override { return {"--allow-workdir", root_}; }
+
+    static uid_t owner_of(const std::string& path) {
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) != 0) return static_cast<uid_t>(-1);
+        return st.st_uid;
+    }
+
+    std::string root_;
+};
+
+TEST_F(WorkdirSessions, Workdir_BindsTheHostDirectoryAsTheWorkspaceAndKeepsItsOwner) {
+    auto c = client();
+    const std::string proj = root_ + "/proj";
+    const json session = create_session(c, {{"policy", "default"}, {"workdir", proj}});
+    ASSERT_TRUE(session.contains("id")) << session.dump();
+    const auto base = s(session);
+    EXPECT_EQ(session["workdir"], "/workspace");
+    EXPECT_EQ(session["root"], proj);
+    const json r = run(c, base, "cat /workspace/existing.txt && pwd && echo new > made.txt");
+    EXPECT_EQ(r["exitCode"], 0) << r.dump();
+    EXPECT_EQ(r["stdout"], "from the host\n/workspace\n");
+    // The sandbox wrote into the real directory, as the directory's owner (idmapped bind), not as
+    // its own unprivileged range.
+    ASSERT_TRUE(fs::exists(proj + "/made.txt"));
+    EXPECT_EQ(owner_of(proj + "/made.txt"), kOwner);
+    // The file API sees the same directory; its uploads belong to the owner too.
+    EXPECT_EQ(c.get(base + "/files?path=/workspace/existing.txt").body, "from the host\n");
+    ASSERT_EQ(c.request("PUT", base + "/files?path=uploaded.txt", "up").status, 200u);
+    EXPECT_EQ(owner_of(proj + "/uploaded.txt"), kOwner);
+    // Ending the session leaves the directory and everything in it.
+    ASSERT_EQ(c.del(base).status, 200u);
+    EXPECT_TRUE(fs::exists(proj + "/existing.txt"));
+    EXPECT_TRUE(fs::exists(proj + "/made.txt"));
+    EXPECT_TRUE(fs::exists(proj + "/uploaded.txt"));
+}
+
+TEST_F(WorkdirSessions, Workdir_WithoutAMountNamespaceRunsInTheDirectoryItself) {
+    auto c = client();
+    const std::string proj = root_ + "/proj";
+    const json session = create_session(c, {{"workdir", proj + "/"}});  // policy none
+    const auto base = s(session);
+    EXPECT_EQ(session["cwd"], proj);
+    const json r = run(c, base, "pwd && cat existing.txt && touch here");
+    EXPECT_EQ(r["stdout"], proj + "\nfrom the host\n");
+    EXPECT_TRUE(fs::exists(proj + "/here"));
+    ASSERT_EQ(c.del(base).status, 200u);
+    EXPECT_TRUE(fs::exists(proj + "/here"));
+}
+
+TEST_F(WorkdirSessions, Workdir_ASymlinkThatStaysInsideTheRootIsResolvedOnce) {
+    fs::create_directory_symlink("proj", root_ + "/alias");
+    auto c = client();
+    const json session = create_session(c, {{"workdir", root_ + "/alias"}});
+    EXPECT_EQ(session["root"], root_ + "/proj") << "the record names the real directory";
+}
+
+// Security (issue 13.4; the symlink-swap class of CVE-2018-15664, and docker's bind of
+// attacker-chosen host paths): only paths beneath an --allow-workdir root, resolved by the kernel
+// from the root's descriptor so neither `..` nor a symlink (to /etc, or climbing out) can leave
+// it; only callers with the daemon's full rights.
+TEST_F(WorkdirSessions, Workdir_RefusesEscapesAndCallersWithoutFullRights) {
+    fs::create_directory_symlink("/etc", root_ + "/etc-link");
+    fs::create_directory_symlink("../../../../../../../../etc", root_ + "/climb");
+    fs::create_directory(root_ + "/proj/sub");
+    fs::create_directory_symlink("/", root_ + "/proj/sub/up");
+    auto c = client();
+    struct Case {
+        std::string workdir;
+        unsigned status;
+    };
+    for (const Case& k : {Case{root_ + "/etc-link", 403}, Case{root_ + "/climb", 403},
+                          Case{root_ + "/proj/sub/up", 403}, Case{root_ + "/proj/sub/up/etc", 403},
+                          Case{root_ + "/../etc", 403}, Case{root_ + "/proj/../..", 403},
+                          Case{"/etc", 403}, Case{root_ + "-sibling", 403}, Case{"proj", 400},
+                          Case{root_ + "/missing", 404}, Case{root_ + "/proj/existing.txt", 400}}) {
+        auto res = c.post("/v1/sessions", {{"policy", "none"}, {"workdir", k.workdir}});
+        EXPECT_EQ(res.status, k.status) << k.workdir << " -> " << res.body;
+    }
+    // Session tokens (full or restricted) cannot create sessions, with a workdir or without.
+    const json session = create_session(c);
+    for (const char* token : {"token", "restrictedToken"}) {
+        auto res = c.post("/v1/sessions", {{"policy", "none"}, {"workdir", root_ + "/proj"}},
+                          {{"Authorization", "Bearer " + session[token].get<std::string>()}});
+        EXPECT_EQ(res.status, 403u) << token << ": " << res.body;
+    }
+    auto listed = c.get("/v1/sessions");
+    EXPECT_EQ(listed.json()["sessions"].size(), 1u) << "nothing was created: " << listed.body;
+}
+
+TEST_F(SessionTools, Workdir_IsRefusedWhenTheDaemonAllowsNone) {
+    auto c = client();
+    auto res = c.post("/v1/sessions", {{"policy", "none"}, {"workdir", "/tmp"}});
+    EXPECT_EQ(res.status, 403u) << res.body;
+    EXPECT_NE(res.body.find("--allow-workdir"), std::string::npos) << res.body;
+}
+
 }  // namespace
 }  // namespace corral
