@@ -29,6 +29,7 @@
 #include "sessions/network/egress_gate.hpp"
 #include "sessions/network/port_pool.hpp"
 #include "sessions/network/port_waiter.hpp"
+#include "sessions/contexts/code_context.hpp"
 #include "sessions/process.hpp"
 #include "sessions/session_types.hpp"
 #include "sessions/shell_context.hpp"
@@ -116,6 +117,19 @@ class Session : public std::enable_shared_from_this<Session> {
     /// `*alive` became false before.
     Status enqueue_shell_command(const ProcessRequest& request, std::shared_ptr<bool> alive,
                                  ShellContext::Started started);
+    // session_contexts.cpp: code contexts (issue 14, contexts/code_context.hpp).
+    /// Starts a code context; `ready` runs (posted) once its interpreter is ready or failed.
+    /// EEXIST for the id of a live context (a dead one's id is taken over), ENOPKG when the
+    /// sandbox has no such interpreter.
+    Status create_context(const CodeContextRequest& request, CodeContext::Ready ready);
+    /// Code contexts in id order / one (ENOENT).
+    std::vector<CodeContextInfo> contexts() const;
+    Result<CodeContextInfo> context(const std::string& id) const;
+    /// Kills a context's interpreter and forgets it.
+    Status delete_context(const std::string& id);
+    /// Queues a run (EOWNERDEAD when the context is dead).
+    Status run_code(const std::string& id, CodeRunRequest request, std::shared_ptr<bool> alive,
+                    CodeContext::Events events);
     /// The shell `command` strings run under (policy `shell`, else bash where the sandbox has it,
     /// else /bin/sh).
     const std::string& command_shell() const { return command_shell_; }
@@ -243,6 +257,9 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string context_shell_;  ///< bash for shell contexts; "" when the sandbox has none
     std::map<std::string, std::shared_ptr<ShellContext>> shells_;
     unsigned next_shell_ = 1;
+
+    std::map<std::string, std::shared_ptr<CodeContext>> contexts_;
+    unsigned next_context_ = 1;
 
     std::map<std::string, std::shared_ptr<Process>> processes_;
     std::vector<std::string> process_order_;

@@ -30,6 +30,7 @@
 #include "base/asio.hpp"
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
+#include "sessions/contexts/code_context_types.hpp"
 #include "sessions/output_buffer.hpp"
 #include "sessions/output_follower.hpp"
 #include "sessions/recovery.hpp"
@@ -185,6 +186,25 @@ class SessionManager {
     Result<ShellInfo> get_shell(const std::string& sid, const std::string& shell);
     /// Deletes a context: queued commands fail, the running one is killed.
     Status delete_shell(const std::string& sid, const std::string& shell);
+
+    // --- code contexts (session_manager_contexts.cpp) ------------------------------------------
+
+    using ContextHandler = std::function<void(Result<CodeContextInfo>)>;
+    using CodeEventHandler = std::function<void(const CodeRunEvent&)>;
+    /// Starts a code context; `handler` runs (posted) once its interpreter is ready, or with why
+    /// not (ENOPKG: the sandbox has no such interpreter, or it died before it was ready).
+    WaitHandle create_context(const std::string& sid, const CodeContextRequest& request,
+                              ContextHandler handler);
+    /// The session's code contexts / one of them (ENOENT).
+    Result<std::vector<CodeContextInfo>> list_contexts(const std::string& sid);
+    Result<CodeContextInfo> get_context(const std::string& sid, const std::string& ctx);
+    /// Kills a context's interpreter and forgets the context.
+    Status delete_context(const std::string& sid, const std::string& ctx);
+    /// Queues a run in a context; `handler` gets its events (the last is `end`) once its turn
+    /// came. EOWNERDEAD when the context is dead. Resetting the handle drops a queued run and
+    /// mutes a running one (it still runs to its end or timeout).
+    Result<WaitHandle> run_code(const std::string& sid, const std::string& ctx,
+                                CodeRunRequest request, CodeEventHandler handler);
 
     // --- output --------------------------------------------------------------------------------
 

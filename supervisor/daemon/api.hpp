@@ -88,6 +88,12 @@ class Api {
     // api_terminals.cpp
     asio::awaitable<void> create_terminal(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> terminal_socket(Exchange&, const RouteParams&, const Caller&);
+    // api_contexts.cpp
+    asio::awaitable<void> create_context(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> list_contexts(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> get_context(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> delete_context(Exchange&, const RouteParams&, const Caller&);
+    asio::awaitable<void> run_code(Exchange&, const RouteParams&, const Caller&);
     // api_files.cpp
     asio::awaitable<void> get_file(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> put_file(Exchange&, const RouteParams&, const Caller&);
