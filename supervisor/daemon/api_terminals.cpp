@@ -29,12 +29,13 @@ uint16_t cells(ObjectReader& r, const char* name) {
     return static_cast<uint16_t>(*value);
 }
 
-/// {command?, cwd?, env?, timeoutMs?, cols, rows}.
-ProcessRequest parse_terminal_request(std::string_view body) {
+/// {command?, cwd?, env?, shell?, timeoutMs?, cols, rows}; `shell` comes back in `*shell`.
+ProcessRequest parse_terminal_request(std::string_view body, std::string* shell) {
     const auto json = parse_json_object(body);
     ObjectReader r(json);
     ProcessRequest request;
     request.command = r.string("command").value_or("");
+    *shell = r.string("shell").value_or("");
     request.cwd = r.string("cwd").value_or("");
     request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
     if (auto ms = r.unsigned_integer("timeoutMs")) request.timeout = Millis(*ms);
@@ -50,12 +51,25 @@ ProcessRequest parse_terminal_request(std::string_view body) {
     return request;
 }
 
+/// A terminal in shell context `shell` starts where that context is: its cwd (a relative `cwd`
+/// resolves against it) and its exported variables, under the request's own `env`.
+void start_in_shell(const ShellInfo& shell, ProcessRequest& request) {
+    if (request.cwd.empty()) {
+        request.cwd = shell.cwd;
+    } else if (request.cwd.front() != '/') {
+        request.cwd = shell.cwd + "/" + request.cwd;
+    }
+    for (const auto& [key, value] : shell.env) request.env.try_emplace(key, value);
+}
+
 }  // namespace
 
 asio::awaitable<void> Api::create_terminal(Exchange& ex, const RouteParams& params,
                                            const Caller&) {
     const std::string body = co_await ex.read_body(kJsonBodyLimit);
-    const ProcessRequest request = parse_terminal_request(body);
+    std::string shell;
+    ProcessRequest request = parse_terminal_request(body, &shell);
+    if (!shell.empty()) start_in_shell(take(sessions_.get_shell(params.at("sid"), shell)), request);
     const ProcessInfo started = take(sessions_.start_process(params.at("sid"), request));
     const nlohmann::json reply = process_json(started);
     co_await ex.send_json(201, reply);

@@ -90,6 +90,24 @@ TEST_P(TerminalWs, TypedCommandRunsAndItsOutputComesBack) {
     EXPECT_EQ(listed["running"], true);
 }
 
+// `shell`: the terminal starts where a shell context is — its cwd and its exported variables.
+TEST_P(TerminalWs, TerminalInAShellContextStartsInItsCwdAndEnv) {
+    const std::string base = "/v1/sessions/" + sid_;
+    auto shell = http().post(base + "/shells", {{"id", "ctx"}});
+    if (shell.status == 409u) GTEST_SKIP() << "no bash in this sandbox: " << shell.body;
+    ASSERT_EQ(shell.status, 201u) << shell.body;
+    auto ran = http().post(base + "/run", {{"command", "mkdir -p deep/er && cd deep/er && "
+                                                       "export CTX_MARK=from-ctx"},
+                                           {"shell", "ctx"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    const std::string proc = start({{"cols", 80}, {"rows", 24}, {"shell", "ctx"}});
+    auto term = attach_ready(proc);
+    term->type("echo \"at:$(pwd) mark:$CTX_MARK\"\n");
+    EXPECT_TRUE(term->read_until("/deep/er mark:from-ctx")) << term->output;
+    auto missing = http().post(base + "/terminals", {{"cols", 80}, {"rows", 24}, {"shell", "no"}});
+    EXPECT_EQ(missing.status, 404u) << missing.body;
+}
+
 TEST_P(TerminalWs, ResizeChangesTheWindowSize) {
     auto term = attach_ready(start({{"cols", 80}, {"rows", 24}}));
     term->type("stty size\n");
