@@ -182,9 +182,9 @@ class Session:
         """Kills every running process of the session (DELETE .../processes)."""
         return self._json("DELETE", "/processes")
 
-    def create_terminal(self, cols=80, rows=24, command=None, cwd=None, env=None):
+    def create_terminal(self, cols=80, rows=24, command=None, cwd=None, env=None, shell=None):
         body = {k: v for k, v in {"cols": cols, "rows": rows, "command": command, "cwd": cwd,
-                                  "env": env}.items() if v is not None}
+                                  "env": env, "shell": shell}.items() if v is not None}
         return self._json("POST", "/terminals", json_body=body)
 
     # ---- files
@@ -275,9 +275,11 @@ class Session:
     def delete_shell(self, shell):
         return self._json("DELETE", f"/shells/{_q(shell)}")
 
-    # ---- code contexts
-    def create_context(self, language="python", cwd=None, env=None):
-        body = {k: v for k, v in {"language": language, "cwd": cwd, "env": env}.items() if v is not None}
+    # ---- code contexts (docs/API.md "Code contexts")
+    def create_context(self, language="python", id=None, cwd=None, env=None):
+        """Starts a persistent python3 or node interpreter in the session; its record once ready."""
+        body = {k: v for k, v in {"language": language, "id": id, "cwd": cwd,
+                                  "env": env}.items() if v is not None}
         return self._json("POST", "/contexts", json_body=body)
 
     def contexts(self):
@@ -290,10 +292,21 @@ class Session:
         return self._json("DELETE", f"/contexts/{_q(ctx)}")
 
     def run_code(self, ctx, code, timeout_ms=None):
+        """Runs code in a context: {status, results, stdout, stderr, error?, truncated, durationMs}."""
+        return self._json("POST", f"/contexts/{_q(ctx)}/run", json_body=self._code(code, timeout_ms))
+
+    def stream_code(self, ctx, code, timeout_ms=None):
+        """Runs code in a context and yields its NDJSON events (stdout, stderr, result, error, end)."""
+        return iter_ndjson(self.client.transport.request(
+            "POST", self._base + f"/contexts/{_q(ctx)}/run", json_body=self._code(code, timeout_ms),
+            accept="application/x-ndjson"))
+
+    @staticmethod
+    def _code(code, timeout_ms):
         body = {"code": code}
         if timeout_ms is not None:
             body["timeoutMs"] = timeout_ms
-        return self._json("POST", f"/contexts/{_q(ctx)}/run", json_body=body)
+        return body
 
 
 class Process:

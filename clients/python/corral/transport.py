@@ -56,7 +56,8 @@ class Transport:
             return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
         return _UnixConnection(self.socket_path, self.timeout)
 
-    def request(self, method, path, query=None, json_body=None, body=None, content_type=None):
+    def request(self, method, path, query=None, json_body=None, body=None, content_type=None,
+                accept=None):
         """Sends a request; returns the open response once its status is 2xx (else CorralError)."""
         if query:
             pairs = {k: _query_value(v) for k, v in query.items() if v is not None}
@@ -70,6 +71,8 @@ class Transport:
             headers["Content-Type"] = "application/json"
         elif content_type:
             headers["Content-Type"] = content_type
+        if accept:
+            headers["Accept"] = accept
         if isinstance(body, str):
             body = body.encode()
         if body is None and method not in ("GET", "HEAD"):

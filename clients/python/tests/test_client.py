@@ -148,13 +148,31 @@ def test_create_terminal_starts_a_process_on_a_pty(session):
     assert session.kill_all()["killed"] == 1
 
 
+def test_code_context_keeps_state_reports_errors_and_streams(session):
+    created = session.create_context("python", id="py")
+    assert (created["id"], created["status"]) == ("py", "idle"), created
+    assert session.run_code("py", "x = 40")["results"] == []
+    out = session.run_code("py", "print('hi')\nx + 2")
+    assert (out["status"], out["stdout"], out["results"]) == ("ok", "hi\n", [{"text/plain": "42"}])
+    failed = session.run_code("py", "1 / 0")
+    assert (failed["status"], failed["error"]["name"]) == ("error", "ZeroDivisionError"), failed
+    timed = session.run_code("py", "while True: pass", timeout_ms=300)
+    assert (timed["status"], timed["error"]["name"]) == ("timeout", "KeyboardInterrupt"), timed
+    events = list(session.stream_code("py", "print('a')\nx"))
+    assert [e["type"] for e in events] == ["stdout", "result", "end"], events
+    assert events[1]["data"]["text/plain"] == "40"
+    assert [c["id"] for c in session.contexts()] == ["py"]
+    assert session.context("py")["runs"] == 5
+    session.delete_context("py")
+    with pytest.raises(CorralError) as e:
+        session.run_code("py", "x")
+    assert e.value.status == 404
+
+
 def test_calls_without_daemon_support_surface_corralds_error(session):
-    """Contexts, watch and git checkout go to the endpoints DESIGN.md documents; until
-    corrald serves them, its own error arrives (no local imitation)."""
+    """Watch and git checkout go to the endpoints DESIGN.md documents; until corrald serves
+    them, its own error arrives (no local imitation)."""
     calls = {
-        "create_context": lambda: session.create_context("python"),
-        "contexts": session.contexts,
-        "run_code": lambda: session.run_code("c1", "1+1"),
         "watch": lambda: next(session.watch("/workspace")),
         "git_checkout": lambda: session.git_checkout("https://example.invalid/r.git"),
     }

@@ -6,7 +6,7 @@ import { abortError } from './errors.js';
 import { parseNdjson, iterableToStream } from './ndjson.js';
 import { Transport, readAll, toWebStream, type Body, type ConnectionOptions } from './transport.js';
 import type {
-  ContextInfo, ContextRunResult, CreateSessionRequest, CreatedSession, EndSessionReport, FileEntry,
+  CodeRunEvent, ContextInfo, ContextRunResult, CreateSessionRequest, CreatedSession, EndSessionReport, FileEntry,
   Health, LogChunk, NetworkPolicy, PortLease, ProcessRecord, ProcessRequest, RunResult, SessionInfo,
   SessionSummary, ShellInfo, StreamEvent,
 } from './types.js';
@@ -252,7 +252,8 @@ export class CorralClient {
   }
 
   // ---- code contexts
-  createContext(sid: string, request: { language?: string; cwd?: string; env?: Record<string, string> } = {}, signal?: AbortSignal): Promise<ContextInfo> {
+  /** Starts a python or javascript interpreter in the session; answers once it is ready. */
+  createContext(sid: string, request: { language: string; id?: string; cwd?: string; env?: Record<string, string> }, signal?: AbortSignal): Promise<ContextInfo> {
     return this.transport.json('POST', `/v1/sessions/${e(sid)}/contexts`, { json: request, ...(signal ? { signal } : {}) });
   }
   async listContexts(sid: string): Promise<ContextInfo[]> {
@@ -264,8 +265,15 @@ export class CorralClient {
   deleteContext(sid: string, ctx: string): Promise<unknown> {
     return this.transport.json('DELETE', `/v1/sessions/${e(sid)}/contexts/${e(ctx)}`);
   }
-  runCode(sid: string, ctx: string, request: { code: string; timeoutMs?: number }): Promise<ContextRunResult> {
-    return this.transport.json('POST', `/v1/sessions/${e(sid)}/contexts/${e(ctx)}/run`, { json: request });
+  /** Runs code in a context (state persists across runs). */
+  runCode(sid: string, ctx: string, request: { code: string; timeoutMs?: number }, signal?: AbortSignal): Promise<ContextRunResult> {
+    return this.transport.json('POST', `/v1/sessions/${e(sid)}/contexts/${e(ctx)}/run`, { json: request, ...(signal ? { signal } : {}) });
+  }
+  /** Runs code in a context, streaming its stdout/stderr/result/error/end events. */
+  async runCodeStream(sid: string, ctx: string, request: { code: string; timeoutMs?: number }, signal?: AbortSignal): Promise<EventStream<CodeRunEvent>> {
+    const response = await this.transport.request('POST', `/v1/sessions/${e(sid)}/contexts/${e(ctx)}/run`,
+      { json: request, headers: { Accept: 'application/x-ndjson' }, ...(signal ? { signal } : {}) });
+    return new EventStream<CodeRunEvent>(response, signal);
   }
 }
 

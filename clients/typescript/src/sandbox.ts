@@ -64,9 +64,24 @@ export type ListFilesResult = Stamp & { path: string; files: FileInfo[]; count: 
 export type GitCheckoutResult = Stamp & { repoUrl: string; branch: string; targetDir: string };
 export type SessionOptions = { id?: string; env?: Record<string, string | undefined>; cwd?: string };
 export type CodeContext = { readonly id: string; readonly language: string; readonly cwd: string; readonly createdAt: Date; readonly lastUsed: Date };
+/** One result of a run, Cloudflare-shaped: `text` is text/plain, `json` the parsed application/json, `data` the whole mime bundle. */
+export type CodeResult = {
+  text?: string; html?: string; png?: string; jpeg?: string; svg?: string; latex?: string; markdown?: string;
+  javascript?: string; json?: unknown; data: Record<string, string>; formats(): string[];
+};
+export type CodeExecutionError = { name: string; value: string; message: string; traceback: string[] };
 export type ExecutionResult = {
   code: string; logs: { stdout: string[]; stderr: string[] };
-  error?: { name: string; value: string; traceback: string[] }; results: unknown[];
+  error?: CodeExecutionError; results: CodeResult[];
+  /** corrald's word on the run: ok, error, timeout (interrupted) or context_died. */
+  status: ContextRunResult['status'];
+};
+export type RunCodeOptions = {
+  context?: CodeContext; language?: 'python' | 'javascript'; timeout?: number; signal?: AbortSignal;
+  onStdout?: (output: { text: string; timestamp: number }) => void | Promise<void>;
+  onStderr?: (output: { text: string; timestamp: number }) => void | Promise<void>;
+  onResult?: (result: CodeResult) => void | Promise<void>;
+  onError?: (error: CodeExecutionError) => void | Promise<void>;
 };
 
 const now = () => new Date().toISOString();
@@ -356,23 +371,59 @@ export class CorralSandbox {
   }
 
   // ---- code contexts
-  /** A code context; `timeout` bounds the request (ms). corrald names the languages it serves. */
+  /** A persistent interpreter (python3 or node as the sandbox has them); `timeout` bounds the request (ms). */
   async createCodeContext(options: { language?: 'python' | 'javascript' | 'typescript'; cwd?: string; envVars?: Record<string, string | undefined>; timeout?: number } = {}): Promise<CodeContext> {
-    const request: { language?: string; cwd?: string; env?: Record<string, string> } = {};
-    if (options.language !== undefined) request.language = options.language;
+    const request: { language: string; cwd?: string; env?: Record<string, string> } = { language: options.language ?? 'python' };
     if (options.cwd !== undefined) request.cwd = options.cwd;
     const env = definedEnv(options.envVars);
     if (env) request.env = env;
     return toCodeContext(await this.client.createContext(this.sid, request, options.timeout !== undefined ? AbortSignal.timeout(options.timeout) : undefined));
   }
-  async runCode(code: string, options: { context?: CodeContext; timeout?: number } = {}): Promise<ExecutionResult> {
-    const context = options.context ?? (await this.createCodeContext());
+  /**
+   * Runs code; state persists in its context. Without `context` it runs in this sandbox's default
+   * context of `language` (python), created on first use. With any `on*` callback the run is
+   * streamed and the callbacks get its events as they happen.
+   */
+  async runCode(code: string, options: RunCodeOptions = {}): Promise<ExecutionResult> {
+    const context = options.context ?? (await this.defaultCodeContext(options.language ?? 'python'));
     const request: { code: string; timeoutMs?: number } = { code };
     if (options.timeout !== undefined) request.timeoutMs = options.timeout;
-    return toExecutionResult(code, await this.client.runCode(this.sid, context.id, request));
+    if (!options.onStdout && !options.onStderr && !options.onResult && !options.onError)
+      return toExecutionResult(code, await this.client.runCode(this.sid, context.id, request, options.signal));
+    const outcome: ContextRunResult = { context: context.id, status: 'ok', results: [], stdout: '', stderr: '', truncated: false, durationMs: 0 };
+    const events = await this.client.runCodeStream(this.sid, context.id, request, options.signal);
+    for await (const event of events) {
+      if (event.type === 'stdout' || event.type === 'stderr') {
+        outcome[event.type] += event.text;
+        await (event.type === 'stdout' ? options.onStdout : options.onStderr)?.({ text: event.text, timestamp: Date.now() });
+      } else if (event.type === 'result') {
+        outcome.results.push(event.data);
+        await options.onResult?.(toCodeResult(event.data));
+      } else if (event.type === 'error' && 'code' in event) {
+        throw new CorralError(event.code, event.message, 503);
+      } else if (event.type === 'error') {
+        outcome.error = { name: event.name, value: event.value, traceback: event.traceback };
+        await options.onError?.(toCodeError(outcome.error));
+      } else if (event.type === 'end') {
+        Object.assign(outcome, { status: event.status, durationMs: event.durationMs, truncated: event.truncated });
+        if (event.message !== undefined) outcome.message = event.message;
+      }
+    }
+    return toExecutionResult(code, outcome);
   }
   async listCodeContexts(): Promise<CodeContext[]> { return (await this.client.listContexts(this.sid)).map(toCodeContext); }
-  async deleteCodeContext(contextId: string): Promise<void> { await this.client.deleteContext(this.sid, contextId); }
+  async deleteCodeContext(contextId: string): Promise<void> {
+    for (const [language, context] of this.defaultContexts) if (context.id === contextId) this.defaultContexts.delete(language);
+    await this.client.deleteContext(this.sid, contextId);
+  }
+  private readonly defaultContexts = new Map<string, CodeContext>();
+  private async defaultCodeContext(language: 'python' | 'javascript'): Promise<CodeContext> {
+    const known = this.defaultContexts.get(language);
+    if (known) return known;
+    const context = await this.createCodeContext({ language });
+    this.defaultContexts.set(language, context);
+    return context;
+  }
 
   // ---- ports
   /**
@@ -474,15 +525,34 @@ function toFileInfo(base: string, f: FileEntry): FileInfo {
 }
 
 function toCodeContext(c: ContextInfo): CodeContext {
-  const created = c.createdAt ? new Date(c.createdAt) : new Date();
+  const created = c.createdAt ? new Date(c.createdAt as string) : new Date();
   return { id: c.id, language: c.language, cwd: c.cwd ?? '', createdAt: created, lastUsed: created };
 }
 
-function toExecutionResult(code: string, r: ContextRunResult): ExecutionResult {
-  const result: ExecutionResult = { code, logs: { stdout: r.stdout ? [r.stdout] : [], stderr: r.stderr ? [r.stderr] : [] }, results: r.results ?? [] };
-  if (r.error) {
-    const e = typeof r.error === 'string' ? { message: r.error } : r.error;
-    result.error = { name: e.name ?? 'Error', value: e.message ?? '', traceback: e.traceback ? [e.traceback] : [] };
+const MIME_FIELDS: [string, keyof CodeResult][] = [
+  ['text/plain', 'text'], ['text/html', 'html'], ['image/png', 'png'], ['image/jpeg', 'jpeg'],
+  ['image/svg+xml', 'svg'], ['text/latex', 'latex'], ['text/markdown', 'markdown'], ['application/javascript', 'javascript'],
+];
+
+function toCodeResult(data: Record<string, string>): CodeResult {
+  const result: CodeResult = { data, formats: () => MIME_FIELDS.filter(([, f]) => result[f] !== undefined).map(([, f]) => f as string).concat(result.json !== undefined ? ['json'] : []) };
+  for (const [mime, field] of MIME_FIELDS) if (data[mime] !== undefined) (result as Record<string, unknown>)[field] = data[mime];
+  if (data['application/json'] !== undefined) {
+    try { result.json = JSON.parse(data['application/json']); } catch { /* kept in data */ }
   }
+  return result;
+}
+
+function toCodeError(e: { name: string; value: string; traceback: string[] }): CodeExecutionError {
+  return { name: e.name, value: e.value, message: e.value, traceback: e.traceback };
+}
+
+function toExecutionResult(code: string, r: ContextRunResult): ExecutionResult {
+  const result: ExecutionResult = {
+    code, status: r.status, logs: { stdout: r.stdout ? [r.stdout] : [], stderr: r.stderr ? [r.stderr] : [] },
+    results: r.results.map(toCodeResult),
+  };
+  if (r.error) result.error = toCodeError(r.error);
+  else if (r.status === 'context_died') result.error = { name: 'ContextDied', value: r.message ?? '', message: r.message ?? '', traceback: [] };
   return result;
 }

@@ -26,6 +26,8 @@ export type RequestOptions = {
   body?: Body;
   contentType?: string;
   signal?: AbortSignal;
+  /** Extra request headers (Accept, ...). */
+  headers?: Record<string, string>;
 };
 
 /** Sends requests to one corrald with one set of credentials. */
@@ -61,6 +63,7 @@ export class Transport {
     const target = path + queryString(options.query);
     const headers: Record<string, string> = { Host: 'corral' };
     if (this.token !== undefined) headers['Authorization'] = `Bearer ${this.token}`;
+    if (options.headers) Object.assign(headers, options.headers);
     let body = options.body;
     if (options.json !== undefined) {
       body = JSON.stringify(options.json);

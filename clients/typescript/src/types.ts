@@ -94,10 +94,28 @@ export type NetworkPolicy = {
 /** A shell context (DESIGN.md "Shell contexts"). */
 export type ShellInfo = { id: string; cwd?: string; env?: Record<string, string>; [key: string]: unknown };
 
-/** A code context (POST /v1/sessions/{sid}/contexts). */
-export type ContextInfo = { id: string; language: string; cwd?: string; createdAt?: string; [key: string]: unknown };
-
-export type ContextRunResult = {
-  results: unknown[]; stdout: string; stderr: string; error?: { name?: string; message?: string; traceback?: string } | string;
+/** A code context (POST /v1/sessions/{sid}/contexts; docs/API.md "Code contexts"). */
+export type ContextInfo = {
+  id: string; language: string; status: 'starting' | 'idle' | 'running' | 'dead'; pid: number; process: string;
+  cwd: string; version: string; runs: number; queued: number; error?: string;
+  exit?: { status: string; exitCode: number | null; signal: string | null };
   [key: string]: unknown;
 };
+
+/** An exception the code raised. */
+export type CodeError = { name: string; value: string; traceback: string[] };
+
+/** POST .../contexts/{ctx}/run: the run's outcome. Each result maps mime types to values. */
+export type ContextRunResult = {
+  context: string; status: 'ok' | 'error' | 'timeout' | 'context_died';
+  results: Record<string, string>[]; stdout: string; stderr: string; error?: CodeError;
+  truncated: boolean; durationMs: number; message?: string;
+};
+
+/** One NDJSON event of a streamed run (Accept: application/x-ndjson); `end` is the last. */
+export type CodeRunEvent =
+  | { seq: number; type: 'stdout' | 'stderr'; text: string }
+  | { seq: number; type: 'result'; data: Record<string, string> }
+  | ({ seq: number; type: 'error' } & CodeError)
+  | { seq: number; type: 'end'; status: ContextRunResult['status']; durationMs: number; truncated: boolean; message?: string }
+  | { seq: number; type: 'error'; code: string; message: string };

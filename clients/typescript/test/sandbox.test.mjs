@@ -141,16 +141,44 @@ describe('client.sandbox(id)', { skip }, () => {
     await sandbox.killAllProcesses();
   });
 
+  test('runCode keeps state in a code context, returns Cloudflare-shaped results, errors and timeouts', async () => {
+    const context = await sandbox.createCodeContext({ language: 'python' });
+    assert.equal(context.language, 'python');
+    await sandbox.runCode('import json\nx = 40', { context });
+    const r = await sandbox.runCode('print("hi")\nx + 2', { context });
+    assert.equal(r.status, 'ok');
+    assert.deepEqual(r.logs.stdout, ['hi\n']);
+    assert.equal(r.results.length, 1);
+    assert.equal(r.results[0].text, '42');
+    assert.deepEqual(r.results[0].formats(), ['text']);
+    const failed = await sandbox.runCode('{}["k"]', { context });
+    assert.equal(failed.error?.name, 'KeyError');
+    assert.ok(failed.error.traceback.some((line) => line.includes('<cell>')), failed.error.traceback.join(''));
+    const timed = await sandbox.runCode('while True: pass', { context, timeout: 300 });
+    assert.equal(timed.status, 'timeout');
+    assert.equal(timed.error?.name, 'KeyboardInterrupt');
+    const seen = [];
+    const streamed = await sandbox.runCode('print("a")\nx', { context, onStdout: (o) => seen.push(o.text), onResult: (res) => seen.push(res.text) });
+    assert.deepEqual(seen, ['a\n', '40']);
+    assert.equal(streamed.results[0].text, '40');
+
+    // JavaScript in the default context of its language (created once, reused).
+    const js = await sandbox.runCode('var y = { a: [1, 2] }; y', { language: 'javascript' });
+    assert.deepEqual(js.results[0].json, { a: [1, 2] });
+    const again = await sandbox.runCode('y.a.length', { language: 'javascript' });
+    assert.equal(again.results[0].text, '2');
+    const listed = await sandbox.listCodeContexts();
+    assert.equal(listed.length, 2, JSON.stringify(listed));
+    for (const c of listed) await sandbox.deleteCodeContext(c.id);
+    assert.equal((await sandbox.listCodeContexts()).length, 0);
+  });
+
   // These call endpoints DESIGN.md documents that corrald does not serve yet: the client must
   // surface corrald's own error (no local imitation). When corrald gains a route, its test moves up.
   test('methods without daemon support surface corrald\'s error', async () => {
     const unsupported = {
       watch: () => sandbox.watch('/workspace'),
       gitCheckout: () => sandbox.gitCheckout('https://example.invalid/repo.git'),
-      createCodeContext: () => sandbox.createCodeContext({ language: 'python' }),
-      runCode: () => sandbox.runCode('1+1', { context: { id: 'c1', language: 'python', cwd: '', createdAt: new Date(), lastUsed: new Date() } }),
-      listCodeContexts: () => sandbox.listCodeContexts(),
-      deleteCodeContext: () => sandbox.deleteCodeContext('c1'),
     };
     for (const [name, call] of Object.entries(unsupported)) {
       await assert.rejects(call(), (err) => {
