@@ -127,9 +127,11 @@ class Session : public std::enable_shared_from_this<Session> {
     Result<CodeContextInfo> context(const std::string& id) const;
     /// Kills a context's interpreter and forgets it.
     Status delete_context(const std::string& id);
-    /// Queues a run (EOWNERDEAD when the context is dead).
-    Status run_code(const std::string& id, CodeRunRequest request, std::shared_ptr<bool> alive,
-                    CodeContext::Events events);
+    /// Queues a run (EOWNERDEAD when the context is dead); returns its run id.
+    Result<uint64_t> run_code(const std::string& id, CodeRunRequest request,
+                              std::shared_ptr<bool> alive, CodeContext::Events events);
+    /// Interrupts run `run` of context `id` if it is running (ENOENT: no such context).
+    Status interrupt_code(const std::string& id, uint64_t run);
     /// The shell `command` strings run under (policy `shell`, else bash where the sandbox has it,
     /// else /bin/sh).
     const std::string& command_shell() const { return command_shell_; }

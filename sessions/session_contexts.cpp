@@ -80,8 +80,8 @@ Status Session::delete_context(const std::string& id) {
     return {};
 }
 
-Status Session::run_code(const std::string& id, CodeRunRequest request, std::shared_ptr<bool> alive,
-                         CodeContext::Events events) {
+Result<uint64_t> Session::run_code(const std::string& id, CodeRunRequest request,
+                                   std::shared_ptr<bool> alive, CodeContext::Events events) {
     if (state_ != SessionState::active) {
         return sys_error(ESHUTDOWN, "session " + id_ + " is " + std::string(to_string(state_)));
     }
@@ -90,6 +90,14 @@ Status Session::run_code(const std::string& id, CodeRunRequest request, std::sha
         return sys_error(ENOENT, "session " + id_ + " has no code context `" + id + "`");
     idle_timer_.cancel();
     return found->second->enqueue(std::move(request), std::move(alive), std::move(events));
+}
+
+Status Session::interrupt_code(const std::string& id, uint64_t run) {
+    auto found = contexts_.find(id);
+    if (found == contexts_.end())
+        return sys_error(ENOENT, "session " + id_ + " has no code context `" + id + "`");
+    found->second->interrupt(run);
+    return {};
 }
 
 }  // namespace corral

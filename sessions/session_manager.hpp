@@ -200,11 +200,19 @@ class SessionManager {
     Result<CodeContextInfo> get_context(const std::string& sid, const std::string& ctx);
     /// Kills a context's interpreter and forgets the context.
     Status delete_context(const std::string& sid, const std::string& ctx);
+    /// A queued run: its id in its context, and the handle whose reset drops it from the queue
+    /// (or mutes it once running).
+    struct CodeRunTicket {
+        uint64_t run = 0;
+        WaitHandle handle;
+    };
     /// Queues a run in a context; `handler` gets its events (the last is `end`) once its turn
-    /// came. EOWNERDEAD when the context is dead. Resetting the handle drops a queued run and
-    /// mutes a running one (it still runs to its end or timeout).
-    Result<WaitHandle> run_code(const std::string& sid, const std::string& ctx,
-                                CodeRunRequest request, CodeEventHandler handler);
+    /// came. EOWNERDEAD when the context is dead.
+    Result<CodeRunTicket> run_code(const std::string& sid, const std::string& ctx,
+                                   CodeRunRequest request, CodeEventHandler handler);
+    /// Interrupts run `run` of a context if it is the one running (SIGINT; it ends as
+    /// "interrupted" and the context keeps its state).
+    Status interrupt_code(const std::string& sid, const std::string& ctx, uint64_t run);
 
     // --- output --------------------------------------------------------------------------------
 

@@ -44,14 +44,23 @@ Status SessionManager::delete_context(const std::string& sid, const std::string&
     return (*session)->delete_context(ctx);
 }
 
-Result<WaitHandle> SessionManager::run_code(const std::string& sid, const std::string& ctx,
-                                            CodeRunRequest request, CodeEventHandler handler) {
+Result<SessionManager::CodeRunTicket> SessionManager::run_code(const std::string& sid,
+                                                               const std::string& ctx,
+                                                               CodeRunRequest request,
+                                                               CodeEventHandler handler) {
     auto session = find_active(sid);
     if (!session) return std::move(session.error());
     auto alive = std::make_shared<bool>(true);
-    Status queued = (*session)->run_code(ctx, std::move(request), alive, std::move(handler));
+    auto queued = (*session)->run_code(ctx, std::move(request), alive, std::move(handler));
     if (!queued) return std::move(queued.error());
-    return WaitHandle(alive);
+    return CodeRunTicket{*queued, WaitHandle(alive)};
+}
+
+Status SessionManager::interrupt_code(const std::string& sid, const std::string& ctx,
+                                      uint64_t run) {
+    auto session = find_active(sid);
+    if (!session) return std::move(session.error());
+    return (*session)->interrupt_code(ctx, run);
 }
 
 }  // namespace corral

@@ -202,7 +202,11 @@ void CodeContext::handle(DriverMessage message) {
             break;
         }
         case Type::done:
-            finish_run(run.timed_out ? "timeout" : run.had_error ? "error" : "ok", "");
+            finish_run(run.timed_out     ? "timeout"
+                       : run.interrupted ? "interrupted"
+                       : run.had_error   ? "error"
+                                         : "ok",
+                       "");
             start_next();
             break;
         case Type::ready:
@@ -232,12 +236,14 @@ void CodeContext::deliver(Run& run, const CodeRunEvent& event) {
     if (*run.alive && run.events) run.events(event);
 }
 
-Status CodeContext::enqueue(CodeRunRequest request, std::shared_ptr<bool> alive, Events events) {
+Result<uint64_t> CodeContext::enqueue(CodeRunRequest request, std::shared_ptr<bool> alive,
+                                      Events events) {
     if (dead_)
         return sys_error(EOWNERDEAD, "code context `" + id_ + "` is dead: " + error_ +
                                          " (delete it or create it again)");
     auto run = std::make_unique<Run>();
     run->id = next_run_++;
+    const uint64_t id = run->id;
     run->request = std::move(request);
     run->alive = std::move(alive);
     run->events = std::move(events);
@@ -246,7 +252,14 @@ Status CodeContext::enqueue(CodeRunRequest request, std::shared_ptr<bool> alive,
     boost::asio::post(io_, [weak = weak_from_this()] {
         if (auto self = weak.lock()) self->start_next();
     });
-    return {};
+    return id;
+}
+
+void CodeContext::interrupt(uint64_t run) {
+    if (dead_ || !running_ || running_->id != run || running_->interrupted || running_->timed_out)
+        return;
+    running_->interrupted = true;
+    send_interrupt();
 }
 
 void CodeContext::start_next() {
@@ -283,6 +296,10 @@ void CodeContext::arm_timeout() {
 
 void CodeContext::on_timeout() {
     running_->timed_out = true;
+    send_interrupt();
+}
+
+void CodeContext::send_interrupt() {
     // SIGINT to the interpreter itself (not its tree): KeyboardInterrupt / breakOnSigint.
     (void)process_->signal(SIGINT);
     timer_.expires_after(options_.grace);
@@ -292,7 +309,7 @@ void CodeContext::on_timeout() {
             if (ec || !self || self->dead_ || !self->running_ || self->running_->id != run) return;
             self->die("run " + std::to_string(run) + " did not stop within " +
                       std::to_string(self->options_.grace.count()) +
-                      " ms of the SIGINT its timeout sent; the context was killed");
+                      " ms of SIGINT; the context was killed");
         });
 }
 

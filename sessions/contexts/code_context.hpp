@@ -66,9 +66,13 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
     /// Launches the interpreter. ENOPKG when the sandbox has no such interpreter (the launch
     /// failed to exec it); `ready` is then never called.
     Status start(const Launch& launch, Ready ready);
-    /// Queues a run; `events` gets its events once its turn came. EOWNERDEAD when the context
-    /// is dead. Setting `*alive` false drops a queued run and mutes a running one.
-    Status enqueue(CodeRunRequest request, std::shared_ptr<bool> alive, Events events);
+    /// Queues a run; `events` gets its events once its turn came. Returns the run's id;
+    /// EOWNERDEAD when the context is dead. Setting `*alive` false drops a queued run and mutes a
+    /// running one.
+    Result<uint64_t> enqueue(CodeRunRequest request, std::shared_ptr<bool> alive, Events events);
+    /// Interrupts run `run` if it is the one running (SIGINT, as at its timeout; it ends as
+    /// "interrupted"). Nothing when it already ended or is not running.
+    void interrupt(uint64_t run);
     /// Ends the context: its interpreter is killed, runs waiting or running end as context_died.
     void close(const std::string& why);
 
@@ -84,6 +88,7 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
         bool truncated = false;
         bool had_error = false;
         bool timed_out = false;
+        bool interrupted = false;  ///< by interrupt() (its client went away)
     };
     void read_frames();
     void handle(DriverMessage message);
@@ -91,6 +96,7 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
     void start_next();
     void arm_timeout();
     void on_timeout();
+    void send_interrupt();
     void finish_run(std::string status, std::string message);
     void deliver(Run& run, const CodeRunEvent& event);
     void die(std::string reason);

@@ -155,8 +155,9 @@ asio::awaitable<void> Api::delete_context(Exchange& ex, const RouteParams& param
     co_await ex.send_json(200, reply);
 }
 
-// A queued run whose client goes away leaves the queue; a running one runs on to its end (or
-// timeout) with nobody listening, and the context keeps what it did.
+// A client that goes away aborts its run, as an abort signal does in the SDKs: a queued run leaves
+// the queue, a running one is interrupted (SIGINT, as at a timeout) and the context keeps its
+// state.
 asio::awaitable<void> Api::run_code(Exchange& ex, const RouteParams& params, const Caller&) {
     const std::string& sid = params.at("sid");
     const std::string& ctx = params.at("ctx");
@@ -169,7 +170,19 @@ asio::awaitable<void> Api::run_code(Exchange& ex, const RouteParams& params, con
         channel->wake();
     });
     if (!queued) throw ApiFailure(context_error(queued.error()));
-    WaitHandle handle = std::move(*queued);
+    WaitHandle handle = std::move(queued->handle);
+    const uint64_t run = queued->run;
+    // An early return (the client gone, a failed write) interrupts the run if it still runs.
+    struct Abort {
+        SessionManager& sessions;
+        const std::string& sid;
+        const std::string& ctx;
+        uint64_t run;
+        bool armed = true;
+        ~Abort() {
+            if (armed) (void)sessions.interrupt_code(sid, ctx, run);
+        }
+    } abort{sessions_, sid, ctx, run};
     DisconnectWatch watch(ex.socket(), [channel] {
         channel->gone = true;
         if (auto w = channel->waiter.lock()) w->interrupt();
@@ -210,7 +223,10 @@ asio::awaitable<void> Api::run_code(Exchange& ex, const RouteParams& params, con
                 err.clear();
             }
         }
-        if (end) break;
+        if (end) {
+            abort.armed = false;
+            break;
+        }
         if (stream && !pending.empty()) {
             std::string chunk = std::move(pending);
             pending.clear();

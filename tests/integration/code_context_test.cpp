@@ -224,6 +224,33 @@ TEST_F(CodeContexts, Python_RunsOfOneContextAreSerializedInArrivalOrder) {
     EXPECT_EQ(text_result(second), "[1, 2]") << second.dump();
 }
 
+// A client that goes away aborts its run: without a timeout, the busy loop would hold the context
+// forever.
+TEST_F(CodeContexts, Python_ClientThatGoesAwayInterruptsItsRunAndTheContextGoesOn) {
+    need("python3");
+    auto c = client();
+    const auto base = session(c);
+    context(c, base, "python", {{"id", "py"}});
+    run(c, base, "py", "kept = 5");
+    {
+        auto own = client();
+        own.stream_lines(
+            "POST", base + "/contexts/py/run",
+            json({{"code", "print('spinning')\nwhile True: pass"}, {"timeoutMs", 0}}).dump(),
+            {{"Accept", "application/x-ndjson"}, {"Content-Type", "application/json"}},
+            [](const std::string&) { return false; });  // gone after one event
+    }
+    json shown;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    do {
+        shown = c.get(base + "/contexts/py").json();
+        if (shown["status"] == "idle") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (std::chrono::steady_clock::now() < deadline);
+    EXPECT_EQ(shown["status"], "idle") << shown.dump();
+    EXPECT_EQ(text_result(run(c, base, "py", "kept")), "5");
+}
+
 TEST_F(CodeContexts, Python_NdjsonStreamsOutputResultAndEnd) {
     need("python3");
     auto c = client();
@@ -353,6 +380,52 @@ TEST_F(CodeContexts, MissingInterpreterIsAClearError) {
     auto node = c.post(base + "/contexts", {{"language", "javascript"}});
     EXPECT_EQ(node.status, 409u) << node.body;
     EXPECT_NE(node.error_message().find("node"), std::string::npos) << node.body;
+}
+
+// A session's restricted token may use contexts, as it may run commands and shells; another
+// session's token reaches nothing of this session.
+TEST_F(CodeContexts, RestrictedTokenRunsCodeAndOtherSessionsTokensCannot) {
+    need("python3");
+    auto c = client();
+    auto mine = c.post("/v1/sessions", {{"policy", "default"}});
+    auto theirs = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(mine.status, 201u);
+    ASSERT_EQ(theirs.status, 201u);
+    const std::string base = "/v1/sessions/" + mine.json()["id"].get<std::string>();
+    const auto restricted = testing::bearer(mine.json()["restrictedToken"]);
+    const auto other = testing::bearer(theirs.json()["token"]);
+    auto created = c.post(base + "/contexts", {{"language", "python"}, {"id", "py"}}, restricted);
+    ASSERT_EQ(created.status, 201u) << created.body;
+    auto ran = c.post(base + "/contexts/py/run", {{"code", "2 ** 10"}}, restricted);
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(text_result(ran.json()), "1024");
+    EXPECT_EQ(c.post(base + "/contexts/py/run", {{"code", "1"}}, other).status, 404u);
+    EXPECT_EQ(c.get(base + "/contexts", other).status, 404u);
+    EXPECT_EQ(c.del(base + "/contexts/py", other).status, 404u);
+    EXPECT_EQ(c.del(base + "/contexts/py", restricted).status, 200u);
+}
+
+TEST_F(CodeContexts, Python_ImagesComeBackAsBase64Png) {
+    need("python3");
+    auto c = client();
+    const auto base = session(c);
+    context(c, base, "python", {{"id", "py"}});
+    // An object that shows itself as a PNG (IPython's _repr_png_): its bytes come back base64.
+    const json shown = run(c, base, "py",
+                           "class Dot:\n"
+                           "    def _repr_png_(self): return b'\\x89PNG\\r\\n\\x1a\\n'\n"
+                           "Dot()");
+    ASSERT_EQ(shown["results"].size(), 1u) << shown.dump();
+    EXPECT_EQ(shown["results"][0]["image/png"], "iVBORw0KGgo=") << shown.dump();
+    // A matplotlib figure, where the sandbox has matplotlib.
+    const json probe =
+        run(c, base, "py", "import importlib.util\nbool(importlib.util.find_spec('matplotlib'))");
+    if (text_result(probe) != "True") GTEST_SKIP() << "matplotlib is not installed";
+    const json plotted =
+        run(c, base, "py", "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone");
+    ASSERT_EQ(plotted["results"].size(), 1u) << plotted.dump().substr(0, 500);
+    EXPECT_EQ(plotted["results"][0]["image/png"].get<std::string>().rfind("iVBORw0KGgo", 0), 0u);
+    EXPECT_TRUE(run(c, base, "py", "None")["results"].empty()) << "the figure was closed";
 }
 
 // --- javascript -------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ export type CodeError = { name: string; value: string; traceback: string[] };
 
 /** POST .../contexts/{ctx}/run: the run's outcome. Each result maps mime types to values. */
 export type ContextRunResult = {
-  context: string; status: 'ok' | 'error' | 'timeout' | 'context_died';
+  context: string; status: 'ok' | 'error' | 'timeout' | 'interrupted' | 'context_died';
   results: Record<string, string>[]; stdout: string; stderr: string; error?: CodeError;
   truncated: boolean; durationMs: number; message?: string;
 };
