@@ -169,14 +169,25 @@ def test_code_context_keeps_state_reports_errors_and_streams(session):
     assert e.value.status == 404
 
 
-def test_calls_without_daemon_support_surface_corralds_error(session):
-    """Watch and git checkout go to the endpoints DESIGN.md documents; until corrald serves
-    them, its own error arrives (no local imitation)."""
-    calls = {
-        "watch": lambda: next(session.watch("/workspace")),
-        "git_checkout": lambda: session.git_checkout("https://example.invalid/r.git"),
-    }
-    for name, call in calls.items():
-        with pytest.raises(CorralError) as e:
-            call()
-        assert e.value.code in ("no_such_route", "method_not_allowed"), (name, e.value)
+def test_git_checkout_clones_inside_the_session_and_reports_gits_failure(session):
+    made = session.run("git init -q /workspace/src && git -C /workspace/src -c user.email=t@corral.test"
+                       " -c user.name=t commit -q --allow-empty -m init && echo made")
+    assert "made" in made.stdout, made.stderr
+    cloned = session.git_checkout("/workspace/src", target_dir="/workspace/dst")
+    assert cloned["targetDir"] == "/workspace/dst", cloned
+    assert session.run("git -C /workspace/dst log --format=%s").stdout.strip() == "init"
+    with pytest.raises(CorralError) as e:
+        session.git_checkout("/workspace/no-such-repo", target_dir="/workspace/x")
+    assert e.value.code == "git_failed", e.value
+
+
+def test_watch_yields_the_events_of_a_directory(session):
+    session.run("mkdir -p /workspace/watched")
+    events = session.watch("/workspace/watched")
+    assert next(events)["type"] == "watching"
+    session.write("/workspace/watched/new.txt", b"hello")
+    for event in events:
+        if event.get("path") == "/workspace/watched/new.txt":
+            assert event["type"] in ("create", "modify", "move"), event  # an upload lands by rename
+            break
+    events.close()

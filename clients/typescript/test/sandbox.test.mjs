@@ -173,19 +173,47 @@ describe('client.sandbox(id)', { skip }, () => {
     assert.equal((await sandbox.listCodeContexts()).length, 0);
   });
 
-  // These call endpoints DESIGN.md documents that corrald does not serve yet: the client must
-  // surface corrald's own error (no local imitation). When corrald gains a route, its test moves up.
-  test('methods without daemon support surface corrald\'s error', async () => {
-    const unsupported = {
-      watch: () => sandbox.watch('/workspace'),
-      gitCheckout: () => sandbox.gitCheckout('https://example.invalid/repo.git'),
+  test('gitCheckout clones inside the session and reports git\'s own failure', async () => {
+    const made = await sandbox.exec('git init -q /workspace/src && git -C /workspace/src -c user.email=t@corral.test -c user.name=t commit -q --allow-empty -m init && echo made');
+    assert.match(made.stdout, /made/, made.stderr);
+    const cloned = await sandbox.gitCheckout('/workspace/src', { targetDir: '/workspace/dst' });
+    assert.equal(cloned.success, true);
+    assert.equal(cloned.targetDir, '/workspace/dst');
+    const log = await sandbox.exec('git -C /workspace/dst log --format=%s');
+    assert.equal(log.stdout.trim(), 'init');
+    await assert.rejects(sandbox.gitCheckout('/workspace/no-such-repo', { targetDir: '/workspace/x' }), (err) => {
+      assert.ok(err instanceof CorralError, String(err));
+      assert.equal(err.code, 'git_failed', err.message);
+      return true;
+    });
+  });
+
+  test('watch streams the events of a directory as NDJSON', async () => {
+    await sandbox.exec('mkdir -p /workspace/watched');
+    const stop = new AbortController();
+    const stream = await sandbox.watch('/workspace/watched', { signal: stop.signal });
+    const reader = stream.getReader();
+    const decoder = new TextDecoder();
+    let pending = '';
+    const next = async () => {
+      for (;;) {
+        const newline = pending.indexOf('\n');
+        if (newline >= 0) {
+          const line = pending.slice(0, newline);
+          pending = pending.slice(newline + 1);
+          return JSON.parse(line);
+        }
+        const { value, done } = await reader.read();
+        if (done) throw new Error('the watch ended early');
+        pending += decoder.decode(value, { stream: true });
+      }
     };
-    for (const [name, call] of Object.entries(unsupported)) {
-      await assert.rejects(call(), (err) => {
-        assert.ok(err instanceof CorralError, `${name}: ${err}`);
-        assert.ok(['no_such_route', 'method_not_allowed'].includes(err.code), `${name}: ${err.code} ${err.message}`);
-        return true;
-      }, name);
-    }
+    assert.equal((await next()).type, 'watching');
+    await sandbox.writeFile('/workspace/watched/new.txt', 'hello');
+    let event;
+    do event = await next(); while (event.path !== '/workspace/watched/new.txt');
+    assert.ok(['create', 'modify', 'move'].includes(event.type), JSON.stringify(event)); // an upload lands by rename
+    stop.abort();
+    await reader.cancel().catch(() => {});
   });
 });
