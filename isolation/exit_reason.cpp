@@ -15,8 +15,19 @@ std::string_view to_string(ExitReason reason) {
         case ExitReason::seccomp: return "seccomp";
         case ExitReason::killed: return "killed";
         case ExitReason::setup_failed: return "setup-failed";
+        case ExitReason::unknown: return "unknown";
     }
     return "unknown";
+}
+
+std::optional<ExitReason> parse_exit_reason(std::string_view text) {
+    for (ExitReason reason :
+         {ExitReason::exited, ExitReason::signaled, ExitReason::timeout, ExitReason::oom,
+          ExitReason::pids_limit, ExitReason::seccomp, ExitReason::killed,
+          ExitReason::setup_failed, ExitReason::unknown}) {
+        if (to_string(reason) == text) return reason;
+    }
+    return std::nullopt;
 }
 
 ExitReason classify_exit(const WaitStatus& status, const EndingContext& context) {

@@ -9,10 +9,25 @@
 namespace corral {
 
 /// The exit reasons of DESIGN.md, in the words the API and reports use.
-enum class ExitReason { exited, signaled, timeout, oom, pids_limit, seccomp, killed, setup_failed };
+/// `unknown`: the process ended, but nobody could learn how — it was started by a previous run of
+/// the daemon and was not this run's child (DESIGN.md "Surviving the daemon").
+enum class ExitReason {
+    exited,
+    signaled,
+    timeout,
+    oom,
+    pids_limit,
+    seccomp,
+    killed,
+    setup_failed,
+    unknown
+};
 
-/// "exited", "signaled", "timeout", "oom", "pids-limit", "seccomp", "killed", "setup-failed".
+/// "exited", "signaled", "timeout", "oom", "pids-limit", "seccomp", "killed", "setup-failed",
+/// "unknown".
 std::string_view to_string(ExitReason reason);
+/// The reverse of to_string; nullopt for anything else.
+std::optional<ExitReason> parse_exit_reason(std::string_view text);
 
 /// What the supervisor knows besides the wait status, to tell the truth about an ending.
 struct EndingContext {

@@ -91,10 +91,13 @@ class LimitBackend {
     /// Applies `limits` to a new session whose v2 cgroup is `session_cgroup` (still empty: no
     /// process yet). `session_name` names the backend's own cgroups. Strict enforcement turns
     /// any unenforceable asked limit into an error naming it; best-effort records it.
+    /// `existing`: the session is one a previous run of the daemon made and this run takes over
+    /// (its processes already run): the backend's cgroups of that name are reused, not created.
     virtual Result<std::unique_ptr<SessionLimits>> apply(const Cgroup& session_cgroup,
                                                          const std::string& session_name,
                                                          const Limits& limits,
-                                                         Enforcement enforcement) const = 0;
+                                                         Enforcement enforcement,
+                                                         bool existing = false) const = 0;
 };
 
 /// The backend that fits the host: hybrid-v1 when layout is hybrid, else unified.

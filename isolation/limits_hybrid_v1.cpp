@@ -215,7 +215,8 @@ class HybridV1Backend : public LimitBackend {
     Result<std::unique_ptr<SessionLimits>> apply(const Cgroup& session_cgroup,
                                                  const std::string& session_name,
                                                  const Limits& limits,
-                                                 Enforcement enforcement) const override {
+                                                 Enforcement enforcement,
+                                                 bool existing = false) const override {
         EnforcementLedger ledger(enforcement);
         // A session without limits needs no v1 cgroup, so no probe either (it creates and
         // removes a cgroup in every v1 hierarchy: a cost `corral run --policy none` should not
@@ -235,7 +236,7 @@ class HybridV1Backend : public LimitBackend {
         } cleanup{created};
         for (const char* controller : kControllers) {
             if (!wanted(controller, limits, ledger)) continue;
-            auto status = create_v1(controller, session_name, created);
+            auto status = create_v1(controller, session_name, existing, created);
             if (!status)
                 CORRAL_TRY(refuse_kinds_of(controller, limits, ledger, status.error().describe()),
                            "apply limits");
@@ -324,11 +325,12 @@ class HybridV1Backend : public LimitBackend {
     }
 
     Status create_v1(const std::string& controller, const std::string& session_name,
-                     std::vector<V1Cgroup>& created) const {
+                     bool existing, std::vector<V1Cgroup>& created) const {
         std::string dir = host_.v1_own.at(controller) + "/corral-" + session_name;
         for (const auto& existing : created)
             if (existing.path == dir) return {};  // joint hierarchy (cpu,cpuacct) already made
-        if (::mkdir(dir.c_str(), 0755) != 0) return sys_error("mkdir `" + dir + "`");
+        if (::mkdir(dir.c_str(), 0755) != 0 && !(existing && errno == EEXIST))
+            return sys_error("mkdir `" + dir + "`");
         UniqueFd fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
         if (!fd) {
             ::rmdir(dir.c_str());

@@ -100,8 +100,10 @@ class UnifiedBackend : public LimitBackend {
     Result<std::unique_ptr<SessionLimits>> apply(const Cgroup& session_cgroup,
                                                  const std::string& session_name,
                                                  const Limits& limits,
-                                                 Enforcement enforcement) const override {
+                                                 Enforcement enforcement,
+                                                 bool existing = false) const override {
         (void)session_name;  // the session cgroup already carries the name on v2
+        (void)existing;      // writing the same limits again is harmless
         EnforcementLedger ledger(enforcement);
         CORRAL_TRY(ledger.check_supported(support(), limits), "apply limits");
         CORRAL_TRY(enable_controllers(session_cgroup, limits, ledger), "apply limits");

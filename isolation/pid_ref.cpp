@@ -1,10 +1,14 @@
 // pidfd-based signalling and waiting.
 #include "isolation/pid_ref.hpp"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 namespace corral {
 namespace {
@@ -52,6 +56,49 @@ Result<std::optional<WaitStatus>> PidRef::try_wait() const {
     if (!info) return std::move(info.error());
     if (info->si_pid == 0) return std::optional<WaitStatus>{};
     return std::optional<WaitStatus>{to_wait_status(*info)};
+}
+
+Result<uint64_t> process_start_ticks(pid_t pid) {
+    if (pid <= 0) return sys_error(ESRCH, "no pid");
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!stat || !std::getline(stat, line)) return sys_error(ESRCH, "pid " + std::to_string(pid));
+    // comm (field 2) may hold spaces and parentheses: the fields after it follow the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos || close + 2 > line.size())
+        return sys_error(EINVAL, "/proc/" + std::to_string(pid) + "/stat");
+    std::istringstream fields(line.substr(close + 2));
+    std::string field;
+    for (int i = 3; i < 22; ++i) fields >> field;  // field 3 is the first after comm
+    uint64_t ticks = 0;
+    if (!(fields >> ticks)) return sys_error(EINVAL, "/proc/" + std::to_string(pid) + "/stat");
+    return ticks;
+}
+
+bool pidfd_exited(int pidfd) {
+    pollfd ready{pidfd, POLLIN, 0};
+    return ::poll(&ready, 1, 0) > 0 && (ready.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
+Result<PidRef> open_verified_process(pid_t pid, uint64_t start_ticks,
+                                     const std::string& cgroup_dir) {
+    const std::string who = "pid " + std::to_string(pid);
+    if (pid <= 1) return sys_error(EINVAL, who + " is not one a daemon starts");
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) return sys_error("pidfd_open " + who);
+    UniqueFd pidfd(fd);
+    auto started = process_start_ticks(pid);
+    if (!started) return std::move(started.error());
+    if (*started != start_ticks)
+        return sys_error(ESRCH, who + " started at tick " + std::to_string(*started) +
+                                    ", not " + std::to_string(start_ticks) +
+                                    ": the pid was reused by another process");
+    std::ifstream procs(cgroup_dir + "/cgroup.procs");
+    bool member = false;
+    for (pid_t listed; procs >> listed;) member = member || listed == pid;
+    if (!member) return sys_error(EPERM, who + " is not in `" + cgroup_dir + "`");
+    if (pidfd_exited(pidfd.get())) return sys_error(ESRCH, who + " exited meanwhile");
+    return PidRef(pid, std::move(pidfd));
 }
 
 }  // namespace corral

@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
@@ -18,7 +20,7 @@ struct WaitStatus {
     bool core_dumped = false;
 };
 
-/// pid + pidfd of a child of ours.
+/// pid + pidfd of a process: a child of ours, or one taken over with open_verified_process.
 class PidRef {
   public:
     PidRef() = default;
@@ -42,5 +44,20 @@ class PidRef {
     pid_t pid_ = -1;
     UniqueFd pidfd_;
 };
+
+/// /proc/<pid>/stat field 22: when the process started, in clock ticks since boot. With the pid it
+/// names one process for the life of the host (a recycled pid starts later). ESRCH when gone.
+Result<uint64_t> process_start_ticks(pid_t pid);
+
+/// Takes a reference to a process that is not our child (one a previous run of the daemon
+/// started), only if it is alive, started at `start_ticks` and is a member of the cgroup whose
+/// cgroup.procs is `cgroup_procs` (an fd of it). The pidfd is opened first and checked alive
+/// after the checks, so the checks cannot have been about a process that took a recycled pid
+/// (the pid-reuse attacks on supervisors, e.g. CVE-2019-6133). Waiting on such a reference
+/// fails (ECHILD): watch its pidfd for readability, or its cgroup.
+Result<PidRef> open_verified_process(pid_t pid, uint64_t start_ticks, const std::string& cgroup_dir);
+
+/// Whether the process behind `pidfd` has exited (its pidfd is readable), without waiting.
+bool pidfd_exited(int pidfd);
 
 }  // namespace corral

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <utility>
 
 #include "base/pipe.hpp"
@@ -207,6 +208,7 @@ void discard(PidRef& holder) {
 
 Sandbox::Sandbox(Sandbox&& other) noexcept
     : holder_(std::exchange(other.holder_, PidRef{})),
+      adopted_(std::exchange(other.adopted_, false)),
       flags_(std::exchange(other.flags_, 0)),
       pending_report_(std::move(other.pending_report_)),
       lease_(std::move(other.lease_)),
@@ -217,6 +219,7 @@ Sandbox& Sandbox::operator=(Sandbox&& other) noexcept {
     if (this != &other) {
         stop();
         holder_ = std::exchange(other.holder_, PidRef{});
+        adopted_ = std::exchange(other.adopted_, false);
         flags_ = std::exchange(other.flags_, 0);
         pending_report_ = std::move(other.pending_report_);
         lease_ = std::move(other.lease_);
@@ -237,12 +240,18 @@ void Sandbox::begin_stop() {
 void Sandbox::stop() {
     if (!holder_.valid()) return;
     (void)holder_.send_signal(SIGKILL);
-    (void)holder_.wait();
+    if (!adopted_) (void)holder_.wait();  // an adopted one is not ours to reap
     holder_ = PidRef{};
 }
 
 bool Sandbox::try_reap() {
     if (!holder_.valid()) return true;
+    if (adopted_) {
+        // waitid would say ECHILD while it still runs: its pidfd is readable once it exited.
+        if (!pidfd_exited(holder_.pidfd())) return false;
+        holder_ = PidRef{};
+        return true;
+    }
     auto status = holder_.try_wait();
     if (status && !*status) return false;  // still running
     // Reaped now, or an error (ECHILD: reaped elsewhere): either way nothing is left to wait for.
@@ -339,6 +348,38 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     sandbox.holder_ = std::move(holder);
     sandbox.flags_ = flags;
     sandbox.pending_report_ = std::move(report->read_end);
+    return sandbox;
+}
+
+namespace {
+
+/// Whether host id `id` lies in one of the outside ranges of /proc/<pid>/{uid,gid}_map.
+bool mapped_outside(pid_t pid, const char* map, unsigned id) {
+    std::ifstream lines("/proc/" + std::to_string(pid) + "/" + map);
+    for (unsigned inside, outside, count; lines >> inside >> outside >> count;)
+        if (id >= outside && id - outside < count) return true;
+    return false;
+}
+
+}  // namespace
+
+Result<Sandbox> Sandbox::adopt(pid_t pid, uint64_t start_ticks, const Policy& policy,
+                               const Cgroup& holder_cgroup, std::optional<HostIdentity> identity) {
+    const int flags = namespace_clone_flags(policy.namespaces);
+    if (flags == 0) return Sandbox{};
+    if (!holder_cgroup.valid()) return plain_error("namespace holder: no cgroup given");
+    auto holder = open_verified_process(pid, start_ticks, holder_cgroup.path());
+    if (!holder) return std::move(holder.error().context("namespace holder"));
+    Sandbox sandbox;
+    if (flags & CLONE_NEWUSER) {
+        if (!identity || !mapped_outside(pid, "uid_map", identity->uid) ||
+            !mapped_outside(pid, "gid_map", identity->gid))
+            return plain_error("namespace holder: the recorded identity is not in its id maps");
+        sandbox.identity_ = identity;
+    }
+    sandbox.holder_ = std::move(*holder);
+    sandbox.adopted_ = true;
+    sandbox.flags_ = flags;
     return sandbox;
 }
 

@@ -53,6 +53,14 @@ class Sandbox {
     static Result<Sandbox> start(const Policy& policy, const Cgroup& holder_cgroup,
                                  const WorkdirBinding& workdir);
     Status wait_until_ready();
+    /// Takes over the holder a previous run of the daemon started (DESIGN.md "Surviving the
+    /// daemon"): `pid` must still run, have started at `start_ticks` and be in `holder_cgroup`
+    /// (open_verified_process). It is not our child: its end is seen through its pidfd and its
+    /// exit is collected by whoever it was reparented to. `identity` is what the previous run
+    /// recorded; it must lie inside the holder's own uid/gid maps.
+    static Result<Sandbox> adopt(pid_t pid, uint64_t start_ticks, const Policy& policy,
+                                 const Cgroup& holder_cgroup,
+                                 std::optional<HostIdentity> identity);
 
     /// Whether `policy` asks for any namespace, so create() starts a holder (which needs a cgroup
     /// of its own; a session without one skips creating it).
@@ -88,6 +96,7 @@ class Sandbox {
 
   private:
     PidRef holder_;
+    bool adopted_ = false;  ///< not our child: never waited for, its pidfd tells its end
     int flags_ = 0;
     UniqueFd pending_report_;  ///< read end of the holder's report pipe until it is ready
     IdRangeLease lease_;

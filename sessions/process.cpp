@@ -76,6 +76,7 @@ Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, Chi
         process->record_setup_failure(launched.error());
         return process;
     }
+    if (auto ticks = process_start_ticks(process->main_.pid())) process->setup_.start_ticks = *ticks;
     process->start_watching();
     return process;
 }
@@ -191,7 +192,7 @@ ProcessInfo Process::info() const {
     ProcessInfo info;
     info.id = setup_.id;
     info.terminal = setup_.terminal != nullptr;
-    info.pid = launched_ ? main_.pid() : -1;
+    info.pid = launched_ ? main_.pid() : restored_pid_;
     info.argv = setup_.argv;
     info.command = setup_.command;
     info.cwd = setup_.cwd;
@@ -216,6 +217,19 @@ ProcessInfo Process::info() const {
     } else if (auto usage = leaf_.usage()) {
         info.usage = *usage;
     }
+    if (adopted_) {
+        info.output_lost = true;
+        info.note = kAdoptedNote;
+    }
+    if (restored_) {
+        info.reason = restored_->reason;
+        info.exit_code = restored_->exit_code;
+        info.signal = restored_->signal;
+        info.error = restored_->error;
+        info.note = restored_->note;
+        info.duration_ms = restored_->duration_ms;
+        info.output_lost = true;
+    }
     for (auto [stats, stream] :
          {std::pair{&info.stdout_stats, &out_}, std::pair{&info.stderr_stats, &err_}}) {
         stats->total_bytes = stream->buffer.total_written();
@@ -228,6 +242,10 @@ ProcessInfo Process::info() const {
 }
 
 Status Process::signal(int signal) {
+    if (adopted_ && !finished_ && !main_.valid()) {
+        return sys_error(ESRCH, "the main process of " + setup_.id +
+                                    " ended while the daemon was down (its descendants run on)");
+    }
     if (finished_ || !main_running()) {
         return sys_error(ESRCH, "process " + setup_.id + " has already exited");
     }

@@ -37,6 +37,15 @@ namespace corral {
 
 class ChildReaper;
 
+/// The note on the record of a process a previous run of the daemon started.
+inline constexpr const char* kAdoptedNote =
+    "started before the daemon restarted (daemon-restart): it is not this daemon's child, so "
+    "its exit status cannot be known, and its output pipes ended with the old daemon";
+/// The note on the record of a process that ended while the daemon was down.
+inline constexpr const char* kEndedWhileDownNote =
+    "ended while the daemon was down (daemon-restart): its exit status and its output since the "
+    "restart are unknown";
+
 /// Everything needed to start one process, computed by the session.
 struct ProcessSetup {
     std::string id;  ///< "p<N>", also the leaf cgroup's name
@@ -63,6 +72,9 @@ struct ProcessSetup {
     /// A terminal process: its stdio is this pty's slave (closed here once launched); stdout
     /// reads the master, stdin writes it (issue 14). Null: pipes.
     std::shared_ptr<PtyPair> terminal;
+    /// /proc starttime of the main process (pid_ref.hpp: with the pid it names the process for
+    /// the journal); filled in at launch, or from the journal for an adopted process.
+    uint64_t start_ticks = 0;
 };
 
 /// A started process and its record.
@@ -74,9 +86,36 @@ class Process : public std::enable_shared_from_this<Process> {
     /// record with reason setup-failed; an Error means the daemon could not even try.
     static Result<std::shared_ptr<Process>> start(boost::asio::io_context& io, ChildReaper& reaper,
                                                   ProcessSetup setup, FinishCallback on_finish);
+
+    /// How a record restored from the journal ended.
+    struct RestoredEnd {
+        ExitReason reason = ExitReason::unknown;
+        std::optional<int> exit_code;
+        std::optional<int> signal;
+        uint64_t duration_ms = 0;
+        std::string error;
+        std::string note;
+    };
+    /// Takes over a process a previous run of the daemon started whose leaf `leaf` still holds
+    /// processes (process_adoption.cpp). `main` is its verified main process, or empty when only
+    /// descendants are left. It is not our child and its pipes died with the old daemon: the
+    /// record becomes final when the leaf is empty (cgroup.events populated 0), with status
+    /// unknown and no exit code, unless this run killed it or its timeout (counted from its
+    /// original start) did. Its timeout is armed here.
+    static std::shared_ptr<Process> adopt(boost::asio::io_context& io, ChildReaper& reaper,
+                                          ProcessSetup setup,
+                                          std::chrono::system_clock::time_point started_at,
+                                          PidRef main, Cgroup leaf, FinishCallback on_finish);
+    /// A final record of a process of a previous run (its exit from the journal, or unknown).
+    static std::shared_ptr<Process> restore(boost::asio::io_context& io, ChildReaper& reaper,
+                                            ProcessSetup setup,
+                                            std::chrono::system_clock::time_point started_at,
+                                            pid_t pid, RestoredEnd end);
     ~Process();
 
     const std::string& id() const { return setup_.id; }
+    /// The setup it was started with (the journal records it).
+    const ProcessSetup& setup() const { return setup_; }
     /// True once the record is final (exit recorded, output complete or settled).
     bool finished() const { return finished_; }
     /// True while the main process has not exited.
@@ -171,6 +210,8 @@ class Process : public std::enable_shared_from_this<Process> {
     void read_more(OutputStream stream);
     void watch_exit();
     void watch_lingering_leaf();
+    // process_adoption.cpp
+    void watch_adopted_leaf();
     void on_main_exit(std::optional<WaitStatus> status);
     void arm_settle();
     void arm_timeout();
@@ -235,6 +276,10 @@ class Process : public std::enable_shared_from_this<Process> {
     std::chrono::system_clock::time_point started_wall_;
     std::chrono::steady_clock::time_point started_;
     std::optional<std::chrono::steady_clock::time_point> ended_;
+
+    bool adopted_ = false;  ///< started by a previous run of the daemon (process_adoption.cpp)
+    std::optional<RestoredEnd> restored_;
+    pid_t restored_pid_ = -1;
 
     std::vector<std::shared_ptr<ExitWaiter>> exit_waiters_;
     std::vector<OutputWaiter> output_waiters_;

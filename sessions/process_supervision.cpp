@@ -187,6 +187,11 @@ void Process::attribute_limit_events() {
 }
 
 ExitReason Process::classify() const {
+    // Not our child: how it ended is unknowable, unless this run ended it.
+    if (adopted_) {
+        if (timed_out_) return ExitReason::timeout;
+        return killed_by_request_ ? ExitReason::killed : ExitReason::unknown;
+    }
     if (main_status_lost_) return killed_by_request_ ? ExitReason::killed : ExitReason::signaled;
     EndingContext context;
     context.timed_out = timed_out_;

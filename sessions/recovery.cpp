@@ -250,13 +250,14 @@ std::vector<std::pair<std::string, std::string>> mounts_below(const std::string&
     return found;
 }
 
-LeftoverReport reap_leftovers(const LeftoverScope& scope) {
+LeftoverReport reap_leftovers(const LeftoverScope& scope, const std::set<std::string>& keep) {
     LeftoverReport report;
     const std::string sessions_cgroup = scope.instance_dir + "/sessions";
     const std::string sessions_dir = scope.state_dir + "/sessions";
     std::set<std::string> sids;
     for (const auto& sid : subdirectories(sessions_cgroup)) sids.insert(sid);
     for (const auto& sid : subdirectories(sessions_dir)) sids.insert(sid);
+    for (const auto& sid : keep) sids.erase(sid);
     report.sessions.assign(sids.begin(), sids.end());
     for (const auto& sid : sids) {
         if (auto cgroup = Cgroup::open_unowned(sessions_cgroup + "/" + sid); cgroup) {
@@ -271,13 +272,27 @@ LeftoverReport reap_leftovers(const LeftoverScope& scope) {
         }
     }
     // v2 first: cgroup.kill on the old sessions subtree ends every process and holder at once
-    // (their namespaces go with the holders); then the v1 cgroups and mounts they used.
-    reap_cgroup_tree(sessions_cgroup, report);
+    // (their namespaces go with the holders); then the v1 cgroups and mounts they used. With
+    // sessions to keep, each other one goes on its own.
+    if (keep.empty()) {
+        reap_cgroup_tree(sessions_cgroup, report);
+    } else {
+        for (const auto& sid : subdirectories(sessions_cgroup))
+            if (keep.count(sid) == 0) reap_cgroup_tree(sessions_cgroup + "/" + sid, report);
+    }
     reap_cgroup_tree(scope.instance_dir + "/supervisor", report);
     reap_v1_cgroups(scope, sids, report);
     for (const auto& sid : subdirectories(sessions_dir))
-        reap_session_directory(sessions_dir + "/" + sid, report);
+        if (keep.count(sid) == 0) reap_session_directory(sessions_dir + "/" + sid, report);
     return report;
+}
+
+void reap_session_leftovers(const LeftoverScope& scope, const std::string& sid,
+                            LeftoverReport& report) {
+    reap_cgroup_tree(scope.instance_dir + "/sessions/" + sid, report);
+    reap_v1_cgroups(scope, {sid}, report);
+    const std::string dir = scope.state_dir + "/sessions/" + sid;
+    if (is_directory(dir)) reap_session_directory(dir, report);
 }
 
 }  // namespace corral

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,13 @@ struct LeftoverReport {
 /// Kills and removes everything a previous run of this instance left (see the file comment).
 /// Call only while holding the InstanceClaim, before this run creates anything. Blocks (bounded
 /// by the kernel's kill): it runs before the event loop starts.
-LeftoverReport reap_leftovers(const LeftoverScope& scope);
+/// Sessions in `keep` (journalled ones being re-adopted) are left alone: their cgroups, v1
+/// cgroups, mounts and directories.
+LeftoverReport reap_leftovers(const LeftoverScope& scope, const std::set<std::string>& keep = {});
+/// Kills and removes what one session of a previous run left (its v2 and v1 cgroups, its
+/// directory and workdir mount): a journalled session whose adoption failed.
+void reap_session_leftovers(const LeftoverScope& scope, const std::string& sid,
+                            LeftoverReport& report);
 
 /// Mount points strictly below `dir` (from /proc/self/mountinfo), deepest first, each with its
 /// file system type and source: "tmpfs corral-workdir".

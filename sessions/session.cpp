@@ -12,6 +12,7 @@
 #include "policies/environment.hpp"
 #include "sessions/child_reaper.hpp"
 #include "sessions/network/session_network.hpp"
+#include "sessions/session_journal.hpp"
 #include "sessions/tokens.hpp"
 
 extern char** environ;
@@ -37,8 +38,13 @@ Result<std::shared_ptr<Session>> Session::create(SessionContext context, std::st
                                                  EndedCallback on_ended) {
     std::shared_ptr<Session> session(
         new Session(context, std::move(id), std::move(policy), std::move(on_ended)));
+    session->set_policy_source(request.policy_yaml.empty() ? request.policy : "",
+                               request.policy_yaml);
     // On failure the shared_ptr dies here and ~Session undoes whatever build() made.
     CORRAL_TRY(session->build(request), "create session " + session->id_);
+    // Journalled before its id and tokens reach anyone: a restart knows every session a client
+    // can name.
+    CORRAL_TRY(session->journal_session(), "create session " + session->id_);
     session->arm_session_timer();
     session->arm_idle_timer();
     return session;
@@ -130,7 +136,10 @@ Status Session::create_kernel_resources() {
     auto sandbox = Sandbox::create(policy_, holder_cgroup_, workdir_);
     if (!sandbox) return std::move(sandbox.error().context("namespaces"));
     sandbox_ = std::move(*sandbox);
-    if (sandbox_.active()) context_.reaper.add_owned(sandbox_.holder_pid());
+    if (sandbox_.active()) {
+        context_.reaper.add_owned(sandbox_.holder_pid());
+        if (auto ticks = process_start_ticks(sandbox_.holder_pid())) holder_start_ticks_ = *ticks;
+    }
     CORRAL_TRY(start_network(), "network");
     watch_oom_group();
     return {};
@@ -226,7 +235,7 @@ ProcessSetup Session::base_setup(const ProcessRequest& request) {
     return setup;
 }
 
-Result<std::shared_ptr<Process>> Session::launch(ProcessSetup setup) {
+void Session::wire_setup(ProcessSetup& setup) {
     setup.session_cgroup = &cgroup_;
     if (limits_) {
         setup.limit_join_fds = limits_->join_fds();
@@ -243,11 +252,23 @@ Result<std::shared_ptr<Process>> Session::launch(ProcessSetup setup) {
         if (self && self->state_ == SessionState::ending && !self->grace_over_)
             self->watch_leaves_during_grace();  // its cgroup.events watch may never fire
     };
+}
+
+Process::FinishCallback Session::finish_callback() {
+    std::weak_ptr<Session> weak = weak_from_this();
+    return [weak](Process& finished) {
+        if (auto self = weak.lock()) self->on_process_finished(finished);
+    };
+}
+
+Result<std::shared_ptr<Process>> Session::launch(ProcessSetup setup) {
+    wire_setup(setup);
     auto process =
-        Process::start(context_.io, context_.reaper, std::move(setup), [weak](Process& finished) {
-            if (auto self = weak.lock()) self->on_process_finished(finished);
-        });
+        Process::start(context_.io, context_.reaper, std::move(setup), finish_callback());
     if (!process) return std::move(process.error());
+    // Before its id reaches the client; a setup failure is final at once.
+    journal_process_started(**process);
+    if ((*process)->finished()) journal_process_ended(**process);
     processes_[(*process)->id()] = *process;
     process_order_.push_back((*process)->id());
     idle_timer_.cancel();
@@ -283,6 +304,7 @@ std::vector<std::shared_ptr<Process>> Session::processes() const {
 std::map<std::string, std::string> Session::patch_env(const EnvPatch& patch) {
     for (const auto& [key, value] : patch.set) env_[key] = value;
     for (const auto& key : patch.unset) env_.erase(key);
+    (void)journal_session();  // before the caller answers; a failure is logged by the journal
     return env_;
 }
 
@@ -295,7 +317,8 @@ bool Session::any_process_running() const {
                        [](const auto& entry) { return !entry.second->finished(); });
 }
 
-void Session::on_process_finished(Process&) {
+void Session::on_process_finished(Process& finished) {
+    journal_process_ended(finished);
     // Posted: the record that just finished is still on the call stack.
     if (!prune_posted_) {
         prune_posted_ = true;
@@ -338,9 +361,12 @@ void Session::prune_finished_processes() {
     }
 }
 
+// Counted from the session's creation, so an adopted session keeps the deadline it had.
 void Session::arm_session_timer() {
     if (!policy_.timeouts.session || policy_.timeouts.session->count() <= 0) return;
-    session_timer_.expires_after(*policy_.timeouts.session);
+    const auto age = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now() -
+                                                        created_at_);
+    session_timer_.expires_after(std::max(Millis(0), *policy_.timeouts.session - age));
     std::weak_ptr<Session> weak = weak_from_this();
     session_timer_.async_wait([weak](const boost::system::error_code& error) {
         auto self = weak.lock();
@@ -375,6 +401,10 @@ Result<PortLeaseInfo> Session::lease_port() {
         return std::move(forwarded.error());
     }
     leased_.push_back(*port);
+    if (Status journalled = journal_session(); !journalled) {
+        (void)release_port(*port);
+        return std::move(journalled.error().context("lease port"));
+    }
     return PortLeaseInfo{*port, "http://" + context_.port_host + ":" + std::to_string(*port)};
 }
 
@@ -394,6 +424,7 @@ Status Session::release_port(uint16_t port) {
     leased_.erase(found);
     unforward_port(port);
     context_.ports.release(port);
+    (void)journal_session();
     return {};
 }
 

@@ -30,6 +30,7 @@
 #include "sessions/network/port_pool.hpp"
 #include "sessions/network/port_waiter.hpp"
 #include "sessions/contexts/code_context.hpp"
+#include "sessions/journal_records.hpp"
 #include "sessions/process.hpp"
 #include "sessions/session_types.hpp"
 #include "sessions/shell_context.hpp"
@@ -37,6 +38,7 @@
 namespace corral {
 
 class ChildReaper;
+class SessionJournal;
 class SessionNetwork;
 
 /// What a session needs from the daemon, passed explicitly (no globals).
@@ -51,6 +53,7 @@ struct SessionContext {
     std::string port_host;
     size_t max_finished_processes = 256;  ///< finished records kept; older ones answer EIDRM
     EgressEnvironment egress;  ///< hosts override and refusal log of the egress proxy
+    SessionJournal* journal = nullptr;    ///< where changes are recorded first (none: nowhere)
 };
 
 /// The session's own directory on disk: removed (after unmounting a sized workdir) on destruction.
@@ -63,6 +66,8 @@ class SessionDirectory {
     /// Creates <sessions_dir>/<sid>/root; with `size`, mounts a tmpfs of that size on root.
     static Result<SessionDirectory> create(const std::string& sessions_dir, const std::string& sid,
                                            std::optional<uint64_t> size);
+    /// Takes over the directory a previous run of the daemon made (and its corral-workdir tmpfs).
+    static Result<SessionDirectory> adopt(const std::string& sessions_dir, const std::string& sid);
     const std::string& root() const { return root_; }
     /// Gives <sid> and its root to the session's host identity (both stay 0700/0755), so the
     /// sandbox can write its workspace and no other host user can reach what it plants there.
@@ -88,7 +93,20 @@ class Session : public std::enable_shared_from_this<Session> {
                                                    Policy policy,
                                                    const CreateSessionRequest& request,
                                                    EndedCallback on_ended);
+    /// Takes over a session a previous run of the daemon left running (session_adoption.cpp):
+    /// its cgroup, holder, limits, directory, ports (forwarders made anew), tokens, env and
+    /// processes, from `record`. `notes` gets what could not be taken and why. An error means
+    /// nothing was taken; what was is ended with the returned error.
+    static Result<std::shared_ptr<Session>> adopt(SessionContext context,
+                                                  const JournalSession& record, Policy policy,
+                                                  EndedCallback on_ended,
+                                                  std::vector<std::string>& notes);
     ~Session();
+
+    /// Where the session's policy came from (a name, or inline YAML), for the journal.
+    void set_policy_source(std::string name, std::string yaml);
+    /// The session's recoverable state as the journal keeps it.
+    JournalSession journal_state() const;
 
     const std::string& id() const { return id_; }
     SessionState state() const { return state_; }
@@ -170,6 +188,17 @@ class Session : public std::enable_shared_from_this<Session> {
   private:
     Session(SessionContext context, std::string id, Policy policy, EndedCallback on_ended);
     Status build(const CreateSessionRequest& request);
+    // session_adoption.cpp
+    Status rebuild(const JournalSession& record, std::vector<std::string>& notes);
+    void adopt_processes(const JournalSession& record, std::vector<std::string>& notes);
+    void reap_unowned_leaves(std::vector<std::string>& notes);
+    /// Records the session's state in the journal (no journal: nothing).
+    Status journal_session() const;
+    void journal_process_started(const Process& process) const;
+    void journal_process_ended(const Process& process) const;
+    /// Fills in what every process of this session needs (cgroups, namespaces, callbacks).
+    void wire_setup(ProcessSetup& setup);
+    Process::FinishCallback finish_callback();
     Status create_kernel_resources();
     std::string resolve_cwd(const std::string& cwd, const std::string& base) const;
     /// The process setup of `request` before argv/env are decided (id, cwd, timeout, fds...).
@@ -223,6 +252,9 @@ class Session : public std::enable_shared_from_this<Session> {
     SessionContext context_;
     std::string id_;
     Policy policy_;
+    std::string policy_name_;  ///< what it was created from, for the journal
+    std::string policy_yaml_;
+    uint64_t holder_start_ticks_ = 0;
     EndedCallback on_ended_;
     SessionState state_ = SessionState::active;
     std::string end_reason_;

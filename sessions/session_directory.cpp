@@ -9,6 +9,7 @@
 #include <system_error>
 #include <utility>
 
+#include "sessions/recovery.hpp"
 #include "sessions/session.hpp"
 
 namespace corral {
@@ -55,6 +56,30 @@ Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_di
         }
         directory.mounted_ = true;
     }
+    return directory;
+}
+
+Result<SessionDirectory> SessionDirectory::adopt(const std::string& sessions_dir,
+                                                 const std::string& sid) {
+    SessionDirectory directory;
+    const std::string dir = sessions_dir + "/" + sid;
+    struct stat st {};
+    // lstat: a link in our own state dir is not one of ours.
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return sys_error(ENOENT, "session directory `" + dir + "` is gone");
+    const std::string root = dir + "/root";
+    if (::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return sys_error(ENOENT, "session root `" + root + "` is gone");
+    for (const auto& [point, kind] : mounts_below(dir)) {
+        if (point == root && kind == "tmpfs corral-workdir") {
+            directory.mounted_ = true;
+        } else {
+            return plain_error("`" + point + "` (" + kind + ") is mounted in `" + dir +
+                               "` and is not corral's");
+        }
+    }
+    directory.dir_ = dir;
+    directory.root_ = root;
     return directory;
 }
 

@@ -15,6 +15,7 @@
 #include "sessions/child_reaper.hpp"
 #include "sessions/network/port_pool.hpp"
 #include "sessions/session.hpp"
+#include "sessions/session_journal.hpp"
 #include "sessions/tokens.hpp"
 
 namespace corral {
@@ -89,8 +90,21 @@ Status SessionManager::initialize() {
     auto claim = InstanceClaim::acquire(state_dir, instance_dir);
     if (!claim) return std::move(claim.error());
     claim_ = std::move(*claim);
-    leftovers_ =
-        reap_leftovers(LeftoverScope{state_dir, instance_dir, config_.instance_name, host_.v1_own});
+    // The journal says which of the previous run's sessions come back (those whose cgroup still
+    // holds processes); everything else of corral's is reaped as before.
+    uint64_t journal_bytes = 0;
+    std::set<std::string> journal_known;
+    auto adoptable =
+        read_journalled_sessions(instance_dir + "/sessions", journal_bytes, journal_known);
+    std::set<std::string> keep;
+    for (const auto& [sid, record] : adoptable) keep.insert(sid);
+    const LeftoverScope scope{state_dir, instance_dir, config_.instance_name, host_.v1_own};
+    leftovers_ = reap_leftovers(scope, keep);
+    for (const auto& sid : journal_known) {
+        if (keep.count(sid) == 0 && std::find(leftovers_.sessions.begin(), leftovers_.sessions.end(),
+                                              sid) == leftovers_.sessions.end())
+            leftovers_.sessions.push_back(sid);
+    }
     remember_reaped_sessions();
     auto instance = Cgroup::adopt(instance_dir);
     if (!instance) return std::move(instance.error().context("instance cgroup"));
@@ -109,7 +123,25 @@ Status SessionManager::initialize() {
     ports_ = std::move(*pool);
     limits_ = make_limit_backend(host_);
     reaper_ = std::make_unique<ChildReaper>(io_, config_.set_child_subreaper);
+    if (config_.journal) {
+        CORRAL_TRY(open_journal(journal_bytes), "journal");
+        adopt_sessions(std::move(adoptable), scope);
+    }
     return {};
+}
+
+SessionContext SessionManager::session_context() {
+    return SessionContext{io_,
+                          *reaper_,
+                          *ports_,
+                          *limits_,
+                          sessions_cgroup_,
+                          config_.state_dir + "/sessions",
+                          config_.instance_name,
+                          config_.port_host,
+                          config_.max_finished_processes,
+                          config_.egress,
+                          journal_.get()};
 }
 
 SessionManager::~SessionManager() {
@@ -195,23 +227,13 @@ Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest
     if (!parsed.ok()) return sys_error(EINVAL, "policy: " + parsed.format_errors());
     hide_daemon_paths(*parsed.policy);
 
-    SessionContext context{io_,
-                           *reaper_,
-                           *ports_,
-                           *limits_,
-                           sessions_cgroup_,
-                           config_.state_dir + "/sessions",
-                           config_.instance_name,
-                           config_.port_host,
-                           config_.max_finished_processes,
-                           config_.egress};
     CreateSessionRequest resolved = request;
     if (!request.workdir.empty()) {
         auto bound = resolve_workdir(config_.workdir_roots, request.workdir);
         if (!bound) return std::move(bound.error());
         resolved.bound_workdir = std::move(*bound);
     }
-    auto session = Session::create(context, *id, std::move(*parsed.policy), resolved,
+    auto session = Session::create(session_context(), *id, std::move(*parsed.policy), resolved,
                                    [this](Session& ended) { on_session_ended(ended.id()); });
     if (!session) return std::move(session.error());
     sessions_[*id] = *session;

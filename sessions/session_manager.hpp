@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,8 @@
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
 #include "sessions/contexts/code_context_types.hpp"
+#include "sessions/journal.hpp"
+#include "sessions/journal_records.hpp"
 #include "sessions/output_buffer.hpp"
 #include "sessions/output_follower.hpp"
 #include "sessions/recovery.hpp"
@@ -44,6 +47,8 @@ class LimitBackend;
 class Session;
 class PortPool;
 class ChildReaper;
+class SessionJournal;
+struct SessionContext;
 
 /// Daemon-wide settings of the manager.
 struct SessionManagerConfig {
@@ -69,6 +74,23 @@ struct SessionManagerConfig {
     std::vector<std::string> workdir_roots;
     /// The egress proxies' hosts override (--egress-hosts-file) and where refusals are logged.
     EgressEnvironment egress;
+    /// Keep the journal <state_dir>/journal (session_journal.hpp), so a restart can re-adopt.
+    bool journal = false;
+    /// On start, re-adopt journalled sessions whose cgroup still holds processes (false: end
+    /// everything a previous run left, `corrald --recover=reap`).
+    bool adopt_sessions = true;
+    JournalSync journal_sync = JournalSync::none;
+    uint64_t journal_compact_at = 1u << 20;  ///< compact once the file is this large (and 2x)
+    /// Where journal failures and recovery notes go (corrald: its log); may be empty.
+    std::function<void(const std::string&)> log;
+};
+
+/// What start-up took over from a previous run (session_manager_recovery.cpp).
+struct AdoptionReport {
+    std::vector<std::string> adopted;   ///< sessions re-adopted, with their processes
+    size_t running_processes = 0;       ///< processes of those that still run
+    std::vector<std::string> refused;   ///< "sid: why" for journalled sessions not taken
+    std::vector<std::string> notes;     ///< what the journal and adoption ignored, and why
 };
 
 /// Cancels a pending wait when destroyed or reset (e.g. the HTTP client went away). Movable.
@@ -293,6 +315,10 @@ class SessionManager {
     const SessionManagerConfig& config() const { return config_; }
     /// What start-up found of a previous run of this instance and removed (recovery.hpp).
     const LeftoverReport& leftovers() const { return leftovers_; }
+    /// What start-up re-adopted from the journal, and what it refused.
+    const AdoptionReport& adoption() const { return adoption_; }
+    /// The journal's size now (0 without one).
+    uint64_t journal_size() const;
 
     /// Internal: use create().
     SessionManager(boost::asio::io_context& io, SessionManagerConfig config, CgroupHost host);
@@ -309,18 +335,31 @@ class SessionManager {
     void remember_reaped_sessions();
     /// Adds the daemon's state dir and hidden_from_sessions to the policy's hidden paths.
     void hide_daemon_paths(Policy& policy) const;
+    SessionContext session_context();
+    // session_manager_recovery.cpp
+    /// Reads and replays the journal; the sessions whose cgroup still holds processes are
+    /// returned for adoption (all of them, or none with adopt_sessions false).
+    std::map<std::string, JournalSession> read_journalled_sessions(const std::string& sessions_cgroup,
+                                                                  uint64_t& valid_bytes,
+                                                                  std::set<std::string>& known);
+    Status open_journal(uint64_t valid_bytes);
+    void adopt_sessions(std::map<std::string, JournalSession> sessions,
+                        const LeftoverScope& scope);
+    std::vector<nlohmann::json> journal_snapshot_records() const;
 
     boost::asio::io_context& io_;
     SessionManagerConfig config_;
     CgroupHost host_;
     InstanceClaim claim_;  ///< held for our lifetime: no second daemon reaps what we run
     LeftoverReport leftovers_;
+    AdoptionReport adoption_;
     Cgroup instance_cgroup_;    ///< <v2_own>/<instance>
     Cgroup sessions_cgroup_;    ///< <v2_own>/<instance>/sessions
     Cgroup supervisor_cgroup_;  ///< <v2_own>/<instance>/supervisor (when we moved ourselves)
     std::unique_ptr<PortPool> ports_;
     std::unique_ptr<LimitBackend> limits_;
     std::unique_ptr<ChildReaper> reaper_;
+    std::unique_ptr<SessionJournal> journal_;  ///< before sessions_: they append while they die
     std::map<std::string, std::shared_ptr<Session>> sessions_;  ///< active, ending, recently ended
     std::map<std::string, std::shared_ptr<boost::asio::steady_timer>> retention_timers_;
     std::map<std::string, std::unique_ptr<Tombstone>> tombstones_;

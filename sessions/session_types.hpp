@@ -126,6 +126,10 @@ struct ProcessInfo {
     std::optional<int> exit_code;      ///< with reason exited (or pids-limit)
     std::optional<int> signal;         ///< the terminating signal, when killed by one
     std::string error;                 ///< setup failure message ("chdir `/x`: ENOENT ...")
+    /// Why the record is less than whole: a process a previous run of the daemon started
+    /// (exit status unknown, output written while the daemon was down not kept).
+    std::string note;
+    bool output_lost = false;  ///< its output pipes did not survive a daemon restart
     std::chrono::system_clock::time_point started_at;
     uint64_t duration_ms = 0;       ///< until exit (or until now while running)
     std::optional<Millis> timeout;  ///< the effective command timeout

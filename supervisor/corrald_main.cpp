@@ -50,6 +50,10 @@ SessionManagerConfig manager_config(const DaemonOptions& options) {
     config.workdir_roots = options.allow_workdir;
     config.egress.log = log_line;
     config.move_self_to_supervisor_leaf = true;
+    config.journal = true;
+    config.adopt_sessions = options.recover_adopt;
+    config.journal_sync = options.journal_sync_data ? JournalSync::data : JournalSync::none;
+    config.log = log_line;
     // Sessions must never reach the daemon's socket: a request without a token has full rights.
     config.hidden_from_sessions.push_back(
         std::filesystem::absolute(options.socket_path).parent_path().string());
@@ -66,6 +70,15 @@ void log_leftovers(const LeftoverReport& left) {
                  std::to_string(left.directories_removed) + " session directories");
     }
     for (const auto& what : left.left) log_line("could not remove: " + what);
+}
+
+/// What start-up took over from the journal, and what it did not and why.
+void log_adoption(const AdoptionReport& adoption) {
+    for (const auto& note : adoption.notes) log_line(note);
+    for (const auto& refused : adoption.refused) log_line("not re-adopted: " + refused);
+    if (!adoption.adopted.empty())
+        log_line("re-adopted " + std::to_string(adoption.adopted.size()) + " sessions with " +
+                 std::to_string(adoption.running_processes) + " running processes");
 }
 
 /// On SIGINT/SIGTERM: stop accepting, let every waiting stream send its final event, end all
@@ -143,6 +156,7 @@ int run(const DaemonOptions& options) {
     }
     auto sessions = SessionManager::create(io, std::move(config), *host);
     if (!sessions) return fail(sessions.error().context("start session manager"));
+    log_adoption((*sessions)->adoption());
     log_leftovers((*sessions)->leftovers());
 
     Api api(**sessions, waits, ApiOptions{options.policy_dir, options.instance, host_probe});

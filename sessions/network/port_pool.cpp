@@ -30,6 +30,18 @@ Result<std::unique_ptr<PortPool>> PortPool::create(uint16_t first, uint16_t last
 
 PortPool::PortPool(uint16_t first, uint16_t last) : first_(first), last_(last), cursor_(first) {}
 
+Status PortPool::claim(uint16_t port, const std::string& owner) {
+    std::lock_guard lock(mutex_);
+    if (port < first_ || port > last_)
+        return sys_error(EINVAL, "port " + std::to_string(port) + " is outside the pool's range " +
+                                     std::to_string(first_) + "-" + std::to_string(last_));
+    if (leases_.count(port) != 0)
+        return sys_error(EBUSY, "port " + std::to_string(port) + " is leased to " +
+                                    leases_.at(port));
+    leases_[port] = owner;
+    return {};
+}
+
 Result<uint16_t> PortPool::lease(const std::string& owner) {
     std::lock_guard lock(mutex_);
     const uint32_t span = uint32_t{last_} - first_ + 1;

@@ -34,6 +34,9 @@ class PortPool {
 
     /// Leases a free port to `owner`. Error EADDRNOTAVAIL naming the range when none is free.
     Result<uint16_t> lease(const std::string& owner);
+    /// Leases exactly `port` to `owner` (a session a previous run of the daemon leased it to):
+    /// EINVAL outside the range, EBUSY when it is leased already.
+    Status claim(uint16_t port, const std::string& owner);
     /// Returns `port` to the pool; true if it was leased. Releasing twice is harmless (false).
     bool release(uint16_t port);
     /// Releases every port of `owner` (session end); returns the ports released, ascending.

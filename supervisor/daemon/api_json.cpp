@@ -156,6 +156,8 @@ nlohmann::json process_json(const ProcessInfo& p) {
     }
     if (p.timeout) j["timeoutMs"] = p.timeout->count();
     if (!p.error.empty()) j["error"] = p.error;
+    if (!p.note.empty()) j["note"] = p.note;
+    if (p.output_lost) j["outputLost"] = true;
     return j;
 }
 

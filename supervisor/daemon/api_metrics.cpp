@@ -13,7 +13,7 @@ namespace {
 
 /// Every exit reason, so each series exists from the first scrape (rate() needs a start).
 constexpr const char* kStatuses[] = {"running", "exited",  "signaled", "timeout",     "oom",
-                                     "pids-limit", "seccomp", "killed", "setup-failed"};
+                                     "pids-limit", "seccomp", "killed", "setup-failed", "unknown"};
 
 struct LiveCounts {
     std::map<std::string, uint64_t> sessions_by_state{{"active", 0}, {"ending", 0}};

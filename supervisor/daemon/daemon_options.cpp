@@ -41,7 +41,8 @@ std::string daemon_usage() {
            "               [--policy-dir DIR] [--port-range FIRST-LAST] [--instance NAME]\n"
            "               [--max-connections N (512)] [--header-timeout DUR (10s)]\n"
            "               [--body-timeout DUR (30s)] [--idle-timeout DUR (60s)]\n"
-           "               [--max-process-records N (256)]\n"
+           "               [--max-process-records N (256)] [--recover=adopt|reap (adopt)]\n"
+           "               [--journal-sync=none|data (none)]\n"
            "               [--allow-workdir ROOT]...  (sessions may work in existing\n"
            "                                            directories beneath ROOT: {workdir})\n"
            "               [--egress-hosts-file FILE]  (hosts-file names for the egress proxy,\n"
@@ -109,6 +110,14 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             if (!parse_timeout(value, field))
                 return sys_error(EINVAL, name + " `" + value +
                                              "`: expected a duration from 1ms to 1h, e.g. 10s");
+        } else if (name == "--recover") {
+            if (value != "adopt" && value != "reap")
+                return sys_error(EINVAL, "--recover `" + value + "`: expected adopt or reap");
+            options.recover_adopt = value == "adopt";
+        } else if (name == "--journal-sync") {
+            if (value != "none" && value != "data")
+                return sys_error(EINVAL, "--journal-sync `" + value + "`: expected none or data");
+            options.journal_sync_data = value == "data";
         } else if (name == "--max-process-records") {
             size_t count = 0;
             auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), count);

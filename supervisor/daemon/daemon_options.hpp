@@ -27,6 +27,10 @@ struct DaemonOptions {
     std::string egress_hosts_file;
     /// --allow-workdir ROOT (repeatable): sessions may work in existing directories beneath.
     std::vector<std::string> allow_workdir;
+    /// --recover: on start, re-adopt journalled sessions that still run (adopt), or end
+    /// everything a previous run left (reap).
+    bool recover_adopt = true;
+    bool journal_sync_data = false;  ///< --journal-sync=data: fdatasync every journal record
     bool help = false;
 };
 

@@ -163,6 +163,17 @@ asio::awaitable<void> ProcessStream::run() {
             emit_exit(*info);
             break;
         }
+        // A process a previous run of the daemon started has no pipes any more: no byte will
+        // ever come, so following it would only hold the client (DESIGN.md "Surviving the
+        // daemon"). The stream says so and ends; wait on /wait for its end.
+        if (info->output_lost) {
+            emit_error("daemon-restart",
+                       "corrald restarted while process `" + proc +
+                           "` ran; its output after the restart cannot be read (it still runs: "
+                           "GET .../wait for its end)",
+                       true);
+            break;
+        }
         if (interrupted) {
             emit_error("shutting_down",
                        "corrald is shutting down; process `" + proc + "` was still running", true);

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -152,10 +154,17 @@ const char* const kCrashPolicies[] = {
     "name: crash-c\nextends: none\nworkdir: { size: 8Mi }\n",
 };
 
+/// What the crash workload's clients were told, for the checks after the restart.
+struct CrashLedger {
+    std::mutex mutex;
+    std::vector<std::string> ids;               ///< every session a 201 named
+    std::map<std::string, std::string> tokens;  ///< its full token
+    std::set<std::string> deleting;             ///< a DELETE was sent (it may have ended)
+};
+
 /// One client's scripted workload until the daemon goes away: create, spawn (a tree with an
-/// orphan), run, upload, end. Records the ids it was given, so the test can ask about each.
-void crash_workload(CorraldProcess& daemon, size_t worker, size_t round,
-                    std::mutex& mutex, std::vector<std::string>& ids) {
+/// orphan), run, upload, end. Records what it was given, so the test can ask about each.
+void crash_workload(CorraldProcess& daemon, size_t worker, size_t round, CrashLedger& ledger) {
     HttpClient c = daemon.client();
     for (size_t n = 0;; ++n) {
         const std::string id = "r" + std::to_string(round) + "-w" + std::to_string(worker) + "-" +
@@ -163,22 +172,61 @@ void crash_workload(CorraldProcess& daemon, size_t worker, size_t round,
         auto created = c.post("/v1/sessions", {{"id", id}, {"policyYaml", kCrashPolicies[n % 3]}});
         if (created.status != 201) throw std::runtime_error("create: " + created.body);
         {
-            std::lock_guard lock(mutex);
-            ids.push_back(id);
+            std::lock_guard lock(ledger.mutex);
+            ledger.ids.push_back(id);
+            ledger.tokens[id] = created.json()["token"];
         }
         const std::string s = "/v1/sessions/" + id;
         c.post(s + "/processes", {{"command", "sleep 600 & sleep 600"}});
         c.post(s + "/run", {{"argv", {"/bin/true"}}});
         c.request("PUT", s + "/files?path=upload.bin", std::string(64 << 10, 'x'));
-        if (n % 2 == 0) c.del(s);
+        if (n % 2 == 0) {
+            {
+                std::lock_guard lock(ledger.mutex);
+                ledger.deleting.insert(id);
+            }
+            c.del(s);
+        }
     }
 }
 
-// Issue 12.2 and 12.7: kill -9 at random points of a scripted workload, then start again with the
-// same arguments. Every start must work (a stale socket and instance cgroup are not in the way),
-// nothing of the previous run may be left (no process in corral's cgroups, no session cgroup, no
-// v1 cgroup, no mount, no session directory), every previous session must be listed truthfully
-// (ended, "daemon-restart") or be gone, and its id must be usable again.
+/// The sessions whose cgroup holds processes now (the daemon is dead: nothing changes them).
+std::set<std::string> populated_sessions(const CorraldProcess& daemon) {
+    std::set<std::string> found;
+    const std::string sessions = daemon.instance_cgroup() + "/sessions";
+    for (const auto& sid : CorraldProcess::subdirectories(sessions)) {
+        std::ifstream events(sessions + "/" + sid + "/cgroup.events");
+        std::string key;
+        int value = 0;
+        while (events >> key >> value)
+            if (key == "populated" && value == 1) found.insert(sid);
+    }
+    return found;
+}
+
+/// Everything of corral's on the host belongs to a session in `owners`: its cgroup, its v1
+/// cgroups, its directory. Returns what does not.
+std::vector<std::string> unowned(const CorraldProcess& daemon, const std::set<std::string>& owners) {
+    std::vector<std::string> stray;
+    for (const auto& sid : CorraldProcess::subdirectories(daemon.instance_cgroup() + "/sessions"))
+        if (!owners.count(sid)) stray.push_back("cgroup " + sid);
+    for (const auto& sid : CorraldProcess::subdirectories(daemon.state_dir() + "/sessions"))
+        if (!owners.count(sid)) stray.push_back("directory " + sid);
+    const std::string prefix = "corral-" + daemon.instance() + "-";
+    for (const auto& path : daemon.v1_cgroups()) {
+        const std::string name = std::filesystem::path(path).filename();
+        if (!owners.count(name.substr(prefix.size()))) stray.push_back("v1 cgroup " + path);
+    }
+    return stray;
+}
+
+// Issue 12.2 and 12.7: kill -9 at random points of a scripted workload (creation, spawn, run,
+// upload, DELETE, idle), then start again with the same arguments. Every start must work (a
+// stale socket and instance cgroup are not in the way). Every session a client was told about
+// whose cgroup still held processes comes back (unless a DELETE of it was under way): same id,
+// its full token works, its running processes are killable, and a DELETE of it leaves nothing.
+// Every other one is listed truthfully (ended, "daemon-restart") or gone, and nothing of
+// corral's on the host belongs to no listed session.
 TEST(DaemonRobust, KilledAtRandomPointsRestartsAndLeavesNothingUnowned) {
     std::string why;
     if (!can_run(why)) GTEST_SKIP() << why;
@@ -189,14 +237,15 @@ TEST(DaemonRobust, KilledAtRandomPointsRestartsAndLeavesNothingUnowned) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     constexpr size_t kRounds = 12;
     constexpr size_t kWorkers = 3;
+    size_t adopted_total = 0;
     for (size_t round = 0; round < kRounds; ++round) {
-        std::mutex mutex;
-        std::vector<std::string> ids;
+        SCOPED_TRACE("round " + std::to_string(round));
+        CrashLedger ledger;
         std::vector<std::thread> workers;
         for (size_t w = 0; w < kWorkers; ++w) {
             workers.emplace_back([&, w] {
                 try {
-                    crash_workload(daemon, w, round, mutex, ids);
+                    crash_workload(daemon, w, round, ledger);
                 } catch (const std::exception&) {
                     // the daemon was killed under this client
                 }
@@ -206,31 +255,66 @@ TEST(DaemonRobust, KilledAtRandomPointsRestartsAndLeavesNothingUnowned) {
             std::uniform_int_distribution<int>(20, 700)(random)));
         daemon.kill_hard();
         for (auto& worker : workers) worker.join();
+        const std::set<std::string> live = populated_sessions(daemon);
 
         ASSERT_TRUE(daemon.start()) << "restart " << round << " failed:\n" << daemon.log();
-        const auto left = daemon.footprint();
-        EXPECT_TRUE(left.empty()) << "round " << round << ": after the restart corral still has "
-                                  << left.describe() << "\n"
-                                  << daemon.log();
         HttpClient c = daemon.client();
         auto listed = c.get("/v1/sessions");
         ASSERT_EQ(listed.status, 200u) << listed.body;
-        EXPECT_TRUE(listed.json()["sessions"].empty()) << listed.body;
-        for (const auto& id : ids) {
+        std::set<std::string> active;
+        const json listing = listed.json();
+        for (const auto& s : listing["sessions"]) active.insert(s["id"].get<std::string>());
+        const auto stray = unowned(daemon, active);
+        EXPECT_TRUE(stray.empty()) << "owned by no listed session: " << stray.front() << "\n"
+                                   << daemon.log();
+        std::vector<std::string> restart_ended;
+        for (const auto& id : ledger.ids) {
+            SCOPED_TRACE(id);
             auto got = c.get("/v1/sessions/" + id);
+            if (live.count(id) && !ledger.deleting.count(id)) {
+                EXPECT_EQ(got.status, 200u) << got.body;
+                EXPECT_EQ(got.json()["state"], "active") << got.body << "\n" << daemon.log();
+            }
             if (got.status == 404) continue;  // ended and removed before the crash
             ASSERT_EQ(got.status, 200u) << got.body;
-            EXPECT_EQ(got.json()["state"], "ended") << got.body;
-            EXPECT_EQ(got.json()["endReason"], "daemon-restart") << got.body;
+            if (got.json()["state"] == "ended") {
+                EXPECT_EQ(got.json()["endReason"], "daemon-restart") << got.body;
+                restart_ended.push_back(id);
+                continue;
+            }
+            ASSERT_TRUE(active.count(id)) << got.body;
+            // The same full token; running processes are killable; DELETE leaves nothing.
+            const std::string s = "/v1/sessions/" + id;
+            auto with_token = c.get(s, testing::bearer(ledger.tokens[id]));
+            EXPECT_EQ(with_token.status, 200u) << with_token.body;
+            const json record = got.json();
+            for (const auto& p : record["processes"]) {
+                if (!p["running"].get<bool>()) continue;
+                const std::string proc = p["id"];
+                EXPECT_EQ(c.del(s + "/processes/" + proc + "?force=true").status, 200u);
+                auto waited = c.get(s + "/processes/" + proc + "/wait?timeoutMs=30000");
+                EXPECT_EQ(waited.json()["finished"], true) << waited.body;
+                EXPECT_EQ(waited.json()["status"], "killed") << waited.body;
+            }
+            auto ended = c.del(s, testing::bearer(ledger.tokens[id]));
+            EXPECT_EQ(ended.status, 200u) << ended.body;
+            ++adopted_total;
         }
-        if (!ids.empty()) {
-            // An old id is free again, and the session it names now works.
-            auto again = c.post("/v1/sessions", {{"id", ids.back()}, {"policy", "none"}});
+        const auto left = daemon.footprint();
+        EXPECT_TRUE(left.empty()) << "after the adopted sessions ended corral still has "
+                                  << left.describe() << "\n"
+                                  << daemon.log();
+        if (!restart_ended.empty()) {
+            // The id of a session the restart ended is free again, and the session it names works.
+            const std::string id = restart_ended.back();
+            auto again = c.post("/v1/sessions", {{"id", id}, {"policy", "none"}});
             ASSERT_EQ(again.status, 201u) << again.body;
-            auto ran = c.post("/v1/sessions/" + ids.back() + "/run", {{"argv", {"/bin/true"}}});
+            auto ran = c.post("/v1/sessions/" + id + "/run", {{"argv", {"/bin/true"}}});
             EXPECT_EQ(ran.status, 200u) << ran.body;
+            EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
         }
     }
+    EXPECT_GT(adopted_total, 0u) << "no round crashed with a session running";
     const int status = daemon.stop(60s);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon.log();
     EXPECT_TRUE(daemon.footprint().empty()) << daemon.footprint().describe();

@@ -109,6 +109,8 @@ class CorraldProcess {
         return false;
     }
     bool ready() const { return ready_; }
+    /// The command line start() uses (tests that restart with other options change it).
+    std::vector<std::string>& arguments() { return args_; }
     pid_t pid() const { return pid_; }
 
     /// kill -9, as a crash would; reaps it.
@@ -175,16 +177,7 @@ class CorraldProcess {
         return names;
     }
 
-  private:
-    /// Cgroups in the tree at `dir` (itself included); adds its processes to `processes`.
-    static size_t count_tree(const std::string& dir, size_t& processes) {
-        std::ifstream procs(dir + "/cgroup.procs");
-        for (pid_t pid; procs >> pid;) ++processes;
-        size_t cgroups = 1;
-        for (const auto& child : subdirectories(dir)) cgroups += count_tree(dir + "/" + child, processes);
-        return cgroups;
-    }
-
+    /// corral-<instance>-* cgroups in the v1 hierarchies (full paths).
     std::vector<std::string> v1_cgroups() const {
         std::vector<std::string> found;
         const std::string prefix = "corral-" + instance_ + "-";
@@ -196,6 +189,16 @@ class CorraldProcess {
                 if (name.rfind(prefix, 0) == 0) found.push_back(dir + "/" + name);
         }
         return found;
+    }
+
+  private:
+    /// Cgroups in the tree at `dir` (itself included); adds its processes to `processes`.
+    static size_t count_tree(const std::string& dir, size_t& processes) {
+        std::ifstream procs(dir + "/cgroup.procs");
+        for (pid_t pid; procs >> pid;) ++processes;
+        size_t cgroups = 1;
+        for (const auto& child : subdirectories(dir)) cgroups += count_tree(dir + "/" + child, processes);
+        return cgroups;
     }
 
     static std::vector<std::string> mounts_below(const std::string& dir) {

@@ -1,0 +1,94 @@
+// Records of processes a previous run of the daemon started (DESIGN.md "Surviving the daemon"):
+// ones that still run are taken over through their leaf cgroup, ones that ended are restored as
+// final records.
+//
+// Why the leaf and not the pidfd: a pidfd of a process that is not our child becomes readable
+// when it exits, but waitid() refuses it (ECHILD) and the status went to whoever it was
+// reparented to. The leaf holds the process and every descendant, and "populated 0" in its
+// cgroup.events is the one end signal that covers all of them.
+#include <algorithm>
+
+#include "sessions/child_reaper.hpp"
+#include "sessions/process.hpp"
+
+namespace corral {
+namespace {
+
+/// The steady-clock instant that corresponds to the wall-clock `started_at` (a previous run's).
+std::chrono::steady_clock::time_point steady_from_wall(std::chrono::system_clock::time_point at) {
+    const auto age = std::chrono::system_clock::now() - at;
+    return std::chrono::steady_clock::now() -
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+               std::max(age, std::chrono::system_clock::duration::zero()));
+}
+
+}  // namespace
+
+std::shared_ptr<Process> Process::adopt(boost::asio::io_context& io, ChildReaper& reaper,
+                                        ProcessSetup setup,
+                                        std::chrono::system_clock::time_point started_at,
+                                        PidRef main, Cgroup leaf, FinishCallback on_finish) {
+    std::optional<Millis> timeout = setup.timeout;
+    std::shared_ptr<Process> process(
+        new Process(io, reaper, std::move(setup), std::move(on_finish)));
+    process->adopted_ = true;
+    process->launched_ = true;
+    process->started_wall_ = started_at;
+    process->started_ = steady_from_wall(started_at);
+    process->main_ = std::move(main);
+    process->leaf_ = std::move(leaf);
+    // No pipes: out_/err_ stay at EOF (their default until a pipe is attached).
+    process->watch_adopted_leaf();
+    if (timeout && timeout->count() > 0 && !process->finished_) {
+        // The timeout counts from the original start: what is left of it, or nothing.
+        const auto elapsed = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() -
+                                                                process->started_);
+        process->setup_.timeout = std::max(Millis(1), *timeout - elapsed);
+        process->arm_timeout();
+        process->setup_.timeout = timeout;  // the record shows the one it was started with
+    }
+    return process;
+}
+
+std::shared_ptr<Process> Process::restore(boost::asio::io_context& io, ChildReaper& reaper,
+                                          ProcessSetup setup,
+                                          std::chrono::system_clock::time_point started_at,
+                                          pid_t pid, RestoredEnd end) {
+    std::shared_ptr<Process> process(new Process(io, reaper, std::move(setup), nullptr));
+    process->started_wall_ = started_at;
+    process->started_ = steady_from_wall(started_at);
+    process->ended_ = process->started_ + std::chrono::milliseconds(end.duration_ms);
+    process->reason_ = end.reason;
+    process->restored_pid_ = pid;
+    process->restored_ = std::move(end);
+    process->finished_ = true;
+    return process;
+}
+
+// Like watch_lingering_leaf, but the leaf's emptying is the process's end: then the record
+// becomes final (on_main_exit with no status: "lost", classified unknown/killed/timeout).
+void Process::watch_adopted_leaf() {
+    if (finished_) return;
+    if (leaf_.valid() && !leaf_watch_.is_open()) {
+        if (auto fd = leaf_.watch_events()) {
+            boost::system::error_code error;
+            leaf_watch_.assign(fd->get(), error);
+            if (!error) (void)fd->release();
+        }
+    }
+    if (leaf_watch_.is_open()) {
+        leaf_watch_.async_wait(boost::asio::posix::descriptor_base::wait_error,
+                               [self = shared_from_this()](const boost::system::error_code& error) {
+                                   if (error) return;  // closed: removed or shut down
+                                   self->watch_adopted_leaf();
+                               });
+    }
+    // Checked after arming (an emptying between the two still wakes the wait).
+    if (!leaf_populated()) {
+        boost::system::error_code ignored;
+        leaf_watch_.close(ignored);
+        on_main_exit(std::nullopt);
+    }
+}
+
+}  // namespace corral

@@ -1,0 +1,294 @@
+// corrald survives its own crash (issue 12 items 2 and 5, DESIGN.md "Surviving the daemon"):
+// after kill -9 and a start with the same arguments, every journalled session whose cgroup still
+// holds processes is back — same id, tokens, env, ports, namespaces — with its running processes
+// killable and waitable, its finished records as they ended, and its timers counting from the
+// original start; sessions with nothing left end with endReason daemon-restart.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "support/corrald_process.hpp"
+#include "support/http_client.hpp"
+
+namespace corral {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::bearer;
+using testing::CorraldProcess;
+using testing::HttpClient;
+
+bool can_run(std::string& why) {
+    if (::geteuid() != 0) {
+        why = "needs root (cgroups, namespaces)";
+        return false;
+    }
+    if (!std::filesystem::exists(CORRAL_BINARY_DIR "/supervisor/corrald")) {
+        why = "corrald is not built";
+        return false;
+    }
+    return true;
+}
+
+json process_of(const json& session, const std::string& id) {
+    for (const auto& p : session["processes"])
+        if (p["id"] == id) return p;
+    return nullptr;
+}
+
+/// Waits (bounded, only to catch hangs) for the record of `proc` to be final.
+json wait_final(HttpClient& c, const std::string& s, const std::string& proc) {
+    auto waited = c.get(s + "/processes/" + proc + "/wait?timeoutMs=30000");
+    EXPECT_EQ(waited.status, 200u) << waited.body;
+    return waited.json();
+}
+
+/// Whether `pid` still runs (a zombie waiting for whoever it was reparented to has ended).
+bool alive(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    const size_t close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
+           line[close + 2] != 'X';
+}
+
+TEST(DaemonRestart, ReadoptsSessionsWithLiveProcessesWithTheirIdsTokensEnvAndPorts) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    struct Created {
+        std::string id, full, restricted;
+        std::vector<uint16_t> ports;
+    };
+    std::vector<Created> created;
+    // `default` has a pid/mount/user namespace holder; `none` has none.
+    for (const char* policy : {"default", "none"}) {
+        auto made = c.post("/v1/sessions", {{"policy", policy},
+                                            {"env", {{"GREETING", "hello"}}},
+                                            {"ports", 1}});
+        ASSERT_EQ(made.status, 201u) << made.body;
+        Created one{made.json()["id"], made.json()["token"], made.json()["restrictedToken"], {}};
+        const std::string s = "/v1/sessions/" + one.id;
+        const json before = c.get(s).json();
+        for (const auto& p : before["ports"]) one.ports.push_back(p["port"].get<uint16_t>());
+        ASSERT_EQ(one.ports.size(), 1u);
+        auto patched = c.request("PATCH", s + "/env", json({{"set", {{"LATER", "yes"}}}}).dump());
+        ASSERT_EQ(patched.status, 200u) << patched.body;
+        auto ran = c.post(s + "/run", {{"command", "exit 7"}});
+        ASSERT_EQ(ran.status, 200u) << ran.body;
+        auto spawned = c.post(s + "/processes", {{"command", "sleep 600 & sleep 600"}});
+        ASSERT_EQ(spawned.status, 201u) << spawned.body;
+        created.push_back(one);
+    }
+    daemon.kill_hard();
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+    EXPECT_NE(daemon.log().find("re-adopted 2 sessions"), std::string::npos) << daemon.log();
+
+    auto listed = c.get("/v1/sessions");
+    ASSERT_EQ(listed.status, 200u);
+    EXPECT_EQ(listed.json()["sessions"].size(), 2u) << listed.body;
+    for (const auto& one : created) {
+        SCOPED_TRACE(one.id);
+        const std::string s = "/v1/sessions/" + one.id;
+        // The full token still works, and is still held to its own session.
+        auto got = c.get(s, bearer(one.full));
+        ASSERT_EQ(got.status, 200u) << got.body;
+        const json session = got.json();
+        EXPECT_EQ(session["state"], "active");
+        EXPECT_EQ(session["env"]["GREETING"], "hello");
+        EXPECT_EQ(session["env"]["LATER"], "yes");
+        ASSERT_EQ(session["ports"].size(), 1u);
+        EXPECT_EQ(session["ports"][0]["port"].get<uint16_t>(), one.ports[0]);
+        const json ran = process_of(session, "p1");
+        EXPECT_EQ(ran["status"], "exited") << ran;
+        EXPECT_EQ(ran["exitCode"], 7) << ran;
+        const json spawned = process_of(session, "p2");
+        EXPECT_EQ(spawned["status"], "running") << spawned;
+        EXPECT_EQ(spawned["outputLost"], true) << spawned;
+        EXPECT_NE(spawned.value("note", "").find("daemon-restart"), std::string::npos);
+        // The restricted token may run but not end the session.
+        auto refused = c.del(s, bearer(one.restricted));
+        EXPECT_EQ(refused.status, 403u) << refused.body;
+        // The session works: env comes back into new processes, through its namespaces.
+        auto echoed = c.post(s + "/run", {{"command", "echo $GREETING-$LATER"}}, bearer(one.restricted));
+        ASSERT_EQ(echoed.status, 200u) << echoed.body;
+        EXPECT_EQ(echoed.json()["stdout"], "hello-yes\n");
+        EXPECT_EQ(echoed.json()["id"], "p3");  // ids go on from where they were
+        // A running adopted process is killable; its end comes through its leaf cgroup.
+        const pid_t pid = spawned["pid"].get<pid_t>();
+        auto killed = c.del(s + "/processes/p2?force=true");
+        ASSERT_EQ(killed.status, 200u) << killed.body;
+        const json final_record = wait_final(c, s, "p2");
+        EXPECT_EQ(final_record["finished"], true) << final_record;
+        EXPECT_EQ(final_record["status"], "killed") << final_record;
+        EXPECT_FALSE(alive(pid));
+    }
+    // DELETE of an adopted session kills its tree and leaves nothing behind.
+    for (const auto& one : created) {
+        auto spawned = c.post("/v1/sessions/" + one.id + "/processes", {{"command", "sleep 600"}});
+        ASSERT_EQ(spawned.status, 201u) << spawned.body;
+        auto ended = c.del("/v1/sessions/" + one.id, bearer(one.full));
+        EXPECT_EQ(ended.status, 200u) << ended.body;
+    }
+    EXPECT_TRUE(daemon.footprint().empty()) << daemon.footprint().describe();
+    const int status = daemon.stop(60s);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon.log();
+}
+
+// A process that ended while the daemon was down has no knowable exit status: the record says
+// so (status unknown, exitCode null, a note); a session left with nothing running ends.
+TEST(DaemonRestart, WhatEndedWhileTheDaemonWasDownIsUnknownAndEmptySessionsEnd) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    auto kept = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(kept.status, 201u);
+    const std::string k = "/v1/sessions/" + kept.json()["id"].get<std::string>();
+    ASSERT_EQ(c.post(k + "/processes", {{"argv", {"/bin/sleep", "600"}}}).status, 201u);
+    auto doomed = c.post(k + "/processes", {{"argv", {"/bin/sleep", "600"}}});
+    ASSERT_EQ(doomed.status, 201u);
+    const pid_t doomed_pid = doomed.json()["pid"].get<pid_t>();
+    auto idle = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(idle.status, 201u);
+    const std::string idle_id = idle.json()["id"];
+
+    daemon.kill_hard();
+    ASSERT_EQ(::kill(doomed_pid, SIGKILL), 0);  // ends while nobody watches
+    for (int i = 0; i < 500 && alive(doomed_pid); ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+
+    auto got = c.get(k);
+    ASSERT_EQ(got.status, 200u) << got.body;
+    EXPECT_EQ(got.json()["state"], "active");
+    const json ended = process_of(got.json(), "p2");
+    EXPECT_EQ(ended["status"], "unknown") << ended;
+    EXPECT_TRUE(ended["exitCode"].is_null()) << ended;
+    EXPECT_NE(ended.value("note", "").find("ended while the daemon was down"), std::string::npos)
+        << ended;
+    EXPECT_EQ(process_of(got.json(), "p1")["status"], "running");
+
+    auto gone = c.get("/v1/sessions/" + idle_id);
+    ASSERT_EQ(gone.status, 200u) << gone.body;
+    EXPECT_EQ(gone.json()["state"], "ended");
+    EXPECT_EQ(gone.json()["endReason"], "daemon-restart");
+    // Its id is free again.
+    EXPECT_EQ(c.post("/v1/sessions", {{"id", idle_id}, {"policy", "none"}}).status, 201u);
+    EXPECT_EQ(c.del("/v1/sessions/" + idle_id).status, 200u);
+    EXPECT_EQ(c.del(k).status, 200u);
+    EXPECT_TRUE(daemon.footprint().empty()) << daemon.footprint().describe();
+}
+
+// Issue 12.2: `--recover=reap` ends everything a previous run left instead of re-adopting.
+TEST(DaemonRestart, RecoverReapEndsEverythingInstead) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    auto made = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(made.status, 201u);
+    const std::string id = made.json()["id"];
+    auto spawned = c.post("/v1/sessions/" + id + "/processes", {{"command", "sleep 600"}});
+    ASSERT_EQ(spawned.status, 201u);
+    const pid_t pid = spawned.json()["pid"].get<pid_t>();
+    daemon.kill_hard();
+    daemon.arguments().push_back("--recover=reap");
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+    EXPECT_FALSE(alive(pid));
+    EXPECT_TRUE(daemon.footprint().empty()) << daemon.footprint().describe();
+    auto got = c.get("/v1/sessions/" + id);
+    ASSERT_EQ(got.status, 200u);
+    EXPECT_EQ(got.json()["state"], "ended");
+    EXPECT_EQ(got.json()["endReason"], "daemon-restart");
+    // And a journal reaped once does not bring it back on the next start.
+    daemon.arguments().pop_back();
+    daemon.kill_hard();
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+    EXPECT_TRUE(c.get("/v1/sessions").json()["sessions"].empty());
+}
+
+// Timers survive too: a process's timeout and the session's count from their original start.
+TEST(DaemonRestart, TimeoutsCountFromTheOriginalStart) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    auto made = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(made.status, 201u);
+    const std::string s = "/v1/sessions/" + made.json()["id"].get<std::string>();
+    auto spawned = c.post(s + "/processes", {{"argv", {"/bin/sleep", "600"}}, {"timeoutMs", 1500}});
+    ASSERT_EQ(spawned.status, 201u);
+    ASSERT_EQ(c.post(s + "/processes", {{"argv", {"/bin/sleep", "600"}}}).status, 201u);
+    daemon.kill_hard();
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+    const json waited = wait_final(c, s, "p1");
+    EXPECT_EQ(waited["status"], "timeout") << waited;
+    EXPECT_EQ(process_of(c.get(s).json(), "p2")["status"], "running");
+    EXPECT_EQ(c.del(s).status, 200u);
+}
+
+// Issue 12.2/12.5: a client streaming a process when corrald died reconnects and gets the bytes
+// still available and a final event that tells the truth, never a stream that just stops.
+TEST(DaemonRestart, AStreamResumedAfterTheRestartEndsWithATruthfulFinalEvent) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    auto made = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(made.status, 201u);
+    const std::string s = "/v1/sessions/" + made.json()["id"].get<std::string>();
+    auto spawned = c.post(s + "/processes", {{"command", "echo first; exec sleep 600"}});
+    ASSERT_EQ(spawned.status, 201u);
+    uint64_t offset = 0;
+    HttpClient streamer = daemon.client();
+    streamer.stream_lines("GET", s + "/processes/p1/stream", "", {}, [&](const std::string& line) {
+        const json event = json::parse(line);
+        if (event["type"] != "stdout") return true;
+        offset = event["offset"].get<uint64_t>() + event["data"].get<std::string>().size();
+        return false;  // mid-stream: the daemon dies under it
+    });
+    ASSERT_EQ(offset, 6u);
+    daemon.kill_hard();
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+
+    auto final_event = [&] {
+        json last;
+        HttpClient again = daemon.client();
+        const unsigned status = again.stream_lines(
+            "GET", s + "/processes/p1/stream?offset=" + std::to_string(offset), "", {},
+            [&](const std::string& line) {
+                last = json::parse(line);
+                return true;
+            });
+        EXPECT_EQ(status, 200u);
+        return last;
+    };
+    json last = final_event();
+    EXPECT_EQ(last["type"], "error") << last;
+    EXPECT_EQ(last["code"], "daemon-restart") << last;
+    EXPECT_EQ(last["running"], true) << last;
+    ASSERT_EQ(c.del(s + "/processes/p1?force=true").status, 200u);
+    wait_final(c, s, "p1");
+    last = final_event();
+    EXPECT_EQ(last["type"], "exit") << last;
+    EXPECT_EQ(last["status"], "killed") << last;
+    EXPECT_EQ(c.del(s).status, 200u);
+}
+
+}  // namespace
+}  // namespace corral
