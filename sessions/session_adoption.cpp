@@ -202,6 +202,7 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
                                  static_cast<unsigned>(std::stoul(process.id.substr(1))) + 1);
     adopt_processes(record, notes);
     reap_unowned_leaves(notes);
+    prune_finished_processes();  // the journal may hold more finished records than the cap
     return {};
 }
 

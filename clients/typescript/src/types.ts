@@ -2,7 +2,7 @@
 
 /** Why a process ended (one type across the API). */
 export type ExitStatus =
-  | 'running' | 'exited' | 'signaled' | 'timeout' | 'oom' | 'pids-limit' | 'seccomp' | 'killed' | 'setup-failed';
+  | 'running' | 'exited' | 'signaled' | 'timeout' | 'oom' | 'pids-limit' | 'seccomp' | 'killed' | 'setup-failed' | 'unknown';
 
 /** Resource usage measured from the cgroup (null where the host does not measure it). */
 export type Usage = {
@@ -20,6 +20,8 @@ export type ProcessRecord = {
   id: string; pid: number; argv: string[]; cwd: string; command?: string;
   status: ExitStatus; running: boolean; exitCode: number | null; signal: string | null;
   startedAt: string; durationMs: number; timeoutMs?: number; error?: string;
+  /** A process a previous run of corrald started: why its record is less than whole. */
+  note?: string; outputLost?: boolean;
   usage: Usage; output: { stdout: StreamStats; stderr: StreamStats }; truncated: boolean; stdinOpen: boolean;
 };
 
