@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "policies/egress_rules.hpp"
+
 namespace corral {
 namespace {
 
@@ -73,6 +75,16 @@ void parse_session(const json& j, JournalSession& s) {
         s.identity = std::pair<uid_t, gid_t>{identity->at("uid").get<uid_t>(),
                                              identity->at("gid").get<gid_t>()};
     s.next_process = j.value("nextProcess", 1u);
+    if (auto egress = j.find("egress"); egress != j.end() && egress->is_object()) {
+        EgressSpec spec;
+        auto mode = egress_mode_from(egress->at("mode").get<std::string>());
+        if (!mode) throw std::invalid_argument("bad egress mode");
+        spec.mode = *mode;
+        spec.allowed_hosts = egress->value("allowedHosts", std::vector<std::string>{});
+        spec.allowed_cidrs = egress->value("allowedCIDRs", std::vector<std::string>{});
+        spec.denied_cidrs = egress->value("deniedCIDRs", std::vector<std::string>{});
+        s.egress = std::move(spec);
+    }
     if (s.full_token.size() < 16 || s.restricted_token.size() < 16)
         throw std::invalid_argument("tokens too short");
 }
@@ -107,6 +119,11 @@ json session_record(const JournalSession& s) {
               {"nextProcess", s.next_process}};
     if (!s.policy_yaml.empty()) j["policyYaml"] = s.policy_yaml;
     if (s.identity) j["identity"] = {{"uid", s.identity->first}, {"gid", s.identity->second}};
+    if (s.egress)
+        j["egress"] = {{"mode", std::string(to_string(s.egress->mode))},
+                       {"allowedHosts", s.egress->allowed_hosts},
+                       {"allowedCIDRs", s.egress->allowed_cidrs},
+                       {"deniedCIDRs", s.egress->denied_cidrs}};
     return j;
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "policies/policy.hpp"
 
 namespace corral {
 
@@ -68,6 +69,9 @@ struct JournalSession {
     uint64_t holder_start_ticks = 0;
     std::optional<std::pair<uid_t, gid_t>> identity;  ///< host ids of a user namespace's user
     unsigned next_process = 1;
+    /// The egress rules in force (the policy's, or what PATCH .../network set): a restart must
+    /// not fall back to the policy's rules after a client narrowed (or widened) them.
+    std::optional<EgressSpec> egress;
     std::optional<std::string> ending;  ///< the reason, once it began to end
     std::vector<JournalProcess> processes;  ///< in start order
 };

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "sessions/child_reaper.hpp"
+#include "sessions/network/session_network.hpp"
 #include "sessions/session.hpp"
 #include "sessions/session_journal.hpp"
 
@@ -62,6 +63,7 @@ JournalSession Session::journal_state() const {
     if (auto identity = sandbox_.host_identity())
         state.identity = std::pair<uid_t, gid_t>{identity->uid, identity->gid};
     state.next_process = next_process_;
+    if (network_) state.egress = network_->egress_info().policy;
     if (state_ == SessionState::ending) state.ending = end_reason_;
     for (const auto& process : processes()) {
         const ProcessInfo info = process->info();
@@ -164,6 +166,8 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
         holder_start_ticks_ = record.holder_start_ticks;
     }
     CORRAL_TRY(start_network(), "network");
+    // The rules a client set with PATCH .../network, not the policy file's.
+    if (network_ && record.egress) CORRAL_TRY(network_->set_egress(*record.egress), "egress");
     watch_oom_group();
 
     std::optional<FileOwner> owner;

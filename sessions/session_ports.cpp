@@ -46,7 +46,9 @@ Status Session::set_egress(const EgressSpec& spec) {
                                           "there is no egress to filter");
         return sys_error(ESHUTDOWN, "session " + id_ + " has no network any more");
     }
-    return network_->set_egress(spec);
+    CORRAL_TRY(network_->set_egress(spec), "");
+    // Before the client hears of it: a restart keeps these rules, not the policy's.
+    return journal_session();
 }
 
 Result<PortWait> Session::wait_for_port(uint16_t port, Millis timeout, PortWait::Handler handler) {

@@ -85,6 +85,13 @@ TEST(DaemonRestart, ReadoptsSessionsWithLiveProcessesWithTheirIdsTokensEnvAndPor
         ASSERT_EQ(one.ports.size(), 1u);
         auto patched = c.request("PATCH", s + "/env", json({{"set", {{"LATER", "yes"}}}}).dump());
         ASSERT_EQ(patched.status, 200u) << patched.body;
+        if (std::string(policy) == "default") {
+            // Egress rules a client set survive: a restart must not fall back to the policy's.
+            auto narrowed = c.request(
+                "PATCH", s + "/network",
+                json({{"mode", "custom"}, {"allowedHosts", {"example.com"}}}).dump());
+            ASSERT_EQ(narrowed.status, 200u) << narrowed.body;
+        }
         auto ran = c.post(s + "/run", {{"command", "exit 7"}});
         ASSERT_EQ(ran.status, 200u) << ran.body;
         auto spawned = c.post(s + "/processes", {{"command", "sleep 600 & sleep 600"}});
@@ -110,6 +117,10 @@ TEST(DaemonRestart, ReadoptsSessionsWithLiveProcessesWithTheirIdsTokensEnvAndPor
         EXPECT_EQ(session["env"]["LATER"], "yes");
         ASSERT_EQ(session["ports"].size(), 1u);
         EXPECT_EQ(session["ports"][0]["port"].get<uint16_t>(), one.ports[0]);
+        if (session.contains("egress")) {
+            EXPECT_EQ(session["egress"]["mode"], "custom") << session["egress"];
+            EXPECT_EQ(session["egress"]["allowedHosts"], json({"example.com"}));
+        }
         const json ran = process_of(session, "p1");
         EXPECT_EQ(ran["status"], "exited") << ran;
         EXPECT_EQ(ran["exitCode"], 7) << ran;
