@@ -75,6 +75,7 @@ void parse_session(const json& j, JournalSession& s) {
         s.identity = std::pair<uid_t, gid_t>{identity->at("uid").get<uid_t>(),
                                              identity->at("gid").get<gid_t>()};
     s.next_process = j.value("nextProcess", 1u);
+    s.workdir = j.value("workdir", "");
     if (auto egress = j.find("egress"); egress != j.end() && egress->is_object()) {
         EgressSpec spec;
         auto mode = egress_mode_from(egress->at("mode").get<std::string>());
@@ -118,6 +119,7 @@ json session_record(const JournalSession& s) {
               {"holderStart", s.holder_start_ticks},
               {"nextProcess", s.next_process}};
     if (!s.policy_yaml.empty()) j["policyYaml"] = s.policy_yaml;
+    if (!s.workdir.empty()) j["workdir"] = s.workdir;
     if (s.identity) j["identity"] = {{"uid", s.identity->first}, {"gid", s.identity->second}};
     if (s.egress)
         j["egress"] = {{"mode", std::string(to_string(s.egress->mode))},

@@ -63,6 +63,7 @@ JournalSession Session::journal_state() const {
     if (auto identity = sandbox_.host_identity())
         state.identity = std::pair<uid_t, gid_t>{identity->uid, identity->gid};
     state.next_process = next_process_;
+    if (bound_workdir_) state.workdir = bound_workdir_->host_path;
     if (network_) state.egress = network_->egress_info().policy;
     if (state_ == SessionState::ending) state.ending = end_reason_;
     for (const auto& process : processes()) {
@@ -136,6 +137,11 @@ Result<std::shared_ptr<Session>> Session::adopt(SessionContext context,
 }
 
 Status Session::rebuild(const JournalSession& record, std::vector<std::string>& notes) {
+    // Its directory was bound from a descriptor that died with the old daemon; re-resolving the
+    // path again could follow a link swapped in meanwhile. Not taken back (yet): it is reaped.
+    if (!record.workdir.empty())
+        return sys_error(ENOTSUP, "it works in the host directory `" + record.workdir +
+                                      "`, which a restart does not take back yet");
     auto confinement = compile_confinement(policy_);
     if (!confinement) return std::move(confinement.error().context("policy"));
     confinement_ = std::move(*confinement);
@@ -180,7 +186,7 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
     auto files = FileService::open(directory_.root(), FileServiceOptions{owner, false});
     if (!files) return std::move(files.error().context("file service"));
     files_ = std::make_shared<FileService>(std::move(*files));
-    CORRAL_TRY(open_path_space(owner), "file service");
+    CORRAL_TRY(open_path_space(owner, owner), "file service");  // no bound workdir here
 
     // The same ports come back (clients hold their URLs); forwarders are made anew.
     for (uint16_t port : record.ports) {
