@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "support/http_client.hpp"
+#include "support/instance_leftovers.hpp"
 
 namespace corral {
 namespace {
@@ -90,6 +91,7 @@ class Daemon {
     }
     ~Daemon() {
         stop(std::chrono::seconds(60));
+        testing::remove_instance_leftovers(instance_);
         std::error_code ignored;
         fs::remove_all(dir_, ignored);
     }

@@ -194,7 +194,7 @@ void crash_workload(CorraldProcess& daemon, size_t worker, size_t round, CrashLe
 std::set<std::string> populated_sessions(const CorraldProcess& daemon) {
     std::set<std::string> found;
     const std::string sessions = daemon.instance_cgroup() + "/sessions";
-    for (const auto& sid : CorraldProcess::subdirectories(sessions)) {
+    for (const auto& sid : testing::subdirectories(sessions)) {
         std::ifstream events(sessions + "/" + sid + "/cgroup.events");
         std::string key;
         int value = 0;
@@ -208,9 +208,9 @@ std::set<std::string> populated_sessions(const CorraldProcess& daemon) {
 /// cgroups, its directory. Returns what does not.
 std::vector<std::string> unowned(const CorraldProcess& daemon, const std::set<std::string>& owners) {
     std::vector<std::string> stray;
-    for (const auto& sid : CorraldProcess::subdirectories(daemon.instance_cgroup() + "/sessions"))
+    for (const auto& sid : testing::subdirectories(daemon.instance_cgroup() + "/sessions"))
         if (!owners.count(sid)) stray.push_back("cgroup " + sid);
-    for (const auto& sid : CorraldProcess::subdirectories(daemon.state_dir() + "/sessions"))
+    for (const auto& sid : testing::subdirectories(daemon.state_dir() + "/sessions"))
         if (!owners.count(sid)) stray.push_back("directory " + sid);
     const std::string prefix = "corral-" + daemon.instance() + "-";
     for (const auto& path : daemon.v1_cgroups()) {

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "../integration/support/instance_leftovers.hpp"
+
 namespace corral {
 namespace {
 
@@ -37,6 +39,7 @@ class DaemonSocket : public ::testing::Test {
     }
     void TearDown() override {
         stop();
+        if (!token_.empty()) testing::remove_instance_leftovers(token_);
         std::error_code ignored;
         if (!dir_.empty()) fs::remove_all(dir_, ignored);
         if (!log_.empty()) fs::remove(log_, ignored);

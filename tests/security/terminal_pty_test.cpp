@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "../integration/support/http_client.hpp"
+#include "../integration/support/instance_leftovers.hpp"
 #include "../integration/support/ws_client.hpp"
 #include "base/unique_fd.hpp"
 
@@ -50,9 +51,10 @@ class TerminalPty : public ::testing::Test {
         char tmpl[] = "/tmp/corral-termsec-XXXXXX";
         dir_ = ::mkdtemp(tmpl);
         socket_ = dir_ + "/corrald.sock";
+        instance_ = "corral-termsec-" + std::to_string(::getpid());
         std::vector<std::string> args = {CORRAL_BINARY_DIR "/supervisor/corrald", "--socket",
                                          socket_, "--state-dir", dir_ + "/state", "--instance",
-                                         "corral-termsec-" + std::to_string(::getpid())};
+                                         instance_};
         pid_ = ::fork();
         if (pid_ == 0) {
             // corrald with the host pty as its controlling terminal and stdin.
@@ -90,6 +92,7 @@ class TerminalPty : public ::testing::Test {
                 ::waitpid(pid_, &status, 0);
             }
         }
+        testing::remove_instance_leftovers(instance_);
         std::error_code ignored;
         if (!dir_.empty()) fs::remove_all(dir_, ignored);
     }
@@ -104,7 +107,7 @@ class TerminalPty : public ::testing::Test {
     }
 
     UniqueFd master_;
-    std::string slave_path_, dir_, socket_;
+    std::string slave_path_, dir_, socket_, instance_;
     pid_t pid_ = -1;
     std::unique_ptr<HttpClient> client_;
 };

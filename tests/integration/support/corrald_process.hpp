@@ -25,6 +25,7 @@
 
 #include "isolation/cgroup.hpp"
 #include "http_client.hpp"
+#include "instance_leftovers.hpp"
 
 namespace corral::testing {
 
@@ -164,32 +165,8 @@ class CorraldProcess {
         return count;
     }
 
-    /// Names below <dir> that are directories.
-    static std::vector<std::string> subdirectories(const std::string& dir) {
-        std::vector<std::string> names;
-        DIR* handle = ::opendir(dir.c_str());
-        if (handle == nullptr) return names;
-        while (dirent* entry = ::readdir(handle)) {
-            const std::string name = entry->d_name;
-            if (entry->d_type == DT_DIR && name != "." && name != "..") names.push_back(name);
-        }
-        ::closedir(handle);
-        return names;
-    }
-
     /// corral-<instance>-* cgroups in the v1 hierarchies (full paths).
-    std::vector<std::string> v1_cgroups() const {
-        std::vector<std::string> found;
-        const std::string prefix = "corral-" + instance_ + "-";
-        std::vector<std::string> seen;
-        for (const auto& [controller, dir] : host_.v1_own) {
-            if (std::find(seen.begin(), seen.end(), dir) != seen.end()) continue;
-            seen.push_back(dir);
-            for (const auto& name : subdirectories(dir))
-                if (name.rfind(prefix, 0) == 0) found.push_back(dir + "/" + name);
-        }
-        return found;
-    }
+    std::vector<std::string> v1_cgroups() const { return instance_v1_cgroups(host_, instance_); }
 
   private:
     /// Cgroups in the tree at `dir` (itself included); adds its processes to `processes`.
@@ -215,37 +192,10 @@ class CorraldProcess {
         return found;
     }
 
-    /// Removes a cgroup tree deepest first (it must be empty).
-    static void remove_tree(const std::string& dir) {
-        for (const auto& child : subdirectories(dir)) remove_tree(dir + "/" + child);
-        ::rmdir(dir.c_str());
-    }
-
     /// Whatever a failed test (or a daemon that crashed) left: the instance cgroup this test's
     /// daemon made is killed and removed, so are its v1 cgroups and mounts, then the temp dir.
     void clean_up() {
-        const std::string instance = instance_cgroup();
-        if (!host_.v2_own.empty() && std::filesystem::exists(instance)) {
-            std::ofstream(instance + "/cgroup.kill") << "1";
-            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-            while (std::chrono::steady_clock::now() < deadline) {
-                std::ifstream events(instance + "/cgroup.events");
-                std::string key;
-                int value = 1;
-                bool populated = true;
-                while (events >> key >> value)
-                    if (key == "populated") populated = value != 0;
-                if (!populated) break;
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            }
-            remove_tree(instance);
-        }
-        for (const auto& dir : v1_cgroups()) {
-            std::ifstream procs(dir + "/cgroup.procs");
-            for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
-            for (int i = 0; i < 100 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
+        remove_instance_leftovers(host_, instance_);
         for (const auto& point : mounts_below(dir_)) ::umount2(point.c_str(), MNT_DETACH);
         std::error_code ignored;
         std::filesystem::remove_all(dir_, ignored);

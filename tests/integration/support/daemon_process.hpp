@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "http_client.hpp"
+#include "instance_leftovers.hpp"
 
 namespace corral::testing {
 
@@ -75,6 +76,7 @@ class DaemonProcess {
     }
     ~DaemonProcess() {
         stop(std::chrono::seconds(60));
+        remove_instance_leftovers(instance_);
         std::error_code ignored;
         std::filesystem::remove_all(dir_, ignored);
     }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "http_client.hpp"
+#include "instance_leftovers.hpp"
 
 namespace corral::testing {
 
@@ -26,11 +27,12 @@ class TerminalDaemon {
         char tmpl[] = "/tmp/corral-terminal-test-XXXXXX";
         dir_ = ::mkdtemp(tmpl);
         socket_ = dir_ + "/corrald.sock";
+        instance_ = "corral-term-" + std::to_string(::getpid());
         const uint16_t first = static_cast<uint16_t>(33000 - 40 + (::getpid() % 10) * 4);
         std::vector<std::string> args = {CORRAL_BINARY_DIR "/supervisor/corrald",
                                          "--socket", socket_, "--state-dir", dir_ + "/state",
                                          "--instance",
-                                         "corral-term-" + std::to_string(::getpid()),
+                                         instance_,
                                          "--port-range",
                                          std::to_string(first) + "-" + std::to_string(first + 3)};
         pid_ = ::fork();
@@ -60,6 +62,7 @@ class TerminalDaemon {
                 ::waitpid(pid_, &status, 0);
             }
         }
+        remove_instance_leftovers(instance_);
         std::error_code ignored;
         std::filesystem::remove_all(dir_, ignored);
     }
@@ -72,7 +75,7 @@ class TerminalDaemon {
     }
 
   private:
-    std::string dir_, socket_;
+    std::string dir_, socket_, instance_;
     pid_t pid_ = -1;
     bool ready_ = false;
 };

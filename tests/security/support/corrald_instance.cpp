@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../../integration/support/instance_leftovers.hpp"
 #include "sandbox_harness.hpp"
 
 namespace corral::security {
@@ -40,6 +41,7 @@ uint16_t logged_tcp_port(const std::string& log) {
 
 CorraldInstance::CorraldInstance(std::vector<std::string> extra_args) {
     const std::string token = unique_token();
+    instance_ = token;
     run_dir_ = "/run/" + token;
     state_dir_ = "/var/lib/" + token;
     policy_dir_ = state_dir_ + "-policies";
@@ -91,6 +93,7 @@ CorraldInstance::~CorraldInstance() {
             ::waitpid(pid_, nullptr, 0);
         }
     }
+    testing::remove_instance_leftovers(instance_);
     std::error_code ignored;
     for (const auto& dir : {run_dir_, state_dir_, policy_dir_, scratch_dir_})
         fs::remove_all(dir, ignored);

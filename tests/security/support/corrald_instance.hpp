@@ -39,6 +39,7 @@ class CorraldInstance {
 
   private:
     std::string run_dir_, state_dir_, policy_dir_, scratch_dir_, socket_;
+    std::string instance_;  ///< its cgroup instance, removed at the end if corrald left it
     pid_t pid_ = -1;
     uint16_t tcp_port_ = 0;
 };

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../integration/support/instance_leftovers.hpp"
 #include "sandbox_harness.hpp"
 
 namespace corral::security {
@@ -36,6 +37,7 @@ bool can_connect(const std::string& path) {
 
 Daemon::Daemon(const std::vector<std::string>& extra_env) {
     const std::string token = unique_token();
+    instance_ = token;
     run_dir_ = "/run/" + token;
     state_dir_ = "/var/lib/" + token;
     fs::create_directories(run_dir_);
@@ -89,6 +91,7 @@ Daemon::~Daemon() {
             ::waitpid(pid_, &status, 0);
         }
     }
+    testing::remove_instance_leftovers(instance_);
     std::error_code ignored;
     fs::remove_all(run_dir_, ignored);
     fs::remove_all(state_dir_, ignored);

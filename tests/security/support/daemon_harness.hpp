@@ -28,6 +28,7 @@ class Daemon {
 
   private:
     std::string run_dir_, state_dir_, socket_;
+    std::string instance_;  ///< its cgroup instance, removed at the end if corrald left it
     pid_t pid_ = -1;
     bool ready_ = false;
 };

@@ -1,0 +1,86 @@
+#include "instance_leftovers.hpp"
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace corral::testing {
+namespace {
+
+void remove_tree(const std::string& dir) {
+    for (const auto& child : subdirectories(dir)) remove_tree(dir + "/" + child);
+    for (int i = 0; i < 100 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+// v1 has no cgroup.kill: every pid of the tree gets SIGKILL.
+void kill_tree_v1(const std::string& dir) {
+    for (const auto& child : subdirectories(dir)) kill_tree_v1(dir + "/" + child);
+    std::ifstream procs(dir + "/cgroup.procs");
+    for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
+}
+
+bool populated(const std::string& cgroup) {
+    std::ifstream events(cgroup + "/cgroup.events");
+    std::string key;
+    int value = 0;
+    while (events >> key >> value)
+        if (key == "populated") return value != 0;
+    return false;
+}
+
+}  // namespace
+
+std::vector<std::string> subdirectories(const std::string& dir) {
+    std::vector<std::string> names;
+    DIR* handle = ::opendir(dir.c_str());
+    if (handle == nullptr) return names;
+    while (dirent* entry = ::readdir(handle)) {
+        const std::string name = entry->d_name;
+        if (entry->d_type == DT_DIR && name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(handle);
+    return names;
+}
+
+std::vector<std::string> instance_v1_cgroups(const CgroupHost& host, const std::string& instance) {
+    std::vector<std::string> found;
+    const std::string prefix = "corral-" + instance + "-";
+    std::vector<std::string> seen;
+    for (const auto& [controller, dir] : host.v1_own) {
+        if (std::find(seen.begin(), seen.end(), dir) != seen.end()) continue;
+        seen.push_back(dir);
+        for (const auto& name : subdirectories(dir))
+            if (name.rfind(prefix, 0) == 0) found.push_back(dir + "/" + name);
+    }
+    return found;
+}
+
+void remove_instance_leftovers(const CgroupHost& host, const std::string& instance) {
+    if (instance.empty()) return;
+    const std::string v2 = host.v2_own + "/" + instance;
+    if (!host.v2_own.empty() && std::filesystem::exists(v2)) {
+        std::ofstream(v2 + "/cgroup.kill") << "1";
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (populated(v2) && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        remove_tree(v2);
+    }
+    for (const auto& dir : instance_v1_cgroups(host, instance)) {
+        kill_tree_v1(dir);
+        remove_tree(dir);
+    }
+}
+
+void remove_instance_leftovers(const std::string& instance) {
+    if (auto host = discover_cgroup_host()) remove_instance_leftovers(*host, instance);
+}
+
+}  // namespace corral::testing
