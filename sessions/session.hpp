@@ -30,7 +30,7 @@
 #include "sessions/network/port_pool.hpp"
 #include "sessions/network/port_waiter.hpp"
 #include "sessions/contexts/code_context.hpp"
-#include "sessions/journal_records.hpp"
+#include "sessions/recovery/journal_records.hpp"
 #include "sessions/process.hpp"
 #include "sessions/session_types.hpp"
 #include "sessions/shell_context.hpp"

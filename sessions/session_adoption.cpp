@@ -12,7 +12,7 @@
 #include "sessions/child_reaper.hpp"
 #include "sessions/network/session_network.hpp"
 #include "sessions/session.hpp"
-#include "sessions/session_journal.hpp"
+#include "sessions/recovery/session_journal.hpp"
 
 namespace corral {
 namespace {

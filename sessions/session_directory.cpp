@@ -9,7 +9,7 @@
 #include <system_error>
 #include <utility>
 
-#include "sessions/recovery.hpp"
+#include "sessions/recovery/recovery.hpp"
 #include "sessions/session.hpp"
 
 namespace corral {

@@ -15,7 +15,7 @@
 #include "sessions/child_reaper.hpp"
 #include "sessions/network/port_pool.hpp"
 #include "sessions/session.hpp"
-#include "sessions/session_journal.hpp"
+#include "sessions/recovery/session_journal.hpp"
 #include "sessions/tokens.hpp"
 
 namespace corral {
@@ -80,8 +80,8 @@ Status SessionManager::initialize() {
         if (::chmod(dir.c_str(), 0711) != 0) return sys_error("chmod 0711 `" + dir + "`");
     }
     // A previous run killed with -9 left its instance cgroup, sessions and mounts behind: once
-    // the claim proves no live daemon owns them, they are reaped (recovery.hpp), so neither a
-    // stale instance cgroup nor an old session id stops this run.
+    // the claim proves no live daemon owns them, they are reaped (recovery/recovery.hpp), so
+    // neither a stale instance cgroup nor an old session id stops this run.
     std::error_code error;
     const std::string state_dir =
         std::filesystem::absolute(config_.state_dir, error).lexically_normal().string();

@@ -32,11 +32,11 @@
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
 #include "sessions/contexts/code_context_types.hpp"
-#include "sessions/journal.hpp"
-#include "sessions/journal_records.hpp"
+#include "sessions/recovery/journal.hpp"
+#include "sessions/recovery/journal_records.hpp"
 #include "sessions/output_buffer.hpp"
 #include "sessions/output_follower.hpp"
-#include "sessions/recovery.hpp"
+#include "sessions/recovery/recovery.hpp"
 #include "sessions/session_types.hpp"
 
 namespace corral {
@@ -74,7 +74,8 @@ struct SessionManagerConfig {
     std::vector<std::string> workdir_roots;
     /// The egress proxies' hosts override (--egress-hosts-file) and where refusals are logged.
     EgressEnvironment egress;
-    /// Keep the journal <state_dir>/journal (session_journal.hpp), so a restart can re-adopt.
+    /// Keep the journal <state_dir>/journal (recovery/session_journal.hpp), so a restart can
+    /// re-adopt.
     bool journal = false;
     /// On start, re-adopt journalled sessions whose cgroup still holds processes (false: end
     /// everything a previous run left, `corrald --recover=reap`).
@@ -313,7 +314,7 @@ class SessionManager {
     const std::string& sessions_cgroup_path() const;
     /// The config in use.
     const SessionManagerConfig& config() const { return config_; }
-    /// What start-up found of a previous run of this instance and removed (recovery.hpp).
+    /// What start-up found of a previous run of this instance and removed (recovery/recovery.hpp).
     const LeftoverReport& leftovers() const { return leftovers_; }
     /// What start-up re-adopted from the journal, and what it refused.
     const AdoptionReport& adoption() const { return adoption_; }

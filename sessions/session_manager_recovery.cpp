@@ -1,6 +1,6 @@
 // Start-up after a crash, the journal's half (DESIGN.md "Surviving the daemon"): read and replay
 // the journal, decide which sessions come back, take them over, and start the journal anew as a
-// snapshot of what did. The other half — reaping what nobody owns — is recovery.cpp.
+// snapshot of what did. The other half — reaping what nobody owns — is recovery/recovery.cpp.
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 
 #include "policies/policy_parser.hpp"
 #include "sessions/session.hpp"
-#include "sessions/session_journal.hpp"
+#include "sessions/recovery/session_journal.hpp"
 #include "sessions/session_manager.hpp"
 
 namespace corral {

@@ -1,4 +1,5 @@
-// corral_bench_journal: what the journal adds to each change it records (sessions/journal.hpp).
+// corral_bench_journal: what the journal adds to each change it records
+// (sessions/recovery/journal.hpp).
 // Appends a process-start record (the one every run/spawn writes) N times with each sync policy
 // and prints the median and p99 per append, next to a bare write() of the same bytes; then the
 // cost of one compaction of a snapshot of S sessions. Usage: corral_bench_journal [DIR] [N] [S]
@@ -14,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "sessions/journal.hpp"
-#include "sessions/journal_records.hpp"
+#include "sessions/recovery/journal.hpp"
+#include "sessions/recovery/journal_records.hpp"
 
 namespace {
 

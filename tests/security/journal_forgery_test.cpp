@@ -18,8 +18,8 @@
 
 #include "../integration/support/corrald_process.hpp"
 #include "isolation/pid_ref.hpp"
-#include "sessions/journal.hpp"
-#include "sessions/journal_records.hpp"
+#include "sessions/recovery/journal.hpp"
+#include "sessions/recovery/journal_records.hpp"
 
 namespace corral {
 namespace {

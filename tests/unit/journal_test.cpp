@@ -1,5 +1,5 @@
-// The journal file (sessions/journal.hpp) and its records (journal_records.hpp): framing, a torn
-// tail cut at every byte, corruption, versions, trust checks, compaction and replay.
+// The journal file (sessions/recovery/journal.hpp) and its records (journal_records.hpp): framing,
+// a torn tail cut at every byte, corruption, versions, trust checks, compaction and replay.
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sessions/journal.hpp"
-#include "sessions/journal_records.hpp"
+#include "sessions/recovery/journal.hpp"
+#include "sessions/recovery/journal_records.hpp"
 
 namespace corral {
 namespace {

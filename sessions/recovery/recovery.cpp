@@ -1,5 +1,5 @@
 // Start-up after a crash: claim the instance, then reap what the previous run left.
-#include "sessions/recovery.hpp"
+#include "sessions/recovery/recovery.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // Appending session changes and compacting the journal.
-#include "sessions/session_journal.hpp"
+#include "sessions/recovery/session_journal.hpp"
 
 namespace corral {
 

@@ -1,5 +1,5 @@
 // Journal records to and from JSON, and replay.
-#include "sessions/journal_records.hpp"
+#include "sessions/recovery/journal_records.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "base/asio.hpp"
-#include "sessions/journal.hpp"
-#include "sessions/journal_records.hpp"
+#include "sessions/recovery/journal.hpp"
+#include "sessions/recovery/journal_records.hpp"
 
 namespace corral {
 

@@ -1,5 +1,5 @@
 // The journal file: framing, reading with torn-tail detection, appending, compaction.
-#include "sessions/journal.hpp"
+#include "sessions/recovery/journal.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
