@@ -269,15 +269,7 @@ Result<size_t> Process::stop(bool force) {
     if (force) return kill();
     if (!leaf_.valid()) return size_t{0};
     if (main_running()) killed_by_request_ = true;
-    auto signalled = leaf_.signal_all(SIGTERM);
-    if (!signalled) return std::move(signalled.error().context("stop process " + setup_.id));
-    grace_timer_.expires_after(setup_.grace);
-    grace_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
-        if (error || !self->leaf_.valid()) return;
-        self->leaf_killed_ = true;
-        (void)self->leaf_.kill_all();
-    });
-    return *signalled;
+    return begin_graceful_end();
 }
 
 Result<size_t> Process::signal_tree(int signal) {

@@ -164,8 +164,6 @@ class Process : public std::enable_shared_from_this<Process> {
     /// Registers a live reader of the wanted streams, at the given offsets (see OutputFollower).
     std::shared_ptr<OutputFollower> follow(bool want_stdout, uint64_t stdout_offset,
                                            bool want_stderr, uint64_t stderr_offset);
-    /// Whether this process runs on a pty.
-    bool is_terminal() const { return setup_.terminal != nullptr; }
     /// Sets the pty's window size (the foreground job gets SIGWINCH); ENOTTY for a non-terminal.
     Status resize_terminal(TerminalSize size);
     /// Queues bytes for stdin; closes it afterwards when `eof`.
@@ -220,6 +218,7 @@ class Process : public std::enable_shared_from_this<Process> {
     void finish();
     /// SIGTERM to every process of the leaf that has not had it from us yet; returns how many.
     size_t terminate_leaf();
+    size_t begin_graceful_end();
     void attribute_limit_events();
     ExitReason classify() const;
     void notify_output();

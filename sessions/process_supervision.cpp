@@ -157,13 +157,22 @@ void Process::arm_timeout() {
 void Process::on_timeout() {
     if (finished_ || !main_running()) return;
     timed_out_ = true;
-    (void)terminate_leaf();
+    (void)begin_graceful_end();
+}
+
+// SIGTERM to the whole leaf, then cgroup.kill when the grace period runs out. Shared by the
+// timeout and a graceful stop (DELETE without force) so both mark the leaf as terminating: a
+// `sh -c` that forks just as the SIGTERM comes dies and its newcomer gets its SIGTERM too
+// (on_main_exit), instead of running unsignalled for the whole grace period (issue 12.6).
+size_t Process::begin_graceful_end() {
+    const size_t signalled = terminate_leaf();
     grace_timer_.expires_after(setup_.grace);
     grace_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
         if (error || !self->leaf_.valid()) return;
         self->leaf_killed_ = true;
         (void)self->leaf_.kill_all();
     });
+    return signalled;
 }
 
 void Process::maybe_finish() {

@@ -367,6 +367,28 @@ TEST_F(SessionManagerTest, SessionManager_KillProcessKillsDescendantsButNotSibli
     EXPECT_EQ(final_sibling->status(), "killed");
 }
 
+// Issue 12.6, for a graceful stop of one process (DELETE .../processes/{proc} without force): a
+// `sh -c` forking its command just as the SIGTERM comes dies and used to leave the child running,
+// unsignalled, for the whole grace period. The grace here is 30 s, so a miss shows as a leaf that
+// outlives the 15 s bound.
+TEST_F(SessionManagerTest, SessionManager_GracefulStopRightAfterStartReachesAChildForkedMeanwhile) {
+    CreatedSession session = create("", "name: g\nextends: none\ntimeouts: { grace: 30s }\n");
+    const std::string sid = session.info.id;
+    for (int i = 0; i < 20; ++i) {
+        ProcessRequest request;
+        request.command = "sleep 600; true";  // the `; true` makes the shell fork, not exec
+        auto started = manager_->start_process(sid, request);
+        ASSERT_TRUE(started) << started.error().describe();
+        auto stopped = manager_->stop_process(sid, started->id, false);
+        ASSERT_TRUE(stopped) << stopped.error().describe();
+        const std::string leaf = session_cgroup(sid) + "/" + started->id;
+        EXPECT_TRUE(run_until([&] { return !exists(leaf); }, 15s))
+            << "round " << i << ": a child of " << started->id << " waited for the grace period";
+        EXPECT_EQ(wait(sid, started->id).status(), "killed");
+    }
+    end(sid);
+}
+
 TEST_F(SessionManagerTest, SessionManager_TwentySessionsAtOnce) {
     std::vector<std::string> ids;
     std::vector<std::string> procs;
