@@ -19,7 +19,7 @@ CodeContextRequest parse_context_request(std::string_view body) {
     const auto language = r.string("language");
     request.id = r.string("id").value_or("");
     request.cwd = r.string("cwd").value_or("");
-    request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
+    request.env = r.env_map("env").value_or(std::map<std::string, std::string>{});
     r.finish();
     if (!language) r.missing("language");
     const auto parsed = parse_code_language(*language);

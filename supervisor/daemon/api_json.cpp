@@ -17,7 +17,7 @@ CreateSessionRequest parse_create_session(std::string_view body) {
     request.policy = r.string("policy").value_or("");
     request.policy_yaml = r.string("policyYaml").value_or("");
     request.id = r.string("id").value_or("");
-    request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
+    request.env = r.env_map("env").value_or(std::map<std::string, std::string>{});
     request.cwd = r.string("cwd").value_or("");
     request.command_timeout = r.milliseconds("commandTimeoutMs");
     request.workdir = r.string("workdir").value_or("");
@@ -39,7 +39,7 @@ ProcessRequest parse_process_request(std::string_view body) {
     request.command = r.string("command").value_or("");
     request.argv = r.string_list("argv").value_or(std::vector<std::string>{});
     request.cwd = r.string("cwd").value_or("");
-    request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
+    request.env = r.env_map("env").value_or(std::map<std::string, std::string>{});
     request.timeout = r.milliseconds("timeoutMs");
     request.stdin_data = r.bytes("stdin");  // data, not a name: NUL bytes are fine
     request.stdin_open = r.boolean("stdinOpen").value_or(false);
@@ -63,7 +63,7 @@ ShellRequest parse_shell_request(std::string_view body) {
     ShellRequest request;
     request.id = r.string("id").value_or("");
     request.cwd = r.string("cwd").value_or("");
-    request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
+    request.env = r.env_map("env").value_or(std::map<std::string, std::string>{});
     r.finish();
     return request;
 }
@@ -89,7 +89,9 @@ EnvPatch parse_env_patch(std::string_view body) {
     // {set: {K: "v" | null}}: null unsets, as Cloudflare's setEnvVars takes it.
     if (const nlohmann::json* set = r.object("set")) {
         for (const auto& [key, value] : set->items()) {
+            refuse_bad_env_name(key, "set");
             if (value.is_string()) {
+                refuse_nul(value.get_ref<const std::string&>(), "set." + key);
                 patch.set[key] = value.get<std::string>();
             } else if (value.is_null()) {
                 patch.unset.push_back(key);
@@ -99,8 +101,10 @@ EnvPatch parse_env_patch(std::string_view body) {
             }
         }
     }
-    for (auto& key : r.string_list("unset").value_or(std::vector<std::string>{}))
+    for (auto& key : r.string_list("unset").value_or(std::vector<std::string>{})) {
+        refuse_bad_env_name(key, "unset");
         patch.unset.push_back(std::move(key));
+    }
     r.finish();
     return patch;
 }

@@ -37,7 +37,7 @@ ProcessRequest parse_terminal_request(std::string_view body, std::string* shell)
     request.command = r.string("command").value_or("");
     *shell = r.string("shell").value_or("");
     request.cwd = r.string("cwd").value_or("");
-    request.env = r.string_map("env").value_or(std::map<std::string, std::string>{});
+    request.env = r.env_map("env").value_or(std::map<std::string, std::string>{});
     if (auto ms = r.unsigned_integer("timeoutMs")) request.timeout = Millis(*ms);
     TerminalSize size;
     size.cols = cells(r, "cols");

@@ -50,6 +50,20 @@ void refuse_nul(std::string_view text, const std::string& field) {
                                                      "hold"));
 }
 
+void refuse_bad_env_name(std::string_view name, const std::string& field) {
+    std::string why;
+    if (name.empty()) {
+        why = "an empty variable name";
+    } else if (name.find('\0') != std::string_view::npos) {
+        why = "a variable name with a NUL byte (\\u0000)";
+    } else if (name.find('=') != std::string_view::npos) {
+        why = "the variable name `" + std::string(name) + "`, which holds `=`";
+    }
+    if (!why.empty())
+        throw ApiFailure(bad_request("bad_env_name", "field `" + field + "` has " + why +
+                                                         ": a name cannot be empty or hold `=`"));
+}
+
 std::optional<std::string> ObjectReader::bytes(const char* name) {
     const auto* v = get(name);
     if (!v) return std::nullopt;
@@ -112,16 +126,14 @@ std::optional<std::vector<std::string>> ObjectReader::string_list(const char* na
     return out;
 }
 
-std::optional<std::map<std::string, std::string>> ObjectReader::string_map(const char* name) {
+std::optional<std::map<std::string, std::string>> ObjectReader::env_map(const char* name) {
     const auto* v = get(name);
     if (!v) return std::nullopt;
     if (!v->is_object()) wrong_type(name, "an object of strings");
     std::map<std::string, std::string> out;
     for (const auto& [key, item] : v->items()) {
         if (!item.is_string()) wrong_type(name, "an object of strings");
-        if (key.find('\0') != std::string::npos)
-            throw ApiFailure(bad_request(
-                "nul_byte", "field `" + prefix_ + name + "` has a key with a NUL byte (\\u0000)"));
+        refuse_bad_env_name(key, prefix_ + name);
         std::string value = item.get<std::string>();
         refuse_nul(value, prefix_ + name + "." + key);
         out[key] = std::move(value);

@@ -37,6 +37,11 @@ inline constexpr uint64_t kMaxMillis = 30ull * 24 * 3600 * 1000;
 std::chrono::milliseconds checked_millis(uint64_t value, const std::string& name);
 /// 400 naming `field` when `text` holds a NUL byte.
 void refuse_nul(std::string_view text, const std::string& field);
+/// 400 naming `field` when `name` cannot be an environment variable's name: empty, or holding
+/// `=` or NUL. execve's environment is "NAME=value" strings, so {"A=B": "c"} would set A to
+/// "B=c" while the record said A=B was set (the class of issue 12 item 5: what runs must be
+/// what the record says).
+void refuse_bad_env_name(std::string_view name, const std::string& field);
 
 /// Parses a request body that must be a JSON object. An empty body is `{}` (every field of such
 /// a request is optional or reported missing by name). 400 bad_json when malformed.
@@ -63,8 +68,9 @@ class ObjectReader {
     std::optional<uint64_t> unsigned_integer(const char* name);
     /// A list of strings; a NUL byte in any is refused, naming `name[i]`.
     std::optional<std::vector<std::string>> string_list(const char* name);
-    /// An object of strings; a NUL byte in a key or value is refused, naming `name.KEY`.
-    std::optional<std::map<std::string, std::string>> string_map(const char* name);
+    /// An environment: an object of strings whose keys are variable names (refuse_bad_env_name)
+    /// and whose values hold no NUL byte (400 naming `name.KEY`).
+    std::optional<std::map<std::string, std::string>> env_map(const char* name);
     /// A nested object (the caller reads it with its own ObjectReader).
     const nlohmann::json* object(const char* name);
 

@@ -101,10 +101,45 @@ TEST_F(HttpInput, NulBytesAreRefusedNamingTheField) {
     expect_refused(file, "path", "file path");
     auto mkdir = c.post(base + "/files/mkdir", {{"path", "d" + nul + "e"}});
     expect_refused(mkdir, "path", "mkdir");
+    // PATCH /env: a value with a NUL byte, or a name with one, would reach every later command's
+    // environment cut short while GET /env shows the whole string.
+    const std::vector<std::pair<json, std::string>> patches = {
+        {{{"set", {{"K", "v" + nul + "w"}}}}, "set.K"},
+        {{{"set", {{"K" + nul + "X", "v"}}}}, "set"},
+        {{{"unset", {"K" + nul + "X"}}}, "unset"}};
+    for (const auto& [body, field] : patches) {
+        expect_refused(c.request("PATCH", base + "/env", body.dump()), field, body.dump());
+    }
     // stdin is data: a NUL byte there is fine.
     auto data = c.post(base + "/run", {{"command", "wc -c"}, {"stdin", "a" + nul + "b"}});
     EXPECT_EQ(data.status, 200u) << data.body;
     EXPECT_EQ(data.json().value("stdout", ""), "3\n");
+}
+
+// execve's environment is "NAME=value" strings: a name holding `=` sets another variable than the
+// record says ({"LD_PRELOAD=/tmp/x.so": ""} is the variable LD_PRELOAD), an empty one gives "=v".
+// Same class as the NUL bytes above (issue 12 item 5).
+TEST_F(HttpInput, EnvironmentNamesThatAreNotNamesAreRefused) {
+    start();
+    const std::string base = new_session();
+    auto c = client();
+    for (const std::string name : {"A=B", "", "=x"}) {
+        const json run = {{"command", "env"}, {"env", {{name, "v"}}}};
+        auto ran = c.post(base + "/run", run);
+        expect_refused(ran, "env", run.dump());
+        EXPECT_EQ(ran.body.find("A=B=v"), std::string::npos) << ran.body;
+        expect_refused(c.request("PATCH", base + "/env", json{{"set", {{name, "v"}}}}.dump()), "set",
+                       name);
+        expect_refused(c.request("PATCH", base + "/env", json{{"unset", {name}}}.dump()), "unset",
+                       name);
+    }
+    auto session = c.get(base);  // the record, env included
+    ASSERT_EQ(session.status, 200u) << session.body;
+    EXPECT_EQ(session.body.find("A=B"), std::string::npos) << session.body;
+    // Names shells would not take but execve does stay allowed: the check is `=`, not taste.
+    auto fine = c.post(base + "/run", {{"command", "env"}, {"env", {{"lower.dot-ok", "1"}}}});
+    ASSERT_EQ(fine.status, 200u) << fine.body;
+    EXPECT_NE(fine.json().value("stdout", "").find("lower.dot-ok=1"), std::string::npos);
 }
 
 TEST_F(HttpInput, MalformedHttpGetsAnAnswerAndNoLogLine) {

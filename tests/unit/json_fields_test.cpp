@@ -113,12 +113,26 @@ TEST(ObjectReader, NulBytesAreRefusedNamingTheField) {
               std::string::npos);
     EXPECT_NE(refusal([&] { ObjectReader(body).string_list("argv"); }).find("`argv[1]`"),
               std::string::npos);
-    EXPECT_NE(refusal([&] { ObjectReader(body).string_map("env"); }).find("`env.K`"),
+    EXPECT_NE(refusal([&] { ObjectReader(body).env_map("env"); }).find("`env.K`"),
               std::string::npos);
-    EXPECT_NE(refusal([&] { ObjectReader(body).string_map("keys"); }).find("`keys` has a key"),
+    EXPECT_NE(refusal([&] { ObjectReader(body).env_map("keys"); }).find("`keys` has a variable "
+                                                                         "name with a NUL byte"),
               std::string::npos);
     ObjectReader r(body);
     EXPECT_EQ(r.bytes("stdin")->size(), 3u);  // data, not a name
+}
+
+// execve's environment is "NAME=value": {"A=B": "c"} would set A to "B=c" while the record said
+// otherwise, and "" would give "=c" (issue 12 item 5's class: what runs is what the record says).
+TEST(ObjectReader, EnvironmentNamesWithEqualsOrEmptyAreRefused) {
+    const nlohmann::json equals = {{"env", {{"A=B", "c"}}}};
+    EXPECT_NE(refusal([&] { ObjectReader(equals).env_map("env"); }).find("`A=B`, which holds `=`"),
+              std::string::npos);
+    const nlohmann::json empty = {{"env", {{"", "c"}}}};
+    EXPECT_NE(refusal([&] { ObjectReader(empty).env_map("env"); }).find("empty variable name"),
+              std::string::npos);
+    const nlohmann::json fine = {{"env", {{"CFLAGS", "-O2 -g=x"}, {"lower.dots-ok", ""}}}};
+    EXPECT_EQ(ObjectReader(fine).env_map("env")->size(), 2u);
 }
 
 TEST(ObjectReader, MillisecondsAreWholeAndBounded) {
