@@ -150,9 +150,6 @@ class Session : public std::enable_shared_from_this<Session> {
                               std::shared_ptr<bool> alive, CodeContext::Events events);
     /// Interrupts run `run` of context `id` if it is running (ENOENT: no such context).
     Status interrupt_code(const std::string& id, uint64_t run);
-    /// The shell `command` strings run under (policy `shell`, else bash where the sandbox has it,
-    /// else /bin/sh).
-    const std::string& command_shell() const { return command_shell_; }
 
     /// Replaces the egress rules (PATCH .../network) for new connections. EINVAL for a bad
     /// entry, ENOTSUP when the session has the host's network (nothing to filter).
