@@ -34,6 +34,11 @@ uint64_t put_run_output(nlohmann::json& out, SessionManager& sessions, const std
     return omitted;
 }
 
+/// `Accept: application/vnd.corral.stream` asks for binary frames (output_stream.hpp).
+bool wants_binary_stream(Exchange& ex) {
+    return ex.header("Accept").find(kBinaryStreamType) != std::string::npos;
+}
+
 ApiError shutting_down_while(const std::string& proc) {
     return {503, "shutting_down",
             "corrald is shutting down; process `" + proc + "` was still running", nullptr};
@@ -74,7 +79,8 @@ asio::awaitable<void> Api::exec(Exchange& ex, const RouteParams& params, const C
     const ProcessRequest request = parse_process_request(body);
     const auto started = co_await start_command(ex, sid, request);
     if (!started) co_return;
-    const StreamRequest stream{sid, started->id};
+    StreamRequest stream{sid, started->id};
+    stream.binary = wants_binary_stream(ex);
     std::optional<DisconnectWatch> watch;
     if (!request.detach_on_disconnect) {
         // A quiet command writes nothing that could fail: watch the socket as well.
@@ -194,6 +200,7 @@ asio::awaitable<void> Api::logs(Exchange& ex, const RouteParams& params, const C
 
 asio::awaitable<void> Api::stream(Exchange& ex, const RouteParams& params, const Caller&) {
     StreamRequest request{params.at("sid"), params.at("proc")};
+    request.binary = wants_binary_stream(ex);
     const uint64_t both = query_number(ex, "offset").value_or(0);
     request.stdout_offset = query_number(ex, "stdoutOffset").value_or(both);
     request.stderr_offset = query_number(ex, "stderrOffset").value_or(both);

@@ -231,9 +231,9 @@ asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size,
     co_return true;
 }
 
-asio::awaitable<void> Exchange::begin_ndjson() {
+asio::awaitable<void> Exchange::begin_chunked(std::string_view content_type) {
     http::response<http::empty_body> res{http::status::ok, 11};
-    res.set(http::field::content_type, "application/x-ndjson");
+    res.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
     res.set(http::field::cache_control, "no-cache");
     res.chunked(true);
     prepare(res);

@@ -110,7 +110,9 @@ class Exchange {
     asio::awaitable<bool> send_file(int fd, uint64_t size, const std::string& content_range = "");
 
     /// Starts a chunked NDJSON response (status 200).
-    asio::awaitable<void> begin_ndjson();
+    asio::awaitable<void> begin_ndjson() { return begin_chunked("application/x-ndjson"); }
+    /// Starts a chunked response of `content_type` (status 200, not cached).
+    asio::awaitable<void> begin_chunked(std::string_view content_type);
     /// Sends lines (each already ending in '\n') as one chunk.
     asio::awaitable<void> send_chunk(std::string_view data);
     /// Ends the chunked response.

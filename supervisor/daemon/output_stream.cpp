@@ -8,6 +8,16 @@ namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kFlushAt = 256 * 1024;
+// Binary frames carry bytes as they are, so a stream reads and sends in larger pieces: fewer
+// frames, fewer chunked-encoding headers, fewer socket writes per byte.
+constexpr size_t kBinaryReadChunk = 256 * 1024;
+constexpr size_t kBinaryFlushAt = 1024 * 1024;
+enum FrameType : uint8_t { kJsonFrame = 0, kStdoutFrame = 1, kStderrFrame = 2 };
+
+void append_be(std::string& out, uint64_t value, int bytes) {
+    for (int shift = (bytes - 1) * 8; shift >= 0; shift -= 8)
+        out += static_cast<char>((value >> shift) & 0xff);
+}
 constexpr uint64_t kNever = UINT64_MAX;  // a wait offset no stream ever grows past
 
 /// Per-stream cursor: `sent` is where the next event starts; `seen` is how far we read (bytes
@@ -39,12 +49,39 @@ class ProcessStream {
   private:
     void emit(nlohmann::json event) {
         event["seq"] = seq_++;
-        pending_ += dump_json(event);
-        pending_ += '\n';
+        const std::string line = dump_json(event);
+        if (request_.binary) {
+            pending_ += static_cast<char>(kJsonFrame);
+            append_be(pending_, line.size(), 4);
+            pending_ += line;
+        } else {
+            pending_ += line;
+            pending_ += '\n';
+        }
+    }
+    void emit_output(const Cursor& c, uint64_t offset, uint64_t skipped, std::string_view data) {
+        if (request_.binary) {
+            emit_output_frame(c, offset, skipped, data);
+        } else {
+            emit_output_line(c, offset, skipped, data);
+        }
+    }
+    /// Binary: a gap is its own JSON event, then the bytes as they are.
+    void emit_output_frame(const Cursor& c, uint64_t offset, uint64_t skipped,
+                           std::string_view data) {
+        if (skipped != 0)
+            emit({{"type", "skipped"}, {"stream", c.name}, {"offset", offset}, {"skipped", skipped}});
+        if (data.empty()) return;
+        ++seq_;
+        pending_ += static_cast<char>(c.stream == OutputStream::out ? kStdoutFrame : kStderrFrame);
+        append_be(pending_, 8 + data.size(), 4);
+        append_be(pending_, offset, 8);
+        pending_ += data;
     }
     /// An output event, written by hand: it carries nearly all of a stream's bytes, and building
     /// it as a json object copies and re-scans each chunk (fields as nlohmann would order them).
-    void emit_output(const Cursor& c, uint64_t offset, uint64_t skipped, std::string_view data) {
+    void emit_output_line(const Cursor& c, uint64_t offset, uint64_t skipped,
+                          std::string_view data) {
         if (send_as_text(data)) {
             pending_ += "{\"data\":";
             append_json_string(pending_, data);
@@ -93,17 +130,20 @@ asio::awaitable<bool> ProcessStream::drain(bool final_record) {
         if (!c.wanted) continue;
         for (;;) {
             auto chunk = sessions_.read_output(request_.session_id, request_.process_id, c.stream,
-                                               c.sent, kReadChunk);
+                                               c.sent,
+                                               request_.binary ? kBinaryReadChunk : kReadChunk);
             if (!chunk) co_return false;
             c.eof = chunk->eof;
             std::string_view data = chunk->data;
-            // Hold back a trailing partial character while more bytes may complete it.
-            if (!chunk->eof && !final_record) data = data.substr(0, utf8_complete_prefix(data));
+            // Hold back a trailing partial character while more bytes may complete it (text
+            // only: binary frames carry bytes, and a character split across two is the client's).
+            if (!request_.binary && !chunk->eof && !final_record)
+                data = data.substr(0, utf8_complete_prefix(data));
             c.seen = chunk->next_offset;
             if (data.empty() && chunk->skipped == 0) break;
             emit_output(c, chunk->offset, chunk->skipped, data);
             c.sent = chunk->offset + data.size();
-            if (pending_.size() >= kFlushAt) co_await flush();
+            if (pending_.size() >= (request_.binary ? kBinaryFlushAt : kFlushAt)) co_await flush();
             if (data.size() < chunk->data.size()) break;  // held back: wait for the rest
         }
     }
@@ -141,7 +181,11 @@ asio::awaitable<void> ProcessStream::run() {
                                                 request_.stdout_offset, request_.want_stderr,
                                                 request_.stderr_offset))
         follower_ = std::move(*follower);
-    co_await ex_.begin_ndjson();
+    if (request_.binary) {
+        co_await ex_.begin_chunked(kBinaryStreamType);
+    } else {
+        co_await ex_.begin_ndjson();
+    }
     emit({{"type", "start"},
           {"id", proc},
           {"pid", first->pid},

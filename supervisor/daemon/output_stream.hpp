@@ -16,6 +16,17 @@
 // process's record is final and all its output was sent, otherwise `error` with a code:
 //   "shutting_down"  corrald is stopping; the process was still running when the stream ended
 //   "session_ended"  the session (and with it the process record) is gone
+//
+// With `Accept: application/vnd.corral.stream` the same events come as binary frames instead
+// (content type application/vnd.corral.stream), so output bytes travel as they are: no JSON
+// escaping, no base64, no holding back of partial UTF-8 characters. Each frame is
+//   u8 type | u32 length (big-endian) | payload of `length` bytes
+//   type 0: a JSON event, exactly as the NDJSON line would be (start, exit, error, and
+//           {"type":"skipped","stream":"stdout","offset":N,"skipped":M} before data that follows
+//           a gap), `seq` counting every frame
+//   type 1 (stdout) / 2 (stderr): u64 offset (big-endian), then the output bytes
+// The stream ends, as in NDJSON, with exactly one final `exit` or `error` event.
+//
 // A slow client only slows its own stream: output goes to the process's bounded buffer, and this
 // stream reads from it at the pace the socket accepts.
 
@@ -36,7 +47,11 @@ struct StreamRequest {
     uint64_t stderr_offset = 0;
     bool want_stdout = true;
     bool want_stderr = true;
+    bool binary = false;  ///< frames of application/vnd.corral.stream instead of NDJSON
 };
+
+/// The content type of the binary framing, as clients ask for it in `Accept`.
+inline constexpr const char* kBinaryStreamType = "application/vnd.corral.stream";
 
 /// Writes the whole NDJSON response (header, events, final event, last chunk).
 asio::awaitable<void> stream_process(Exchange& ex, SessionManager& sessions, WaitRegistry& waits,

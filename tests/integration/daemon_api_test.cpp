@@ -469,6 +469,135 @@ TEST_F(DaemonApi, Exec_SlowReaderGetsEveryByteOfOutputBeyondTheCap) {
     EXPECT_EQ(last["output"]["stdout"]["droppedBytes"], 7u << 20) << "the 1 MiB cap holds";
 }
 
+/// One frame of application/vnd.corral.stream (supervisor/daemon/output_stream.hpp).
+struct Frame {
+    uint8_t type = 0;      ///< 0 JSON event, 1 stdout, 2 stderr
+    uint64_t offset = 0;   ///< output frames
+    std::string payload;   ///< the JSON text or the output bytes
+};
+
+/// Splits a whole binary stream body into frames; a truncated frame fails the test.
+std::vector<Frame> parse_frames(const std::string& body) {
+    std::vector<Frame> frames;
+    size_t at = 0;
+    auto be = [&](size_t pos, int bytes) {
+        uint64_t v = 0;
+        for (int i = 0; i < bytes; ++i) v = v << 8 | static_cast<uint8_t>(body[pos + i]);
+        return v;
+    };
+    while (at < body.size()) {
+        EXPECT_LE(at + 5, body.size()) << "truncated frame header at " << at;
+        if (at + 5 > body.size()) break;
+        Frame f;
+        f.type = static_cast<uint8_t>(body[at]);
+        const uint64_t length = be(at + 1, 4);
+        at += 5;
+        EXPECT_LE(at + length, body.size()) << "truncated frame at " << at;
+        if (at + length > body.size()) break;
+        if (f.type == 1 || f.type == 2) {
+            EXPECT_GE(length, 8u);
+            f.offset = be(at, 8);
+            f.payload = body.substr(at + 8, length - 8);
+        } else {
+            EXPECT_EQ(f.type, 0) << "unknown frame type";
+            f.payload = body.substr(at, length);
+        }
+        at += length;
+        frames.push_back(std::move(f));
+    }
+    return frames;
+}
+
+// Issue 18: opt-in binary framing carries output bytes as they are (NULs, invalid UTF-8, a
+// character split anywhere), with exact offsets and the same start/exit events as NDJSON.
+TEST_F(DaemonApi, Exec_BinaryFramesCarryBytesAsTheyAreWithOffsetsAndOneExit) {
+    auto c = client();
+    const auto base = s(create_session(c));
+    const testing::HttpHeaders accept = {{"Accept", "application/vnd.corral.stream"}};
+    // 3 MiB of zeros, then bytes that are not UTF-8, on stdout; a line on stderr; exit 5.
+    auto res = c.request(
+        "POST", base + "/exec",
+        json{{"command", "head -c 3145728 /dev/zero; printf '\\377\\303'; echo e >&2; exit 5"}}.dump(),
+        accept);
+    ASSERT_EQ(res.status, 200u) << res.body.substr(0, 300);
+    EXPECT_EQ(res.headers["content-type"], "application/vnd.corral.stream");
+    const auto frames = parse_frames(res.body);
+    ASSERT_GE(frames.size(), 3u);
+    ASSERT_EQ(frames.front().type, 0);
+    EXPECT_EQ(json::parse(frames.front().payload)["type"], "start");
+    std::string out, err;
+    int finals = 0;
+    json last;
+    for (const auto& f : frames) {
+        std::string& sink = f.type == 1 ? out : err;
+        if (f.type == 0) {
+            last = json::parse(f.payload);
+            if (last["type"] == "exit" || last["type"] == "error") ++finals;
+            EXPECT_NE(last["type"], "skipped") << "nothing may fall out for a reader that keeps up";
+            continue;
+        }
+        EXPECT_EQ(f.offset, sink.size()) << "offsets are exact and contiguous";
+        sink += f.payload;
+    }
+    EXPECT_EQ(out.size(), 3145728u + 2);
+    EXPECT_EQ(out.find_first_not_of('\0'), 3145728u);
+    EXPECT_EQ(out.substr(3145728), "\377\303");
+    EXPECT_EQ(err, "e\n");
+    EXPECT_EQ(finals, 1);
+    EXPECT_EQ(last["type"], "exit");
+    EXPECT_EQ(last["exitCode"], 5);
+    EXPECT_EQ(last["output"]["stdout"]["bytes"], 3145728u + 2);
+
+    // Without the Accept header the same route still answers NDJSON.
+    auto text = c.request("POST", base + "/exec", json{{"command", "echo hi"}}.dump());
+    EXPECT_EQ(text.headers["content-type"], "application/x-ndjson");
+    // And processes/{proc}/stream takes the same framing, from an offset.
+    auto spawned = c.post(base + "/processes", {{"command", "printf abcdef"}});
+    ASSERT_EQ(spawned.status, 201u) << spawned.body;
+    const std::string proc = spawned.json()["id"];
+    auto streamed = c.request("GET", base + "/processes/" + proc + "/stream?offset=2", "", accept);
+    ASSERT_EQ(streamed.status, 200u);
+    std::string tail;
+    for (const auto& f : parse_frames(streamed.body)) {
+        if (f.type != 1) continue;
+        EXPECT_EQ(f.offset, 2 + tail.size());
+        tail += f.payload;
+    }
+    EXPECT_EQ(tail, "cdef");
+}
+
+// The gap report of a binary stream: a reader that comes late to a process whose bounded buffer
+// already dropped bytes gets a `skipped` event naming them, then the bytes from the new offset.
+TEST_F(DaemonApi, Stream_BinaryFramesReportWhatFellOutOfTheBuffer) {
+    auto c = client();
+    const auto base = s(create_session(
+        c, {{"policyYaml", "name: small\nextends: none\nlimits: { output: 1Mi }\n"}}));
+    auto spawned = c.post(base + "/processes", {{"command", "head -c 3145728 /dev/zero"}});
+    ASSERT_EQ(spawned.status, 201u) << spawned.body;
+    const std::string proc = spawned.json()["id"];
+    auto waited = c.get(base + "/processes/" + proc + "/wait?timeoutMs=60000");
+    ASSERT_EQ(waited.status, 200u) << waited.body;
+    auto streamed = c.request("GET", base + "/processes/" + proc + "/stream", "",
+                              {{"Accept", "application/vnd.corral.stream"}});
+    ASSERT_EQ(streamed.status, 200u);
+    uint64_t skipped = 0, received = 0;
+    for (const auto& f : parse_frames(streamed.body)) {
+        if (f.type == 0) {
+            const json event = json::parse(f.payload);
+            if (event["type"] == "skipped") {
+                EXPECT_EQ(event["stream"], "stdout");
+                skipped += event["skipped"].get<uint64_t>();
+                EXPECT_EQ(event["offset"], skipped) << "the gap ends where the bytes resume";
+            }
+            continue;
+        }
+        EXPECT_EQ(f.offset, skipped + received);
+        received += f.payload.size();
+    }
+    EXPECT_EQ(skipped, 2u << 20);
+    EXPECT_EQ(received, 1u << 20);
+}
+
 TEST_F(DaemonApi, Stream_ResumesFromAnOffsetWithoutRepeatingBytes) {
     auto c = client();
     const auto base = s(create_session(c));
