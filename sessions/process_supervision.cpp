@@ -13,8 +13,8 @@
 namespace corral {
 namespace {
 
-constexpr size_t kReadChunk = 64 * 1024;
-constexpr int kReadsPerTurn = 16;  // 1 MiB from one pipe, then other handlers get a turn
+constexpr size_t kReadChunk = 256 * 1024;
+constexpr int kReadsPerTurn = 4;  // 1 MiB from one pipe, then other handlers get a turn
 // How long a record waits for EOF after the main process exited, for descendants that hold the
 // pipes (`cmd &`). A `run` of such a command returns after this; later output is still kept.
 constexpr std::chrono::milliseconds kSettleWindow{500};
