@@ -264,54 +264,159 @@ struct SkippedCounter {
     }
 };
 
+/// Reads application/vnd.corral.stream frames fed in arbitrary pieces: counts stdout payload
+/// bytes and gap ("skipped") events, keeps the last JSON event.
+struct FrameCounter {
+    long long stdout_bytes = 0;
+    long long skipped = 0;
+    std::string last_json;
+    std::string header;  // an unfinished frame header (type, length, and offset for output)
+    uint8_t type = 0;
+    uint64_t left = 0;  // payload bytes of the current frame still to come
+    std::string event_text;  // the current JSON frame's payload
+
+    void feed(const char* p, size_t n) {
+        while (n > 0) {
+            if (left == 0) {
+                header += *p++;
+                --n;
+                if (header.size() < 5) continue;
+                type = static_cast<uint8_t>(header[0]);
+                uint64_t length = 0;
+                for (int i = 1; i < 5; ++i) length = length << 8 | static_cast<uint8_t>(header[i]);
+                if (type != 0 && header.size() < 13) continue;  // output frames: the offset too
+                left = type == 0 ? length : length - 8;
+                header.clear();
+                event_text.clear();
+                if (left == 0 && type == 0) finish_json();
+                continue;
+            }
+            const size_t take = static_cast<size_t>(std::min<uint64_t>(left, n));
+            if (type == 0) event_text.append(p, take);
+            if (type == 1) stdout_bytes += static_cast<long long>(take);
+            p += take;
+            n -= take;
+            left -= take;
+            if (left == 0 && type == 0) finish_json();
+        }
+    }
+    void finish_json() {
+        const json event = json::parse(event_text, nullptr, false);
+        if (event.is_object() && event.value("type", "") == "skipped")
+            skipped += event.value("skipped", 0LL);
+        last_json = std::move(event_text);
+    }
+};
+
+/// One run of `head -c bytes /dev/zero` through exec, NDJSON or binary frames. Returns seconds,
+/// the bytes that never reached the client, wire bytes, and the process's written byte count;
+/// seconds < 0 with `error` on failure.
+struct StreamRun {
+    double seconds = -1;
+    long long skipped = 0;
+    long long wire = 0;
+    long long written = 0;
+    long long framed = 0;  // stdout bytes the binary frames carried
+    std::string error;
+};
+
+StreamRun run_exec_stream(DaemonConnection& c, const std::string& sid, long long bytes,
+                          bool binary) {
+    StreamRun r;
+    SkippedCounter skipped;  // NDJSON: bytes the stream reported as fallen out of the buffer
+    FrameCounter frames;     // binary
+    std::string tail;        // NDJSON: the last, final event
+    json body = {{"argv", {"head", "-c", std::to_string(bytes), "/dev/zero"}}};
+    double t0 = now_ms();
+    int status = c.stream(
+        "POST", "/v1/sessions/" + sid + "/exec", body.dump(),
+        [&](const char* p, size_t n) {
+            r.wire += static_cast<long long>(n);
+            if (binary) {
+                frames.feed(p, n);
+                return;
+            }
+            skipped.feed(std::string_view(p, n));
+            tail.append(p, n);
+            if (tail.size() > 8192) tail.erase(0, tail.size() - 4096);
+        },
+        binary ? "Accept: application/vnd.corral.stream\r\n" : "");
+    const double s = (now_ms() - t0) / 1000;
+    json last;
+    if (binary) {
+        last = json::parse(frames.last_json, nullptr, false);
+        r.skipped = frames.skipped;
+        r.framed = frames.stdout_bytes;
+    } else {
+        while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+        last = json::parse(tail.substr(tail.rfind('\n') + 1), nullptr, false);
+        r.skipped = skipped.total;
+    }
+    if (status != 200 || !last.is_object() || last.value("type", "") != "exit") {
+        r.error = "HTTP " + std::to_string(status) + ", final event not exit";
+        return r;
+    }
+    if (last.contains("output") && last["output"].is_object()) last = last["output"];
+    if (!last.contains("stdout") || !last["stdout"].is_object()) {
+        r.error = "final event has no stdout counts";
+        return r;
+    }
+    r.written = last["stdout"].value("bytes", 0LL);
+    if (binary && r.framed + r.skipped != r.written) {
+        r.error = "frames carried " + std::to_string(r.framed) + " + skipped " +
+                  std::to_string(r.skipped) + " of " + std::to_string(r.written) + " bytes";
+        return r;
+    }
+    r.seconds = s;
+    return r;
+}
+
+// A plain pipe, the NDJSON stream and the binary frames, alternating round by round so load
+// changes hit all three alike; medians of the rounds.
 void bench_output(const Options& o, long long bytes) {
+    constexpr int kRounds = 3;
     std::string group = "output head -c " + std::to_string(bytes >> 20) + "M /dev/zero";
-    double pipe_s = pipe_seconds(bytes);
-    double mib = static_cast<double>(bytes) / (1 << 20);
-    if (pipe_s > 0)
-        print_row(group, "plain pipe (baseline)", pipe_s * 1000, pipe_s * 1000, "ms", pipe_s * 1000,
-                  std::to_string(static_cast<long long>(mib / pipe_s)) + " MiB/s");
+    const double mib = static_cast<double>(bytes) / (1 << 20);
     DaemonConnection c(o.socket);
     std::string error;
     std::string sid = create_session(c, {{"policy", "none"}}, &error);
     if (sid.empty())
         return print_failed_row(group, "corrald exec stream", "FAILED (" + error + ")");
-    long long wire = 0;
-    SkippedCounter skipped;  // bytes the stream reported as fallen out of the buffer
-    std::string tail;        // the last, final event
-    json body = {{"argv", {"head", "-c", std::to_string(bytes), "/dev/zero"}}};
-    double t0 = now_ms();
-    int status = c.stream("POST", "/v1/sessions/" + sid + "/exec", body.dump(),
-                          [&](const char* p, size_t n) {
-                              wire += static_cast<long long>(n);
-                              skipped.feed(std::string_view(p, n));
-                              tail.append(p, n);
-                              if (tail.size() > 8192) tail.erase(0, tail.size() - 4096);
-                          });
-    double s = (now_ms() - t0) / 1000;
-    delete_session(c, sid);
-    // Only the final event is parsed (how many bytes the process wrote); the bytes that never
-    // reached this client are the sum of the stream's "skipped" counts.
-    while (!tail.empty() && tail.back() == '\n') tail.pop_back();
-    json last = json::parse(tail.substr(tail.rfind('\n') + 1), nullptr, false);
-    if (status != 200 || !last.is_object() || last.value("type", "") != "exit")
-        return print_failed_row(group, "corrald exec stream",
-                                "FAILED (HTTP " + std::to_string(status) + ")");
-    // The counts sit under "output" (current API) or at the top level (earlier drafts).
-    if (last.contains("output") && last["output"].is_object()) last = last["output"];
-    if (!last.contains("stdout") || !last["stdout"].is_object()) {
-        std::fprintf(stderr, "exec stream final event: %s\n", last.dump().substr(0, 600).c_str());
-        return print_failed_row(group, "corrald exec stream",
-                                "FAILED (final event has no stdout counts)");
+    std::vector<double> pipe, text, binary;
+    StreamRun last_text, last_binary;
+    for (int round = 0; round < kRounds && error.empty(); ++round) {
+        const double p = pipe_seconds(bytes);
+        if (p > 0) pipe.push_back(p);
+        last_text = run_exec_stream(c, sid, bytes, false);
+        last_binary = run_exec_stream(c, sid, bytes, true);
+        if (!last_text.error.empty()) error = "NDJSON: " + last_text.error;
+        if (!last_binary.error.empty()) error = "binary: " + last_binary.error;
+        text.push_back(last_text.seconds);
+        binary.push_back(last_binary.seconds);
     }
-    long long written = last["stdout"].value("bytes", 0LL);
-    long long delivered = written - skipped.total;
-    char note[160];
-    std::snprintf(note, sizeof note,
-                  "%.0f MiB/s delivered; %.1f MiB never reached the client; %.2f wire bytes/byte",
-                  delivered / (1024.0 * 1024.0) / s, skipped.total / (1024.0 * 1024.0),
-                  written ? static_cast<double>(wire) / written : 0);
-    print_row(group, "corrald exec stream", s * 1000, s * 1000, "ms", pipe_s * 1000, note);
+    delete_session(c, sid);
+    if (pipe.empty()) return print_failed_row(group, "plain pipe (baseline)", "FAILED");
+    const double pipe_s = quantile(pipe, 0.5);
+    print_row(group, "plain pipe (baseline)", pipe_s * 1000, quantile(pipe, 0.99) * 1000, "ms",
+              pipe_s * 1000,
+              std::to_string(static_cast<long long>(mib / pipe_s)) + " MiB/s; n=" +
+                  std::to_string(pipe.size()));
+    if (!error.empty()) return print_failed_row(group, "corrald exec stream", "FAILED (" + error + ")");
+    auto row = [&](const char* label, const std::vector<double>& runs, const StreamRun& last) {
+        const double s = quantile(runs, 0.5);
+        const long long delivered = last.written - last.skipped;
+        char note[200];
+        std::snprintf(note, sizeof note,
+                      "%.0f MiB/s delivered (%.2fx the pipe's rate); %.1f MiB never reached the "
+                      "client; %.2f wire bytes/byte; n=%zu",
+                      delivered / (1024.0 * 1024.0) / s, pipe_s / s,
+                      last.skipped / (1024.0 * 1024.0),
+                      last.written ? static_cast<double>(last.wire) / last.written : 0,
+                      runs.size());
+        print_row(group, label, s * 1000, quantile(runs, 0.99) * 1000, "ms", pipe_s * 1000, note);
+    };
+    row("corrald exec stream, NDJSON", text, last_text);
+    row("corrald exec stream, binary frames", binary, last_binary);
 }
 
 long rss_kib(int pid) {

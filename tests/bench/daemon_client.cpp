@@ -27,8 +27,8 @@ DaemonConnection::~DaemonConnection() {
 }
 
 bool DaemonConnection::send_request(const std::string& method, const std::string& target,
-                                    const std::string& body) {
-    std::string req = method + " " + target + " HTTP/1.1\r\nHost: corrald\r\n";
+                                    const std::string& body, const std::string& headers) {
+    std::string req = method + " " + target + " HTTP/1.1\r\nHost: corrald\r\n" + headers;
     if (!body.empty() || method == "POST" || method == "PUT")
         req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
                "\r\n";
@@ -44,7 +44,7 @@ bool DaemonConnection::send_request(const std::string& method, const std::string
 
 bool DaemonConnection::fill() {
     if (pos_ > 0 && pos_ == buf_.size()) buf_.clear(), pos_ = 0;
-    char tmp[65536];
+    static thread_local char tmp[256 * 1024];
     ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
     if (n <= 0) return false;
     buf_.append(tmp, static_cast<size_t>(n));
@@ -77,8 +77,9 @@ bool DaemonConnection::read_exact(size_t n, const std::function<void(const char*
 
 int DaemonConnection::stream(const std::string& method, const std::string& target,
                              const std::string& body,
-                             const std::function<void(const char*, size_t)>& on_data) {
-    if (fd_ < 0 || !send_request(method, target, body)) return 0;
+                             const std::function<void(const char*, size_t)>& on_data,
+                             const std::string& headers) {
+    if (fd_ < 0 || !send_request(method, target, body, headers)) return 0;
     std::string line;
     if (!read_line(line) || line.size() < 12) return 0;
     int status = std::atoi(line.c_str() + 9);

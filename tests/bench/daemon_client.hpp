@@ -31,12 +31,14 @@ class DaemonConnection {
 
     /// Sends one request and hands the body to `on_data` piece by piece as it arrives (for the
     /// NDJSON exec stream), without keeping it. Returns the status (0 on a transport error).
+    /// `headers`: extra request header lines, each ending in "\r\n".
     int stream(const std::string& method, const std::string& target, const std::string& body,
-               const std::function<void(const char*, size_t)>& on_data);
+               const std::function<void(const char*, size_t)>& on_data,
+               const std::string& headers = "");
 
   private:
     bool send_request(const std::string& method, const std::string& target,
-                      const std::string& body);
+                      const std::string& body, const std::string& headers);
     bool fill();  ///< reads more bytes into buf_; false on EOF/error
     bool read_line(std::string& line);
     bool read_exact(size_t n, const std::function<void(const char*, size_t)>& sink);
