@@ -26,7 +26,10 @@ def test_echo_reads_42_and_resize_shows_in_stty_size(session):
 
 def test_ctrl_c_interrupts_the_foreground_sleep(session):
     with session.terminal() as t:
-        t.write("echo sleeping-$((3*3)); sleep 300\r")
+        # The marker comes from the foreground job itself: bash gives a job the terminal before
+        # it runs, so once it shows, ^C reaches the job and not bash (typing ^C right after an
+        # `echo` of bash's own could land before the sleep is in the foreground, and miss it).
+        t.write("sh -c 'echo sleeping-$((3*3)); exec sleep 300'\r")
         t.read_until(b"sleeping-9\r\n")
         t.write("\x03")
         t.write("echo status-$?\r")
