@@ -55,7 +55,9 @@ Result<Cgroup> create_or_adopt(const Cgroup& parent, const std::string& name) {
 
 SessionManager::SessionManager(boost::asio::io_context& io, SessionManagerConfig config,
                                CgroupHost host)
-    : io_(io), config_(std::move(config)), host_(std::move(host)) {}
+    : io_(io), config_(std::move(config)), host_(std::move(host)) {
+    if (!config_.egress.refused_total) config_.egress.refused_total = std::make_shared<uint64_t>(0);
+}
 
 Result<std::unique_ptr<SessionManager>> SessionManager::create(boost::asio::io_context& io,
                                                                SessionManagerConfig config,

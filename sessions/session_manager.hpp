@@ -314,6 +314,8 @@ class SessionManager {
     const std::string& sessions_cgroup_path() const;
     /// The config in use.
     const SessionManagerConfig& config() const { return config_; }
+    /// Connections the egress proxies of all sessions refused since this manager started.
+    uint64_t egress_refused_total() const { return *config_.egress.refused_total; }
     /// What start-up found of a previous run of this instance and removed (recovery/recovery.hpp).
     const LeftoverReport& leftovers() const { return leftovers_; }
     /// What start-up re-adopted from the journal, and what it refused.

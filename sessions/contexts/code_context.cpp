@@ -45,7 +45,10 @@ std::vector<std::string> interpreter_argv(CodeLanguage language) {
     // `-` reads the program from stdin until EOF before running it: the driver arrives there
     // (ProcessSetup::stdin_data), and the code's stdin is then at EOF, as for any command.
     if (language == CodeLanguage::python) return {"python3", "-u", "-"};
-    return {"node", "-"};
+    // --expose-internals: the driver uses node's REPL transform for top-level await
+    // (internal/repl/await). The code could reach node's internals too; it already runs with the
+    // interpreter's full authority inside the sandbox, so that grants it nothing new.
+    return {"node", "--expose-internals", "-"};
 }
 
 std::string_view driver_source(CodeLanguage language) {

@@ -2,7 +2,8 @@
 // What one session's egress proxy consults for every new connection: the current rules (replaced
 // wholesale by PATCH .../network, so a connection is judged by one consistent rule set, and
 // connections already open keep going), the operator's hosts-file override, and the count of
-// refusals the session record reports (`egress.refused`). Every refusal is also logged.
+// refusals the session record reports (`egress.refused`). Every refusal is also logged, and counted
+// daemon-wide (`corral_egress_refused_total` in GET /metrics), which outlives the sessions.
 //
 // Threading: the daemon's io_context thread, like the session.
 
@@ -17,10 +18,13 @@
 
 namespace corral {
 
-/// The daemon-wide side of egress: hosts override and where refusals are logged.
+/// The daemon-wide side of egress: hosts override, where refusals are logged and counted.
 struct EgressEnvironment {
     std::shared_ptr<const EgressHosts> hosts;        ///< --egress-hosts-file; may be null
     std::function<void(const std::string&)> log;     ///< one line per refusal; may be empty
+    /// Refusals of every session since the daemon started (a session's own count ends with its
+    /// record; this one does not, so the metric is a true counter); may be null.
+    std::shared_ptr<uint64_t> refused_total;
 };
 
 /// The egress side of an isolated session's record (`egress` in the API).
@@ -47,6 +51,7 @@ class EgressGate {
     /// Counts and logs one refused connection to `destination` by `rule`.
     void refuse(const std::string& destination, const std::string& rule) {
         ++refused_;
+        if (environment_.refused_total) ++*environment_.refused_total;
         if (environment_.log)
             environment_.log("session " + session_id_ + ": egress to " + destination +
                              " refused: " + rule);

@@ -1,6 +1,10 @@
 // GET /metrics: Prometheus text. Gauges are read from the session manager at scrape time (live
 // sessions: active and ending); the request histogram is counted by Api::handle as requests end.
 //
+// The one lifetime counter, corral_egress_refused_total, is kept by the egress gates themselves
+// (EgressEnvironment::refused_total) as they refuse, so refusals of ended sessions stay counted.
+// No per-session label: the label set stays bounded however many sessions come and go.
+//
 // What is not here: counters of process exits over the daemon's lifetime. The manager forgets
 // ended sessions' processes, and a scrape-time tally would silently miss those that ended between
 // scrapes; `corral_processes` therefore reports the processes of live sessions by exit reason.
@@ -66,6 +70,11 @@ std::string Api::render_metrics() {
     prometheus_header(out, "corral_pids_limit_hits", "gauge",
                       "Forks refused by the pids limit in live sessions (pids.events max).");
     prometheus_sample(out, "corral_pids_limit_hits", "", static_cast<double>(c.pids_limit_hits));
+    prometheus_header(out, "corral_egress_refused_total", "counter",
+                      "Connections isolated sessions' egress proxies refused since corrald "
+                      "started (each session's own count is its record's egress.refused).");
+    prometheus_sample(out, "corral_egress_refused_total", "",
+                      static_cast<double>(sessions_.egress_refused_total()));
     prometheus_header(out, "corral_ports_leased", "gauge", "Host ports leased to live sessions.");
     prometheus_sample(out, "corral_ports_leased", "", static_cast<double>(c.ports));
     request_metrics_.render(out);

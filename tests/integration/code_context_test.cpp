@@ -454,6 +454,80 @@ TEST_F(CodeContexts, JavaScript_StateResultsErrorsAndJson) {
     EXPECT_EQ(text_result(run(c, base, "js", "x")), "40") << "the context survived the error";
 }
 
+TEST_F(CodeContexts, JavaScript_TopLevelAwaitKeepsDeclarationsAndAnswersTheFinalExpression) {
+    need("node");
+    auto c = client();
+    const auto base = session(c);
+    context(c, base, "javascript", {{"id", "js"}});
+    const json declared = run(c, base, "js",
+                              "const base = await Promise.resolve(40);\n"
+                              "let { two } = await new Promise((r) => setTimeout(() => r({ two: 2 }), 20));\n"
+                              "function add(a, b) { return a + b; }\n"
+                              "class Box { constructor(v) { this.v = v; } }\n");
+    EXPECT_EQ(declared["status"], "ok") << declared.dump();
+    EXPECT_TRUE(declared["results"].empty()) << "no final expression: " << declared.dump();
+    // Every kind of declaration of the awaiting run is there for the next, plain or awaiting.
+    EXPECT_EQ(text_result(run(c, base, "js", "add(base, two)")), "42");
+    const json awaited = run(c, base, "js", "const box = new Box(await Promise.resolve(6));\nbox.v * 7");
+    EXPECT_EQ(text_result(awaited), "42") << awaited.dump();
+    EXPECT_EQ(text_result(run(c, base, "js", "await Promise.resolve(box.v)")), "6");
+    const json loop = run(c, base, "js",
+                          "let total = 0;\nfor (const v of [1, 2, 3]) total += await Promise.resolve(v);\ntotal");
+    EXPECT_EQ(text_result(loop), "6") << loop.dump();
+
+    const json rejected = run(c, base, "js", "await Promise.reject(new RangeError('no such page'))");
+    EXPECT_EQ(rejected["status"], "error") << rejected.dump();
+    EXPECT_EQ(rejected["error"]["name"], "RangeError");
+    EXPECT_EQ(rejected["error"]["value"], "no such page");
+    // `await` that is not top-level code stays a SyntaxError, named as node names it.
+    const json bad = run(c, base, "js", "function f() { await 1 }");
+    EXPECT_EQ(bad["error"]["name"], "SyntaxError") << bad.dump();
+    const json hung = run(c, base, "js", "await new Promise(() => {})", {{"timeoutMs", 300}});
+    EXPECT_EQ(hung["status"], "timeout") << "an await that never settles: " << hung.dump();
+    EXPECT_EQ(hung["error"]["name"], "Interrupted");
+    EXPECT_EQ(text_result(run(c, base, "js", "add(base, 2)")), "42") << "the state survived";
+}
+
+TEST_F(CodeContexts, JavaScript_RichResultsFollowIPythonsConventionAndDisplay) {
+    need("node");
+    auto c = client();
+    const auto base = session(c);
+    context(c, base, "javascript", {{"id", "js"}});
+    // A value with _repr_*_ methods: each adds its mime type; bytes become base64.
+    const json rich = run(c, base, "js",
+                          "({ _repr_html_() { return '<b>42</b>'; },\n"
+                          "   _repr_png_() { return new Uint8Array([0x89, 0x50, 0x4e, 0x47]); },\n"
+                          "   _repr_json_() { return { answer: 42 }; },\n"
+                          "   _repr_markdown_() { throw new Error('a failing repr is left out'); } })");
+    ASSERT_EQ(rich["results"].size(), 1u) << rich.dump();
+    const json& data = rich["results"][0];
+    EXPECT_EQ(data["text/html"], "<b>42</b>");
+    EXPECT_EQ(data["image/png"], "iVBORw==");
+    EXPECT_EQ(json::parse(data["application/json"].get<std::string>()), json({{"answer", 42}}));
+    EXPECT_FALSE(data.contains("text/markdown")) << data.dump();
+    EXPECT_TRUE(data.contains("text/plain"));
+    // A class is not its instances: its prototype's _repr_html_ does not make it HTML.
+    const json klass = run(c, base, "js", "class Page { _repr_html_() { return '<p>'; } }; Page");
+    EXPECT_FALSE(klass["results"][0].contains("text/html")) << klass.dump();
+    EXPECT_EQ(run(c, base, "js", "new Page()")["results"][0]["text/html"], "<p>");
+
+    // display() sends results during the run, in order, before the final expression's.
+    const json shown = run(c, base, "js",
+                           "display(display.HTML('<h1>t</h1>'));\n"
+                           "display(display.PNG(Buffer.from('png bytes')), display.SVG('<svg/>'));\n"
+                           "display.JSON([1, 2])");
+    ASSERT_EQ(shown["results"].size(), 4u) << shown.dump();
+    EXPECT_EQ(shown["results"][0]["text/html"], "<h1>t</h1>");
+    EXPECT_EQ(shown["results"][0]["text/plain"], "<HTML>");
+    EXPECT_FALSE(shown["results"][0].contains("application/json")) << "HTML is no JSON";
+    EXPECT_EQ(shown["results"][1]["image/png"], "cG5nIGJ5dGVz");
+    EXPECT_EQ(shown["results"][2]["image/svg+xml"], "<svg/>");
+    EXPECT_EQ(shown["results"][3]["application/json"], "[1,2]");
+    // An awaited rich value is rich too.
+    const json awaited = run(c, base, "js", "await Promise.resolve(display.Markdown('*m*'))");
+    EXPECT_EQ(awaited["results"][0]["text/markdown"], "*m*") << awaited.dump();
+}
+
 TEST_F(CodeContexts, JavaScript_TimeoutInterruptsABusyLoopAndKeepsTheState) {
     need("node");
     auto c = client();

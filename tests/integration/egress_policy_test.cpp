@@ -123,6 +123,41 @@ TEST_F(EgressPolicyTest, NameNotOnTheListGets403NamingHostAndRule) {
         << "refusals are logged";
 }
 
+/// The value of the unlabelled sample `name` in GET /metrics, or -1 when it is missing.
+double metric(HttpClient& c, const std::string& name) {
+    const auto res = c.get("/metrics");
+    EXPECT_EQ(res.status, 200u) << res.body;
+    const std::string line_start = "\n" + name + " ";
+    const auto at = res.body.find(line_start);
+    if (at == std::string::npos) return -1;
+    return std::stod(res.body.substr(at + line_start.size()));
+}
+
+// Issue 16: GET /metrics counts egress refusals daemon-wide, as a counter: the refusals of a
+// session that ended stay counted (its record goes, the count does not), allowed connections
+// add nothing.
+TEST_F(EgressPolicyTest, RefusalsAreCountedInMetricsAndOutliveTheSession) {
+    HttpClient c = daemon_->client();
+    EXPECT_EQ(metric(c, "corral_egress_refused_total"), 0) << "a new daemon has refused nothing";
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    EXPECT_EQ(curl(sid, url("registry.example.test", *registry_)), "hello from registry 200||");
+    EXPECT_EQ(metric(c, "corral_egress_refused_total"), 0) << "an allowed connection is no refusal";
+    EXPECT_NE(curl(sid, url("other.example.test", *other_)).find(" 403||"), std::string::npos);
+    EXPECT_NE(curl(sid, url("127.0.0.13", *denied_)).find(" 403||"), std::string::npos);
+    EXPECT_EQ(record(sid)["egress"]["refused"], 2);
+    EXPECT_EQ(metric(c, "corral_egress_refused_total"), 2);
+    EXPECT_NE(c.get("/metrics").body.find("# TYPE corral_egress_refused_total counter"),
+              std::string::npos);
+    ASSERT_EQ(c.del("/v1/sessions/" + sid).status, 200u);
+    const auto second = create("{mode: deny-all}");
+    EXPECT_NE(curl(second, url("registry.example.test", *registry_)).find(" 403||"),
+              std::string::npos);
+    EXPECT_EQ(metric(c, "corral_egress_refused_total"), 3)
+        << "the ended session's refusals are still counted";
+    EXPECT_EQ(other_->accepted(), 0);
+    EXPECT_EQ(denied_->accepted(), 0);
+}
+
 TEST_F(EgressPolicyTest, CidrRuleOpensAnAddress) {
     const auto sid = create("{mode: custom, allowedCIDRs: [127.0.0.14/32]}");
     EXPECT_EQ(curl(sid, url("127.0.0.14", *cidr_)), "hello from cidr 200||");

@@ -183,9 +183,23 @@ class Session:
         return self._json("DELETE", "/processes")
 
     def create_terminal(self, cols=80, rows=24, command=None, cwd=None, env=None, shell=None):
+        """Starts a process on a PTY (the login shell unless ``command``): its record."""
         body = {k: v for k, v in {"cols": cols, "rows": rows, "command": command, "cwd": cwd,
                                   "env": env, "shell": shell}.items() if v is not None}
         return self._json("POST", "/terminals", json_body=body)
+
+    def terminal(self, cols=80, rows=24, command=None, cwd=None, env=None, shell=None,
+                 on_control=None):
+        """Starts a process on a PTY and attaches to it: a Terminal (write, read, resize, wait,
+        close). ``shell`` names a shell context of this session to start in."""
+        from .terminal import Terminal
+        record = self.create_terminal(cols, rows, command, cwd, env, shell)
+        return Terminal(self.client.transport, self.id, record["id"], record, on_control)
+
+    def attach_terminal(self, proc, on_control=None):
+        """Attaches to a running terminal again: its scrollback comes first."""
+        from .terminal import Terminal
+        return Terminal(self.client.transport, self.id, proc, None, on_control)
 
     # ---- files
     def read(self, path):

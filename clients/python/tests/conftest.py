@@ -98,3 +98,17 @@ def session(daemon):
             s.end()
         except CorralError:
             pass
+
+
+def tcp_daemon():
+    """A Daemon that also listens on a free loopback TCP port; its base URL is ``d.url``."""
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    d = Daemon(["--listen", f"127.0.0.1:{port}"])
+    d.url = f"http://127.0.0.1:{port}"
+    return d

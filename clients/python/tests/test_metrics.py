@@ -2,11 +2,10 @@
 and which session tokens and unauthenticated TCP callers cannot read."""
 
 import re
-import socket
 
 import pytest
 
-from conftest import Daemon, skip_reason
+from conftest import tcp_daemon
 from corral import Client, CorralError
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)'
@@ -74,16 +73,10 @@ def test_session_tokens_cannot_read_daemon_metrics(daemon):
 
 
 def test_tcp_metrics_need_a_token():
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    d = Daemon(["--listen", f"127.0.0.1:{port}"])
+    d = tcp_daemon()
     try:
         with pytest.raises(CorralError) as e:
-            Client(url=f"http://127.0.0.1:{port}").metrics()
+            Client(url=d.url).metrics()
         assert e.value.status == 401
         assert "corral_sessions" in d.client.metrics()
     finally:

@@ -1,4 +1,4 @@
-"""The README's Python example, run exactly as written, against a real corrald."""
+"""The README's Python examples, run exactly as written, against a real corrald."""
 
 import os
 import pathlib
@@ -22,4 +22,14 @@ def test_the_readme_python_example_works_as_written(daemon):
     out = subprocess.run(["/usr/bin/python3", "-c", code], env=env, capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout == "hello from corral\n"
+    assert [s for s in daemon.client.sessions() if s["state"] == "active"] == []
+
+
+def test_the_readme_terminal_example_works_as_written(daemon):
+    code = readme_example("python-terminal")
+    env = {**os.environ, "CORRAL_SOCKET": daemon.socket_path, "PYTHONPATH": str(REPO / "clients/python")}
+    out = subprocess.run(["/usr/bin/python3", "-c", code], env=env, capture_output=True,
+                         timeout=120, check=True)  # bytes: the terminal's \r\n stay as they are
+    assert re.search(rb"[\r\n]42\r\n", out.stdout), out.stdout
+    assert out.stdout.endswith(b"exit code 3\n"), out.stdout
     assert [s for s in daemon.client.sessions() if s["state"] == "active"] == []

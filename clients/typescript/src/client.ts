@@ -11,6 +11,13 @@ import type {
   SessionSummary, ShellInfo, StreamEvent,
 } from './types.js';
 import { CorralSandbox } from './sandbox.js';
+import { Terminal, type TerminalAttachOptions } from './terminal.js';
+
+/** POST /v1/sessions/{sid}/terminals: the session's login shell unless `command` says otherwise. */
+export type TerminalRequest = {
+  command?: string; cwd?: string; env?: Record<string, string>; shell?: string; timeoutMs?: number;
+  cols: number; rows: number;
+};
 
 const e = encodeURIComponent;
 
@@ -169,8 +176,17 @@ export class CorralClient {
 
   // ---- terminals
   /** Starts a process on a PTY (POST /v1/sessions/{sid}/terminals). */
-  createTerminal(sid: string, request: { command?: string; cwd?: string; env?: Record<string, string>; cols: number; rows: number }): Promise<ProcessRecord> {
+  createTerminal(sid: string, request: TerminalRequest): Promise<ProcessRecord> {
     return this.transport.json('POST', `/v1/sessions/${e(sid)}/terminals`, { json: request });
+  }
+  /** Attaches to terminal `proc` over its WebSocket: the scrollback arrives first, then live bytes. */
+  attachTerminal(sid: string, proc: string, options: TerminalAttachOptions = {}): Promise<Terminal> {
+    return Terminal.attach(this.transport, sid, proc, options);
+  }
+  /** Starts a process on a PTY and attaches to it. */
+  async openTerminal(sid: string, request: TerminalRequest, options: TerminalAttachOptions = {}): Promise<Terminal> {
+    const record = await this.createTerminal(sid, request);
+    return Terminal.attach(this.transport, sid, record.id, options, record);
   }
 
   // ---- files

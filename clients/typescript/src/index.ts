@@ -1,5 +1,10 @@
 /** corral-sandbox: a client of corrald, an AI SDK sandbox provider, Cloudflare-shaped sandboxes. */
-export { CorralClient, EventStream, eventBytes, shellExitCode, type ClientOptions, type StreamOptions } from './client.js';
+export { CorralClient, EventStream, eventBytes, shellExitCode, type ClientOptions, type StreamOptions, type TerminalRequest } from './client.js';
+export { Terminal, type TerminalAttachOptions, type TerminalControl, type TerminalExit } from './terminal.js';
+export {
+  FrameDecoder, WebSocketConnection, WebSocketProtocolError, connectWebSocket, encodeFrame, CloseCode, Opcode,
+  type FrameLimits, type Message, type WebSocketOptions,
+} from './websocket.js';
 export { CorralError } from './errors.js';
 export { Transport, type ConnectionOptions, type Body } from './transport.js';
 export { parseNdjson } from './ndjson.js';

@@ -1,7 +1,8 @@
 // A Cloudflare-shaped sandbox (the method names and result shapes of @cloudflare/sandbox's
 // ExecutionSession) over one corral session. Every method is one or a few corrald calls; where
 // corrald has no endpoint yet, the documented endpoint is still called and its error surfaces.
-import type { CorralClient, EventStream } from './client.js';
+import type { CorralClient, EventStream, TerminalRequest } from './client.js';
+import type { Terminal, TerminalAttachOptions } from './terminal.js';
 import { eventBytes, shellExitCode } from './client.js';
 import { CorralError, abortError } from './errors.js';
 import type { ContextInfo, ContextRunResult, FileEntry, ProcessRecord, ProcessRequest, ShellInfo, StreamEvent } from './types.js';
@@ -18,6 +19,13 @@ export type ExecOptions = {
   onError?: (error: Error) => void;
   signal?: AbortSignal;
   /** A shell context of this session (see createSession). */
+  sessionId?: string;
+};
+
+/** sandbox.terminal(): Cloudflare's PtyOptions (cols, rows, shell: the program) and how to attach. */
+export type TerminalOptions = TerminalAttachOptions & {
+  cols?: number; rows?: number; shell?: string; command?: string; cwd?: string; env?: Record<string, string>;
+  /** A shell context of this session (see createSession) to start in. */
   sessionId?: string;
 };
 
@@ -445,14 +453,24 @@ export class CorralSandbox {
   }
 
   /**
-   * A terminal: starts a process on a PTY (POST .../terminals) and returns its record; its bytes go
-   * over the WebSocket at `terminalUrl(record.id)`.
+   * A terminal (Cloudflare's `terminal()` with its PtyOptions `cols`, `rows`, `shell`): starts a
+   * process on a PTY — the session's login shell, else the `shell` program, else `command` — and
+   * attaches to it over its WebSocket. `sessionId` names one of this session's shell contexts
+   * (createSession) to start in, as for exec.
    */
-  async terminal(options: { command?: string; cwd?: string; cols?: number; rows?: number } = {}): Promise<ProcessRecord> {
-    const request: { command?: string; cwd?: string; cols: number; rows: number } = { cols: options.cols ?? 80, rows: options.rows ?? 24 };
-    if (options.command !== undefined) request.command = options.command;
-    if (options.cwd !== undefined) request.cwd = options.cwd;
-    return this.client.createTerminal(this.sid, request);
+  async terminal(options: TerminalOptions = {}): Promise<Terminal> {
+    const { command, cwd, env, shell, sessionId, cols, rows, ...attach } = options;
+    const request: TerminalRequest = { cols: cols ?? 80, rows: rows ?? 24 };
+    const program = command ?? shell;
+    if (program !== undefined) request.command = program;
+    if (cwd !== undefined) request.cwd = cwd;
+    if (env !== undefined) request.env = env;
+    if (sessionId !== undefined) request.shell = sessionId;
+    return this.client.openTerminal(this.sid, request, attach);
+  }
+  /** Attaches again to a running terminal (its scrollback comes first). */
+  attachTerminal(proc: string, options: TerminalAttachOptions = {}): Promise<Terminal> {
+    return this.client.attachTerminal(this.sid, proc, options);
   }
   /** The WebSocket path of a terminal process (GET .../terminals/{proc}/ws). */
   terminalPath(proc: string): string {

@@ -71,13 +71,7 @@ export class Transport {
     } else if (options.contentType) {
       headers['Content-Type'] = options.contentType;
     }
-    const request: http.RequestOptions = { method, path: target, headers, agent: this.agent };
-    if (this.url) {
-      request.host = this.url.hostname;
-      request.port = this.url.port || 80;
-    } else {
-      request.socketPath = this.socketPath!;
-    }
+    const request: http.RequestOptions = { method, path: target, headers, agent: this.agent, ...this.endpoint() };
     if (options.signal) request.signal = options.signal;
     if (typeof body === 'string' || body instanceof Uint8Array)
       headers['Content-Length'] = String(Buffer.byteLength(body));
@@ -125,7 +119,14 @@ export class Transport {
     this.agent.destroy();
   }
 
-  private where(): string {
+  /** Where requests go, as node:http request options: the TCP host and port, or the socket path. */
+  endpoint(): Pick<http.RequestOptions, 'host' | 'port' | 'socketPath'> {
+    if (this.url) return { host: this.url.hostname, port: this.url.port || 80 };
+    return { socketPath: this.socketPath! };
+  }
+
+  /** The daemon's address, for messages. */
+  where(): string {
     return this.url ? this.url.toString() : `unix:${this.socketPath}`;
   }
 }

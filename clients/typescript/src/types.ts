@@ -23,6 +23,8 @@ export type ProcessRecord = {
   /** A process a previous run of corrald started: why its record is less than whole. */
   note?: string; outputLost?: boolean;
   usage: Usage; output: { stdout: StreamStats; stderr: StreamStats }; truncated: boolean; stdinOpen: boolean;
+  /** A process on a PTY (POST .../terminals): attach to it over its WebSocket. */
+  terminal?: boolean;
 };
 
 /** The answer of `run`: the final record with the kept output (bytes that are not UTF-8 come base64). */

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { CorralClient, CorralError } from '../dist/index.js';
-import { skipReason, startDaemon } from './daemon.mjs';
+import { skipReason, startDaemon, startTcpDaemon } from './daemon.mjs';
 
 const skip = skipReason();
 
@@ -104,16 +104,12 @@ describe('CorralClient', { skip }, () => {
 
 describe('CorralClient over TCP', { skip }, () => {
   test('url + token reaches the session; no token is 401', async () => {
-    const { createServer } = await import('node:net');
-    const port = await new Promise((resolve) => {
-      const srv = createServer().listen(0, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => resolve(p)); });
-    });
-    const daemon = await startDaemon(['--listen', `127.0.0.1:${port}`]);
+    const daemon = await startTcpDaemon();
     try {
       const created = await daemon.client.createSession({ id: 'over-tcp' });
-      const tcp = new CorralClient({ url: `http://127.0.0.1:${port}`, token: created.token });
+      const tcp = new CorralClient({ url: daemon.url, token: created.token });
       assert.equal((await tcp.run('over-tcp', { command: 'echo tcp' })).stdout, 'tcp\n');
-      await assert.rejects(new CorralClient({ url: `http://127.0.0.1:${port}` }).health(),
+      await assert.rejects(new CorralClient({ url: daemon.url }).health(),
         (err) => err instanceof CorralError && err.status === 401);
       tcp.close();
     } finally {

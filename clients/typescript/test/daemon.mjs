@@ -2,6 +2,7 @@
 // default ../../build relative to this package), a temp Unix socket, state dir and cgroup
 // instance, a port range of its own. stop() ends every session, then the daemon by its pid.
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { existsSync, mkdtempSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -67,4 +68,13 @@ export async function startDaemon(extraArgs = []) {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A daemon that also listens on a free loopback TCP port; `url` is its base URL. */
+export async function startTcpDaemon(extraArgs = []) {
+  const port = await new Promise((resolve) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => resolve(p)); });
+  });
+  const daemon = await startDaemon(['--listen', `127.0.0.1:${port}`, ...extraArgs]);
+  return { ...daemon, url: `http://127.0.0.1:${port}` };
 }

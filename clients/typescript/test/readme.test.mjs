@@ -37,3 +37,21 @@ test('the README TypeScript example works as written', { skip: skipReason() }, a
     await daemon.stop();
   }
 });
+
+test('the README terminal example works as written', { skip: skipReason() }, async () => {
+  const code = readmeExample('typescript-terminal');
+  const daemon = await startDaemon();
+  const file = join(pkg, `.readme-terminal-${process.pid}.mjs`);
+  try {
+    writeFileSync(file, code);
+    const { stdout } = await promisify(execFile)(process.execPath, [file], {
+      env: { ...process.env, CORRAL_SOCKET: daemon.socketPath }, timeout: 120_000,
+    });
+    assert.match(stdout, /[\r\n]42\r\n/, 'the terminal showed 42');
+    assert.match(stdout, /exit code 3\n$/);
+    assert.deepEqual((await daemon.client.listSessions()).filter((s) => s.state === 'active'), []);
+  } finally {
+    rmSync(file, { force: true });
+    await daemon.stop();
+  }
+});

@@ -134,11 +134,12 @@ describe('client.sandbox(id)', { skip }, () => {
     assert.ok((await sandbox.listProcesses()).every((p) => p.status !== 'running'));
   });
 
-  test('terminal starts a session process on a pty', async () => {
-    const record = await sandbox.terminal({ command: 'sleep 300', cols: 100, rows: 30 });
-    assert.equal(record.terminal, true);
-    assert.equal(record.running, true);
+  test('terminal starts a session process on a pty and attaches to it (more in terminal.test.mjs)', async () => {
+    const terminal = await sandbox.terminal({ command: 'sleep 300', cols: 100, rows: 30 });
+    assert.equal(terminal.record.terminal, true);
+    assert.equal(terminal.record.running, true);
     await sandbox.killAllProcesses();
+    assert.equal((await terminal.exited).status, 'killed');
   });
 
   test('runCode keeps state in a code context, returns Cloudflare-shaped results, errors and timeouts', async () => {

@@ -3,7 +3,7 @@
 // accept the calls a program written against @cloudflare/sandbox makes. Nothing here runs.
 import type { HarnessV1NetworkSandboxSession, HarnessV1SandboxProvider } from '@ai-sdk/harness';
 import type { Experimental_SandboxProcess, Experimental_SandboxSession } from '@ai-sdk/provider-utils';
-import type { ExecutionSession } from '@cloudflare/sandbox';
+import type { ExecutionSession, PtyOptions } from '@cloudflare/sandbox';
 
 import {
   createCorralSandboxProvider, type CorralNetworkSandboxSession, type CorralSandbox,
@@ -59,6 +59,9 @@ export type CloudflareChecks = [
   Assert<Accepts<'createCodeContext'>>,
   Assert<Accepts<'listCodeContexts'>>,
   Assert<Accepts<'deleteCodeContext'>>,
+  // terminal(): Cloudflare's takes the Worker's upgrade Request and PtyOptions; corral's client
+  // is the WebSocket's other end itself, so it takes the PtyOptions (cols, rows, shell).
+  Assert<Extends<PtyOptions, NonNullable<Parameters<CorralSandbox['terminal']>[0]>>>,
 ];
 
 // Results carry Cloudflare's fields (a Cloudflare program reads them unchanged).

@@ -7,6 +7,15 @@
 // timeout; the script runs with `breakOnSigint`, so a synchronous loop throws at once, and a final
 // Promise that is still pending is abandoned (the run ends with an Interrupted error). Between
 // runs SIGINT is ignored.
+//
+// Top-level await: code with an `await` outside any function is rewritten by node's own REPL
+// transform (internal/repl/await, reachable because corrald starts node with --expose-internals):
+// its top-level declarations are hoisted out of an async wrapper, so they persist like a plain
+// script's, and the wrapper returns the value of the final expression statement.
+//
+// Rich results follow IPython's convention, as the Python driver does: a final value with
+// `_repr_html_()`, `_repr_png_()`... adds those mime types; `display(value)` sends a result in
+// the middle of a run; `display.HTML(text)`, `display.PNG(bytes)`... build such values.
 'use strict';
 const net = require('net');
 const path = require('path');
@@ -17,6 +26,17 @@ const { createRequire } = require('module');
 const CHUNK = 64 * 1024;        // characters per stdout/stderr frame
 const TEXT_LIMIT = 1 << 20;     // characters of one text result
 const MAX_IN = 64 << 20;        // largest run frame accepted from the daemon
+const BLOB_LIMIT = 4 << 20;     // characters of one encoded rich result (image/png base64, html)
+
+// Node's REPL transform for top-level await; null where this node has none (then such code is
+// the SyntaxError node gives it).
+const topLevelAwait = (() => {
+  try {
+    return require('internal/repl/await').processTopLevelAwait;
+  } catch (e) {
+    return null;
+  }
+})();
 
 const channel = new net.Socket({ fd: 3, readable: true, writable: true });
 let current = null;             // id of the run in progress, null between runs
@@ -65,6 +85,7 @@ const sandbox = {
   require: createRequire(path.join(process.cwd(), '[corral-context]')),
   module: { exports: {} },
   process,
+  display,
 };
 for (const name of ['Buffer', 'URL', 'URLSearchParams', 'TextEncoder', 'TextDecoder', 'fetch',
                     'structuredClone', 'setTimeout', 'clearTimeout', 'setInterval',
@@ -72,6 +93,31 @@ for (const name of ['Buffer', 'URL', 'URLSearchParams', 'TextEncoder', 'TextDeco
                     'AbortController', 'performance', 'atob', 'btoa'])
   if (name in globalThis) sandbox[name] = globalThis[name];
 const context = vm.createContext(sandbox);
+
+// The `_repr_*_` methods a value may offer (IPython's names) and the mime type each one adds.
+const REPRS = [['_repr_html_', 'text/html'], ['_repr_markdown_', 'text/markdown'],
+               ['_repr_svg_', 'image/svg+xml'], ['_repr_latex_', 'text/latex'],
+               ['_repr_json_', 'application/json'], ['_repr_png_', 'image/png'],
+               ['_repr_jpeg_', 'image/jpeg']];
+const BINARY = new Set(['image/png', 'image/jpeg']);
+
+// One `_repr_*_` answer as the string a result carries, or undefined to leave the mime type out.
+function encodeRepr(mime, out) {
+  if (out === null || out === undefined) return undefined;
+  if (mime === 'application/json') {
+    try {
+      const json = JSON.stringify(out);
+      return typeof json === 'string' ? json : undefined;
+    } catch (e) {
+      return undefined;
+    }
+  }
+  // Bytes (of any realm: the code's Uint8Array is not the driver's); a string is base64 already.
+  if (BINARY.has(mime) && util.types.isUint8Array(out))
+    return Buffer.from(out.buffer, out.byteOffset, out.byteLength).toString('base64');
+  if (BINARY.has(mime) && util.types.isAnyArrayBuffer(out)) return Buffer.from(out).toString('base64');
+  return typeof out === 'string' ? out : undefined;
+}
 
 function formats(value) {
   const data = {
@@ -83,8 +129,48 @@ function formats(value) {
       if (typeof json === 'string' && json.length <= 4 * TEXT_LIMIT) data['application/json'] = json;
     } catch (e) { /* not JSON-serializable (cycles, BigInt): text/plain only */ }
   }
+  // A class's _repr_html_ is a prototype method, not a representation of the class.
+  if (value === null || typeof value !== 'object') return data;
+  for (const [method, mime] of REPRS) {
+    let out;
+    try {
+      if (typeof value[method] !== 'function') continue;
+      out = encodeRepr(mime, value[method]());
+    } catch (e) {
+      continue;  // a failing _repr_*_ leaves its mime type out, as IPython does
+    }
+    if (out !== undefined && out.length <= BLOB_LIMIT) data[mime] = out;
+  }
   return data;
 }
+
+// A value shown as `mime` (display.HTML(...) and friends); `text/plain` is its name, as
+// IPython's `<IPython.core.display.HTML object>`.
+class Displayable {
+  constructor(kind, method, content) {
+    this.kind = kind;
+    this[method] = () => content;
+  }
+  [util.inspect.custom]() {
+    return `<${this.kind}>`;
+  }
+  toJSON() {
+    return undefined;  // not application/json unless it is display.JSON
+  }
+}
+
+// display(value, ...): sends each value's result now, in the middle of the run.
+function display(...values) {
+  if (current === null) return;
+  for (const value of values) send({ type: 'result', run: current, data: formats(value) });
+}
+display.HTML = (html) => new Displayable('HTML', '_repr_html_', String(html));
+display.Markdown = (text) => new Displayable('Markdown', '_repr_markdown_', String(text));
+display.SVG = (svg) => new Displayable('SVG', '_repr_svg_', String(svg));
+display.Latex = (text) => new Displayable('Latex', '_repr_latex_', String(text));
+display.JSON = (value) => new Displayable('JSON', '_repr_json_', value);
+display.PNG = (bytes) => new Displayable('PNG', '_repr_png_', bytes);
+display.JPEG = (bytes) => new Displayable('JPEG', '_repr_jpeg_', bytes);
 
 function errorFrame(run, e) {
   const isError = e !== null && typeof e === 'object' && typeof e.stack === 'string';
@@ -109,16 +195,37 @@ function awaitInterruptible(promise) {
   }).finally(() => { interruptAwait = null; });
 }
 
+function isThenable(value) {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') &&
+         typeof value.then === 'function';
+}
+
+// The code as node's REPL would run it when it awaits at top level, else null. Code the
+// transform cannot parse is left alone: compiling it as is reports its SyntaxError.
+function rewriteTopLevelAwait(code) {
+  if (topLevelAwait === null || !code.includes('await')) return null;
+  try {
+    return topLevelAwait(code);
+  } catch (e) {
+    return null;
+  }
+}
+
 async function execute(run, code) {
   current = run;
   const results = [];
   let failure = null;
   let failed = false;
   try {
-    const script = new vm.Script(code, { filename: '<cell>' });
+    const rewritten = rewriteTopLevelAwait(code);
+    const script = new vm.Script(rewritten ?? code, { filename: '<cell>' });
     let value = script.runInContext(context, { breakOnSigint: true, displayErrors: false });
-    if (value !== null && typeof value === 'object' && typeof value.then === 'function')
-      value = await awaitInterruptible(value);
+    if (rewritten !== null) {
+      // The wrapper's promise; it answers {value} when the code ends with an expression.
+      const wrapped = await awaitInterruptible(value);
+      value = wrapped === undefined ? undefined : wrapped.value;
+    }
+    if (isThenable(value)) value = await awaitInterruptible(value);
     if (value !== undefined) results.push(formats(value));
   } catch (e) {
     failure = e;
