@@ -146,6 +146,11 @@ int run(const DaemonOptions& options) {
     // destroyed unregister their waits from it.
     WaitRegistry waits;
     asio::io_context io;
+    // Caught from here on, before the instance cgroups and the socket exist: a stop signal that
+    // comes while they are being made waits (asio keeps it) and then takes the orderly way out,
+    // which removes them. Caught only after the socket existed, a SIGTERM soon after the socket
+    // appeared killed corrald and left the socket behind (seen on the pure-v2 VM).
+    asio::signal_set signals(io, SIGINT, SIGTERM);
     SessionManagerConfig config = manager_config(options);
     if (!options.egress_hosts_file.empty()) {
         auto hosts = load_egress_hosts(options.egress_hosts_file);
@@ -169,7 +174,6 @@ int run(const DaemonOptions& options) {
         log_line("listening on tcp port " + std::to_string(server.tcp_port()));
     }
 
-    asio::signal_set signals(io, SIGINT, SIGTERM);
     asio::steady_timer deadline(io);
     on_stop_signal(io, signals, server, waits, **sessions, deadline);
     io.run();

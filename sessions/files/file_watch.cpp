@@ -130,7 +130,9 @@ std::vector<WatchEvent> FileWatch::read_events() {
     struct PendingMove {
         uint32_t cookie;
         std::string relative;
+        std::string dir;  ///< the directory it left, relative to path_
         bool is_dir;
+        bool settled = false;  ///< its rename is known to be over (see below)
     };
     std::optional<PendingMove> pending;
     auto flush_pending = [&] {
@@ -144,6 +146,17 @@ std::vector<WatchEvent> FileWatch::read_events() {
     for (;;) {
         const ssize_t n = ::read(inotify_.get(), buffer, sizeof buffer);
         if (n < 0 && errno == EINTR) continue;
+        if (n <= 0 && pending && !pending->settled) {
+            // The queue ended right after a MOVED_FROM: its MOVED_TO may not be queued yet, as
+            // the renaming task queues it a moment later in the same rename(2), and a reader
+            // woken by the first event can get in between (it did, for every rename, on the
+            // emulated pure-v2 kernel). That task holds the source directory's lock until both
+            // are queued, and reading a directory takes that lock: once the listing returns the
+            // rename is over, and a MOVED_TO it made is in the queue.
+            pending->settled = true;
+            (void)files_->list(session_path(pending->dir));
+            continue;
+        }
         if (n <= 0) break;  // EAGAIN: nothing more queued now
         for (ssize_t at = 0; at < n;) {
             const auto* raw = reinterpret_cast<const struct inotify_event*>(buffer + at);
@@ -170,7 +183,7 @@ std::vector<WatchEvent> FileWatch::read_events() {
                 join_relative(dir->second, raw->len ? std::string_view(raw->name) : "");
             const bool is_dir = (raw->mask & IN_ISDIR) != 0;
             if (raw->mask & IN_MOVED_FROM) {
-                pending = PendingMove{raw->cookie, relative, is_dir};
+                pending = PendingMove{raw->cookie, relative, dir->second, is_dir};
             } else if ((raw->mask & IN_MOVED_TO) && pending) {
                 out.push_back({WatchEvent::Type::move, session_path(relative),
                                session_path(pending->relative), is_dir});

@@ -767,7 +767,18 @@ TEST_F(DaemonApi, Ports_WaitReturnsOnceSomethingAcceptsAndTimesOutBefore) {
     auto server = c.post(base + "/processes",
                          {{"argv", {"python3", "-m", "http.server", "--bind", "127.0.0.1", port}}});
     ASSERT_EQ(server.status, 201u) << server.body;
-    auto ready = c.get(base + "/ports/" + port + "/wait?timeoutMs=20000");
+    const std::string server_id = server.json()["id"];
+    // Python's start takes what the machine takes (over a minute on a slow, emulated kernel), so
+    // a 504 here says only "not yet": ask again while the server runs. A wait that never returns
+    // is caught by the test's own timeout; a server that died fails at once.
+    HttpResponse ready;
+    for (;;) {
+        ready = c.get(base + "/ports/" + port + "/wait?timeoutMs=5000");
+        if (ready.status != 504u) break;
+        const json proc = c.get(base + "/processes/" + server_id).json();
+        ASSERT_EQ(proc["running"], true) << "the server ended before it listened: " << proc.dump()
+                                         << c.get(base + "/processes/" + server_id + "/logs?stream=stderr").body;
+    }
     ASSERT_EQ(ready.status, 200u) << ready.body;
     EXPECT_EQ(ready.json()["ready"], true);
     EXPECT_EQ(c.get(base + "/ports/1/wait?timeoutMs=10").status, 404u) << "a port it does not hold";

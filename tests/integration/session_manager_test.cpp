@@ -492,14 +492,25 @@ TEST_F(SessionManagerTest, SessionManager_StalledStreamDoesNotHoldUpTheSessionsE
     CreatedSession session = create("", "name: small\nextends: none\nlimits: { output: 64Ki }\n");
     const std::string sid = session.info.id;
     ProcessRequest request;
-    request.command = "head -c 10000000 /dev/zero; sleep 1000";
+    // It writes only once the follower exists: output read before that (starting the process
+    // may already read some) is not held back by it, and under load that was more than the cap.
+    request.command =
+        "until [ -e go ]; do sleep 0.01; done; head -c 10000000 /dev/zero; sleep 1000";
     auto started = manager_->start_process(sid, request);
     ASSERT_TRUE(started) << started.error().describe();
     // A follower that never advances: the writer is held back on its pipe.
     auto follower = manager_->follow_output(sid, started->id, true, 0, true, 0);
     ASSERT_TRUE(follower) << follower.error().describe();
-    run_until([] { return false; }, 300ms);
-    auto chunk = manager_->read_output(sid, started->id, OutputStream::out, 0, 1 << 20);
+    std::ofstream(session.info.root + "/go").put('1');
+    const auto read = [&] {
+        return manager_->read_output(sid, started->id, OutputStream::out, 0, 1 << 20);
+    };
+    ASSERT_TRUE(run_until([&] {
+        auto so_far = read();
+        return so_far && so_far->next_offset >= (64u << 10);
+    })) << "the writer never filled the buffer up to its cap";
+    run_until([] { return false; }, 300ms);  // held back: nothing more may come meanwhile
+    auto chunk = read();
     ASSERT_TRUE(chunk);
     EXPECT_EQ(chunk->skipped, 0u) << "nothing the follower has not had was dropped";
     EXPECT_LE(chunk->next_offset, 64u << 10) << "reading stopped at the cap";

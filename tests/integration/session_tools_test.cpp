@@ -13,6 +13,7 @@
 #include <regex>
 #include <thread>
 
+#include "isolation/sandbox.hpp"
 #include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
 
@@ -521,6 +522,12 @@ class WorkdirSessions : public SessionTools {
 TEST_F(WorkdirSessions, Workdir_BindsTheHostDirectoryAsTheWorkspaceAndKeepsItsOwner) {
     auto c = client();
     const std::string proj = root_ + "/proj";
+    // Writing as the directory's owner is the idmapped bind's doing; where the kernel cannot
+    // idmap this file system (tmpfs before 6.3, 9p: the pure-v2 VM's Debian 6.1) the sandbox
+    // writes as its own range, which is refused (README "Identity").
+    if (auto idmap = probe_idmapped_mount(proj); !idmap)
+        GTEST_SKIP() << "this kernel or file system cannot idmap " << proj << " ("
+                     << idmap.error().describe() << ")";
     const json session = create_session(c, {{"policy", "default"}, {"workdir", proj}});
     ASSERT_TRUE(session.contains("id")) << session.dump();
     const auto base = s(session);

@@ -147,6 +147,25 @@ TEST_F(DaemonSocket, TheSocketIsBornRootOwned0660) {
     EXPECT_FALSE(fs::exists(fs::symlink_status(socket))) << "the socket outlived corrald";
 }
 
+// A stop signal while corrald still sets its socket up takes the orderly way out: exit 0, the
+// socket removed. corrald used to catch SIGTERM only once it was listening, so a signal soon
+// after bind(2) killed it and left the socket (TheSocketIsBornRootOwned0660 failed so on the
+// pure-v2 VM, whose slowness widens that moment). The test spins, so the signal lands then.
+TEST_F(DaemonSocket, AStopSignalWhileTheSocketIsMadeStillRemovesIt) {
+    const fs::path socket = dir_ / "corrald.sock";
+    start(socket);
+    struct stat st {};
+    bool seen = false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!(seen = ::lstat(socket.c_str(), &st) == 0) &&
+           std::chrono::steady_clock::now() < until) {
+    }
+    ASSERT_TRUE(seen) << log();
+    ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+    EXPECT_EQ(wait_for_exit(), 0) << log();
+    EXPECT_FALSE(fs::exists(fs::symlink_status(socket))) << "the socket outlived corrald";
+}
+
 TEST_F(DaemonSocket, ALinkAtTheSocketPathIsNeitherFollowedNorChanged) {
     const fs::path victim = dir_ / "victim";
     std::ofstream(victim) << "precious\n";

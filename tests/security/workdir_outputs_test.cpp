@@ -43,7 +43,7 @@ class WorkdirOutputs : public SandboxTest {
     void SetUp() override {
         SandboxTest::SetUp();
         if (IsSkipped()) return;
-        fs::create_directories(dir() / "checkout");
+        make_job_dir("checkout");
         char tmpl[] = "/tmp/corral-victim-XXXXXX";
         ASSERT_NE(::mkdtemp(tmpl), nullptr);
         victim_ = tmpl;
@@ -173,7 +173,7 @@ TEST_F(WorkdirOutputs, LinkThroughASiblingLinkToDotThatLandsLaterIsNotCopiedBack
     // directory in the checkout, where `out/c` exists; the job removed `c` from its copy (there
     // the walk stopped at a missing name) and `a` sorts before `b` (checked before `b` was in
     // the checkout). The text check used to count each `b` as one level down.
-    fs::create_directories(dir() / "checkout" / "out" / "c");
+    make_job_dir("checkout/out/c");
     std::string target;
     for (int i = 0; i < 12; ++i) target += "b/";
     target += "c";
@@ -195,7 +195,7 @@ TEST_F(WorkdirOutputs, LinkThroughADirectoryMissingInTheCopyIsNotCopiedBack) {
     // the copy passed (a missing name was "beneath"); the checkout's `out/gone` is a link to a
     // host directory planted earlier. A missing directory on the way is an escape now, and the
     // final pass resolves every link made where it landed.
-    fs::create_directories(dir() / "checkout" / "out");
+    make_job_dir("checkout/out");
     ASSERT_EQ(::symlink(victim_.c_str(), (dir() / "checkout" / "out" / "gone").c_str()), 0);
     auto r = job("default", "[out]", "rm out/gone && ln -s gone/secret out/a && echo built");
     ASSERT_EQ(r.out, "built\n") << r.err;

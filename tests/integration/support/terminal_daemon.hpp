@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -35,6 +36,18 @@ class TerminalDaemon {
                                          instance_,
                                          "--port-range",
                                          std::to_string(first) + "-" + std::to_string(first + 3)};
+        // The `none` preset passes corrald's environment to its sessions, so a terminal's login
+        // shell would read the machine's own ~/.profile and ~/.bashrc (here root's `pyenv init`,
+        // which takes over a minute on the emulated pure-v2 kernel, silently: longer than a
+        // read's hang bound). The tests are about terminals, not those files: an empty home.
+        const std::string home = dir_ + "/home";
+        std::filesystem::create_directory(home);
+        std::vector<std::string> env = {"HOME=" + home};
+        for (char** e = environ; *e; ++e)
+            if (std::string_view(*e).rfind("HOME=", 0) != 0) env.emplace_back(*e);
+        std::vector<char*> envp;
+        for (auto& e : env) envp.push_back(e.data());
+        envp.push_back(nullptr);
         pid_ = ::fork();
         if (pid_ == 0) {
             const int log = ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT, 0644);
@@ -43,7 +56,7 @@ class TerminalDaemon {
             std::vector<char*> argv;
             for (auto& a : args) argv.push_back(a.data());
             argv.push_back(nullptr);
-            ::execv(argv[0], argv.data());
+            ::execve(argv[0], argv.data(), envp.data());
             ::_exit(127);
         }
         HttpClient probe = client();

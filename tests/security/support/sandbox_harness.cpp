@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "isolation/cgroup.hpp"
+#include "isolation/sandbox.hpp"
 
 namespace corral::security {
 
@@ -108,11 +109,25 @@ void SandboxTest::SetUp() {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     ::chmod(dir_.c_str(), 0755);
+    // Where the kernel cannot idmap this file system (tmpfs before 6.3, 9p: the pure-v2 VM's
+    // Debian 6.1), a `default` sandbox reaches its bound or copied job directory as its own
+    // unprivileged range (README "Identity"), so the directory must let any user write, as a CI
+    // checkout shared with an unprivileged job user would; else the attacks could not even plant
+    // their links. Idmapping hosts keep 0755.
+    idmaps_ = static_cast<bool>(corral::probe_idmapped_mount(dir_.string()));
+    if (!idmaps_) ::chmod(dir_.c_str(), 0777);
     fs::copy_file(CORRAL_ESCAPE_PROBE, dir_ / "probe");
     ::chmod((dir_ / "probe").c_str(), 0755);
     auto host = corral::discover_cgroup_host();
     ASSERT_TRUE(host) << host.error().describe();
     v2_own_ = host->v2_own;
+}
+
+void SandboxTest::make_job_dir(const fs::path& relative) {
+    fs::create_directories(dir_ / relative);
+    if (idmaps_) return;
+    for (fs::path p = relative; !p.empty(); p = p.parent_path())
+        ASSERT_EQ(::chmod((dir_ / p).c_str(), 0777), 0);
 }
 
 void SandboxTest::TearDown() {

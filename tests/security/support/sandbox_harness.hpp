@@ -77,9 +77,13 @@ class SandboxTest : public ::testing::Test {
     /// The probe's path inside (and outside: the working directory is the same path in both).
     std::string probe() const { return (dir_ / "probe").string(); }
     const std::filesystem::path& dir() const { return dir_; }
+    /// Creates a directory below the working directory that a `default` sandbox can write where
+    /// the kernel cannot idmap the working directory (see SetUp); elsewhere as created.
+    void make_job_dir(const std::filesystem::path& relative);
 
     std::filesystem::path dir_;
     std::string v2_own_;
+    bool idmaps_ = true;  ///< the kernel can idmap dir_ (false: tmpfs before 6.3, 9p)
 };
 
 }  // namespace corral::security
