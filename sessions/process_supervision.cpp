@@ -29,8 +29,11 @@ char* read_scratch() {
 }  // namespace
 
 void Process::start_watching() {
-    read_more(OutputStream::out);
-    read_more(OutputStream::err);
+    // The first reads wait for the loop's next turn, so whoever started the process (an exec
+    // stream) can attach its follower first: read at once, a fast writer's first bytes beyond
+    // the output cap were read, and dropped, before the stream could hold the writer back.
+    for (OutputStream stream : {OutputStream::out, OutputStream::err})
+        boost::asio::post(io_, [self = shared_from_this(), stream] { self->read_more(stream); });
     watch_exit();
     arm_timeout();
     if (setup_.stdin_data) {
