@@ -29,6 +29,10 @@ struct EgressEnvironment {
     /// The resolv.conf bound over isolated sandboxes' /etc/resolv.conf (session_resolv_conf.hpp);
     /// empty: the sandbox keeps the host's.
     std::string resolv_conf;
+    /// An egress tunnel (CONNECT, transparent relay) with no byte either way for this long is
+    /// closed (corrald --egress-idle-timeout); zero: never.
+    std::chrono::milliseconds tunnel_idle{kDefaultTunnelIdle};
+    static constexpr std::chrono::milliseconds kDefaultTunnelIdle{std::chrono::minutes(10)};
 };
 
 /// The egress side of an isolated session's record (`egress` in the API).
@@ -56,6 +60,8 @@ class EgressGate {
     std::shared_ptr<const EgressRules> rules() const { return rules_; }
     /// Replaces the rules for every connection from now on.
     void set_rules(EgressRules rules) { rules_ = std::make_shared<const EgressRules>(std::move(rules)); }
+    /// How long an egress tunnel may carry nothing before it is closed (zero: forever).
+    std::chrono::milliseconds tunnel_idle() const { return environment_.tunnel_idle; }
     /// The hosts override, or nullptr.
     const EgressHosts* hosts() const { return environment_.hosts.get(); }
     /// Counts and logs one refused connection (or DNS query) to `destination` by `rule`.

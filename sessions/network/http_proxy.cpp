@@ -278,6 +278,7 @@ void ProxyConnection::on_connected() {
         self->closed_ = true;
         proxy->connections.erase(self.get());
         if (proxy->stopped) return relay->close();
+        relay->set_idle_limit(proxy->gate->tunnel_idle());
         proxy->relays.emplace(relay.get(), relay);
         relay->start();
     };

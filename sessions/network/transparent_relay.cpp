@@ -86,6 +86,7 @@ void TransparentRelay::State::on_accepted(tcp::socket client) {
                                                 if (auto self = weak.lock())
                                                     self->relays.erase(&relay);
                                             });
+    relay->set_idle_limit(gate->tunnel_idle());
     relays.emplace(relay.get(), relay);
     auto timer = std::make_shared<boost::asio::steady_timer>(io, kConnectTimeout);
     timer->async_wait([relay](const error_code& error) {
