@@ -36,6 +36,10 @@ struct MountStep {
     std::string target;  ///< path as seen inside the sandbox
     uint64_t size = 0;   ///< tmpfs bytes (0 = kernel default)
     int source_fd = -1;  ///< workdir: the directory itself (WorkdirBinding::host_fd), or -1
+    /// bind_read_only: the parent (root) clones `source` with open_tree and the holder only
+    /// attaches the clone, so the holder (the session's unprivileged identity) need not reach a
+    /// path beneath the daemon's own directories (the daemon's resolv.conf).
+    bool clone_in_parent = false;
     bool operator==(const MountStep&) const = default;
 };
 

@@ -44,7 +44,7 @@ void EgressLookup::start(const EgressHosts* hosts, const std::string& host, uint
         self->timed_out_ = true;
         self->resolver_.cancel();
     });
-    auto done = [self = shared_from_this(), handler = std::move(handler)](
+    auto done = [self = shared_from_this(), family, handler = std::move(handler)](
                     const error_code& error, tcp::resolver::results_type results) {
         self->timer_.cancel();
         EgressLookupResult result;

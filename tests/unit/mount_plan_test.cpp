@@ -173,7 +173,8 @@ TEST(MountPlan, IsolatedNetworkGetsTheDaemonsResolvConfLast) {
     auto plan = compile_mount_plan(isolated_policy(), {"/srv/corral/s1", "/workspace"},
                                    "/var/lib/corral/resolv.conf");
     ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    const MountStep resolv{Kind::bind_read_only, "/var/lib/corral/resolv.conf", "/etc/resolv.conf", 0};
+    const MountStep resolv{Kind::bind_read_only, "/var/lib/corral/resolv.conf", "/etc/resolv.conf",
+                           0, -1, true};
     auto at = std::find(plan->begin(), plan->end(), resolv);
     ASSERT_NE(at, plan->end()) << describe_mount_plan(*plan);
     EXPECT_EQ((at + 1)->kind, Kind::dev) << "after every file step, before /dev";
