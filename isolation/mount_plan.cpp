@@ -57,7 +57,8 @@ Status add_workdir(std::vector<MountStep>& plan, const WorkdirBinding& workdir) 
 }  // namespace
 
 Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
-                                                  const WorkdirBinding& workdir) {
+                                                  const WorkdirBinding& workdir,
+                                                  const std::string& resolv_conf) {
     std::vector<MountStep> plan;
     if (!policy.namespaces.mount) return plan;
     const FilesystemSpec& fs = policy.filesystem;
@@ -91,6 +92,9 @@ Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
     }
     CORRAL_TRY(add_workdir(plan, workdir), "");
     plan.insert(plan.end(), beneath_workdir.begin(), beneath_workdir.end());
+    if (policy.namespaces.network == NetworkMode::isolated && !resolv_conf.empty())
+        plan.push_back(
+            MountStep{MountStep::Kind::bind_read_only, resolv_conf, "/etc/resolv.conf", 0, -1, true});
     plan.push_back(MountStep{MountStep::Kind::dev, "", "/dev", 0});
     // A fresh sysfs shows the network devices of the namespace that mounts it; the host's /sys
     // would list the host's interfaces under /sys/class/net.

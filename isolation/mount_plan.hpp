@@ -36,6 +36,10 @@ struct MountStep {
     std::string target;  ///< path as seen inside the sandbox
     uint64_t size = 0;   ///< tmpfs bytes (0 = kernel default)
     int source_fd = -1;  ///< workdir: the directory itself (WorkdirBinding::host_fd), or -1
+    /// bind_read_only: the parent (root) clones `source` with open_tree and the holder only
+    /// attaches the clone, so the holder (the session's unprivileged identity) need not reach a
+    /// path beneath the daemon's own directories (the daemon's resolv.conf).
+    bool clone_in_parent = false;
     bool operator==(const MountStep&) const = default;
 };
 
@@ -54,11 +58,17 @@ struct WorkdirBinding {
 };
 
 /// The steps for a policy, in execution order: read_only, read_write, hidden, tmpfs, workdir,
-/// /dev, /sys (network isolated), /proc (pid namespace). Empty when the mount namespace is off.
+/// /etc/resolv.conf (network isolated, when `resolv_conf` names the daemon's file), /dev, /sys
+/// (network isolated), /proc (pid namespace). Empty when the mount namespace is off.
 /// Paths are normalised ("/usr/" -> "/usr"); errors name the policy key of a relative, empty or
 /// ".."-containing path.
+///
+/// `resolv_conf`: the daemon-generated resolv.conf naming the session's own DNS resolver
+/// (sessions/network/dns_resolver.hpp), bound read-only over /etc/resolv.conf. Bound last of the
+/// file steps so that no policy bind of /etc covers it.
 Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
-                                                  const WorkdirBinding& workdir);
+                                                  const WorkdirBinding& workdir,
+                                                  const std::string& resolv_conf = {});
 
 /// "ro-bind /usr -> /usr" etc., one line per step (for `corral policy check --plan` and tests).
 std::string describe_mount_plan(const std::vector<MountStep>& plan);

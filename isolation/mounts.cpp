@@ -233,6 +233,25 @@ Status add_bind(Builder& b, const MountStep& step) {
     if (::stat(source->c_str(), &st) != 0) return sys_error("stat `" + *source + "`");
     CORRAL_TRY(b.ensure_mount_point(target, S_ISDIR(st.st_mode)), "");
     std::string what = (read_only ? "ro-bind " : "bind ") + *source + " -> " + target;
+    if (read_only && step.clone_in_parent) {
+        // A detached read-only clone made here, attached by the holder (as the workdir is): the
+        // holder never walks the path, which lies beneath a directory it may not enter.
+        UniqueFd tree(static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, source->c_str(),
+                                                 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+        if (tree) {
+            mount_attr attr{};
+            attr.attr_set =
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+            if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+                return sys_error(what + ": read-only");
+            b.add(Op::attach_tree, {}, new_path(target), what);
+            b.ops.back().fd = tree.get();
+            b.trees.push_back(std::move(tree));
+            b.place(target, false, *source);
+            return {};
+        }
+        if (errno != EPERM && errno != ENOSYS) return sys_error(what + ": open_tree");
+    }
     b.add(Op::bind, old_path(*source), new_path(target), what, 0, true);
     if (read_only) {
         b.add(Op::set_readonly, {}, new_path(target), what, 0, true);

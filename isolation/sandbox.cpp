@@ -108,13 +108,14 @@ void release_descriptors(int keep) noexcept {
 }
 
 Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workdir, int flags,
-                               const std::optional<SocketReach>& reach) {
+                               const std::optional<SocketReach>& reach,
+                               const std::string& resolv_conf) {
     HolderPlan plan;
     plan.flags = flags;
     plan.drop_groups = ::geteuid() == 0;  // choose_ids: root leases a range, never denies setgroups
     plan.hostname = policy.filesystem.hostname;
     if (flags & CLONE_NEWNS) {
-        auto steps = compile_mount_plan(policy, workdir);
+        auto steps = compile_mount_plan(policy, workdir, resolv_conf);
         if (!steps) return std::move(steps.error().context("mount plan"));
         auto prepared = prepare_mounts(*steps, reach);
         if (!prepared) return std::move(prepared.error().context("mount plan"));
@@ -274,15 +275,15 @@ bool Sandbox::needed(const Policy& policy) {
 }
 
 Result<Sandbox> Sandbox::create(const Policy& policy, const Cgroup& holder_cgroup,
-                                const WorkdirBinding& workdir) {
-    auto sandbox = start(policy, holder_cgroup, workdir);
+                                const WorkdirBinding& workdir, const std::string& resolv_conf) {
+    auto sandbox = start(policy, holder_cgroup, workdir, resolv_conf);
     if (!sandbox) return sandbox;
     CORRAL_TRY(sandbox->wait_until_ready(), "");
     return sandbox;
 }
 
 Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup,
-                               const WorkdirBinding& workdir) {
+                               const WorkdirBinding& workdir, const std::string& resolv_conf) {
     int flags = namespace_clone_flags(policy.namespaces);
     if (flags == 0) return Sandbox{};
     if (!holder_cgroup.valid()) return plain_error("namespace holder: no cgroup given");
@@ -308,7 +309,7 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
             }
         }
     }
-    auto plan = plan_holder(policy, workdir, flags, reach);
+    auto plan = plan_holder(policy, workdir, flags, reach, resolv_conf);
     if (!plan) return std::move(plan.error());
     plan->lease_fd = sandbox.lease_.valid() ? sandbox.lease_.lock_fd() : -1;
 

@@ -44,14 +44,17 @@ class Sandbox {
     /// Starts the holder in `holder_cgroup` (a leaf of the session). When the policy asks for no
     /// namespace, returns an empty Sandbox (no process). Setup failures come back as errors naming
     /// the step: "mount /proc: EPERM (Operation not permitted)".
+    /// `resolv_conf`: the daemon's resolv.conf for isolated networks (compile_mount_plan).
     static Result<Sandbox> create(const Policy& policy, const Cgroup& holder_cgroup,
-                                  const WorkdirBinding& workdir);
+                                  const WorkdirBinding& workdir,
+                                  const std::string& resolv_conf = {});
     /// create() in two halves, so the caller can do its own work while the holder mounts on
     /// another CPU: start() clones the holder, wait_until_ready() waits for its setup and, when
     /// that failed, ends it and returns the error. Launching into a sandbox that is not ready
     /// yet is an error of the caller.
     static Result<Sandbox> start(const Policy& policy, const Cgroup& holder_cgroup,
-                                 const WorkdirBinding& workdir);
+                                 const WorkdirBinding& workdir,
+                                 const std::string& resolv_conf = {});
     Status wait_until_ready();
     /// Takes over the holder a previous run of the daemon started (DESIGN.md "Surviving the
     /// daemon"): `pid` must still run, have started at `start_ticks` and be in `holder_cgroup`

@@ -133,7 +133,7 @@ Status Session::create_kernel_resources() {
         if (!holder) return std::move(holder.error().context("holder cgroup"));
         holder_cgroup_ = std::move(*holder);
     }
-    auto sandbox = Sandbox::create(policy_, holder_cgroup_, workdir_);
+    auto sandbox = Sandbox::create(policy_, holder_cgroup_, workdir_, context_.egress.resolv_conf);
     if (!sandbox) return std::move(sandbox.error().context("namespaces"));
     sandbox_ = std::move(*sandbox);
     if (sandbox_.active()) {

@@ -3,6 +3,8 @@
 #include "sessions/session_workdir.hpp"
 #include "sessions/session_manager.hpp"
 
+#include "sessions/network/session_resolv_conf.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,6 +90,16 @@ Status SessionManager::initialize() {
     const std::string state_dir =
         std::filesystem::absolute(config_.state_dir, error).lexically_normal().string();
     if (error) return sys_error(error.value(), "state dir `" + config_.state_dir + "`");
+    // Isolated sandboxes see the daemon's resolv.conf (their own resolver, dns_resolver.hpp).
+    if (config_.egress.resolv_conf.empty()) {
+        auto resolv_conf = write_session_resolv_conf(state_dir);
+        if (resolv_conf) {
+            config_.egress.resolv_conf = *resolv_conf;
+        } else if (config_.log) {
+            config_.log("isolated sessions keep the host's /etc/resolv.conf: " +
+                        resolv_conf.error().describe());
+        }
+    }
     const std::string instance_dir = host_.v2_own + "/" + config_.instance_name;
     auto claim = InstanceClaim::acquire(state_dir, instance_dir);
     if (!claim) return std::move(claim.error());

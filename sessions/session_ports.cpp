@@ -33,6 +33,7 @@ void Session::stop_network() {
     if (network_) {
         final_egress_ = network_->egress_info();
         final_egress_->proxy_port = 0;
+        final_egress_->dns_port = 0;
     }
     if (network_) network_->stop();
     network_.reset();

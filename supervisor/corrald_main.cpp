@@ -49,6 +49,7 @@ SessionManagerConfig manager_config(const DaemonOptions& options) {
     config.max_finished_processes = options.max_process_records;
     config.workdir_roots = options.allow_workdir;
     config.egress.log = log_line;
+    config.egress.tunnel_idle = options.egress_idle_timeout;
     config.move_self_to_supervisor_leaf = true;
     config.journal = true;
     config.adopt_sessions = options.recover_adopt;

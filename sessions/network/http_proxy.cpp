@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sessions/network/egress_lookup.hpp"
 #include "sessions/network/proxy_request.hpp"
 #include "sessions/network/tcp_relay.hpp"
 
@@ -36,16 +37,6 @@ tcp::endpoint to_endpoint(const IpAddress& address, uint16_t port) {
     boost::asio::ip::address_v6::bytes_type bytes;
     std::copy_n(address.bytes.begin(), 16, bytes.begin());
     return {boost::asio::ip::address_v6(bytes), port};
-}
-
-IpAddress from_endpoint(const tcp::endpoint& endpoint) {
-    const auto address = endpoint.address();
-    if (address.is_v4()) {
-        const auto bytes = address.to_v4().to_bytes();
-        return IpAddress::from_bytes(AF_INET, bytes.data());
-    }
-    const auto bytes = address.to_v6().to_bytes();
-    return IpAddress::from_bytes(AF_INET6, bytes.data());
 }
 
 std::string reply(unsigned status, const char* reason, const std::string& body) {
@@ -80,7 +71,7 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
     std::shared_ptr<HttpEgressProxy::State> proxy_;
     tcp::socket client_;
     tcp::socket upstream_;
-    tcp::resolver resolver_;
+    std::shared_ptr<EgressLookup> lookup_;
     boost::asio::steady_timer timer_;
     std::string buffer_;
     std::string leftover_;
@@ -161,7 +152,7 @@ ProxyConnection::ProxyConnection(std::shared_ptr<HttpEgressProxy::State> proxy, 
     : proxy_(std::move(proxy)),
       client_(std::move(client)),
       upstream_(proxy_->io),
-      resolver_(proxy_->io),
+      lookup_(std::make_shared<EgressLookup>(proxy_->io)),
       timer_(proxy_->io) {}
 
 void ProxyConnection::start() {
@@ -210,28 +201,16 @@ void ProxyConnection::judge() {
 
 void ProxyConnection::resolve_and_connect(bool name_allowed) {
     const ProxyAuthority& target = request_.authority;
-    if (const EgressHosts* hosts = proxy_->gate->hosts())
-        if (const auto* pinned = hosts->find(target.host))
-            return filter_and_connect(*pinned, name_allowed, true);
-    timer_.expires_after(proxy_->limits.connect_timeout);
-    timer_.async_wait([self = shared_from_this()](const error_code& error) {
-        if (!error && !self->closed_) self->resolver_.cancel();
-    });
-    // Asio's resolver runs getaddrinfo on a thread of its own: the event loop never blocks.
-    resolver_.async_resolve(
-        target.host, std::to_string(target.port), tcp::resolver::numeric_service,
-        [self = shared_from_this(), name_allowed](const error_code& error,
-                                                  tcp::resolver::results_type results) {
-            if (self->closed_) return;
-            self->timer_.cancel();
-            if (error)
-                return self->fail(502, "Bad Gateway",
-                                  "cannot resolve `" + self->request_.authority.host +
-                                      "`: " + error.message());
-            std::vector<IpAddress> addresses;
-            for (const auto& entry : results) addresses.push_back(from_endpoint(entry.endpoint()));
-            self->filter_and_connect(addresses, name_allowed, false);
-        });
+    lookup_->start(proxy_->gate->hosts(), target.host, target.port, AF_UNSPEC,
+                   proxy_->limits.connect_timeout,
+                   [self = shared_from_this(), name_allowed](EgressLookupResult result) {
+                       if (self->closed_) return;
+                       if (!result.error.empty())
+                           return self->fail(502, "Bad Gateway",
+                                             "cannot resolve `" + self->request_.authority.host +
+                                                 "`: " + result.error);
+                       self->filter_and_connect(result.addresses, name_allowed, result.pinned);
+                   });
 }
 
 void ProxyConnection::filter_and_connect(const std::vector<IpAddress>& addresses,
@@ -299,6 +278,7 @@ void ProxyConnection::on_connected() {
         self->closed_ = true;
         proxy->connections.erase(self.get());
         if (proxy->stopped) return relay->close();
+        relay->set_idle_limit(proxy->gate->tunnel_idle());
         proxy->relays.emplace(relay.get(), relay);
         relay->start();
     };
@@ -370,7 +350,7 @@ void ProxyConnection::close() {
     closed_ = true;
     error_code ignored;
     timer_.cancel();
-    resolver_.cancel();
+    lookup_->cancel();
     client_.close(ignored);
     upstream_.close(ignored);
     proxy_->connections.erase(this);  // may destroy *this: nothing after

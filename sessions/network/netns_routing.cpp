@@ -99,6 +99,7 @@ TransparentPlan plan_transparent_egress(const EgressSpec& spec, uint16_t relay_p
     TransparentPlan plan;
     plan.relay_port = relay_port;
     if (spec.mode == EgressMode::deny_all) return plan;
+    plan.named = spec.mode == EgressMode::allow_all || !spec.allowed_hosts.empty();
     std::vector<Cidr> allowed;
     for (const auto& text : spec.allowed_cidrs)
         if (auto cidr = parse_cidr(text); cidr && cidr->base.family == AF_INET) allowed.push_back(*cidr);
@@ -112,7 +113,7 @@ TransparentPlan plan_transparent_egress(const EgressSpec& spec, uint16_t relay_p
         for (const auto& cidr : allowed)
             if (!cidr.inside(loopback_v4()) && !loopback_v4().inside(cidr)) plan.routes.push_back(cidr);
     }
-    if (plan.routes.empty() && plan.loopback_open.empty()) return plan;
+    if (plan.routes.empty() && plan.loopback_open.empty() && !plan.named) return plan;
     for (const auto& text : spec.denied_cidrs)
         if (auto cidr = parse_cidr(text); cidr && cidr->base.family == AF_INET) plan.denied.push_back(*cidr);
     // The protected IPv4 ranges besides loopback (egress_rules.hpp), open only where named.
@@ -128,14 +129,21 @@ TransparentPlan plan_transparent_egress(const EgressSpec& spec, uint16_t relay_p
 std::string nft_script(const TransparentPlan& plan) {
     // Declaring then deleting makes the replacement one atomic batch whether or not it existed.
     std::string script = "table ip corral_egress {}\ndelete table ip corral_egress\n";
-    if (plan.routes.empty() && plan.loopback_open.empty()) return script;
-    // The session's own loopback is left alone, but for the host addresses named explicitly.
+    if (plan.routes.empty() && plan.loopback_open.empty() && !plan.named) return script;
+    // The session's own loopback is left alone, but for the host addresses named explicitly and
+    // the name-bound addresses DNS handed out.
     const std::string own_loopback =
-        plan.loopback_open.empty()
-            ? "    ip daddr 127.0.0.0/8 return\n"
-            : "    ip daddr != " + set_of(plan.loopback_open) + " ip daddr 127.0.0.0/8 return\n";
+        "    ip daddr != @name_bound " +
+        (plan.loopback_open.empty() ? std::string()
+                                    : "ip daddr != " + set_of(plan.loopback_open) + " ") +
+        "ip daddr 127.0.0.0/8 return\n";
     const std::string syn = " tcp flags & (syn|ack) == syn reject with tcp reset\n";
-    script += "table ip corral_egress {\n  chain refuse {\n"
+    std::string elements;
+    for (const auto& address : plan.named_addresses)
+        if (address.family == AF_INET) elements += (elements.empty() ? "" : ", ") + address.to_string();
+    script += "table ip corral_egress {\n  set name_bound {\n    type ipv4_addr;\n" +
+              (elements.empty() ? std::string() : "    elements = { " + elements + " }\n") +
+              "  }\n  chain refuse {\n"
               "    type filter hook output priority -150; policy accept;\n" +
               own_loopback;
     if (!plan.denied.empty()) script += "    ip daddr " + set_of(plan.denied) + syn;
@@ -154,7 +162,7 @@ Status apply_transparent_egress(const TransparentPlan& previous, const Transpare
     // Nothing open before or after (deny-all, the default): nothing to ask the kernel, which keeps
     // the session start as cheap as before.
     auto empty = [](const TransparentPlan& plan) {
-        return plan.routes.empty() && plan.loopback_open.empty();
+        return plan.routes.empty() && plan.loopback_open.empty() && !plan.named;
     };
     if (empty(previous) && empty(next)) return {};
     // Order: the redirect first (so a new route never leads to nothing), then routes.
@@ -167,6 +175,40 @@ Status apply_transparent_egress(const TransparentPlan& previous, const Transpare
         if (!kept)
             if (auto status = change_local_route(old, false); !status) return status;
     }
+    return {};
+}
+
+Status change_named_addresses(const std::vector<IpAddress>& added,
+                              const std::vector<IpAddress>& removed,
+                              const std::vector<Cidr>& keep_routes) {
+    auto route_of = [](const IpAddress& address) {
+        return *parse_cidr(address.to_string() + "/32");
+    };
+    auto kept = [&](const Cidr& cidr) {
+        for (const auto& route : keep_routes)
+            if (same(route, cidr)) return true;
+        return false;
+    };
+    std::string script;
+    for (const auto& address : removed) {
+        if (address.family != AF_INET) continue;
+        script += "delete element ip corral_egress name_bound { " + address.to_string() + " }\n";
+    }
+    // Deleting what the sandbox already removed from its own table is not worth failing for;
+    // the relay refuses whatever the rules do not allow anyway.
+    if (!script.empty()) (void)run_nft(script);
+    for (const auto& address : removed)
+        if (address.family == AF_INET && !loopback_v4().contains(address) && !kept(route_of(address)))
+            (void)change_local_route(route_of(address), false);
+    script.clear();
+    for (const auto& address : added)
+        if (address.family == AF_INET)
+            script += "add element ip corral_egress name_bound { " + address.to_string() + " }\n";
+    if (!script.empty())
+        if (auto status = run_nft(script); !status) return status;
+    for (const auto& address : added)
+        if (address.family == AF_INET && !loopback_v4().contains(address))
+            if (auto status = change_local_route(route_of(address), true); !status) return status;
     return {};
 }
 

@@ -12,6 +12,10 @@
 //             TCP reset, so connect() fails with ECONNREFUSED at once; a nat chain (output,
 //             priority -100) that redirects every other TCP connection but loopback to the
 //             daemon's relay listener at 127.0.0.1:<relay_port>, which reads SO_ORIGINAL_DST.
+//   named:    the table's set `name_bound` holds the addresses the session's DNS resolver handed out
+//             for allowed names (name_allowances.hpp); they are redirected to the relay even
+//             inside 127.0.0.0/8 (a hosts-file name may point at a host loopback address), and
+//             those outside loopback get a `local <a>/32 dev lo` route while they are allowed.
 //
 // Loopback (127.0.0.0/8) is the session's own and untouched, but for addresses allowedCIDRs names
 // explicitly (127.0.0.14/32: the host's, as through the proxy; never 127.0.0.1). IPv6 gets no routes: it stays
@@ -37,6 +41,10 @@ struct TransparentPlan {
     /// relay listen): named explicitly, they mean the host's loopback address, as through the
     /// proxy, and are redirected; the rest of 127.0.0.0/8 stays the session's own.
     std::vector<Cidr> loopback_open;
+    /// Whether DNS may hand out name-bound addresses (allow-all, or custom with allowedHosts):
+    /// then the table exists even with nothing routed, to redirect them.
+    bool named = false;
+    std::vector<IpAddress> named_addresses;  ///< the `named` set's elements when (re)created
     uint16_t relay_port = 0;
 };
 
@@ -48,5 +56,11 @@ std::string nft_script(const TransparentPlan& plan);
 /// Applies `next` in the calling thread's namespace, replacing `previous` (routes of `previous`
 /// not in `next` are deleted). Fails naming the step (netlink route, nftables).
 Status apply_transparent_egress(const TransparentPlan& previous, const TransparentPlan& next);
+/// Closes `removed` then opens `added` name-bound IPv4 addresses in the calling thread's
+/// namespace (the `name_bound` set, and routes outside loopback; `keep_routes` are CIDR routes of the
+/// plan that a removed /32 must not take with it). Needs a plan with `named` applied.
+Status change_named_addresses(const std::vector<IpAddress>& added,
+                              const std::vector<IpAddress>& removed,
+                              const std::vector<Cidr>& keep_routes);
 
 }  // namespace corral

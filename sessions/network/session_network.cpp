@@ -43,10 +43,42 @@ Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(boost::asio::io_c
     if (transparent) {
         network->transparent_ = std::move(*transparent);
     } else {
+        network->transparent_error_ = transparent.error().describe();
         network->log("session " + session_id + ": no transparent egress path: " +
                      transparent.error().describe());
     }
+    // DNS answers allowed names only; without it (port 53 taken inside, which a fresh namespace
+    // never has) names still work through the proxy, so this is logged, not fatal.
+    SessionNetwork* raw = network.get();
+    auto resolver = SessionResolver::start(
+        io, network->netns_, network->gate_,
+        [raw](const std::string& name, bool pinned, const std::vector<IpAddress>& addresses,
+              std::chrono::seconds lifetime) { raw->grant_names(name, pinned, addresses, lifetime); });
+    if (resolver) {
+        network->resolver_ = std::move(*resolver);
+    } else {
+        network->log("session " + session_id + ": no DNS resolver: " + resolver.error().describe());
+    }
     return network;
+}
+
+void SessionNetwork::grant_names(const std::string& name, bool pinned,
+                                 const std::vector<IpAddress>& addresses,
+                                 std::chrono::seconds lifetime) {
+    if (!gate_) return;
+    NameAllowances& table = gate_->allowances();
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<IpAddress> removed = table.expire(now);
+    std::vector<IpAddress> added;
+    for (const auto& address : addresses) {
+        if (address.family != AF_INET) continue;  // the transparent path is IPv4-only
+        auto change = table.grant(address, name, pinned, now + lifetime);
+        added.insert(added.end(), change.added.begin(), change.added.end());
+        removed.insert(removed.end(), change.dropped.begin(), change.dropped.end());
+    }
+    if (transparent_)
+        if (auto changed = transparent_->change_named(added, removed); !changed)
+            log("name-bound egress for `" + name + "` not opened: " + changed.error().describe());
 }
 
 Status SessionNetwork::forward(uint16_t port) {
@@ -80,6 +112,14 @@ Status SessionNetwork::set_egress(const EgressSpec& spec) {
     if (!rules) return std::move(rules.error());
     if (!gate_) return sys_error(ESHUTDOWN, "session network stopped");
     gate_->set_rules(std::move(*rules));
+    // Allowances of names the new rules refuse end now (the relay would refuse them anyway, but
+    // their addresses go back to being unrouted, or the session's own loopback).
+    auto current = gate_->rules();
+    const auto revoked = gate_->allowances().remove_if(
+        [&](const NameAllowance& allowance) { return !current->check_name(allowance.name).allowed; });
+    if (transparent_ && !revoked.empty())
+        if (auto closed = transparent_->change_named({}, revoked); !closed)
+            log("egress rules changed, name-bound addresses not closed: " + closed.error().describe());
     // The relay judges every connection by the gate's rules, so a failure here can only leave
     // the namespace routing less or more to the relay, never let more through.
     if (transparent_)
@@ -98,10 +138,15 @@ EgressInfo SessionNetwork::egress_info() const {
     info.policy = gate_->rules()->spec();
     info.refused = gate_->refused();
     info.proxy_port = proxy_port();
+    info.dns_port = dns_port();
+    info.transparent = transparent_ != nullptr;
+    info.transparent_error = transparent_error_;
     return info;
 }
 
 void SessionNetwork::stop() {
+    if (resolver_) resolver_->stop();
+    resolver_.reset();
     if (http_proxy_) http_proxy_->stop();
     http_proxy_.reset();
     if (transparent_) transparent_->stop();

@@ -18,6 +18,7 @@
 #include "base/error.hpp"
 #include "isolation/sandbox.hpp"
 #include "policies/policy.hpp"
+#include "sessions/network/dns_resolver.hpp"
 #include "sessions/network/egress_gate.hpp"
 #include "sessions/network/egress_proxy.hpp"
 #include "sessions/network/http_proxy.hpp"
@@ -63,11 +64,18 @@ class SessionNetwork {
     /// The proxy's port inside the namespace; 0 when stopped.
     uint16_t proxy_port() const { return http_proxy_ ? http_proxy_->port() : 0; }
 
+    /// The DNS resolver's port inside the namespace (53); 0 when stopped or not serving.
+    uint16_t dns_port() const { return resolver_ ? resolver_->port() : 0; }
+
     /// Internal: use create().
     SessionNetwork(boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns);
 
   private:
     void log(const std::string& line) const;
+    /// The resolver answered `addresses` for allowed `name`: allow them for `lifetime` and open
+    /// them in the namespace (before the answer goes out), closing the expired ones.
+    void grant_names(const std::string& name, bool pinned, const std::vector<IpAddress>& addresses,
+                     std::chrono::seconds lifetime);
 
     boost::asio::io_context& io_;
     std::shared_ptr<NetnsThread> netns_;
@@ -77,6 +85,8 @@ class SessionNetwork {
     std::shared_ptr<EgressGate> gate_;
     std::unique_ptr<HttpEgressProxy> http_proxy_;
     std::unique_ptr<TransparentRelay> transparent_;  ///< null where nftables is unavailable
+    std::string transparent_error_;  ///< why transparent_ is null (for the record)
+    std::unique_ptr<SessionResolver> resolver_;  ///< null when 127.0.0.1:53 could not be bound
     EgressEnvironment environment_;
 };
 

@@ -30,6 +30,7 @@ TcpRelay::TcpRelay(tcp::socket a, tcp::socket b, size_t buffer_size, FinishedHan
       b_(std::move(b)),
       linger_timer_(a_.get_executor()),
       deadline_timer_(a_.get_executor()),
+      idle_timer_(a_.get_executor()),
       on_finished_(std::move(on_finished)) {
     a_to_b_.from = &a_;
     a_to_b_.to = &b_;
@@ -47,6 +48,24 @@ void TcpRelay::start() {
     b_.set_option(tcp::no_delay(true), ignored);
     pump(a_to_b_);
     pump(b_to_a_);
+    if (idle_limit_.count() > 0) {
+        last_read_ = std::chrono::steady_clock::now();
+        watch_idle();
+    }
+}
+
+// One timer per relay, re-armed only when it fires (not on every read): a busy relay pays a
+// clock read per read, nothing more.
+void TcpRelay::watch_idle() {
+    idle_timer_.expires_at(last_read_ + idle_limit_);
+    idle_timer_.async_wait([self = shared_from_this()](const error_code& error) {
+        if (error || self->closed_) return;
+        if (std::chrono::steady_clock::now() - self->last_read_ >= self->idle_limit_) {
+            self->closed_idle_ = true;
+            return self->close();
+        }
+        self->watch_idle();
+    });
 }
 
 void TcpRelay::pump(Direction& direction) {
@@ -59,6 +78,8 @@ void TcpRelay::pump(Direction& direction) {
                                         // (one read at a time), so the half-close follows the last
                                         // byte.
                                         if (error) return self->on_source_end(direction);
+                                        if (self->idle_limit_.count() > 0)
+                                            self->last_read_ = std::chrono::steady_clock::now();
                                         if (direction.sink_failed)
                                             return self->pump(direction);  // drop, keep draining
                                         boost::asio::async_write(
@@ -132,6 +153,7 @@ void TcpRelay::close() {
     error_code ignored;
     linger_timer_.cancel();
     deadline_timer_.cancel();
+    idle_timer_.cancel();
     a_.close(ignored);
     b_.close(ignored);
     if (auto handler = std::exchange(on_finished_, nullptr)) handler(*this);

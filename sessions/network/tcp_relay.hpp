@@ -59,6 +59,12 @@ class TcpRelay : public std::enable_shared_from_this<TcpRelay> {
     bool closed() const { return closed_; }
     /// Replaces kLingerLimit for this relay (before start(); tests use a short one).
     void set_linger_limit(std::chrono::milliseconds limit) { linger_limit_ = limit; }
+    /// Closes the relay once no byte has been read from either side for `limit` (before
+    /// start(); zero, the default: never). Egress tunnels use it so that connections the
+    /// sandbox forgot do not hold the daemon's sockets forever.
+    void set_idle_limit(std::chrono::milliseconds limit) { idle_limit_ = limit; }
+    /// True when the idle limit closed it.
+    bool closed_idle() const { return closed_idle_; }
 
   private:
     struct Direction {
@@ -73,6 +79,7 @@ class TcpRelay : public std::enable_shared_from_this<TcpRelay> {
     /// Closes when nothing more can happen; starts the linger wait when only queued bytes remain.
     void settle();
     void linger(boost::asio::ip::tcp::socket& survivor);
+    void watch_idle();
 
     boost::asio::ip::tcp::socket a_;
     boost::asio::ip::tcp::socket b_;
@@ -83,6 +90,10 @@ class TcpRelay : public std::enable_shared_from_this<TcpRelay> {
     /// to a peer that never reads), the relay closes by then.
     boost::asio::steady_timer deadline_timer_;
     std::chrono::milliseconds linger_limit_{kLingerLimit};
+    boost::asio::steady_timer idle_timer_;
+    std::chrono::milliseconds idle_limit_{0};
+    std::chrono::steady_clock::time_point last_read_{};
+    bool closed_idle_ = false;
     std::chrono::steady_clock::time_point linger_until_{};
     bool lingering_ = false;
     bool deadline_set_ = false;

@@ -75,7 +75,7 @@ void TransparentRelay::State::on_accepted(tcp::socket client) {
         gate->refuse(destination + " (direct TCP)", "too many open connections");
         return reset(client);
     }
-    const EgressVerdict verdict = gate->rules()->check_address(address, port, false);
+    const EgressVerdict verdict = gate->check_direct(address, port);
     if (!verdict.allowed) {
         gate->refuse(destination + " (direct TCP)", verdict.rule);
         return reset(client);
@@ -86,6 +86,7 @@ void TransparentRelay::State::on_accepted(tcp::socket client) {
                                                 if (auto self = weak.lock())
                                                     self->relays.erase(&relay);
                                             });
+    relay->set_idle_limit(gate->tunnel_idle());
     relays.emplace(relay.get(), relay);
     auto timer = std::make_shared<boost::asio::steady_timer>(io, kConnectTimeout);
     timer->async_wait([relay](const error_code& error) {
@@ -133,6 +134,7 @@ size_t TransparentRelay::connection_count() const {
 
 Status TransparentRelay::apply(const EgressSpec& spec) {
     TransparentPlan next = plan_transparent_egress(spec, port_);
+    if (next.named) next.named_addresses = state_->gate->allowances().addresses();
     const TransparentPlan previous = applied_;
     auto done = netns_->run([&]() -> Result<UniqueFd> {
         if (auto status = apply_transparent_egress(previous, next); !status)
@@ -140,7 +142,25 @@ Status TransparentRelay::apply(const EgressSpec& spec) {
         return UniqueFd();
     });
     if (!done) return std::move(done.error().context("transparent egress"));
+    // The table was re-created with the set's elements; their routes (outside loopback) were
+    // added on grant and are kept across plans, but re-added in case the new plan is the first
+    // with a table (the addresses were granted while the plan had none, e.g. under deny-all).
+    const bool first = next.named && !applied_.named;
     applied_ = std::move(next);
+    if (first) return change_named(applied_.named_addresses, {});
+    return {};
+}
+
+Status TransparentRelay::change_named(const std::vector<IpAddress>& added,
+                                      const std::vector<IpAddress>& removed) {
+    if (!applied_.named || (added.empty() && removed.empty())) return {};
+    const std::vector<Cidr> keep = applied_.routes;
+    auto done = netns_->run([&]() -> Result<UniqueFd> {
+        if (auto status = change_named_addresses(added, removed, keep); !status)
+            return std::move(status.error());
+        return UniqueFd();
+    });
+    if (!done) return std::move(done.error().context("name-bound egress"));
     return {};
 }
 

@@ -34,8 +34,13 @@ class TransparentRelay {
                                                            size_t max_connections = 256);
     /// stop().
     ~TransparentRelay();
-    /// Re-plans routes and nftables rules for `spec` (after the gate's rules changed).
+    /// Re-plans routes and nftables rules for `spec` (after the gate's rules changed); the
+    /// name-bound addresses of the gate's allowances stay open.
     Status apply(const EgressSpec& spec);
+    /// Opens `added` and closes `removed` name-bound addresses in the namespace (after the DNS
+    /// resolver granted allowances or the table dropped them). No-op while the plan has no
+    /// `name_bound` set (deny-all, custom without allowedHosts): the relay would refuse them.
+    Status change_named(const std::vector<IpAddress>& added, const std::vector<IpAddress>& removed);
     /// The relay listener's port inside the namespace.
     uint16_t port() const { return port_; }
     /// Closes the listener and every relayed connection (idempotent).

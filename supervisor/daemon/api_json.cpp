@@ -191,7 +191,13 @@ nlohmann::json egress_json(const EgressInfo& e) {
             {"refused", e.refused},
             {"proxy", e.proxy_port ? nlohmann::json("http://127.0.0.1:" +
                                                     std::to_string(e.proxy_port))
-                                   : nlohmann::json(nullptr)}};
+                                   : nlohmann::json(nullptr)},
+            {"dns", e.dns_port ? nlohmann::json("127.0.0.1:" + std::to_string(e.dns_port))
+                               : nlohmann::json(nullptr)},
+            {"transparent", e.transparent},
+            {"transparentError", e.transparent_error.empty()
+                                     ? nlohmann::json(nullptr)
+                                     : nlohmann::json(e.transparent_error)}};
 }
 
 nlohmann::json session_json(const SessionInfo& s) {

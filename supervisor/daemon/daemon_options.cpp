@@ -46,7 +46,9 @@ std::string daemon_usage() {
            "               [--allow-workdir ROOT]...  (sessions may work in existing\n"
            "                                            directories beneath ROOT: {workdir})\n"
            "               [--egress-hosts-file FILE]  (hosts-file names for the egress proxy,\n"
-           "                                            for tests and air-gapped hosts)\n";
+           "                                            for tests and air-gapped hosts)\n"
+           "               [--egress-idle-timeout DUR (10m)]  (egress tunnels idle this long\n"
+           "                                            are closed)\n";
 }
 
 Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args) {
@@ -83,6 +85,12 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             options.allow_workdir.push_back(value);
         } else if (name == "--egress-hosts-file") {
             options.egress_hosts_file = value;
+        } else if (name == "--egress-idle-timeout") {
+            auto value_ms = parse_duration(value);
+            if (!value_ms || value_ms->count() < 1 || *value_ms > std::chrono::hours(24))
+                return sys_error(EINVAL, "--egress-idle-timeout `" + value +
+                                             "`: expected a duration from 1ms to 24h, e.g. 10m");
+            options.egress_idle_timeout = *value_ms;
         } else if (name == "--instance") {
             if (!valid_instance(value))
                 return sys_error(EINVAL, "--instance `" + value + "`: use [A-Za-z0-9._-]{1,64}");

@@ -1,6 +1,7 @@
 #pragma once
 // corrald's command line.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct DaemonOptions {
     /// hosts); their addresses are the operator's choice, so loopback/link-local protection is
     /// lifted for them (deniedCIDRs still apply).
     std::string egress_hosts_file;
+    /// --egress-idle-timeout: an egress tunnel (CONNECT or transparent relay) with no byte either
+    /// way for this long is closed.
+    std::chrono::milliseconds egress_idle_timeout{std::chrono::minutes(10)};
     /// --allow-workdir ROOT (repeatable): sessions may work in existing directories beneath.
     std::vector<std::string> allow_workdir;
     /// --recover: on start, re-adopt journalled sessions that still run (adopt), or end

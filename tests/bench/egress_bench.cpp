@@ -6,6 +6,12 @@
 // The proxy is the real HttpEgressProxy inside a network namespace this program makes (a thread
 // that unshares one); the server is a sink on 127.0.0.1. Needs root. Prints ROW lines.
 //
+// And the session DNS resolver (dns_resolver.hpp), in the same namespace: the median time of one
+// A query over UDP from inside, against the daemon resolving the same name itself (EgressLookup
+// on the same event loop, the baseline), for a name whose address is already open and for a name
+// whose answer first opens its name-bound allowance (an nftables element and a route, through
+// the transparent relay: the cost of the first lookup of each name).
+//
 //   corral_bench_egress [--runs N] [--megabytes M]
 
 #include <arpa/inet.h>
@@ -26,7 +32,11 @@
 
 #include "base/asio.hpp"
 #include "isolation/namespaces.hpp"
+#include "sessions/network/dns_message.hpp"
+#include "sessions/network/dns_resolver.hpp"
+#include "sessions/network/egress_lookup.hpp"
 #include "sessions/network/http_proxy.hpp"
+#include "sessions/network/transparent_relay.hpp"
 #include "tests/bench/bench_report.hpp"
 
 using namespace corral;
@@ -139,6 +149,98 @@ struct Client {
     }
 };
 
+/// One A query for `name` over UDP from inside `netns` to its resolver; the answer's rcode, or -1.
+int dns_query(const std::shared_ptr<NetnsThread>& netns, const std::string& name) {
+    static uint16_t id = 0;
+    const std::vector<uint8_t> q = dns::build_query(name, dns::kTypeA, ++id);
+    static UniqueFd fd;
+    if (!fd) {
+        auto made = netns->run([]() -> Result<UniqueFd> {
+            UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+            if (!s) return sys_error("socket");
+            return s;
+        });
+        if (!made) return -1;
+        fd = std::move(*made);
+        sockaddr_in in{};
+        in.sin_family = AF_INET;
+        in.sin_port = htons(53);
+        in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ::connect(fd.get(), reinterpret_cast<sockaddr*>(&in), sizeof in);
+        timeval tv{2, 0};
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    if (::send(fd.get(), q.data(), q.size(), 0) != static_cast<ssize_t>(q.size())) return -1;
+    uint8_t answer[1500];
+    const ssize_t n = ::recv(fd.get(), answer, sizeof answer, 0);
+    return n >= 12 ? answer[3] & 0x0F : -1;
+}
+
+/// The DNS rows: a resolver and a transparent relay in `netns`, names from a hosts override.
+void bench_dns(boost::asio::io_context& io, const std::shared_ptr<NetnsThread>& netns, int runs) {
+    const std::string group = "session DNS";
+    std::string text = "127.0.0.1 open.bench.test\n";
+    for (int i = 0; i < runs; ++i)
+        text += "10.99." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) + " n" +
+                std::to_string(i) + ".bench.test\n";
+    auto hosts = std::make_shared<const EgressHosts>(*parse_egress_hosts(text));
+    auto rules = EgressRules::compile({EgressMode::custom, {"*.bench.test"}, {}, {}});
+    auto gate = std::make_shared<EgressGate>("bench-dns", std::move(*rules), EgressEnvironment{hosts, nullptr, {}});
+    std::promise<std::pair<std::unique_ptr<TransparentRelay>, Result<std::unique_ptr<SessionResolver>>>> started;
+    boost::asio::post(io, [&] {
+        auto relay = TransparentRelay::start(io, netns, gate);
+        std::unique_ptr<TransparentRelay> kept = relay ? std::move(*relay) : nullptr;
+        TransparentRelay* raw = kept.get();
+        auto grant = [gate, raw](const std::string& name, bool pinned, const std::vector<IpAddress>& addresses,
+                                 std::chrono::seconds lifetime) {
+            std::vector<IpAddress> added;
+            for (const auto& a : addresses) {
+                auto change = gate->allowances().grant(a, name, pinned, std::chrono::steady_clock::now() + lifetime);
+                added.insert(added.end(), change.added.begin(), change.added.end());
+            }
+            if (raw) (void)raw->change_named(added, {});
+        };
+        started.set_value({std::move(kept), SessionResolver::start(io, netns, gate, grant)});
+    });
+    auto [relay, resolver] = started.get_future().get();
+    if (!resolver) return print_failed_row(group, "(all)", resolver.error().describe());
+    auto lookup = std::make_shared<EgressLookup>(io);
+    auto direct = [&] {
+        std::promise<size_t> found;
+        boost::asio::post(io, [&] {
+            lookup->start(hosts.get(), "open.bench.test", 0, AF_INET, std::chrono::seconds(5),
+                          [&](EgressLookupResult r) { found.set_value(r.addresses.size()); });
+        });
+        return found.get_future().get() == 1;
+    };
+    std::vector<double> direct_us, open_us, first_us;
+    dns_query(netns, "open.bench.test");  // grants it once
+    for (int i = 0; i < runs; ++i) {
+        double start = now_ms();
+        if (direct()) direct_us.push_back((now_ms() - start) * 1000);
+        start = now_ms();
+        if (dns_query(netns, "open.bench.test") == 0) open_us.push_back((now_ms() - start) * 1000);
+        start = now_ms();
+        if (dns_query(netns, "n" + std::to_string(i) + ".bench.test") == 0)
+            first_us.push_back((now_ms() - start) * 1000);
+    }
+    print_row(group, "daemon's own lookup (hosts file), no DNS", quantile(direct_us, 0.5),
+              quantile(direct_us, 0.99), "us", 0, "baseline");
+    print_row(group, "A query over UDP, address already open", quantile(open_us, 0.5),
+              quantile(open_us, 0.99), "us", quantile(direct_us, 0.5));
+    print_row(group, std::string("A query over UDP, first answer opens it") +
+                         (relay ? "" : " (no nf_tables)"),
+              quantile(first_us, 0.5), quantile(first_us, 0.99), "us", quantile(direct_us, 0.5),
+              "nft element + /32 route");
+    std::promise<void> stopped;
+    boost::asio::post(io, [&] {
+        (*resolver)->stop();
+        if (relay) relay->stop();
+        stopped.set_value();
+    });
+    stopped.get_future().get();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,6 +321,8 @@ int main(int argc, char** argv) {
     print_row(group, "throughput, via proxy (CONNECT)", quantile(proxied_mbs, 0.5),
               quantile(proxied_mbs, 0.01), "MB/s", quantile(direct_mbs, 0.5),
               note + "; p99 column = p1");
+
+    bench_dns(io, *netns, runs);
 
     boost::asio::post(io, [&] { (*proxy)->stop(); });
     guard.reset();

@@ -33,5 +33,18 @@ TEST(DaemonOptions, BadConnectionLimitsNameTheOption) {
     }
 }
 
+// Issue 15 item 3: egress tunnels' idle limit, 10 minutes unless set, bounded.
+TEST(DaemonOptions, EgressIdleTimeout) {
+    EXPECT_EQ(parse_daemon_options({})->egress_idle_timeout, std::chrono::minutes(10));
+    EXPECT_EQ(parse_daemon_options({"--egress-idle-timeout=90s"})->egress_idle_timeout,
+              std::chrono::seconds(90));
+    for (const char* bad : {"--egress-idle-timeout=0", "--egress-idle-timeout=25h",
+                            "--egress-idle-timeout=later"}) {
+        auto parsed = parse_daemon_options({bad});
+        ASSERT_FALSE(parsed) << bad;
+        EXPECT_NE(parsed.error().message.find("--egress-idle-timeout"), std::string::npos);
+    }
+}
+
 }  // namespace
 }  // namespace corral::daemon

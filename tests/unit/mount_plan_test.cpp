@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace corral {
 namespace {
 
@@ -162,6 +164,25 @@ TEST(MountPlan, HidingOrReplacingRootIsRefused) {
     policy.filesystem.hidden = {};
     policy.filesystem.tmpfs = {{"/", 0}};
     EXPECT_FALSE(compile_mount_plan(policy, {}).ok());
+}
+
+// Issue 15: an isolated sandbox's /etc/resolv.conf is the daemon's file (its own resolver),
+// bound read-only after the policy's binds of /etc, so none of them covers it; a host-network
+// sandbox keeps the host's.
+TEST(MountPlan, IsolatedNetworkGetsTheDaemonsResolvConfLast) {
+    auto plan = compile_mount_plan(isolated_policy(), {"/srv/corral/s1", "/workspace"},
+                                   "/var/lib/corral/resolv.conf");
+    ASSERT_TRUE(plan.ok()) << plan.error().describe();
+    const MountStep resolv{Kind::bind_read_only, "/var/lib/corral/resolv.conf", "/etc/resolv.conf",
+                           0, -1, true};
+    auto at = std::find(plan->begin(), plan->end(), resolv);
+    ASSERT_NE(at, plan->end()) << describe_mount_plan(*plan);
+    EXPECT_EQ((at + 1)->kind, Kind::dev) << "after every file step, before /dev";
+    Policy host = isolated_policy();
+    host.namespaces.network = NetworkMode::host;
+    auto host_plan = compile_mount_plan(host, {"/srv/corral/s1", "/workspace"}, "/var/lib/corral/resolv.conf");
+    ASSERT_TRUE(host_plan.ok());
+    EXPECT_EQ(std::find(host_plan->begin(), host_plan->end(), resolv), host_plan->end());
 }
 
 }  // namespace

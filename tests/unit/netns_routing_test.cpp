@@ -54,5 +54,24 @@ TEST(TransparentPlan, NamedHostLoopbackAddressesButNever127001) {
     EXPECT_THAT(script, Not(HasSubstr("127.0.0.0/24")));
 }
 
+// Names the DNS resolver hands out (name_allowances.hpp) are redirected through the set
+// `name_bound`, even inside loopback: so the table exists as soon as names may be allowed, and a
+// re-created table keeps the addresses already handed out.
+TEST(TransparentPlan, AllowedHostsKeepATableForNameBoundAddresses) {
+    auto plain = plan_transparent_egress({EgressMode::custom, {}, {"10.1.0.0/16"}, {}}, 4000);
+    EXPECT_FALSE(plain.named);
+    auto plan = plan_transparent_egress({EgressMode::custom, {"registry.example.test"}, {}, {}}, 4000);
+    EXPECT_TRUE(plan.named);
+    EXPECT_TRUE(plan.routes.empty());
+    plan.named_addresses = {*IpAddress::parse("127.0.0.11"), *IpAddress::parse("2001:db8::1")};
+    const std::string script = nft_script(plan);
+    EXPECT_THAT(script, HasSubstr("set name_bound {\n    type ipv4_addr;\n    elements = { 127.0.0.11 }\n"));
+    EXPECT_THAT(script, HasSubstr("ip daddr != @name_bound ip daddr 127.0.0.0/8 return"));
+    EXPECT_THAT(script, HasSubstr("ip daddr { 0.0.0.0/8, 169.254.0.0/16 } tcp flags"));
+    EXPECT_THAT(script, HasSubstr("meta l4proto tcp redirect to :4000"));
+    EXPECT_TRUE(plan_transparent_egress({EgressMode::allow_all, {}, {}, {}}, 4000).named);
+    EXPECT_FALSE(plan_transparent_egress({EgressMode::deny_all, {"a.test"}, {}, {}}, 4000).named);
+}
+
 }  // namespace
 }  // namespace corral

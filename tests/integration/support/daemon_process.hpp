@@ -91,6 +91,8 @@ class DaemonProcess {
     }
     const std::string& socket_path() const { return socket_; }
     const std::string& dir() const { return dir_; }
+    /// The daemon's pid while it runs (-1 after stop()).
+    pid_t pid() const { return pid_; }
 
     /// SIGTERM, then wait (SIGKILL after `bound`); returns the wait status.
     int stop(std::chrono::seconds bound) {

@@ -1,0 +1,258 @@
+// DNS inside an isolated session, end to end (root): a real corrald with `--egress-hosts-file`
+// mapping test names to origin servers on host loopback addresses 127.0.0.11-13 (standing in for
+// the internet; no other address is ever contacted), programs in the session resolving names
+// through its /etc/resolv.conf (getent, python's getaddrinfo) and connecting directly, without
+// the proxy, over the transparent path to the addresses DNS handed out.
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "tests/integration/support/daemon_process.hpp"
+#include "tests/integration/support/origin_server.hpp"
+
+namespace corral {
+namespace {
+
+using corral::testing::DaemonProcess;
+using corral::testing::HttpClient;
+using corral::testing::OriginServer;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr uint16_t kPortBase = 20000;  // 20000-21999
+
+/// Python inside the session: connect to `host`:`port` by name, no proxy; prints what the origin
+/// answered, or the errno / getaddrinfo error name.
+std::string connect_by_name(const std::string& host, uint16_t port) {
+    return "/usr/bin/python3 -c '\n"
+           "import socket, errno\n"
+           "try:\n"
+           "    s = socket.create_connection((\"" +
+           host + "\", " + std::to_string(port) +
+           "), 20)\n"
+           "    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\")\n"
+           "    print(\"connected\", s.recv(4096).decode().split(\"\\r\\n\\r\\n\")[-1])\n"
+           "except socket.gaierror as e:\n"
+           "    print(\"gaierror\", e.errno)\n"
+           "except socket.timeout:\n"
+           "    print(\"TIMEOUT\")\n"
+           "except OSError as e:\n"
+           "    print(errno.errorcode.get(e.errno, e.errno))\n'";
+}
+
+class EgressDnsTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+        if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "needs /usr/bin/python3";
+        registry_ = std::make_unique<OriginServer>("127.0.0.11", "registry");
+        other_ = std::make_unique<OriginServer>("127.0.0.12", "other");
+        denied_ = std::make_unique<OriginServer>("127.0.0.13", "denied");
+        ASSERT_NE(registry_->port(), 0);
+        char tmpl[] = "/tmp/corral-dns-hosts-XXXXXX";
+        const int fd = ::mkstemp(tmpl);
+        ASSERT_GE(fd, 0);
+        ::close(fd);
+        hosts_file_ = tmpl;
+        std::ofstream hosts(hosts_file_);
+        hosts << "127.0.0.11 registry.example.test\n"
+                 "127.0.0.12 other.example.test\n"
+                 "127.0.0.13 denied.example.test\n";
+        // More addresses than a 512-byte UDP answer holds: the client must retry over TCP.
+        for (int i = 1; i <= 40; ++i) hosts << "127.0.1." << i << " many.example.test\n";
+        hosts.close();
+        daemon_ = std::make_unique<DaemonProcess>(
+            kPortBase, std::vector<std::string>{"--egress-hosts-file", hosts_file_});
+        ASSERT_TRUE(daemon_->ready()) << daemon_->log();
+    }
+    void TearDown() override {
+        daemon_.reset();
+        if (!hosts_file_.empty()) ::unlink(hosts_file_.c_str());
+    }
+
+    std::string create(const std::string& egress_yaml) {
+        HttpClient c = daemon_->client();
+        const std::string yaml =
+            "name: dns\nextends: default\nnetwork:\n  egress: " + egress_yaml + "\n";
+        auto res = c.post("/v1/sessions", {{"policyYaml", yaml}});
+        EXPECT_EQ(res.status, 201u) << res.body;
+        return res.json().value("id", "");
+    }
+    /// Runs `command` in the session without the proxy variables; stdout, "||", stderr.
+    std::string run(const std::string& sid, const std::string& command) {
+        HttpClient c = daemon_->client();
+        auto res =
+            c.post("/v1/sessions/" + sid + "/run",
+                   {{"command", "unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy; " + command},
+                    {"timeoutMs", 60000}});
+        EXPECT_EQ(res.status, 200u) << res.body;
+        const json j = res.json();
+        return j.value("stdout", "") + "||" + j.value("stderr", "");
+    }
+    std::string getent(const std::string& sid, const std::string& name) {
+        return run(sid, "getent hosts " + name + "; echo rc=$?");
+    }
+    json egress(const std::string& sid) {
+        HttpClient c = daemon_->client();
+        return c.get("/v1/sessions/" + sid).json()["egress"];
+    }
+    unsigned patch(const std::string& sid, const json& body) {
+        HttpClient c = daemon_->client();
+        return c.request("PATCH", "/v1/sessions/" + sid + "/network", body.dump()).status;
+    }
+    /// Open sockets of the daemon process (ended sessions keep other descriptors a while, for
+    /// their records; none keeps a socket).
+    size_t daemon_fds() {
+        size_t count = 0;
+        const std::string fds = "/proc/" + std::to_string(daemon_->pid()) + "/fd";
+        if (DIR* dir = ::opendir(fds.c_str())) {
+            while (dirent* entry = ::readdir(dir)) {
+                char link[256] = {};
+                const std::string path = fds + "/" + entry->d_name;
+                if (::readlink(path.c_str(), link, sizeof link - 1) > 0 &&
+                    std::string(link).rfind("socket:", 0) == 0)
+                    ++count;
+            }
+            ::closedir(dir);
+        }
+        return count;
+    }
+
+    std::unique_ptr<OriginServer> registry_, other_, denied_;
+    std::string hosts_file_;
+    std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(EgressDnsTest, AllowedNameResolvesInsideAndPlainTcpReachesItWithoutTheProxy) {
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    EXPECT_EQ(run(sid, "cat /etc/resolv.conf | grep ^nameserver"), "nameserver 127.0.0.1\n||");
+    EXPECT_EQ(getent(sid, "registry.example.test"),
+              "127.0.0.11      registry.example.test\nrc=0\n||");
+    // No CIDR rule covers 127.0.0.11: the name-bound allowance DNS granted opens it.
+    EXPECT_EQ(run(sid, connect_by_name("registry.example.test", registry_->port())),
+              "connected hello from registry\n||");
+    EXPECT_EQ(registry_->accepted(), 1);
+    const json e = egress(sid);
+    EXPECT_EQ(e["dns"], "127.0.0.1:53") << e;
+    EXPECT_EQ(e["transparentError"], nullptr) << e;
+    EXPECT_EQ(e["transparent"], true) << e;
+    EXPECT_EQ(e["refused"], 0) << e;
+}
+
+// The sandbox cannot change what its resolv.conf says for anyone else, nor where its own names
+// are answered: the file is the daemon's, bound read-only, and the daemon answers regardless.
+TEST_F(EgressDnsTest, TheSandboxCannotRewriteTheDaemonsResolvConf) {
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    EXPECT_EQ(run(sid,
+                  "/usr/bin/python3 -c '\n"
+                  "import errno\n"
+                  "try:\n"
+                  "    open(\"/etc/resolv.conf\", \"w\").write(\"nameserver 192.0.2.53\\n\")\n"
+                  "    print(\"written\")\n"
+                  "except OSError as e:\n"
+                  "    print(\"refused\" if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM) "
+                  "else e)\n'"),
+              "refused\n||");
+    std::ifstream file(daemon_->dir() + "/state/resolv.conf");
+    const std::string text((std::istreambuf_iterator<char>(file)), {});
+    EXPECT_THAT(text, HasSubstr("\nnameserver 127.0.0.1\n"));
+    EXPECT_EQ(text.find("192.0.2.53"), std::string::npos);
+    EXPECT_EQ(getent(sid, "registry.example.test"),
+              "127.0.0.11      registry.example.test\nrc=0\n||");
+}
+
+TEST_F(EgressDnsTest, NameNotAllowedGetsNxdomainAndIsCountedAndLogged) {
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    EXPECT_EQ(getent(sid, "other.example.test"), "rc=2\n||");  // 2: not found
+    const auto refused = egress(sid)["refused"].get<uint64_t>();
+    EXPECT_GE(refused, 1u);
+    // EAI_NONAME (-2): a definite "no such name", which tools do not retry.
+    EXPECT_EQ(run(sid, connect_by_name("other.example.test", other_->port())), "gaierror -2\n||");
+    EXPECT_GT(egress(sid)["refused"].get<uint64_t>(), refused);
+    EXPECT_EQ(other_->accepted(), 0);
+    EXPECT_THAT(daemon_->log(), HasSubstr("egress to other.example.test (DNS) refused: "
+                                          "`other.example.test` is not in allowedHosts"));
+}
+
+TEST_F(EgressDnsTest, AllowedNameResolvingIntoADeniedCidrIsRefused) {
+    const auto sid =
+        create("{mode: custom, allowedHosts: [denied.example.test], deniedCIDRs: [127.0.0.13/32]}");
+    EXPECT_EQ(getent(sid, "denied.example.test"), "rc=2\n||");
+    EXPECT_GE(egress(sid)["refused"].get<uint64_t>(), 1u);
+    EXPECT_THAT(daemon_->log(), HasSubstr("it resolves to 127.0.0.13: deniedCIDRs 127.0.0.13/32"));
+    // And the address itself stays closed to direct TCP.
+    EXPECT_EQ(run(sid, connect_by_name("127.0.0.13", denied_->port())), "ECONNREFUSED\n||");
+    EXPECT_EQ(denied_->accepted(), 0);
+}
+
+TEST_F(EgressDnsTest, PatchChangesTheAnswersOfTheNextQuery) {
+    const auto sid = create("{mode: deny-all}");
+    EXPECT_EQ(getent(sid, "registry.example.test"), "rc=2\n||");
+    ASSERT_EQ(patch(sid, {{"mode", "custom"}, {"allowedHosts", {"registry.example.test"}}}), 200u);
+    EXPECT_EQ(run(sid, connect_by_name("registry.example.test", registry_->port())),
+              "connected hello from registry\n||");
+    ASSERT_EQ(patch(sid, {{"mode", "custom"}, {"allowedHosts", {"other.example.test"}}}), 200u);
+    EXPECT_EQ(getent(sid, "registry.example.test"), "rc=2\n||");
+    // The allowance registry.example.test had went with the rule: its address is the session's
+    // own loopback again, where nothing listens.
+    EXPECT_EQ(run(sid, connect_by_name("127.0.0.11", registry_->port())), "ECONNREFUSED\n||");
+    EXPECT_EQ(run(sid, connect_by_name("other.example.test", other_->port())),
+              "connected hello from other\n||");
+    EXPECT_EQ(registry_->accepted(), 1);
+    EXPECT_EQ(other_->accepted(), 1);
+}
+
+TEST_F(EgressDnsTest, LargeAnswerIsTruncatedOverUdpAndCompleteOverTcp) {
+    const auto sid = create("{mode: custom, allowedHosts: [many.example.test]}");
+    // 32 addresses (the resolver's cap) do not fit 512 bytes of UDP: glibc sees TC and asks again
+    // over TCP.
+    EXPECT_EQ(run(sid,
+                  "/usr/bin/python3 -c 'import socket; "
+                  "print(len(socket.gethostbyname_ex(\"many.example.test\")[2]))'"),
+              "32\n||");
+}
+
+// IPv6 stays out: the transparent path is IPv4-only, so AAAA answers are empty (a client handed
+// an IPv6 address would try it first and get ENETUNREACH) and direct IPv6 has no route.
+TEST_F(EgressDnsTest, Ipv6IsNeitherAnsweredNorRouted) {
+    const auto sid = create("{mode: allow-all}");
+    EXPECT_EQ(run(sid,
+                  "/usr/bin/python3 -c '\n"
+                  "import socket\n"
+                  "try:\n"
+                  "    socket.getaddrinfo(\"registry.example.test\", 80, socket.AF_INET6)\n"
+                  "    print(\"answered\")\n"
+                  "except socket.gaierror as e:\n"
+                  "    print(\"no AAAA\")\n'"),
+              "no AAAA\n||");
+    // 2001:db8::/32 is the documentation prefix (RFC 3849): nothing is sent anywhere.
+    EXPECT_EQ(run(sid, connect_by_name("2001:db8::1", 80)), "ENETUNREACH\n||");
+}
+
+TEST_F(EgressDnsTest, ResolverGoesWithTheSession) {
+    HttpClient c = daemon_->client();
+    // A first session warms up what the daemon keeps open for good once it ran any.
+    const auto warm = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    ASSERT_EQ(c.del("/v1/sessions/" + warm).status, 200u);
+    const size_t before = daemon_fds();
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    EXPECT_EQ(getent(sid, "registry.example.test"),
+              "127.0.0.11      registry.example.test\nrc=0\n||");
+    EXPECT_GT(daemon_fds(), before);
+    ASSERT_EQ(c.del("/v1/sessions/" + sid).status, 200u);
+    EXPECT_TRUE(egress(sid)["dns"].is_null()) << egress(sid);
+    // Every socket of the session's network (resolver, proxy, relay) is closed with it.
+    size_t after = daemon_fds();
+    for (int i = 0; i < 100 && after > before; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        after = daemon_fds();
+    }
+    EXPECT_LE(after, before);
+}
+
+}  // namespace
+}  // namespace corral
