@@ -243,6 +243,7 @@ void Sandbox::stop() {
     (void)holder_.send_signal(SIGKILL);
     if (!adopted_) (void)holder_.wait();  // an adopted one is not ours to reap
     holder_ = PidRef{};
+    lease_ = IdRangeLease{};
 }
 
 bool Sandbox::try_reap() {
@@ -251,13 +252,18 @@ bool Sandbox::try_reap() {
         // waitid would say ECHILD while it still runs: its pidfd is readable once it exited.
         if (!pidfd_exited(holder_.pidfd())) return false;
         holder_ = PidRef{};
+        lease_ = IdRangeLease{};
         return true;
     }
     auto status = holder_.try_wait();
     if (status && !*status) return false;  // still running
     // Reaped now, or an error (ECHILD: reaped elsewhere): either way nothing is left to wait for.
+    // The namespaces are gone with it, so the id range is free again: a Sandbox object that
+    // outlives its holder (an ended session's record, kept for the retention window) must not
+    // keep a slot of the 4094 and a descriptor.
     holder_ = PidRef{};
     pending_report_.reset();
+    lease_ = IdRangeLease{};
     return true;
 }
 
@@ -267,6 +273,9 @@ pid_t Sandbox::release() {
     const pid_t pid = holder_.pid();
     holder_ = PidRef{};
     pending_report_.reset();
+    // The holder keeps its own copy of the lease's lock until it has exited, so the slot stays
+    // taken exactly as long as the namespaces live; ours can go now.
+    lease_ = IdRangeLease{};
     return pid;
 }
 

@@ -62,6 +62,7 @@ Status Session::build(const CreateSessionRequest& request) {
         // The user's directory: bound from its descriptor (never by path again), idmapped to
         // its owner, never handed to the sandbox's identity, never removed.
         bound_workdir_ = request.bound_workdir;
+        works_in_host_dir_ = true;
         workdir_.host_path = bound_workdir_->host_path;
         workdir_.host_fd = bound_workdir_->fd.get();
         workdir_.idmap_to_owner = true;
@@ -146,6 +147,8 @@ Status Session::create_kernel_resources() {
 }
 
 Result<UniqueFd> Session::open_workspace() const {
+    if (works_in_host_dir_ && !bound_workdir_)
+        return sys_error(ESRCH, "session `" + id_ + "` has ended: its workdir is let go");
     if (bound_workdir_) {
         const int fd = ::fcntl(bound_workdir_->fd.get(), F_DUPFD_CLOEXEC, 0);
         if (fd < 0) return sys_error("dup workdir `" + bound_workdir_->host_path + "`");
@@ -447,7 +450,7 @@ SessionInfo Session::info() const {
     info.end_reason = end_reason_;
     info.created_at = created_at_;
     info.ended_at = ended_at_;
-    info.root = bound_workdir_ ? bound_workdir_->host_path : directory_.root();
+    info.root = works_in_host_dir_ ? workdir_.host_path : directory_.root();
     info.workdir = workdir_.inside_path;
     info.cwd = cwd_;
     info.env = env_;

@@ -271,8 +271,10 @@ class Session : public std::enable_shared_from_this<Session> {
     std::shared_ptr<FileService> files_;
     PathSpace paths_;
     /// The host directory bound as the workspace (CreateSessionRequest::workdir), or null: a
-    /// scratch directory. Never removed by the session.
+    /// scratch directory (or the session ended: its descriptor is let go then). Never removed
+    /// by the session.
     std::shared_ptr<const BoundWorkdir> bound_workdir_;
+    bool works_in_host_dir_ = false;  ///< bound_workdir_ was set (workdir_.host_path names it)
     std::vector<uint16_t> leased_;
     std::unique_ptr<SessionNetwork> network_;  ///< isolated network only; before sandbox_ dies
     std::optional<EgressInfo> final_egress_;   ///< the egress record as it was when it stopped

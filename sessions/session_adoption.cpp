@@ -63,7 +63,7 @@ JournalSession Session::journal_state() const {
     if (auto identity = sandbox_.host_identity())
         state.identity = std::pair<uid_t, gid_t>{identity->uid, identity->gid};
     state.next_process = next_process_;
-    if (bound_workdir_) state.workdir = bound_workdir_->host_path;
+    if (works_in_host_dir_) state.workdir = workdir_.host_path;
     if (network_) state.egress = network_->egress_info().policy;
     if (state_ == SessionState::ending) state.ending = end_reason_;
     for (const auto& process : processes()) {

@@ -275,6 +275,14 @@ void Session::release_resources() {
     if (!cgroup_.remove(kNoWait)) cgroup_.leave();
     cgroup_ = Cgroup{};
     limits_.reset();
+    // An ended session's record stays readable for the retention window (and a tombstone
+    // longer); it must not hold descriptors meanwhile (issue 12: ~1.5 per ended session, held
+    // 60 s, took a daemon ending hundreds a minute towards its descriptor limit). The file
+    // service's root, the bound workdir and the sandbox's id-range lease go now; a request
+    // still holding the file service keeps its own reference.
+    files_.reset();
+    bound_workdir_.reset();
+    workdir_.host_fd = -1;
     context_.ports.release_all(id_);
     leased_.clear();
     (void)directory_.remove();
