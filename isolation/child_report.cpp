@@ -3,10 +3,12 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace corral {
 namespace {
@@ -22,6 +24,21 @@ void write_all(int fd, const ChildReport& report) noexcept {
         left -= static_cast<size_t>(n);
     }
 }
+
+/// One report and room for one descriptor, as a msghdr (no allocation: the child sends it).
+struct ReportMessage {
+    explicit ReportMessage(ChildReport& report) : data{&report, sizeof report} {
+        message.msg_iov = &data;
+        message.msg_iovlen = 1;
+        message.msg_control = control;
+        message.msg_controllen = sizeof control;
+    }
+    ReportMessage(const ReportMessage&) = delete;
+    ReportMessage& operator=(const ReportMessage&) = delete;
+    iovec data;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr message{};
+};
 
 }  // namespace
 
@@ -56,6 +73,47 @@ Result<std::optional<ChildReport>> read_report(int fd) {
     }
     if (got == 0) return std::optional<ChildReport>{};
     if (got != sizeof report) return plain_error("truncated child report");
+    report.step[sizeof report.step - 1] = '\0';
+    return std::optional<ChildReport>{report};
+}
+
+bool write_listener_report(int socket, int listener) noexcept {
+    ChildReport report;
+    report.kind = ChildReport::listener;
+    ReportMessage envelope(report);
+    msghdr& message = envelope.message;
+    cmsghdr* rights = CMSG_FIRSTHDR(&message);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(rights), &listener, sizeof(int));
+    ssize_t n;
+    do {
+        n = ::sendmsg(socket, &message, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n == static_cast<ssize_t>(sizeof report);
+}
+
+Result<std::optional<ChildReport>> read_report_with_fd(int socket, UniqueFd& received) {
+    ChildReport report;
+    ReportMessage envelope(report);
+    msghdr& message = envelope.message;
+    ssize_t n;
+    do {
+        n = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return sys_error("read child report");
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int))) {
+            int fd = -1;
+            std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+            received.reset(fd);
+        }
+    }
+    if (n == 0) return std::optional<ChildReport>{};
+    if (n != static_cast<ssize_t>(sizeof report) || (message.msg_flags & MSG_CTRUNC))
+        return plain_error("truncated child report");
     report.step[sizeof report.step - 1] = '\0';
     return std::optional<ChildReport>{report};
 }

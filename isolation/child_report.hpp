@@ -10,12 +10,13 @@
 #include <optional>
 
 #include "base/error.hpp"
+#include "base/unique_fd.hpp"
 
 namespace corral {
 
 /// One fixed-size message over a CLOEXEC pipe (smaller than PIPE_BUF, so each write is atomic).
 struct ChildReport {
-    enum Kind : int { failure = 1, ready = 3 };
+    enum Kind : int { failure = 1, ready = 3, listener = 4 };
     int kind = 0;
     int error = 0;        ///< errno of the failed step
     pid_t pid = -1;       ///< ready: the sender
@@ -28,6 +29,13 @@ void write_failure_report(int fd, const char* step, int error) noexcept;
 void write_report(int fd, ChildReport::Kind kind, pid_t pid) noexcept;
 /// Parent side: reads one report; nullopt at end of file (the writer exec'd or died).
 Result<std::optional<ChildReport>> read_report(int fd);
+
+/// Child side, over a SOCK_SEQPACKET socket: a `listener` report carrying the descriptor
+/// `listener` (SCM_RIGHTS). Async-signal-safe. Returns false with errno set.
+bool write_listener_report(int socket, int listener) noexcept;
+/// Parent side of a SOCK_SEQPACKET report socket: read_report, and a descriptor that came with
+/// the report (SCM_RIGHTS, close-on-exec) in *received.
+Result<std::optional<ChildReport>> read_report_with_fd(int socket, UniqueFd& received);
 
 /// Raw clone3 without a new stack (fork-like). `cgroup_fd` >= 0 adds CLONE_INTO_CGROUP; with
 /// CLONE_PIDFD the pidfd lands in *pidfd. Returns the pid, 0 in the child, -1 with errno.

@@ -1,12 +1,16 @@
 #include "isolation/confinement.hpp"
 
+#include <linux/audit.h>
 #include <sys/prctl.h>
+
+#include <cerrno>
 
 #include "isolation/capabilities.hpp"
 #include "isolation/landlock.hpp"
 #include "isolation/rlimits.hpp"
 #include "isolation/seccomp.hpp"
 #include "isolation/seccomp_cache.hpp"
+#include "isolation/seccomp_refusals.hpp"
 
 namespace corral {
 namespace {
@@ -38,16 +42,32 @@ Status compile_landlock(const Policy& policy, Confinement& out) {
     return {};
 }
 
+// The child hands its listener to the parent with sendmsg(2) right after installing the filter
+// (launcher.cpp). A policy that refuses sendmsg would have the child wait on a listener nobody
+// holds yet, forever: such a filter is installed without a listener (nothing counted).
+bool listener_can_be_handed_over(const std::vector<sock_filter>& marked) {
+    if (!has_refusal_marks(marked)) return false;
+    seccomp_data handover{};
+    handover.nr = resolve_syscall("sendmsg");
+    handover.arch = AUDIT_ARCH_X86_64;
+    return refusal_verdict(marked, handover).kind == RefusalVerdict::not_marked;
+}
+
 }  // namespace
 
 Result<Confinement> compile_confinement(const Policy& policy) {
     Confinement out;
-    auto filter = compile_seccomp_cached(policy.seccomp, default_seccomp_cache_dir());
-    if (!filter) return std::move(filter.error());
+    auto marked = compile_seccomp_cached(policy.seccomp, default_seccomp_cache_dir());
+    if (!marked) return std::move(marked.error());
     // A kernel without seccomp filters: refused under `enforcement: strict` (the child's install
     // fails and names the step), skipped under best-effort.
     if (seccomp_available() || policy.enforcement == Enforcement::strict) {
-        out.seccomp_filter = std::move(*filter);
+        out.seccomp_filter = without_listener(*marked);
+        if (listener_can_be_handed_over(*marked)) {
+            out.seccomp_notifying_filter = notifying(*marked);
+            out.seccomp_marked =
+                std::make_shared<const std::vector<sock_filter>>(std::move(*marked));
+        }
     }
     auto credentials = compile_credentials(policy, out);
     if (!credentials) return std::move(credentials.error());
@@ -59,7 +79,7 @@ Result<Confinement> compile_confinement(const Policy& policy) {
     return out;
 }
 
-const char* apply_confinement(const Confinement& c) {
+const char* apply_confinement(const Confinement& c, int* listener) {
     if (const char* step = apply_rlimits(c.rlimits.data(), c.rlimits.size())) return step;
     if (c.drop_capabilities) {
         if (const char* step = drop_bounding_capabilities(c.keep_capabilities, c.last_capability))
@@ -78,6 +98,13 @@ const char* apply_confinement(const Confinement& c) {
     if (c.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "no_new_privs";
     if (c.landlock_ruleset.valid() && landlock_restrict(c.landlock_ruleset.get()) != 0)
         return "landlock_restrict_self";
+    if (listener != nullptr && !c.seccomp_notifying_filter.empty()) {
+        *listener = install_seccomp_filter(c.seccomp_notifying_filter.data(),
+                                           c.seccomp_notifying_filter.size(), true);
+        if (*listener >= 0) return nullptr;
+        if (errno != EBUSY && errno != EINVAL && errno != ENOSYS) return "seccomp";
+        *listener = -1;  // no listener here: the filter without one, as before counting
+    }
     if (!c.seccomp_filter.empty() &&
         install_seccomp_filter(c.seccomp_filter.data(), c.seccomp_filter.size()) != 0)
         return "seccomp";

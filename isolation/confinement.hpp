@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,12 @@ struct RlimitStep {
 
 /// Everything the child applies to itself before exec.
 struct Confinement {
-    std::vector<sock_filter> seccomp_filter;  ///< empty: no filter
+    std::vector<sock_filter> seccomp_filter;  ///< empty: no filter; the one without a listener
+    /// The same filter with its refusals handed to a listener (seccomp_refusals.hpp); empty when
+    /// nothing would be counted. The launcher installs it when its caller counts refusals.
+    std::vector<sock_filter> seccomp_notifying_filter;
+    /// The marked program both come from: the supervisor's answers (seccomp_listener.hpp).
+    std::shared_ptr<const std::vector<sock_filter>> seccomp_marked;
     bool drop_capabilities = true;            ///< false: leave caps as inherited
     uint64_t keep_capabilities = 0;           ///< bitmask of CAP_* kept in all sets (incl. ambient)
     int last_capability = 40;                 ///< highest cap number this kernel knows
@@ -50,10 +56,17 @@ Result<Confinement> compile_confinement(const Policy& policy);
 
 /// Runs in the child between clone and exec. Async-signal-safe. On failure returns the failing
 /// step's name (a string literal, e.g. "capset") and leaves errno set; nullptr on success.
-const char* apply_confinement(const Confinement& confinement);
+/// With `listener` and a notifying filter, that filter is installed with a new listener, whose
+/// descriptor (close-on-exec) lands in *listener; where the kernel refuses one (EBUSY: the caller
+/// already runs under a filter with a listener, as inside another corral; EINVAL/ENOSYS: older
+/// kernels) the filter without a listener is installed instead and *listener stays -1.
+const char* apply_confinement(const Confinement& confinement, int* listener = nullptr);
 
 /// Builds the seccomp BPF program for a spec (used by compile_confinement; exposed for tests and
 /// `corral doctor`). Empty vector when the spec's preset is "none" and deny/allow are empty.
 Result<std::vector<sock_filter>> compile_seccomp(const SeccompSpec& spec);
+/// The marked program of a spec (seccomp_refusals.hpp): compile_seccomp's with its counted
+/// answers marked. What the cache stores.
+Result<std::vector<sock_filter>> compile_marked_seccomp(const SeccompSpec& spec);
 
 }  // namespace corral

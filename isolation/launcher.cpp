@@ -5,7 +5,9 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +41,7 @@ struct ChildPlan {
     std::vector<char*> envp;
     std::string chdir_step;
     std::string exec_step;
+    bool hand_over_listener = false;  ///< the report channel is a socket; see launcher.hpp
 };
 
 std::string_view env_value(const std::vector<std::string>& env, std::string_view key) {
@@ -158,8 +161,13 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
     mark_fds_cloexec(spec.extra_fd >= 3 ? 4 : 3);
     reset_signals();
     if (spec.confinement != nullptr) {
-        if (const char* step = apply_confinement(*spec.confinement))
+        int listener = -1;
+        if (const char* step = apply_confinement(*spec.confinement,
+                                                 plan.hand_over_listener ? &listener : nullptr))
             child_fail(report_fd, step, errno);
+        // The first call under the filter; never a marked one (confinement.cpp).
+        if (listener >= 0 && !write_listener_report(report_fd, listener))
+            child_fail(report_fd, "hand the seccomp listener over", errno);
     }
     int error = ENOENT;
     bool saw_eacces = false;
@@ -228,9 +236,39 @@ Result<UniqueFd> pidfd_open(pid_t pid) {
     return UniqueFd(fd);
 }
 
+/// A SOCK_SEQPACKET pair in the shape of a pipe: one message per report, and descriptors pass.
+Result<Pipe> make_report_socket() {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
+        return sys_error("socketpair for the child's report");
+    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
 /// Reaps a child that failed setup (it has exited or is about to).
 void reap(const PidRef& child) {
     (void)child.wait();
+}
+
+/// Reads the child's reports until it has exec'd (end of file) or failed. With refusals counted,
+/// the listener report comes first; from then on the calls the child refuses before execve (a
+/// policy may refuse execve or write itself) are answered here, or it would wait forever.
+Result<std::optional<ChildReport>> await_exec(int report_fd, SeccompRefusals* refusals) {
+    if (refusals == nullptr) return read_report(report_fd);
+    for (;;) {
+        pollfd fds[2] = {{report_fd, POLLIN, 0}, {refusals->fd(), POLLIN, 0}};
+        const nfds_t count = refusals->attached() && !refusals->hung_up() ? 2 : 1;
+        if (::poll(fds, count, -1) < 0) {
+            if (errno == EINTR) continue;
+            return sys_error("poll the child's report");
+        }
+        if (count == 2 && fds[1].revents != 0) refusals->serve(64);
+        if (fds[0].revents == 0) continue;
+        UniqueFd received;
+        auto report = read_report_with_fd(report_fd, received);
+        if (!report || !*report || (*report)->kind != ChildReport::listener) return report;
+        if (!received) return plain_error("the seccomp listener report came without it");
+        refusals->attach(std::move(received));
+    }
 }
 
 Error failure_error(const ChildReport& report) {
@@ -314,8 +352,10 @@ Result<PidRef> launch(const LaunchSpec& spec) {
     plan.envp = c_array(spec.env);
     plan.chdir_step = "chdir `" + spec.cwd + "`";
     plan.exec_step = std::string(kExecStep) + spec.argv[0] + "`";
+    plan.hand_over_listener = spec.refusals != nullptr && spec.confinement != nullptr &&
+                              !spec.confinement->seccomp_notifying_filter.empty();
 
-    auto pipe = make_pipe();
+    auto pipe = plan.hand_over_listener ? make_report_socket() : make_pipe();
     if (!pipe) return std::move(pipe.error());
     std::optional<PidNamespaceForChildren> pid_namespace;
     if (spec.namespace_holder_pidfd >= 0 && (spec.namespace_flags & CLONE_NEWPID)) {
@@ -328,7 +368,7 @@ Result<PidRef> launch(const LaunchSpec& spec) {
     pipe->write_end.reset();  // EOF once the child has exec'd or exited
     if (!started) return std::move(started.error());
     PidRef child = std::move(*started);
-    auto report = read_report(pipe->read_end.get());
+    auto report = await_exec(pipe->read_end.get(), plan.hand_over_listener ? spec.refusals : nullptr);
     if (!report) {
         (void)child.send_signal(SIGKILL);
         reap(child);

@@ -9,6 +9,11 @@
 // released. When the session has namespaces, the child setns()es into the holder's namespaces
 // (sandbox.hpp); a pid namespace applies only to children, so for the clone the calling thread
 // enters the holder's pid namespace for its children and returns to its own right after.
+//
+// Refusal counting (seccomp_listener.hpp): the report channel is then a SOCK_SEQPACKET socket
+// pair, over which the child sends its seccomp listener (SCM_RIGHTS) as the first call after
+// installing its filter, before execve. The listener is close-on-exec, so the command never holds
+// it: a process holding its own listener could answer its own refused calls with "continue".
 
 #include <sys/types.h>
 
@@ -19,6 +24,7 @@
 #include "base/error.hpp"
 #include "isolation/confinement.hpp"
 #include "isolation/pid_ref.hpp"
+#include "isolation/seccomp_listener.hpp"
 
 namespace corral {
 
@@ -41,6 +47,11 @@ struct LaunchSpec {
     /// control works: the terminal's ^C/^Z reach the foreground process group. Needs new_session.
     bool controlling_terminal = false;
     const Confinement* confinement = nullptr;  ///< nullptr: none
+    /// Counts the refusals of the confinement's seccomp filter (issue 17.6): the child installs
+    /// the notifying filter with a listener and hands it over before execve, and the launcher
+    /// attaches it here (answering the calls the child makes until execve). nullptr, or a
+    /// confinement with nothing to count: the filter without a listener.
+    SeccompRefusals* refusals = nullptr;
 };
 
 /// A setup failure inside the child: which step, which errno.

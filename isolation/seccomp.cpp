@@ -16,6 +16,7 @@
 #include "base/unique_fd.hpp"
 #include "isolation/confinement.hpp"
 #include "isolation/seccomp_guard.hpp"
+#include "isolation/seccomp_refusals.hpp"
 #include "policies/syscall_groups.hpp"
 #include "policies/syscall_numbers.hpp"
 
@@ -106,6 +107,7 @@ Result<NameSet> expand_checked(const std::vector<std::string>& names, const std:
     return NameSet(expanded->begin(), expanded->end());
 }
 
+// The policy's action, marked (seccomp_refusals.hpp): errno and log answers are counted.
 Result<uint32_t> policy_action(const SeccompSpec& spec) {
     switch (spec.action) {
         case SeccompAction::errno_code:
@@ -113,11 +115,11 @@ Result<uint32_t> policy_action(const SeccompSpec& spec) {
                 return plain_error("seccomp.errno: " + std::to_string(spec.errno_value) +
                                    " is outside 0..4095");
             }
-            return SCMP_ACT_ERRNO(static_cast<uint16_t>(spec.errno_value));
+            return refusal_mark(static_cast<uint16_t>(spec.errno_value));
         case SeccompAction::kill_process:
-            return SCMP_ACT_KILL_PROCESS;
+            return SCMP_ACT_KILL_PROCESS;  // not counted: the kernel kills at once
         case SeccompAction::log:
-            return SCMP_ACT_LOG;
+            return SCMP_ACT_TRACE(kLoggedData);
     }
     return plain_error("seccomp.action: unknown action");
 }
@@ -208,8 +210,9 @@ Result<std::vector<sock_filter>> export_bpf(const SeccompContext& ctx) {
 // that is ENOSYS, as if the kernel did not have it: programs probe newer calls (io_setup,
 // futex_waitv, cachestat, statmount, mseal, the *xattrat calls) and fall back on ENOSYS, while
 // EPERM makes them fail. Docker answers syscalls its profile does not know the same way.
+// It is a refusal by policy, so it is marked and counted.
 uint32_t strict_default_action(const SeccompSpec& spec, uint32_t action) {
-    return spec.action == SeccompAction::errno_code ? SCMP_ACT_ERRNO(ENOSYS) : action;
+    return spec.action == SeccompAction::errno_code ? refusal_mark(ENOSYS) : action;
 }
 
 Status add_strict_rules(const SeccompContext& ctx, uint32_t default_action, uint32_t action,
@@ -272,6 +275,12 @@ Result<std::vector<sock_filter>> build(const SeccompSpec& spec, uint32_t action)
 }  // namespace
 
 Result<std::vector<sock_filter>> compile_seccomp(const SeccompSpec& spec) {
+    auto marked = compile_marked_seccomp(spec);
+    if (!marked) return std::move(marked.error());
+    return without_listener(*marked);
+}
+
+Result<std::vector<sock_filter>> compile_marked_seccomp(const SeccompSpec& spec) {
     if (spec.preset != "default" && spec.preset != "strict" && spec.preset != "none") {
         return plain_error("seccomp.preset: unknown preset `" + spec.preset +
                            "` (expected default, strict or none)");
@@ -300,11 +309,12 @@ bool seccomp_available() {
     return syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &kill_process) == 0;
 }
 
-int install_seccomp_filter(const sock_filter* program, size_t length) {
+int install_seccomp_filter(const sock_filter* program, size_t length, bool new_listener) {
     sock_fprog fprog{};
     fprog.len = static_cast<unsigned short>(length);
     fprog.filter = const_cast<sock_filter*>(program);
-    return static_cast<int>(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog));
+    const unsigned flags = new_listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+    return static_cast<int>(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &fprog));
 }
 
 }  // namespace corral

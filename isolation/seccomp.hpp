@@ -36,7 +36,8 @@ bool seccomp_available();
 int resolve_syscall(std::string_view name);
 
 /// Installs a BPF program on the calling thread. Async-signal-safe; needs no_new_privs (or
-/// CAP_SYS_ADMIN). Returns 0, or -1 with errno set.
-int install_seccomp_filter(const sock_filter* program, size_t length);
+/// CAP_SYS_ADMIN). Returns 0 (with `new_listener`: the listener's descriptor, close-on-exec), or
+/// -1 with errno set.
+int install_seccomp_filter(const sock_filter* program, size_t length, bool new_listener = false);
 
 }  // namespace corral

@@ -241,6 +241,9 @@ std::string seccomp_cache_key(const SeccompSpec& spec) {
     uname(&host);
     const scmp_version* library = seccomp_version();  // a dynamically linked libseccomp's fix
     std::string key;
+    // The entry holds the marked program (seccomp_refusals.hpp), whose counted answers differ
+    // from the plain filter's: a format of its own.
+    put_field(key, "program", "marked-refusals");
     put_field(key, "build", build_id());
     put_field(key, "libseccomp", library == nullptr ? "?"
                                                     : std::to_string(library->major) + "." +
@@ -264,7 +267,7 @@ Result<std::vector<sock_filter>> compile_seccomp_cached(const SeccompSpec& spec,
     if (dir) {
         if (auto cached = load(dir.get(), key)) return std::move(*cached);
     }
-    auto program = compile_seccomp(spec);
+    auto program = compile_marked_seccomp(spec);
     if (program && dir) store(dir.get(), key, *program);
     return program;
 }

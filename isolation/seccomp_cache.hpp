@@ -32,9 +32,9 @@ std::optional<std::string> default_seccomp_cache_dir();
 /// canonical spec. Empty when the binary has no build id (then nothing is cached).
 std::string seccomp_cache_key(const SeccompSpec& spec);
 
-/// The program for `spec`: from `cache_dir` when a valid entry for its key is there, else
-/// compiled (compile_seccomp) and stored. Compile errors are returned as compile_seccomp's;
-/// cache errors never are.
+/// The marked program for `spec` (compile_marked_seccomp, seccomp_refusals.hpp): from
+/// `cache_dir` when a valid entry for its key is there, else compiled and stored. Compile errors
+/// are returned as compile_marked_seccomp's; cache errors never are.
 Result<std::vector<sock_filter>> compile_seccomp_cached(const SeccompSpec& spec,
                                                         const std::optional<std::string>& cache_dir);
 

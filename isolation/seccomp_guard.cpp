@@ -14,6 +14,7 @@
 #include <string>
 
 #include "isolation/seccomp.hpp"
+#include "isolation/seccomp_refusals.hpp"
 #include "policies/syscall_numbers.hpp"
 
 namespace corral {
@@ -224,11 +225,11 @@ Result<std::vector<sock_filter>> compile_seccomp_guard(bool debuggers) {
     }
 
     a.bind(enosys);
-    a.ret(SECCOMP_RET_ERRNO | ENOSYS);
+    a.ret(SECCOMP_RET_ERRNO | ENOSYS);  // a fallback answer, not counted as a refusal
     a.bind(eperm);
-    a.ret(SECCOMP_RET_ERRNO | EPERM);
+    a.ret(refusal_mark(EPERM));  // refusals: counted (seccomp_refusals.hpp)
     a.bind(no_family);
-    a.ret(SECCOMP_RET_ERRNO | EAFNOSUPPORT);
+    a.ret(refusal_mark(EAFNOSUPPORT));
     a.bind(carry_on);
     return a.finish();
 }

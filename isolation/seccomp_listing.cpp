@@ -92,7 +92,9 @@ constexpr uint64_t kArgumentProbes[] = {~0ull,
                                         38 /* AF_ALG */,
                                         0x0040000};
 
-std::string name_of(int nr) {
+}  // namespace
+
+std::string syscall_name_of(int nr) {
     if (char* name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr)) {
         std::string text(name);
         std::free(name);
@@ -102,8 +104,6 @@ std::string name_of(int nr) {
         if (s.number == nr) return std::string(s.name);
     return "";
 }
-
-}  // namespace
 
 uint32_t evaluate_seccomp(const std::vector<sock_filter>& program, const seccomp_data& call) {
     uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {};
@@ -195,7 +195,7 @@ std::string describe_seccomp_answer(uint32_t ret) {
 std::vector<SyscallAnswer> list_seccomp(const std::vector<sock_filter>& program) {
     std::vector<SyscallAnswer> answers;
     for (int nr = 0; nr <= highest_x86_64_syscall(); ++nr) {
-        std::string name = name_of(nr);
+        std::string name = syscall_name_of(nr);
         if (name.empty()) continue;
         seccomp_data call{};
         call.nr = nr;

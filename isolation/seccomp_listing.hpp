@@ -25,6 +25,10 @@ struct SyscallAnswer {
 /// answers SECCOMP_RET_KILL_PROCESS.
 uint32_t evaluate_seccomp(const std::vector<sock_filter>& program, const seccomp_data& call);
 
+/// The name of an x86_64 syscall number (libseccomp, then the recent-syscall table); "" when
+/// neither names it.
+std::string syscall_name_of(int nr);
+
 /// "allow", "EPERM" (errno name), "kill-process", "kill-thread", "trap", "log", "trace",
 /// "user-notif" for a SECCOMP_RET_* value.
 std::string describe_seccomp_answer(uint32_t ret);

@@ -9,7 +9,6 @@
 #include <csignal>
 
 #include "base/pipe.hpp"
-#include "isolation/launcher.hpp"
 #include "sessions/child_reaper.hpp"
 
 namespace corral {
@@ -54,6 +53,7 @@ Process::Process(boost::asio::io_context& io, ChildReaper& reaper, ProcessSetup 
       stdin_pipe_(io),
       exit_watch_(io),
       leaf_watch_(io),
+      refusal_watch_(io),
       timeout_timer_(io),
       grace_timer_(io),
       settle_timer_(io),
@@ -84,6 +84,15 @@ Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, Chi
     return process;
 }
 
+LaunchSpec Process::launch_spec() {
+    LaunchSpec spec = base_launch_spec(setup_, leaf_);
+    if (setup_.confinement != nullptr && !setup_.confinement->seccomp_filter.empty()) {
+        refusals_ = std::make_unique<SeccompRefusals>(setup_.confinement->seccomp_marked);
+        spec.refusals = refusals_.get();
+    }
+    return spec;
+}
+
 // Pipes, then launch, then the parent's copies of the child's ends are closed (when `child_*`
 // goes out of scope), so EOF on stdout/stderr means every writer is gone.
 Status Process::launch_into_leaf() {
@@ -99,7 +108,7 @@ Status Process::launch_into_leaf() {
         in_pipe = std::move(*created);
     }
 
-    LaunchSpec spec = base_launch_spec(setup_, leaf_);
+    LaunchSpec spec = launch_spec();
     spec.stdin_fd = in_pipe ? in_pipe->read_end.get() : -1;
     spec.stdout_fd = out_pipe->write_end.get();
     spec.stderr_fd = err_pipe->write_end.get();
@@ -135,7 +144,7 @@ Status Process::launch_into_leaf() {
 // duplicates of the master (asio owns and closes each); stderr stays empty (merged, as on a
 // terminal).
 Status Process::launch_on_terminal() {
-    LaunchSpec spec = base_launch_spec(setup_, leaf_);
+    LaunchSpec spec = launch_spec();
     spec.stdin_fd = setup_.terminal->slave.get();
     spec.stdout_fd = setup_.terminal->slave.get();
     spec.stderr_fd = setup_.terminal->slave.get();
@@ -245,6 +254,7 @@ ProcessInfo Process::info() const {
         stats->eof = stream->eof;
     }
     info.stdin_open = stdin_pipe_.is_open() && !stdin_eof_requested_;
+    if (refusals_) info.seccomp = refusals_->counts();
     return info;
 }
 
@@ -351,6 +361,7 @@ void Process::shut_down() {
     settle_timer_.cancel();
     exit_watch_.close(ignored);
     leaf_watch_.close(ignored);
+    refusal_watch_.close(ignored);
     out_.pipe.close(ignored);
     err_.pipe.close(ignored);
     stdin_pipe_.close(ignored);

@@ -27,6 +27,8 @@
 #include "isolation/cgroup.hpp"
 #include "isolation/confinement.hpp"
 #include "isolation/exit_reason.hpp"
+#include "isolation/launcher.hpp"
+#include "isolation/seccomp_listener.hpp"
 #include "isolation/limits.hpp"
 #include "isolation/pid_ref.hpp"
 #include "sessions/output_buffer.hpp"
@@ -197,6 +199,8 @@ class Process : public std::enable_shared_from_this<Process> {
 
     Process(boost::asio::io_context& io, ChildReaper& reaper, ProcessSetup setup,
             FinishCallback on_finish);
+    /// The spec every launch of this process starts from (launch_into_leaf, launch_on_terminal).
+    LaunchSpec launch_spec();
     Status launch_into_leaf();
     Status launch_on_terminal();
     void record_setup_failure(const Error& error);
@@ -208,6 +212,9 @@ class Process : public std::enable_shared_from_this<Process> {
     void read_more(OutputStream stream);
     void watch_exit();
     void watch_lingering_leaf();
+    /// Answers and counts the seccomp filter's refusals (isolation/seccomp_listener.hpp).
+    void watch_refusals();
+    void serve_refusals();
     // process_adoption.cpp
     void watch_adopted_leaf();
     void on_main_exit(std::optional<WaitStatus> status);
@@ -255,6 +262,9 @@ class Process : public std::enable_shared_from_this<Process> {
     std::vector<std::weak_ptr<OutputFollower>> followers_;
     boost::asio::posix::stream_descriptor exit_watch_;
     boost::asio::posix::stream_descriptor leaf_watch_;  ///< cgroup.events of a lingering leaf
+    /// Counts the filter's refusals while any process of the tree runs; null without a filter.
+    std::unique_ptr<SeccompRefusals> refusals_;
+    boost::asio::posix::stream_descriptor refusal_watch_;  ///< a duplicate of its listener
     boost::asio::steady_timer timeout_timer_;
     boost::asio::steady_timer grace_timer_;
     boost::asio::steady_timer settle_timer_;

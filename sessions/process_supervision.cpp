@@ -1,5 +1,6 @@
 // Watching a running process on the event loop: output pipes, the pidfd (exit status), the
 // command timeout, and turning all of that into one final record.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,9 @@ constexpr int kReadsPerTurn = 4;  // 1 MiB from one pipe, then other handlers ge
 // How long a record waits for EOF after the main process exited, for descendants that hold the
 // pipes (`cmd &`). A `run` of such a command returns after this; later output is still kept.
 constexpr std::chrono::milliseconds kSettleWindow{500};
+// Refused calls answered per turn of the loop: a sandbox flooding them waits in the kernel
+// while other handlers run, instead of holding the loop.
+constexpr size_t kRefusalsPerTurn = 64;
 
 // One read buffer for every pipe of the daemon: the event loop reads one pipe at a time, so a
 // process costs what its OutputBuffers hold, not two idle read buffers.
@@ -35,6 +39,7 @@ void Process::start_watching() {
     for (OutputStream stream : {OutputStream::out, OutputStream::err})
         boost::asio::post(io_, [self = shared_from_this(), stream] { self->read_more(stream); });
     watch_exit();
+    watch_refusals();
     arm_timeout();
     if (setup_.stdin_data) {
         write_stdin(std::move(*setup_.stdin_data), !setup_.stdin_open, [](Status) {});
@@ -84,6 +89,37 @@ void Process::read_more(OutputStream stream) {
         maybe_finish();
         return;
     }
+}
+
+// The listener is readable while refused calls wait for an answer, and hangs up once no process
+// uses the filter any more. Like the pipes (edge-triggered epoll), it is served until nothing is
+// queued before waiting again; after kRefusalsPerTurn answers the rest waits for a later turn.
+void Process::watch_refusals() {
+    if (!refusals_ || !refusals_->attached()) return;
+    const int duplicate = ::fcntl(refusals_->fd(), F_DUPFD_CLOEXEC, 0);
+    if (duplicate < 0) return;  // not watched: its calls wait until the record goes (ENOSYS)
+    refusal_watch_.assign(duplicate);
+    serve_refusals();
+}
+
+void Process::serve_refusals() {
+    if (!refusals_ || !refusal_watch_.is_open()) return;
+    const size_t answered = refusals_->serve(kRefusalsPerTurn);
+    if (refusals_->hung_up()) {
+        boost::system::error_code ignored;
+        refusal_watch_.close(ignored);
+        refusals_->close();
+        return;
+    }
+    if (answered == kRefusalsPerTurn) {
+        boost::asio::post(io_, [self = shared_from_this()] { self->serve_refusals(); });
+        return;
+    }
+    refusal_watch_.async_wait(boost::asio::posix::descriptor_base::wait_read,
+                              [self = shared_from_this()](const boost::system::error_code& error) {
+                                  if (error) return;  // shut down
+                                  self->serve_refusals();
+                              });
 }
 
 // A pidfd becomes readable when the process exits; waitid(P_PIDFD) then reaps it with its status.

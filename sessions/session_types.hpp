@@ -14,6 +14,7 @@
 
 #include "isolation/cgroup.hpp"
 #include "isolation/exit_reason.hpp"
+#include "isolation/seccomp_listener.hpp"
 #include "policies/policy.hpp"
 #include "sessions/network/egress_gate.hpp"
 #include "sessions/terminal_pty.hpp"
@@ -137,6 +138,9 @@ struct ProcessInfo {
     StreamStats stdout_stats;
     StreamStats stderr_stats;
     bool stdin_open = false;
+    /// What its seccomp filter refused, counted while the daemon ran (issue 17.6); nullopt when
+    /// it has no filter or was started by a previous run of the daemon.
+    std::optional<RefusalCounts> seccomp;
     /// "running" or to_string(*reason): the API's `status` field.
     std::string status() const;
 };

@@ -18,6 +18,7 @@
 #include "isolation/launcher.hpp"
 #include "isolation/limits.hpp"
 #include "isolation/sandbox.hpp"
+#include "isolation/seccomp_listener.hpp"
 #include "isolation/systemd_scope.hpp"
 #include "policies/environment.hpp"
 #include "supervisor/cli/workdir_copy.hpp"
@@ -28,6 +29,9 @@ namespace corral::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// Refused calls answered per wake-up of the loop.
+constexpr size_t kRefusalsPerWake = 64;
 
 /// Signals we take over while a session runs: stop requests to forward, and SIGCHLD for orphans.
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -218,6 +222,12 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
     }
     spec.stdin_fd = STDIN_FILENO;
     spec.confinement = &*confinement;
+    // Refused syscalls are counted by a listener this loop answers (isolation/seccomp_listener).
+    std::optional<SeccompRefusals> refusals;
+    if (!confinement->seccomp_filter.empty()) {
+        refusals.emplace(confinement->seccomp_marked);
+        spec.refusals = &*refusals;
+    }
     if (auto ready = res.sandbox.wait_until_ready(); !ready) {
         report.error = ready.error().context("set up sandbox").describe();
         return finish();
@@ -227,6 +237,7 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
     // The sandbox holds the copy now; the host keeps nothing of it but our descriptor.
     if (copied) copied->detach();
     auto main = launch(spec);
+    if (refusals) report.seccomp = refusals->counts();
     if (!main) {
         report.exit_code = exec_failure_exit_code(main.error());
         report.error = main.error().context("start command").describe();
@@ -247,6 +258,10 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
     std::vector<pollfd> fds = {{main->pidfd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
     if (res.limits->supervisor_must_end_session_on_oom())
         for (int fd : res.limits->event_fds()) fds.push_back({fd, POLLIN, 0});
+    // Last, so the limit events keep their places; bounded work per wake-up (a flood of refused
+    // calls waits in the kernel, it does not starve the rest of this loop).
+    const size_t limit_fds_end = fds.size();
+    if (refusals && refusals->attached()) fds.push_back({refusals->fd(), POLLIN, 0});
 
     // The v1 OOM notification comes when the cgroup hits OOM, just before the kill is counted:
     // after an event with no kill yet, look again a few times shortly after.
@@ -260,8 +275,12 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
             wait_ms = wait_ms < 0 ? recheck_ms : std::min(wait_ms, recheck_ms);
         }
         if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
+        if (fds.size() > limit_fds_end && fds.back().revents != 0) {
+            refusals->serve(kRefusalsPerWake);
+            if (refusals->hung_up()) fds.back().fd = -1;  // poll skips it from now on
+        }
         bool limit_event = false;
-        for (size_t i = 2; i < fds.size(); ++i) limit_event |= (fds[i].revents & POLLIN) != 0;
+        for (size_t i = 2; i < limit_fds_end; ++i) limit_event |= (fds[i].revents & POLLIN) != 0;
         if (limit_event) oom_rechecks_left = 50;
         if (limit_event || (oom_recheck_at && Clock::now() >= *oom_recheck_at)) {
             oom_recheck_at.reset();
@@ -316,6 +335,7 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
         report.error = "lost track of the command's process";
     }
     if (request.measure_usage) report.usage = res.limits->usage();
+    if (refusals) report.seccomp = refusals->counts();
     // Every process of the job has ended: nothing changes the copy while it is read.
     if (copied && !policy.workdir.outputs.empty())
         report.outputs = copied->copy_back(policy.workdir.outputs, workdir.job.get(),

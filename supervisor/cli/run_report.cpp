@@ -22,6 +22,7 @@ nlohmann::json to_json(const RunReport& report) {
         {"usage", usage_to_json(report.usage)},
         {"leftBehind", report.left_behind},
         {"policy", report.policy},
+        {"seccomp", refusals_to_json(report.seccomp)},
     };
     if (!report.error.empty()) out["error"] = report.error;
     if (!report.not_enforced.empty()) out["notEnforced"] = report.not_enforced;

@@ -9,6 +9,7 @@
 
 #include "isolation/cgroup.hpp"
 #include "isolation/exit_reason.hpp"
+#include "isolation/seccomp_listener.hpp"
 #include "supervisor/cli/workdir_copy.hpp"
 
 namespace corral::cli {
@@ -26,6 +27,7 @@ struct RunReport {
     std::string error;                ///< setup failure message (status setup-failed)
     std::vector<std::string> not_enforced;  ///< limits skipped under best-effort
     std::optional<OutputsCopied> outputs;   ///< workdir.from copy with workdir.outputs
+    std::optional<RefusalCounts> seccomp;   ///< what the seccomp filter refused; none: no filter
 
     /// The code `corral run` exits with: the command's, 128+N, 124 timeout, 127 program not
     /// found, 126 not executable, 125 any other setup failure.

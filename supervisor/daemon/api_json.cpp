@@ -149,7 +149,8 @@ nlohmann::json process_json(const ProcessInfo& p) {
                          {{"stdout", stream_stats_json(p.stdout_stats)},
                           {"stderr", stream_stats_json(p.stderr_stats)}}},
                         {"truncated", p.stdout_stats.truncated || p.stderr_stats.truncated},
-                        {"stdinOpen", p.stdin_open}};
+                        {"stdinOpen", p.stdin_open},
+                        {"seccomp", refusals_to_json(p.seccomp)}};
     if (!p.command.empty()) j["command"] = p.command;
     if (p.terminal) j["terminal"] = true;
     if (p.exit_code) j["exitCode"] = *p.exit_code;

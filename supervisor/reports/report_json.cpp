@@ -78,3 +78,20 @@ nlohmann::json signal_to_json(std::optional<int> signal) {
 }
 
 }  // namespace corral
+
+namespace corral {
+
+nlohmann::json refusals_to_json(const std::optional<RefusalCounts>& counts) {
+    if (!counts) return nullptr;
+    if (!counts->counted) {
+        return {{"counted", false}, {"refused", nullptr}, {"refusedTotal", nullptr},
+                {"logged", nullptr}, {"loggedTotal", nullptr}};
+    }
+    return {{"counted", true},
+            {"refused", nlohmann::json(counts->refused)},
+            {"refusedTotal", counts->refused_total},
+            {"logged", nlohmann::json(counts->logged)},
+            {"loggedTotal", counts->logged_total}};
+}
+
+}  // namespace corral

@@ -7,6 +7,7 @@
 
 #include "isolation/cgroup.hpp"
 #include "isolation/host_probe.hpp"
+#include "isolation/seccomp_listener.hpp"
 
 namespace corral {
 
@@ -15,6 +16,11 @@ namespace corral {
 nlohmann::json usage_to_json(const ResourceUsage& usage);
 /// `signal` as every record and report writes it: the name ("SIGKILL"), null when none.
 nlohmann::json signal_to_json(std::optional<int> signal);
+
+/// What a process's seccomp filter refused: null without a filter, else {counted, refused:
+/// {name: n}, refusedTotal, logged: {name: n}, loggedTotal} (the maps and totals null when not
+/// counted). docs/SECCOMP.md "Refusals in reports".
+nlohmann::json refusals_to_json(const std::optional<RefusalCounts>& counts);
 
 /// The host probe: cgroups (mode, mounts, kill, clone-into-cgroup, limits), namespaces,
 /// seccomp, landlockAbi, openat2.

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -672,6 +673,107 @@ TEST_F(CorralRun, AccountingReportsPeaksWithoutALimit) {
     EXPECT_GE(usage["memoryPeakBytes"].get<uint64_t>(), 16u << 20) << usage.dump();
     ASSERT_TRUE(usage["pidsPeak"].is_number()) << usage.dump();
     EXPECT_GE(usage["pidsPeak"].get<uint64_t>(), 2u) << usage.dump();
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 17, item 6: refused syscalls are reported. The syscall probe makes each call N times
+// and says what it got back; the report must count exactly those calls, by name, and every one
+// of them must still get the errno the policy gives (docs/SECCOMP.md "Refusals in reports").
+class CorralRunRefusals : public CorralRun {
+  protected:
+    void SetUp() override {
+        CorralRun::SetUp();
+        if (IsSkipped()) return;
+        fs::copy_file(CORRAL_SYSCALL_PROBE, dir_ / "sprobe");
+    }
+    std::string sprobe() const { return (dir_ / "sprobe").string(); }
+    /// "<label> <answer>" lines of the probe as a map.
+    static std::map<std::string, std::string> answers(const std::string& out) {
+        std::map<std::string, std::string> found;
+        std::istringstream lines(out);
+        std::string label, answer;
+        while (lines >> label >> answer) found[label] = answer;
+        return found;
+    }
+    using Counts = std::map<std::string, uint64_t>;
+};
+
+TEST_F(CorralRunRefusals, ReportCountsRefusalsByNameAndEachGetsThePolicysErrno) {
+    auto r = corral({"run", "--report", "report.json", "--", "sh", "-c",
+                     sprobe() + " repeat 3 ptrace; " + sprobe() + " repeat 1 mount; " + sprobe() +
+                         " repeat 2 keyctl"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto a = answers(r.out);
+    for (const char* name : {"ptrace", "mount", "keyctl"}) {
+        EXPECT_EQ(a[name], "EPERM") << name << ": " << r.out;
+        EXPECT_EQ(a[std::string(name) + "-all-same"], "yes") << name << ": " << r.out;
+    }
+    auto seccomp = report()["seccomp"];
+    ASSERT_TRUE(seccomp.is_object()) << report().dump();
+    EXPECT_EQ(seccomp["counted"], true) << seccomp.dump();
+    EXPECT_EQ(seccomp["refused"].get<Counts>(), (Counts{{"keyctl", 2}, {"mount", 1}, {"ptrace", 3}}))
+        << seccomp.dump();
+    EXPECT_EQ(seccomp["refusedTotal"], 6) << seccomp.dump();
+    EXPECT_EQ(seccomp["loggedTotal"], 0) << seccomp.dump();
+}
+
+// strict: an unlisted call answers ENOSYS (programs fall back) and is counted; a deliberately
+// denied one gets the policy's own errno, here EXDEV.
+TEST_F(CorralRunRefusals, StrictCountsUnlistedCallsWithEnosysAndKeepsTheConfiguredErrno) {
+    std::ofstream(dir_ / "exdev.yaml") << "extends: strict\nseccomp: { errno: EXDEV }\n";
+    ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);  // strict's nobody enters the job directory
+    auto r = corral({"run", "--policy", (dir_ / "exdev.yaml").string(), "--report", "report.json",
+                     "--", sprobe(), "repeat", "2", "io_setup", "mount"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto a = answers(r.out);
+    EXPECT_EQ(a["io_setup"], "ENOSYS") << r.out;
+    EXPECT_EQ(a["mount"], "EXDEV") << r.out;
+    auto seccomp = report()["seccomp"];
+    EXPECT_EQ(seccomp["refused"].get<Counts>(), (Counts{{"io_setup", 2}, {"mount", 2}}))
+        << seccomp.dump();
+}
+
+// action: log allows the call (it runs: PTRACE_PEEKDATA of pid 0 answers ESRCH) and counts it
+// apart from the refusals; the guard's setuid refusal stays a refusal.
+TEST_F(CorralRunRefusals, LoggedCallsRunAndAreCountedApart) {
+    std::ofstream(dir_ / "log.yaml") << "extends: default\nseccomp: { action: log }\n";
+    auto r = corral({"run", "--policy", (dir_ / "log.yaml").string(), "--report", "report.json",
+                     "--", "sh", "-c", sprobe() + " repeat 4 ptrace; " + sprobe() + " setid ."});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto a = answers(r.out);
+    EXPECT_EQ(a["ptrace"], "ESRCH") << r.out;
+    EXPECT_EQ(a["setid-files"], "0") << r.out;
+    auto seccomp = report()["seccomp"];
+    EXPECT_EQ(seccomp["logged"].get<Counts>(), (Counts{{"ptrace", 4}})) << seccomp.dump();
+    EXPECT_GT(seccomp["refusedTotal"].get<uint64_t>(), 0u) << seccomp.dump();
+    EXPECT_GT(seccomp["refused"].value("chmod", 0u), 0u) << seccomp.dump();
+}
+
+TEST_F(CorralRunRefusals, NoFilterMeansNoSeccompReport) {
+    auto r = corral({"run", "--policy", "none", "--report", "report.json", "--", "true"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(report()["seccomp"].is_null()) << report().dump();
+}
+
+// A program that installs its own filter inside corral keeps working: its rules apply, and
+// corral's refusals are still refused and counted. Its own listener is refused (EBUSY: one
+// listener per chain of filters), which is also why it cannot answer its own refused calls.
+TEST_F(CorralRunRefusals, ProgramsWithTheirOwnFiltersStillWork) {
+    auto r = corral({"run", "--report", "report.json", "--", "sh", "-c",
+                     sprobe() + " nested-filter ptrace; " + sprobe() + " own-listener; true"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto a = answers(r.out);
+    EXPECT_EQ(a["install"], "ok") << r.out;
+    EXPECT_EQ(a["getppid"], "EXDEV") << "the program's own rule" << r.out;
+    EXPECT_EQ(a["ptrace"], "EPERM") << r.out;
+    EXPECT_EQ(a["getpid"], "ok") << r.out;
+    EXPECT_EQ(a["listener-fds"], "0") << "the sandbox holds a listener: " << r.out;
+    EXPECT_EQ(a["new-listener"], "EBUSY") << r.out;
+    EXPECT_EQ(report()["seccomp"]["refused"].get<Counts>(), (Counts{{"ptrace", 1}}))
+        << report().dump();
 }
 
 }  // namespace

@@ -39,8 +39,9 @@ bool same(const std::vector<sock_filter>& a, const std::vector<sock_filter>& b) 
            (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(sock_filter)) == 0);
 }
 
+// The cache holds the marked program (isolation/seccomp_refusals.hpp).
 std::vector<sock_filter> fresh(const SeccompSpec& spec) {
-    auto program = compile_seccomp(spec);
+    auto program = compile_marked_seccomp(spec);
     EXPECT_TRUE(program.ok());
     return program.ok() ? *program : std::vector<sock_filter>{};
 }

@@ -19,13 +19,27 @@
 //                                         memory with process_vm_readv, detach
 //   syscall_probe ptrace-parent           LeakSanitizer's way: a child attaches to its parent
 //   syscall_probe ptrace-pid PID          attach to PID (detached again at once), process_vm_readv
+//   syscall_probe repeat N NAME...        each call N times; prints "NAME <ERRNO>" of the last
+//                                         and "NAME-all-same yes|no" (every answer alike)
+//   syscall_probe flood THREADS SECONDS NAME   THREADS threads call NAME for SECONDS; prints
+//                                         "flood-calls N" and "flood-errno <ERRNO>"
+//   syscall_probe own-listener            whether this process holds a seccomp listener
+//                                         ("listener-fds N", "listener-ioctl-fds N": fds that
+//                                         answer a listener ioctl), then tries to install a filter
+//                                         with a listener of its own ("new-listener <ERRNO>")
+//   syscall_probe nested-filter NAME      installs its own filter (getppid -> EXDEV, the rest
+//                                         allowed), then prints "getppid", NAME and
+//                                         "getpid" answers
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/personality.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -37,13 +51,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -252,6 +269,10 @@ long call(const std::string& name) {
     if (name == "socket-alg-high-bits")
         return ::syscall(SYS_socket, 0x100000000UL | AF_ALG, SOCK_SEQPACKET, 0);
     if (name == "socket-unix") return ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (name == "ptrace") return ::syscall(SYS_ptrace, PTRACE_PEEKDATA, 0, nullptr, nullptr);
+    if (name == "keyctl") return ::syscall(SYS_keyctl, 0x7fff, 0, 0, 0, 0);  // EOPNOTSUPP
+    if (name == "acct") return ::syscall(SYS_acct, "/nonexistent/acct");
+    if (name == "getpid") return ::syscall(SYS_getpid);
     errno = EDOM;
     return -1;
 }
@@ -310,6 +331,88 @@ int ptrace_pid(pid_t pid) {
     return 0;
 }
 
+int repeat(int argc, char** argv) {
+    const long times = std::atol(argv[2]);
+    for (int i = 3; i < argc; ++i) {
+        long result = 0;
+        int first_errno = -1;
+        bool all_same = true;
+        for (long n = 0; n < times; ++n) {
+            errno = 0;
+            result = call(argv[i]);
+            const int answer = result < 0 ? errno : 0;
+            if (first_errno < 0) first_errno = answer;
+            all_same = all_same && answer == first_errno;
+        }
+        say(argv[i], result);
+        std::printf("%s-all-same %s\n", argv[i], all_same ? "yes" : "no");
+    }
+    return 0;
+}
+
+int flood(int threads, double seconds, const std::string& name) {
+    std::atomic<long> calls{0};
+    std::atomic<int> last_errno{0};
+    const double until = now_seconds() + seconds;
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+        workers.emplace_back([&] {
+            while (now_seconds() < until) {
+                if (call(name) < 0) last_errno = errno;
+                ++calls;
+            }
+        });
+    }
+    for (auto& worker : workers) worker.join();
+    std::printf("flood-calls %ld\n", calls.load());
+    errno = last_errno.load();
+    return say("flood-errno", errno == 0 ? 0 : -1);
+}
+
+int own_listener() {
+    size_t listeners = 0;
+    if (DIR* d = ::opendir("/proc/self/fd")) {
+        while (dirent* e = ::readdir(d)) {
+            char target[256] = {};
+            const std::string link = std::string("/proc/self/fd/") + e->d_name;
+            if (::readlink(link.c_str(), target, sizeof target - 1) > 0 &&
+                std::strstr(target, "seccomp") != nullptr)
+                ++listeners;
+        }
+        ::closedir(d);
+    }
+    std::printf("listener-fds %zu\n", listeners);
+    // Any descriptor that answers a listener's ioctl would let the job touch someone's counts.
+    size_t answering = 0;
+    for (int fd = 0; fd < 1024; ++fd) {
+        uint64_t id = 0;
+        if (::ioctl(fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 || (errno != EBADF && errno != ENOTTY && errno != EINVAL))
+            ++answering;
+    }
+    std::printf("listener-ioctl-fds %zu\n", answering);
+    sock_filter allow_all[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+    sock_fprog program{1, allow_all};
+    ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    return say("new-listener", ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                                         SECCOMP_FILTER_FLAG_NEW_LISTENER, &program));
+}
+
+int nested_filter(const std::string& name) {
+    sock_filter rules[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EXDEV),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog program{4, rules};
+    ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (say("install", ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program)) != 0) return 1;
+    say("getppid", ::syscall(SYS_getppid));
+    say(name, call(name));
+    say("getpid", call("getpid"));
+    return 0;
+}
+
 int calls(int argc, char** argv) {
     for (int i = 2; i < argc; ++i) say(argv[i], call(argv[i]));
     return 0;
@@ -332,5 +435,9 @@ int main(int argc, char** argv) {
     if (action == "ptrace-child") return ptrace_child();
     if (action == "ptrace-parent") return ptrace_parent();
     if (action == "ptrace-pid" && argc == 3) return ptrace_pid(std::atoi(argv[2]));
+    if (action == "repeat" && argc >= 4) return repeat(argc, argv);
+    if (action == "flood" && argc == 5) return flood(std::atoi(argv[2]), std::atof(argv[3]), argv[4]);
+    if (action == "own-listener") return own_listener();
+    if (action == "nested-filter" && argc == 3) return nested_filter(argv[2]);
     return 2;
 }

@@ -13,6 +13,18 @@ export type Usage = {
   oomKills: number; pidsLimitHits: number;
 };
 
+/**
+ * What a process tree's seccomp filter refused, by syscall name (docs/SECCOMP.md "Refusals in
+ * reports"). null: no filter, or started by a previous run of corrald. `counted: false`: the filter
+ * went in without a listener, and the maps and totals are null.
+ */
+export type SeccompRefusals = {
+  counted: boolean;
+  refused: Record<string, number> | null; refusedTotal: number | null;
+  /** `action: log`: calls allowed and counted. */
+  logged: Record<string, number> | null; loggedTotal: number | null;
+} | null;
+
 export type StreamStats = { bytes: number; droppedBytes: number; truncated: boolean; eof: boolean };
 
 /** A process record. `exitCode` is a number once it ended (128+N for signal N). */
@@ -25,6 +37,7 @@ export type ProcessRecord = {
   usage: Usage; output: { stdout: StreamStats; stderr: StreamStats }; truncated: boolean; stdinOpen: boolean;
   /** A process on a PTY (POST .../terminals): attach to it over its WebSocket. */
   terminal?: boolean;
+  seccomp: SeccompRefusals;
 };
 
 /** The answer of `run`: the final record with the kept output (bytes that are not UTF-8 come base64). */
