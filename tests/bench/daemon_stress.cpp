@@ -102,8 +102,9 @@ std::string fd_kinds(pid_t pid) {
         if (const size_t colon = target.find(":[");
             colon != std::string::npos && target.rfind("anon_inode", 0) != 0)
             target = target.substr(0, colon);  // pipe:[123] -> pipe
-        else if (target[0] == '/')  // a path: its first three components
-            target = target.substr(0, target.find('/', target.find('/', target.find('/', 1) + 1) + 1));
+        else if (target[0] == '/')             // a path: its first three components
+            target =
+                target.substr(0, target.find('/', target.find('/', target.find('/', 1) + 1) + 1));
         ++kinds[target];
     }
     std::vector<std::pair<size_t, std::string>> sorted;
@@ -250,6 +251,24 @@ bool part_restart(const Options& o) {
         for (auto it = carried.begin(); it != carried.end();) {
             if (it->second.since_round == round) {
                 ++it;
+                continue;
+            }
+            if (!live.count(it->first)) {
+                // Nothing of it ran any more when the daemon died (its last process may have
+                // been one launched in the instant before the previous crash, whose id no client
+                // got: killed as unowned). It must be listed truthfully, not be gone.
+                auto got = c.get("/v1/sessions/" + it->first);
+                if (got.status != 200 || got.json()["state"] != "ended" ||
+                    got.json()["endReason"] != "daemon-restart") {
+                    ++lost;
+                    findings.push_back("round " + std::to_string(round) + ": carried " + it->first +
+                                       " (empty) not ended truthfully (" +
+                                       std::to_string(got.status) + " " + got.body.substr(0, 160) +
+                                       ")");
+                } else {
+                    ++restart_ended_total;
+                }
+                it = carried.erase(it);
                 continue;
             }
             auto got = c.get("/v1/sessions/" + it->first, bearer(it->second.token));
