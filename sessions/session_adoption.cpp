@@ -3,12 +3,12 @@
 // beneath this instance's own cgroup and state dir — never from a path in the journal — and every
 // process is verified before it is taken (open_verified_process: alive, same start time, in the
 // right cgroup), so a journal cannot make the daemon adopt or kill what is not its own.
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <set>
 
+#include "base/directory_listing.hpp"
 #include "sessions/child_reaper.hpp"
 #include "sessions/network/session_network.hpp"
 #include "sessions/session.hpp"
@@ -19,18 +19,6 @@ namespace {
 
 // Bound for killing a leaf no record owns (a task stuck in the kernel is reported, not waited).
 constexpr std::chrono::seconds kKillBound{10};
-
-std::vector<std::string> child_cgroups(const std::string& dir) {
-    std::vector<std::string> names;
-    DIR* handle = ::opendir(dir.c_str());
-    if (handle == nullptr) return names;
-    while (dirent* entry = ::readdir(handle)) {
-        const std::string name = entry->d_name;
-        if (entry->d_type == DT_DIR && name != "." && name != "..") names.push_back(name);
-    }
-    ::closedir(handle);
-    return names;
-}
 
 std::optional<Millis> millis(const std::optional<int64_t>& ms) {
     if (!ms) return std::nullopt;
@@ -289,7 +277,7 @@ void Session::adopt_processes(const JournalSession& record, std::vector<std::str
 // whose record never reached the journal; descendants of a finished one): nobody can name them,
 // so they are killed and removed, as start-up does with everything unowned.
 void Session::reap_unowned_leaves(std::vector<std::string>& notes) {
-    for (const auto& name : child_cgroups(cgroup_.path())) {
+    for (const auto& name : subdirectory_names(cgroup_.path())) {
         if (name == "holder" && sandbox_.active()) continue;
         auto owner = processes_.find(name);
         if (owner != processes_.end() && owner->second->leaf().valid()) continue;

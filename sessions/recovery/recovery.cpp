@@ -1,7 +1,6 @@
 // Start-up after a crash: claim the instance, then reap what the previous run left.
 #include "sessions/recovery/recovery.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -19,6 +18,7 @@
 #include <system_error>
 #include <thread>
 
+#include "base/directory_listing.hpp"
 #include "base/file_io.hpp"
 #include "isolation/cgroup.hpp"
 
@@ -30,20 +30,6 @@ namespace {
 constexpr std::chrono::seconds kKillBound{10};
 constexpr const char* kWorkdirMount = "tmpfs corral-workdir";
 
-/// Names of the subdirectories of `dir` (none when it does not exist).
-std::vector<std::string> subdirectories(const std::string& dir) {
-    std::vector<std::string> names;
-    DIR* handle = ::opendir(dir.c_str());
-    if (handle == nullptr) return names;
-    while (dirent* entry = ::readdir(handle)) {
-        const std::string name = entry->d_name;
-        if (entry->d_type == DT_DIR && name != "." && name != "..") names.push_back(name);
-    }
-    ::closedir(handle);
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
 bool is_directory(const std::string& path) {
     struct stat st {};
     return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -52,7 +38,7 @@ bool is_directory(const std::string& path) {
 /// The directory and every cgroup beneath it.
 size_t count_cgroups(const std::string& dir) {
     size_t count = 1;
-    for (const auto& child : subdirectories(dir)) count += count_cgroups(dir + "/" + child);
+    for (const auto& child : subdirectory_names(dir)) count += count_cgroups(dir + "/" + child);
     return count;
 }
 
@@ -88,7 +74,7 @@ Status check_instance_mark(int instance_fd, const std::string& instance_dir,
     }
     // No mark: accepted only when it holds nothing but the layout corral makes (a run of a
     // corrald that did not mark yet); anything else may be somebody else's.
-    for (const auto& child : subdirectories(instance_dir)) {
+    for (const auto& child : subdirectory_names(instance_dir)) {
         if (child != "supervisor" && child != "sessions") {
             return sys_error(EEXIST, "cgroup `" + instance_dir +
                                          "` exists and is not a corral instance (it holds `" +
@@ -168,7 +154,7 @@ void reap_v1_cgroups(const LeftoverScope& scope, const std::set<std::string>& si
     std::set<std::string> hierarchies;
     for (const auto& [controller, dir] : scope.v1_own) hierarchies.insert(dir);
     for (const auto& dir : hierarchies) {
-        for (const auto& name : subdirectories(dir)) {
+        for (const auto& name : subdirectory_names(dir)) {
             if (name.rfind(prefix, 0) == 0 && sids.count(name.substr(prefix.size())) != 0) {
                 reap_v1_cgroup(dir + "/" + name, report);
             } else if (name.rfind("corral-probe-", 0) == 0) {
@@ -255,8 +241,8 @@ LeftoverReport reap_leftovers(const LeftoverScope& scope, const std::set<std::st
     const std::string sessions_cgroup = scope.instance_dir + "/sessions";
     const std::string sessions_dir = scope.state_dir + "/sessions";
     std::set<std::string> sids;
-    for (const auto& sid : subdirectories(sessions_cgroup)) sids.insert(sid);
-    for (const auto& sid : subdirectories(sessions_dir)) sids.insert(sid);
+    for (const auto& sid : subdirectory_names(sessions_cgroup)) sids.insert(sid);
+    for (const auto& sid : subdirectory_names(sessions_dir)) sids.insert(sid);
     for (const auto& sid : keep) sids.erase(sid);
     report.sessions.assign(sids.begin(), sids.end());
     for (const auto& sid : sids) {
@@ -277,12 +263,12 @@ LeftoverReport reap_leftovers(const LeftoverScope& scope, const std::set<std::st
     if (keep.empty()) {
         reap_cgroup_tree(sessions_cgroup, report);
     } else {
-        for (const auto& sid : subdirectories(sessions_cgroup))
+        for (const auto& sid : subdirectory_names(sessions_cgroup))
             if (keep.count(sid) == 0) reap_cgroup_tree(sessions_cgroup + "/" + sid, report);
     }
     reap_cgroup_tree(scope.instance_dir + "/supervisor", report);
     reap_v1_cgroups(scope, sids, report);
-    for (const auto& sid : subdirectories(sessions_dir))
+    for (const auto& sid : subdirectory_names(sessions_dir))
         if (keep.count(sid) == 0) reap_session_directory(sessions_dir + "/" + sid, report);
     return report;
 }

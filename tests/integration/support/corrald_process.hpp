@@ -153,7 +153,7 @@ class CorraldProcess {
     CorralFootprint footprint() const {
         CorralFootprint count;
         const std::string sessions = instance_cgroup() + "/sessions";
-        for (const auto& sid : subdirectories(sessions)) {
+        for (const auto& sid : subdirectory_names(sessions)) {
             count.cgroups += count_tree(sessions + "/" + sid, count.processes);
         }
         for (const auto& dir : v1_cgroups()) {
@@ -161,7 +161,7 @@ class CorraldProcess {
             ++count.v1_cgroups;
         }
         count.mounts = mounts_below(dir_).size();
-        count.session_dirs = subdirectories(state_dir() + "/sessions").size();
+        count.session_dirs = subdirectory_names(state_dir() + "/sessions").size();
         return count;
     }
 
@@ -174,7 +174,7 @@ class CorraldProcess {
         std::ifstream procs(dir + "/cgroup.procs");
         for (pid_t pid; procs >> pid;) ++processes;
         size_t cgroups = 1;
-        for (const auto& child : subdirectories(dir)) cgroups += count_tree(dir + "/" + child, processes);
+        for (const auto& child : subdirectory_names(dir)) cgroups += count_tree(dir + "/" + child, processes);
         return cgroups;
     }
 

@@ -49,7 +49,7 @@ void crash_workload(CorraldProcess& daemon, size_t worker, size_t round, CrashLe
 std::set<std::string> populated_sessions(const CorraldProcess& daemon) {
     std::set<std::string> found;
     const std::string sessions = daemon.instance_cgroup() + "/sessions";
-    for (const auto& sid : subdirectories(sessions)) {
+    for (const auto& sid : subdirectory_names(sessions)) {
         std::ifstream events(sessions + "/" + sid + "/cgroup.events");
         std::string key;
         int value = 0;
@@ -79,10 +79,10 @@ std::vector<std::string> mount_points_below(const std::string& dir) {
 std::vector<std::string> unowned(const CorraldProcess& daemon,
                                  const std::set<std::string>& owners) {
     std::vector<std::string> stray;
-    for (const auto& sid : subdirectories(daemon.instance_cgroup() + "/sessions"))
+    for (const auto& sid : subdirectory_names(daemon.instance_cgroup() + "/sessions"))
         if (!owners.count(sid)) stray.push_back("cgroup " + sid);
     const std::string sessions_dir = daemon.state_dir() + "/sessions";
-    for (const auto& sid : subdirectories(sessions_dir))
+    for (const auto& sid : subdirectory_names(sessions_dir))
         if (!owners.count(sid)) stray.push_back("directory " + sid);
     const std::string prefix = "corral-" + daemon.instance() + "-";
     for (const auto& path : daemon.v1_cgroups()) {

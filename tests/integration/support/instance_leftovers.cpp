@@ -1,6 +1,5 @@
 #include "instance_leftovers.hpp"
 
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,14 +14,14 @@ namespace corral::testing {
 namespace {
 
 void remove_tree(const std::string& dir) {
-    for (const auto& child : subdirectories(dir)) remove_tree(dir + "/" + child);
+    for (const auto& child : subdirectory_names(dir)) remove_tree(dir + "/" + child);
     for (int i = 0; i < 100 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 // v1 has no cgroup.kill: every pid of the tree gets SIGKILL.
 void kill_tree_v1(const std::string& dir) {
-    for (const auto& child : subdirectories(dir)) kill_tree_v1(dir + "/" + child);
+    for (const auto& child : subdirectory_names(dir)) kill_tree_v1(dir + "/" + child);
     std::ifstream procs(dir + "/cgroup.procs");
     for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
 }
@@ -38,18 +37,6 @@ bool populated(const std::string& cgroup) {
 
 }  // namespace
 
-std::vector<std::string> subdirectories(const std::string& dir) {
-    std::vector<std::string> names;
-    DIR* handle = ::opendir(dir.c_str());
-    if (handle == nullptr) return names;
-    while (dirent* entry = ::readdir(handle)) {
-        const std::string name = entry->d_name;
-        if (entry->d_type == DT_DIR && name != "." && name != "..") names.push_back(name);
-    }
-    ::closedir(handle);
-    return names;
-}
-
 std::vector<std::string> instance_v1_cgroups(const CgroupHost& host, const std::string& instance) {
     std::vector<std::string> found;
     const std::string prefix = "corral-" + instance + "-";
@@ -57,7 +44,7 @@ std::vector<std::string> instance_v1_cgroups(const CgroupHost& host, const std::
     for (const auto& [controller, dir] : host.v1_own) {
         if (std::find(seen.begin(), seen.end(), dir) != seen.end()) continue;
         seen.push_back(dir);
-        for (const auto& name : subdirectories(dir))
+        for (const auto& name : subdirectory_names(dir))
             if (name.rfind(prefix, 0) == 0) found.push_back(dir + "/" + name);
     }
     return found;

@@ -9,12 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "base/directory_listing.hpp"
 #include "isolation/cgroup.hpp"
 
 namespace corral::testing {
-
-/// Names below `dir` that are directories.
-std::vector<std::string> subdirectories(const std::string& dir);
 
 /// corral-<instance>-* cgroups in `host`'s v1 hierarchies (full paths).
 std::vector<std::string> instance_v1_cgroups(const CgroupHost& host, const std::string& instance);
