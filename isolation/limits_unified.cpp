@@ -131,8 +131,9 @@ class UnifiedBackend : public LimitBackend {
                            "or not delegated to corral)"};
     }
 
-    /// The controllers to enable: those of the enforceable asked limits, plus memory and pids
-    /// when available, because their usage files (memory.peak, pids.peak) feed the reports.
+    /// The controllers to enable: those of the enforceable asked limits, plus memory, pids and io
+    /// when available, because their usage files (memory.peak, pids.peak, io.stat) feed the
+    /// reports: a cgroup has io.stat only where the io controller is enabled for it (issue 17.9).
     std::vector<std::string> wanted_controllers(const Limits& limits,
                                                 const EnforcementLedger& ledger) const {
         std::vector<std::string> wanted;
@@ -145,6 +146,7 @@ class UnifiedBackend : public LimitBackend {
             if (!ledger.noted(kind)) add(controller_of(kind));
         add("memory");
         add("pids");
+        add("io");
         std::sort(wanted.begin(), wanted.end());
         return wanted;
     }
