@@ -15,6 +15,7 @@ packages=(
   iproute2 procps curl python3
   python3-pytest      # clients/python's suite
   tmux                # corral shell under a real terminal (tests/integration/corral_shell_test.cpp)
+  kmod                # loads the loop driver where the pure-v2 VM has it unloaded (io bytes test)
 )
 missing=()
 for p in "${packages[@]}"; do
