@@ -13,13 +13,13 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/integration/support/daemon_process.hpp"
+#include "tests/integration/support/egress_daemon.hpp"
 #include "tests/integration/support/origin_server.hpp"
 
 namespace corral {
 namespace {
 
-using corral::testing::DaemonProcess;
+using corral::testing::EgressHostsDaemon;
 using corral::testing::HttpClient;
 using corral::testing::OriginServer;
 using nlohmann::json;
@@ -55,29 +55,18 @@ class EgressDnsTest : public ::testing::Test {
         other_ = std::make_unique<OriginServer>("127.0.0.12", "other");
         denied_ = std::make_unique<OriginServer>("127.0.0.13", "denied");
         ASSERT_NE(registry_->port(), 0);
-        char tmpl[] = "/tmp/corral-dns-hosts-XXXXXX";
-        const int fd = ::mkstemp(tmpl);
-        ASSERT_GE(fd, 0);
-        ::close(fd);
-        hosts_file_ = tmpl;
-        std::ofstream hosts(hosts_file_);
-        hosts << "127.0.0.11 registry.example.test\n"
-                 "127.0.0.11 alias.example.test\n"  // a second name of registry's address
-                 "127.0.0.12 other.example.test\n"
-                 "127.0.0.13 denied.example.test\n";
+        std::string hosts =
+            "127.0.0.11 registry.example.test\n"
+            "127.0.0.11 alias.example.test\n"  // a second name of registry's address
+            "127.0.0.12 other.example.test\n"
+            "127.0.0.13 denied.example.test\n";
         // More addresses than a 512-byte UDP answer holds: the client must retry over TCP.
-        for (int i = 1; i <= 40; ++i) hosts << "127.0.1." << i << " many.example.test\n";
-        hosts.close();
-        std::vector<std::string> args{"--egress-hosts-file", hosts_file_};
-        const auto more = extra_args();
-        args.insert(args.end(), more.begin(), more.end());
-        daemon_ = std::make_unique<DaemonProcess>(kPortBase, args);
+        for (int i = 1; i <= 40; ++i)
+            hosts += "127.0.1." + std::to_string(i) + " many.example.test\n";
+        daemon_ = std::make_unique<EgressHostsDaemon>(kPortBase, hosts, extra_args());
         ASSERT_TRUE(daemon_->ready()) << daemon_->log();
     }
-    void TearDown() override {
-        daemon_.reset();
-        if (!hosts_file_.empty()) ::unlink(hosts_file_.c_str());
-    }
+    void TearDown() override { daemon_.reset(); }
     /// More corrald options (a derived fixture's).
     virtual std::vector<std::string> extra_args() const { return {}; }
 
@@ -130,8 +119,7 @@ class EgressDnsTest : public ::testing::Test {
     }
 
     std::unique_ptr<OriginServer> registry_, other_, denied_;
-    std::string hosts_file_;
-    std::unique_ptr<DaemonProcess> daemon_;
+    std::unique_ptr<EgressHostsDaemon> daemon_;
 };
 
 TEST_F(EgressDnsTest, AllowedNameResolvesInsideAndPlainTcpReachesItWithoutTheProxy) {

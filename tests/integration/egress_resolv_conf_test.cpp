@@ -15,13 +15,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/integration/support/daemon_process.hpp"
+#include "tests/integration/support/egress_daemon.hpp"
 #include "tests/integration/support/origin_server.hpp"
 
 namespace corral {
 namespace {
 
-using corral::testing::DaemonProcess;
+using corral::testing::EgressHostsDaemon;
 using corral::testing::HttpClient;
 using corral::testing::OriginServer;
 using ::testing::HasSubstr;
@@ -73,21 +73,14 @@ class EgressResolvConfTest : public ::testing::Test {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root";
         registry_ = std::make_unique<OriginServer>("127.0.0.11", "registry");
         ASSERT_NE(registry_->port(), 0);
-        char tmpl[] = "/tmp/corral-resolv-hosts-XXXXXX";
-        const int fd = ::mkstemp(tmpl);
-        ASSERT_GE(fd, 0);
-        ::close(fd);
-        hosts_file_ = tmpl;
-        std::ofstream(hosts_file_) << "127.0.0.11 registry.example.test\n"
-                                      "127.0.0.12 other.example.test\n";
     }
-    void TearDown() override {
-        daemon_.reset();
-        if (!hosts_file_.empty()) ::unlink(hosts_file_.c_str());
-    }
+    void TearDown() override { daemon_.reset(); }
     void start(HostResolvConf want) {
-        daemon_ = std::make_unique<DaemonProcess>(
-            kPortBase, std::vector<std::string>{"--egress-hosts-file", hosts_file_},
+        daemon_ = std::make_unique<EgressHostsDaemon>(
+            kPortBase,
+            "127.0.0.11 registry.example.test\n"
+            "127.0.0.12 other.example.test\n",
+            std::vector<std::string>{},
             [want](const std::string& dir) { return private_etc(dir, want); });
         ASSERT_TRUE(daemon_->ready()) << daemon_->log();
     }
@@ -128,8 +121,7 @@ class EgressResolvConfTest : public ::testing::Test {
     }
 
     std::unique_ptr<OriginServer> registry_;
-    std::string hosts_file_;
-    std::unique_ptr<DaemonProcess> daemon_;
+    std::unique_ptr<EgressHostsDaemon> daemon_;
 };
 
 // Most Ubuntu hosts: /etc/resolv.conf -> ../run/systemd/resolve/stub-resolv.conf. The link is
