@@ -218,7 +218,8 @@ class Builder {
             for (size_t i = 0; i < parts.size() && !followed; ++i) {
                 if (parts[i] == ".") continue;
                 if (parts[i] == "..") {
-                    done = done.substr(0, done.rfind('/') == std::string::npos ? 0 : done.rfind('/'));
+                    done =
+                        done.substr(0, done.rfind('/') == std::string::npos ? 0 : done.rfind('/'));
                     continue;
                 }
                 const std::string next = done + "/" + parts[i];

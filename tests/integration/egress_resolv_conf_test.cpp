@@ -97,8 +97,8 @@ class EgressResolvConfTest : public ::testing::Test {
     }
     std::string run(const std::string& sid, const std::string& command) {
         HttpClient c = daemon_->client();
-        auto res = c.post("/v1/sessions/" + sid + "/run",
-                          {{"command", command}, {"timeoutMs", 60000}});
+        auto res =
+            c.post("/v1/sessions/" + sid + "/run", {{"command", command}, {"timeoutMs", 60000}});
         EXPECT_EQ(res.status, 200u) << res.body;
         const auto j = res.json();
         return j.value("stdout", "") + "||" + j.value("stderr", "");
@@ -109,9 +109,10 @@ class EgressResolvConfTest : public ::testing::Test {
         EXPECT_EQ(run(sid, "getent hosts registry.example.test; echo rc=$?"),
                   "127.0.0.11      registry.example.test\nrc=0\n||");
         EXPECT_EQ(run(sid, "getent hosts other.example.test; echo rc=$?"), "rc=2\n||");
-        EXPECT_EQ(run(sid, "unset HTTP_PROXY http_proxy; /usr/bin/curl -s --max-time 20 "
-                           "http://registry.example.test:" +
-                               std::to_string(registry_->port()) + "/"),
+        EXPECT_EQ(run(sid,
+                      "unset HTTP_PROXY http_proxy; /usr/bin/curl -s --max-time 20 "
+                      "http://registry.example.test:" +
+                          std::to_string(registry_->port()) + "/"),
                   "hello from registry||");
     }
     /// /etc/resolv.conf as the daemon's namespace has it (the host's stand-in).
