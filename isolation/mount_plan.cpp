@@ -94,7 +94,7 @@ Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
     plan.insert(plan.end(), beneath_workdir.begin(), beneath_workdir.end());
     if (policy.namespaces.network == NetworkMode::isolated && !resolv_conf.empty())
         plan.push_back(
-            MountStep{MountStep::Kind::bind_read_only, resolv_conf, "/etc/resolv.conf", 0, -1, true});
+            MountStep{MountStep::Kind::resolv_conf, resolv_conf, "/etc/resolv.conf", 0, -1, true});
     plan.push_back(MountStep{MountStep::Kind::dev, "", "/dev", 0});
     // A fresh sysfs shows the network devices of the namespace that mounts it; the host's /sys
     // would list the host's interfaces under /sys/class/net.
@@ -134,6 +134,9 @@ std::string describe_mount_plan(const std::vector<MountStep>& plan) {
                 break;
             case MountStep::Kind::sysfs:
                 out += "sysfs " + step.target;
+                break;
+            case MountStep::Kind::resolv_conf:
+                out += "resolv.conf " + step.source + " -> " + step.target;
                 break;
         }
         out += '\n';

@@ -30,6 +30,9 @@ struct MountStep {
         dev,              ///< minimal /dev: null zero full random urandom tty, pts, shm, fd links
         proc,             ///< fresh procfs (for the new pid namespace)
         sysfs,            ///< fresh read-only sysfs (network namespace: /sys/class/net shows it)
+        resolv_conf,      ///< the daemon's file `source` wherever `target` (/etc/resolv.conf)
+                          ///< leads inside the sandbox: a symlink there is followed beneath the
+                          ///< sandbox's root and the file bound where it ends (mounts.hpp)
     };
     Kind kind;
     std::string source;  ///< host path (binds)
@@ -64,8 +67,9 @@ struct WorkdirBinding {
 /// ".."-containing path.
 ///
 /// `resolv_conf`: the daemon-generated resolv.conf naming the session's own DNS resolver
-/// (sessions/network/dns_resolver.hpp), bound read-only over /etc/resolv.conf. Bound last of the
-/// file steps so that no policy bind of /etc covers it.
+/// (sessions/network/dns_resolver.hpp), what the sandbox reads at /etc/resolv.conf whether the
+/// host has a file, a symlink (systemd-resolved's stub) or nothing there (a `resolv_conf` step).
+/// Last of the file steps so that no policy bind of /etc covers it.
 Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
                                                   const WorkdirBinding& workdir,
                                                   const std::string& resolv_conf = {});

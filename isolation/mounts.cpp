@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -160,8 +161,166 @@ class Builder {
         return std::nullopt;
     }
 
+    /// What the sandbox will find at the inside path `inside` (absolute, normalised) with the
+    /// mounts placed so far: looked up on the host through the mount that shows it, so nothing
+    /// is resolved outside what the sandbox sees.
+    struct ViewEntry {
+        enum class Type { missing, directory, file, symlink } type = Type::missing;
+        std::string link;                  ///< symlink: its text
+        std::string host;                  ///< the host path shown there (host binds)
+        const Placed* covering = nullptr;  ///< the mount it lies in; nullptr: none placed
+    };
+    ViewEntry look_up(const std::string& inside) const {
+        ViewEntry entry;
+        entry.covering = covering(inside);
+        const Placed* p = entry.covering;
+        if (p == nullptr) return entry;
+        if (p->corral_owned) {
+            // A corral tmpfs holds only the mount points made in it (and, as the synthetic
+            // root, the host's top-level symlinks).
+            if (p->target == inside) entry.type = ViewEntry::Type::directory;
+            for (const auto& q : placed_)
+                if (q.target != inside && is_within(q.target, inside))
+                    entry.type = ViewEntry::Type::directory;
+            if (entry.type == ViewEntry::Type::missing && p->target == "/" &&
+                parent_of(inside) == "/")
+                read_link(inside, entry);
+            return entry;
+        }
+        const std::string rest = inside.substr(p->target == "/" ? 0 : p->target.size());
+        entry.host = p->source == "/" ? (rest.empty() ? "/" : rest) : p->source + rest;
+        struct stat st;
+        if (::lstat(entry.host.c_str(), &st) != 0) return entry;
+        if (S_ISLNK(st.st_mode)) {
+            read_link(entry.host, entry);
+        } else {
+            entry.type = S_ISDIR(st.st_mode) ? ViewEntry::Type::directory : ViewEntry::Type::file;
+        }
+        return entry;
+    }
+
+    /// Follows `path` through the view the way the kernel will once the sandbox runs, with `/`
+    /// the sandbox's root: an absolute link starts there and `..` at the root stays there, as
+    /// openat2(RESOLVE_IN_ROOT) does (and systemd-nspawn's chase() with CHASE_PREFIX_ROOT for a
+    /// container's resolv.conf). Returns the path it ends at (no symlink left in it) and what
+    /// is there in `*last`; a missing part ends it. ELOOP after 40 links, as the kernel.
+    Result<std::string> chase(std::string path, ViewEntry* last) const {
+        for (int hops = 0; hops <= 40; ++hops) {
+            std::vector<std::string> parts;
+            for (size_t pos = 0; pos <= path.size();) {
+                size_t next = path.find('/', pos);
+                if (next == std::string::npos) next = path.size();
+                if (next > pos) parts.push_back(path.substr(pos, next - pos));
+                pos = next + 1;
+            }
+            std::string done;  // "" is the root
+            bool followed = false;
+            for (size_t i = 0; i < parts.size() && !followed; ++i) {
+                if (parts[i] == ".") continue;
+                if (parts[i] == "..") {
+                    done =
+                        done.substr(0, done.rfind('/') == std::string::npos ? 0 : done.rfind('/'));
+                    continue;
+                }
+                const std::string next = done + "/" + parts[i];
+                // Their links are the kernel's (/proc/self/root leads out of any root, as
+                // RESOLVE_NO_MAGICLINKS knows), and they are mounted later, over the result.
+                for (const char* kernel : {"/dev", "/proc", "/sys"})
+                    if (is_within(next, kernel))
+                        return plain_error("`" + path + "` leads inside " + kernel);
+                ViewEntry entry = look_up(next);
+                std::string rest;
+                for (size_t j = i + 1; j < parts.size(); ++j) rest += "/" + parts[j];
+                if (entry.type == ViewEntry::Type::symlink) {
+                    path = (entry.link.rfind('/', 0) == 0 ? "" : done + "/") + entry.link + rest;
+                    followed = true;
+                } else if (entry.type == ViewEntry::Type::missing) {
+                    // What is missing will be created: only plain names may follow.
+                    for (size_t j = i + 1; j < parts.size(); ++j)
+                        if (parts[j] == "..") return sys_error(ENOENT, "`" + path + "`");
+                    std::string out = next;
+                    for (size_t j = i + 1; j < parts.size(); ++j)
+                        if (parts[j] != ".") out += "/" + parts[j];
+                    *last = entry;
+                    return out;
+                } else if (entry.type == ViewEntry::Type::file) {
+                    if (!rest.empty()) return sys_error(ENOTDIR, "`" + next + "`");
+                    *last = entry;
+                    return next;
+                } else {
+                    done = next;
+                }
+            }
+            if (!followed) {
+                *last = look_up(done.empty() ? "/" : done);
+                return done.empty() ? "/" : done;
+            }
+        }
+        return sys_error(ELOOP, "`" + path + "`: too many symbolic links");
+    }
+
+    /// Replaces the host directory shown at `dir` by a corral tmpfs holding what was there, so
+    /// that a file the host lacks can be created in it: the current view of `dir` is bound
+    /// aside in the staging root, a tmpfs mounted over `dir`, and each entry bound back from
+    /// the view (hidden files inside stay hidden: a recursive bind of a path takes the mounts on
+    /// it), symlinks recreated. `host` is the host directory shown there.
+    Status mirror_directory(const std::string& dir, const std::string& host) {
+        const std::string aside = "/mirror";
+        const std::string what = "mirror " + dir + " into a corral tmpfs";
+        struct CloseDir {
+            void operator()(DIR* d) const { ::closedir(d); }
+        };
+        std::unique_ptr<DIR, CloseDir> listing(::opendir(host.c_str()));
+        if (!listing) return sys_error("list `" + host + "`");
+        add(Op::mkdir, {}, aside, what);
+        add(Op::bind, new_path(dir), aside, what, 0, true);
+        add(Op::mount_fs, "tmpfs", new_path(dir), what, kTmpfsFlags, false, "mode=0755,size=1m");
+        std::vector<Placed> beneath;
+        for (const auto& p : placed_)
+            if (p.target != dir && is_within(p.target, dir)) beneath.push_back(p);
+        place(dir, true);
+        while (dirent* entry = ::readdir(listing.get())) {
+            const std::string name = entry->d_name;
+            if (name == "." || name == "..") continue;
+            const std::string from = host + "/" + name;
+            const std::string inside = (dir == "/" ? "" : dir) + "/" + name;
+            struct stat st;
+            if (::lstat(from.c_str(), &st) != 0) continue;
+            if (S_ISLNK(st.st_mode)) {
+                ViewEntry link;
+                read_link(from, link);
+                add(Op::symlink, link.link, new_path(inside), what);
+                continue;
+            }
+            add(S_ISDIR(st.st_mode) ? Op::mkdir : Op::touch, {}, new_path(inside), what);
+            add(Op::bind, aside + "/" + name, new_path(inside), what, 0, true);
+            place(inside, false, from);
+        }
+        // The mounts beneath `dir` came along with the entries' binds.
+        placed_.insert(placed_.end(), beneath.begin(), beneath.end());
+        return {};
+    }
+
   private:
     std::vector<Placed> placed_;
+
+    /// The mount that shows `target`: the deepest, of two at one path the later.
+    const Placed* covering(const std::string& target) const {
+        const Placed* found = nullptr;
+        for (const auto& p : placed_)
+            if (is_within(target, p.target) &&
+                (found == nullptr || p.target.size() >= found->target.size()))
+                found = &p;
+        return found;
+    }
+
+    static void read_link(const std::string& host, ViewEntry& entry) {
+        char link[PATH_MAX];
+        const ssize_t n = ::readlink(host.c_str(), link, sizeof link - 1);
+        if (n <= 0) return;
+        entry.type = ViewEntry::Type::symlink;
+        entry.link.assign(link, static_cast<size_t>(n));
+    }
 
     static bool top_level_missing(const std::string& target) {
         std::string top = target.substr(0, target.find('/', 1));
@@ -321,6 +480,67 @@ Status add_workdir(Builder& b, const MountStep& step) {
     }
     b.place(target, false, *source);
     b.mark_workdir();
+    return {};
+}
+
+/// The daemon's resolv.conf where the sandbox will read /etc/resolv.conf (step.target). On a
+/// host whose /etc/resolv.conf is a symlink (systemd-resolved's ../run/systemd/resolve/
+/// stub-resolv.conf, most Ubuntu hosts) the link is followed here, in the daemon, through the
+/// sandbox's own view (Builder::chase: beneath its root, so no link can lead out of it) and the
+/// file is bound where the link ends: created in a corral tmpfs (the fresh /run of `default`),
+/// or over the host's file shown there. Where the host has no file to mount on (no
+/// /etc/resolv.conf at all, a dangling link into a host directory), the directory that should
+/// hold it is mirrored into a corral tmpfs (Builder::mirror_directory) and the file created
+/// there; nothing is ever created on the host.
+///
+/// The holder mounts on the resolved path with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)
+/// (Op::attach_tree_beneath): a link swapped into the path after it was resolved fails the
+/// sandbox (ELOOP) instead of redirecting the mount, which is runc's CVE-2021-30465 (a
+/// symlink-exchange race that moved a bind mount outside the container's root). The file itself
+/// is a read-only clone made here (the holder never walks the daemon's state dir).
+Status add_resolv_conf(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs) {
+    const std::string what = "resolv.conf " + step.source + " -> " + step.target;
+    Builder::ViewEntry last;
+    auto resolved = b.chase(step.target, &last);
+    if (!resolved) return std::move(resolved.error().context(what));
+    const std::string target = *resolved;
+    // The kernel file systems are mounted after this step and would cover it.
+    for (const char* kernel : {"/dev", "/proc", "/sys"})
+        if (is_within(target, kernel))
+            return plain_error(what + ": it leads to `" + target + "`, inside " + kernel);
+    if (target == "/" || last.type == Builder::ViewEntry::Type::directory)
+        return sys_error(EISDIR, what + ": it leads to the directory `" + target + "`");
+    if (last.type == Builder::ViewEntry::Type::missing && last.covering &&
+        !last.covering->corral_owned) {
+        // The deepest directory the sandbox sees on the way is the host's: mirror it.
+        std::string dir = parent_of(target);
+        while (dir != "/" && b.look_up(dir).type != Builder::ViewEntry::Type::directory)
+            dir = parent_of(dir);
+        if (dir == "/") {
+            // A top-level entry the host lacks: the synthetic root can hold it (prepare_mounts).
+            b.needs_synthetic_root = true;
+            return sys_error(ENOENT, what + ": `" + target + "` needs a top-level mount point");
+        }
+        const Builder::ViewEntry shown = b.look_up(dir);
+        if (shown.host.empty()) return plain_error(what + ": no directory to create it in");
+        CORRAL_TRY(b.mirror_directory(dir, shown.host), what);
+        owned_dirs.push_back(dir);
+    }
+    CORRAL_TRY(b.ensure_mount_point(target, false), what);
+    auto source = real_path(step.source);
+    if (!source) return sys_error(what);
+    UniqueFd tree(static_cast<int>(
+        ::syscall(SYS_open_tree, AT_FDCWD, source->c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+    if (!tree) return sys_error(what + ": open_tree");
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+        return sys_error(what + ": read-only");
+    b.add(Op::attach_tree_beneath, kNewRoot, target.substr(1),
+          what + (target == step.target ? "" : " (at " + target + ")"));
+    b.ops.back().fd = tree.get();
+    b.trees.push_back(std::move(tree));
+    b.place(target, false, *source);
     return {};
 }
 
@@ -669,6 +889,26 @@ bool run_op(const MountOp& op) noexcept {
         case Op::attach_tree:
             return ::syscall(SYS_move_mount, op.fd, "", AT_FDCWD, target,
                              MOVE_MOUNT_F_EMPTY_PATH) == 0;
+        case Op::attach_tree_beneath: {
+            const int root = ::open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (root < 0) return false;
+            open_how how{};
+            how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+            how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+            const int at = static_cast<int>(::syscall(SYS_openat2, root, target, &how, sizeof how));
+            int saved = errno;
+            ::close(root);
+            if (at < 0) {
+                errno = saved;
+                return false;
+            }
+            const bool moved = ::syscall(SYS_move_mount, op.fd, "", at, "",
+                                         MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) == 0;
+            saved = errno;
+            ::close(at);
+            errno = saved;
+            return moved;
+        }
         case Op::symlink:
             return ::symlink(source, target) == 0;
         case Op::pivot_to_staging:
@@ -746,6 +986,9 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
                 CORRAL_TRY(
                     add_kernel_fs(b, step, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC),
                     "");
+                break;
+            case MountStep::Kind::resolv_conf:
+                CORRAL_TRY(add_resolv_conf(b, step, owned_dirs), "");
                 break;
         }
     }

@@ -11,7 +11,8 @@
 //      top-level mount point the host lacks (/workspace) is it instead a tmpfs receiving one
 //      recursive bind per top-level host entry (symlinks recreated), so that mount point is
 //      created in corral's tmpfs, never on the host;
-//   4. the policy's steps; every pathname unix socket the host has bound and the sandbox would
+//   4. the policy's steps (the daemon's resolv.conf wherever /etc/resolv.conf leads, see
+//      add_resolv_conf in mounts.cpp); every pathname unix socket the host has bound and the sandbox would
 //      see is masked (issue 10 item 3); then the corral-made tmpfs mounts (root, hidden dirs,
 //      /dev) become read-only;
 //   5. pivot_root into /newroot and detach the old tree.
@@ -38,6 +39,10 @@ struct MountOp {
         set_readonly,      ///< mount_setattr(MOUNT_ATTR_RDONLY), AT_RECURSIVE when `recursive`
         set_attributes,    ///< mount_setattr(attr_set = `flags`, MOUNT_ATTR_*), AT_RECURSIVE too
         attach_tree,       ///< move_mount(`fd`, "", target): a detached tree the parent made
+        /// attach_tree onto `target` (relative) beneath the directory `source`, opened with
+        /// openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a path the parent resolved is
+        /// mounted on as it was resolved, or not at all (ELOOP), never through a swapped link
+        attach_tree_beneath,
         symlink,           ///< symlink(source, target)
         pivot_to_staging,  ///< pivot_root(target, source) then chdir /
         pivot_into,  ///< chdir target; pivot_root(".", "."); umount2(".", MNT_DETACH); chdir /

@@ -50,6 +50,8 @@ SessionManagerConfig manager_config(const DaemonOptions& options) {
     config.workdir_roots = options.allow_workdir;
     config.egress.log = log_line;
     config.egress.tunnel_idle = options.egress_idle_timeout;
+    config.egress.dns_ttl = options.egress_dns_ttl;
+    config.egress.dns_grace = options.egress_dns_grace;
     config.move_self_to_supervisor_leaf = true;
     config.journal = true;
     config.adopt_sessions = options.recover_adopt;

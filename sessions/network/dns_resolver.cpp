@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "sessions/network/accept_loop.hpp"
 #include "sessions/network/dns_message.hpp"
 #include "sessions/network/egress_lookup.hpp"
 
@@ -25,7 +26,6 @@ using boost::system::error_code;
 
 namespace {
 
-constexpr std::chrono::milliseconds kAcceptRetryDelay{50};
 
 /// Where an answer goes: a UDP sender or a TCP connection. An empty answer means "send
 /// nothing" (a response or a runt datagram; a TCP connection is closed then).
@@ -55,23 +55,21 @@ struct SessionResolver::State : std::enable_shared_from_this<State> {
           DnsResolverLimits limits)
         : io(io),
           udp_socket(io),
-          acceptor(io),
-          retry_timer(io),
+          listener(io),
           gate(std::move(gate)),
           grant(std::move(grant)),
           limits(limits),
           datagram(dns::kMaxMessage) {}
 
     void receive_next();
-    void accept_next();
+    void on_accepted(tcp::socket client);
     void handle(std::span<const uint8_t> message, bool over_tcp, Reply reply);
     void answer(const dns::Query& query, size_t limit, Reply reply);
     void stop();
 
     boost::asio::io_context& io;
     udp::socket udp_socket;
-    tcp::acceptor acceptor;
-    boost::asio::steady_timer retry_timer;
+    AcceptLoop listener;
     std::shared_ptr<EgressGate> gate;
     GrantHandler grant;
     DnsResolverLimits limits;
@@ -183,25 +181,15 @@ void SessionResolver::State::receive_next() {
         });
 }
 
-void SessionResolver::State::accept_next() {
-    acceptor.async_accept([self = shared_from_this()](const error_code& error, tcp::socket client) {
-        if (self->stopped || error == boost::asio::error::operation_aborted) return;
-        if (!error) {
-            if (self->connections.size() >= self->limits.max_tcp_connections) {
-                error_code ignored;
-                client.close(ignored);
-            } else {
-                auto connection = std::make_shared<DnsTcpConnection>(self, std::move(client));
-                self->connections.emplace(connection.get(), connection);
-                connection->read_next();
-            }
-            return self->accept_next();
-        }
-        self->retry_timer.expires_after(kAcceptRetryDelay);
-        self->retry_timer.async_wait([self](const error_code& error) {
-            if (!error && !self->stopped) self->accept_next();
-        });
-    });
+void SessionResolver::State::on_accepted(tcp::socket client) {
+    if (connections.size() >= limits.max_tcp_connections) {
+        error_code ignored;
+        client.close(ignored);
+        return;
+    }
+    auto connection = std::make_shared<DnsTcpConnection>(shared_from_this(), std::move(client));
+    connections.emplace(connection.get(), connection);
+    connection->read_next();
 }
 
 void SessionResolver::State::handle(std::span<const uint8_t> message, bool over_tcp, Reply reply) {
@@ -274,8 +262,7 @@ void SessionResolver::State::stop() {
     stopped = true;
     error_code ignored;
     udp_socket.close(ignored);
-    acceptor.close(ignored);
-    retry_timer.cancel();
+    listener.stop();
     auto pending = std::move(lookups);
     lookups.clear();
     for (const auto& lookup : pending) lookup->cancel();
@@ -327,14 +314,13 @@ Result<std::unique_ptr<SessionResolver>> SessionResolver::start(
         return sys_error(error.value(), "session resolver: adopt the udp socket");
     }
     state->udp_socket.non_blocking(true, error);
-    const int tcp_fd = listener->release();
-    state->acceptor.assign(tcp::v4(), tcp_fd, error);
-    if (error) {
-        ::close(tcp_fd);
-        return sys_error(error.value(), "session resolver: adopt the tcp listener");
-    }
+    if (auto adopted = state->listener.adopt(std::move(*listener), AF_INET, "session resolver");
+        !adopted)
+        return std::move(adopted.error());
     state->receive_next();
-    state->accept_next();
+    state->listener.start(state, [raw = state.get()](tcp::socket client) {
+        raw->on_accepted(std::move(client));
+    });
     return std::make_unique<SessionResolver>(std::move(state), stream.port);
 }
 

@@ -37,6 +37,10 @@ struct EgressEnvironment {
     /// closed (corrald --egress-idle-timeout); zero: never.
     std::chrono::milliseconds tunnel_idle{kDefaultTunnelIdle};
     static constexpr std::chrono::milliseconds kDefaultTunnelIdle{std::chrono::minutes(10)};
+    /// The TTL of the session resolver's answers and the grace an answered address stays open
+    /// beyond it (corrald --egress-dns-ttl, --egress-dns-grace).
+    std::chrono::seconds dns_ttl{60};
+    std::chrono::seconds dns_grace{30};
 };
 
 /// The egress side of an isolated session's record (`egress` in the API).
@@ -97,13 +101,18 @@ class EgressGate {
     /// Judges a direct TCP connection (the transparent relay): by the rules alone, and else by a
     /// live name-bound allowance of `address` whose name the rules in force still allow — judged
     /// again as an address of that name, so deniedCIDRs and the protected ranges still refuse.
+    /// Any one of the address's names that passes opens it.
     EgressVerdict check_direct(const IpAddress& address, uint16_t port) const {
         EgressVerdict verdict = rules_->check_address(address, port, false);
         if (verdict.allowed) return verdict;
-        const NameAllowance* allowance =
-            allowances_.find(address, std::chrono::steady_clock::now());
-        if (!allowance || !rules_->check_name(allowance->name).allowed) return verdict;
-        return rules_->check_address(address, port, true, allowance->pinned);
+        for (const NameAllowance* allowance :
+             allowances_.find(address, std::chrono::steady_clock::now())) {
+            if (!rules_->check_name(allowance->name).allowed) continue;
+            EgressVerdict named = rules_->check_address(address, port, true, allowance->pinned);
+            if (named.allowed) return named;
+            verdict = named;  // the reason an allowed name's address is still refused
+        }
+        return verdict;
     }
 
     static constexpr size_t kLogBurst = 50;

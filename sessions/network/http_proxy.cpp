@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sessions/network/accept_loop.hpp"
 #include "sessions/network/egress_lookup.hpp"
 #include "sessions/network/proxy_request.hpp"
 #include "sessions/network/tcp_relay.hpp"
@@ -25,7 +26,6 @@ using boost::system::error_code;
 namespace {
 
 constexpr size_t kRelayBuffer = 64 * 1024;
-constexpr std::chrono::milliseconds kAcceptRetryDelay{50};
 constexpr std::chrono::milliseconds kDrainBound{2000};
 
 tcp::endpoint to_endpoint(const IpAddress& address, uint16_t port) {
@@ -85,37 +85,20 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
 
 struct HttpEgressProxy::State : std::enable_shared_from_this<State> {
     State(boost::asio::io_context& io, std::shared_ptr<EgressGate> gate, HttpProxyLimits limits)
-        : io(io), acceptor(io), retry_timer(io), gate(std::move(gate)), limits(limits) {}
+        : io(io), listener(io), gate(std::move(gate)), limits(limits) {}
 
-    void accept_next();
     void on_accepted(tcp::socket client);
     void stop();
     size_t open() const { return connections.size() + relays.size(); }
 
     boost::asio::io_context& io;
-    tcp::acceptor acceptor;
-    boost::asio::steady_timer retry_timer;
+    AcceptLoop listener;
     std::shared_ptr<EgressGate> gate;
     HttpProxyLimits limits;
     std::map<ProxyConnection*, std::shared_ptr<ProxyConnection>> connections;
     std::map<TcpRelay*, std::shared_ptr<TcpRelay>> relays;
     bool stopped = false;
 };
-
-void HttpEgressProxy::State::accept_next() {
-    acceptor.async_accept([self = shared_from_this()](const error_code& error, tcp::socket client) {
-        if (self->stopped || error == boost::asio::error::operation_aborted) return;
-        if (!error) {
-            self->on_accepted(std::move(client));
-            return self->accept_next();
-        }
-        if (error == boost::asio::error::connection_aborted) return self->accept_next();
-        self->retry_timer.expires_after(kAcceptRetryDelay);
-        self->retry_timer.async_wait([self](const error_code& error) {
-            if (!error && !self->stopped) self->accept_next();
-        });
-    });
-}
 
 void HttpEgressProxy::State::on_accepted(tcp::socket client) {
     if (open() >= limits.max_connections) {
@@ -138,8 +121,7 @@ void HttpEgressProxy::State::stop() {
     if (stopped) return;
     stopped = true;
     error_code ignored;
-    acceptor.close(ignored);
-    retry_timer.cancel();
+    listener.stop();
     auto pending = std::move(connections);
     connections.clear();
     for (auto& [key, connection] : pending) connection->close();
@@ -381,14 +363,12 @@ Result<std::unique_ptr<HttpEgressProxy>> HttpEgressProxy::start(
     if (::getsockname(listener->get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0)
         return sys_error("egress proxy: getsockname");
     auto state = std::make_shared<State>(io, std::move(gate), limits);
-    error_code error;
-    const int raw = listener->release();
-    state->acceptor.assign(tcp::v4(), raw, error);
-    if (error) {
-        ::close(raw);
-        return sys_error(error.value(), "egress proxy: adopt the listener");
-    }
-    state->accept_next();
+    if (auto adopted = state->listener.adopt(std::move(*listener), AF_INET, "egress proxy");
+        !adopted)
+        return std::move(adopted.error());
+    state->listener.start(state, [raw = state.get()](tcp::socket client) {
+        raw->on_accepted(std::move(client));
+    });
     return std::make_unique<HttpEgressProxy>(std::move(state), ntohs(bound.sin_port));
 }
 

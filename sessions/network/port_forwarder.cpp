@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 
+#include "sessions/network/accept_loop.hpp"
 #include "sessions/network/tcp_relay.hpp"
 
 namespace corral {
@@ -20,7 +21,6 @@ namespace {
 
 /// Backoff after an accept error other than an aborted handshake (EMFILE and friends), so a
 /// descriptor shortage does not spin the loop.
-constexpr std::chrono::milliseconds kAcceptRetryDelay{50};
 
 tcp::endpoint to_endpoint(const SocketAddress& address) {
     return tcp::endpoint(boost::asio::ip::make_address(address.address), address.port);
@@ -46,40 +46,22 @@ Result<std::pair<int, uint16_t>> bound_address(int fd) {
 struct PortForwarder::State : std::enable_shared_from_this<State> {
     State(boost::asio::io_context& io, SocketMaker make_socket, std::vector<SocketAddress> targets)
         : io(io),
-          acceptor(io),
-          retry_timer(io),
+          listener(io),
           make_socket(std::move(make_socket)),
           targets(std::move(targets)) {}
 
-    void accept_next();
     void on_accepted(tcp::socket client);
     void connect(const std::shared_ptr<TcpRelay>& relay, size_t target);
     void stop();
 
     boost::asio::io_context& io;
-    tcp::acceptor acceptor;
-    boost::asio::steady_timer retry_timer;
+    AcceptLoop listener;
     SocketMaker make_socket;
     std::vector<SocketAddress> targets;
     std::map<TcpRelay*, std::shared_ptr<TcpRelay>> relays;
     uint64_t accepted = 0;
     bool stopped = false;
 };
-
-void PortForwarder::State::accept_next() {
-    acceptor.async_accept([self = shared_from_this()](const error_code& error, tcp::socket client) {
-        if (self->stopped || error == boost::asio::error::operation_aborted) return;
-        if (!error) {
-            self->on_accepted(std::move(client));
-            return self->accept_next();
-        }
-        if (error == boost::asio::error::connection_aborted) return self->accept_next();
-        self->retry_timer.expires_after(kAcceptRetryDelay);
-        self->retry_timer.async_wait([self](const error_code& error) {
-            if (!error && !self->stopped) self->accept_next();
-        });
-    });
-}
 
 void PortForwarder::State::on_accepted(tcp::socket client) {
     ++accepted;
@@ -119,8 +101,7 @@ void PortForwarder::State::stop() {
     if (stopped) return;
     stopped = true;
     error_code ignored;
-    acceptor.close(ignored);
-    retry_timer.cancel();
+    listener.stop();
     auto open = std::move(relays);
     relays.clear();
     for (auto& [key, relay] : open) relay->close();
@@ -152,14 +133,12 @@ Result<std::unique_ptr<PortForwarder>> PortForwarder::create(boost::asio::io_con
     auto bound = bound_address(listener.get());
     if (!bound) return std::move(bound.error());
     auto state = std::make_shared<State>(io, std::move(make_socket), std::move(targets));
-    error_code error;
-    int raw = listener.release();
-    state->acceptor.assign(bound->first == AF_INET ? tcp::v4() : tcp::v6(), raw, error);
-    if (error) {
-        ::close(raw);
-        return sys_error(error.value(), "adopt the forwarder's listener");
-    }
-    state->accept_next();
+    if (auto adopted = state->listener.adopt(std::move(listener), bound->first, "port forwarder");
+        !adopted)
+        return std::move(adopted.error());
+    state->listener.start(state, [raw = state.get()](tcp::socket client) {
+        raw->on_accepted(std::move(client));
+    });
     return std::unique_ptr<PortForwarder>(new PortForwarder(std::move(state), bound->second));
 }
 

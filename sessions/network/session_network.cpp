@@ -6,9 +6,10 @@
 namespace corral {
 
 SessionNetwork::SessionNetwork(boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns)
-    : io_(io), netns_(std::move(netns)) {}
+    : io_(io), netns_(std::move(netns)), expiry_timer_(io) {}
 
 SessionNetwork::~SessionNetwork() {
+    alive_.reset();
     stop();
 }
 
@@ -50,10 +51,14 @@ Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(boost::asio::io_c
     // DNS answers allowed names only; without it (port 53 taken inside, which a fresh namespace
     // never has) names still work through the proxy, so this is logged, not fatal.
     SessionNetwork* raw = network.get();
+    DnsResolverLimits limits;
+    limits.answer_ttl = network->environment_.dns_ttl;
+    limits.allowance_grace = network->environment_.dns_grace;
     auto resolver = SessionResolver::start(
         io, network->netns_, network->gate_,
         [raw](const std::string& name, bool pinned, const std::vector<IpAddress>& addresses,
-              std::chrono::seconds lifetime) { raw->grant_names(name, pinned, addresses, lifetime); });
+              std::chrono::seconds lifetime) { raw->grant_names(name, pinned, addresses, lifetime); },
+        limits);
     if (resolver) {
         network->resolver_ = std::move(*resolver);
     } else {
@@ -79,6 +84,40 @@ void SessionNetwork::grant_names(const std::string& name, bool pinned,
     if (transparent_)
         if (auto changed = transparent_->change_named(added, removed); !changed)
             log("name-bound egress for `" + name + "` not opened: " + changed.error().describe());
+    schedule_expiry();
+}
+
+void SessionNetwork::close_named(const std::vector<IpAddress>& addresses, const std::string& why) {
+    if (!transparent_ || addresses.empty()) return;
+    if (auto closed = transparent_->change_named({}, addresses); !closed)
+        log(why + ", name-bound addresses not closed: " + closed.error().describe());
+}
+
+void SessionNetwork::close_expired() {
+    if (!gate_) return;
+    close_named(gate_->allowances().expire(std::chrono::steady_clock::now()),
+                "DNS allowances expired");
+    schedule_expiry();
+}
+
+void SessionNetwork::schedule_expiry() {
+    if (!gate_ || !netns_) return;
+    const auto next = gate_->allowances().next_expiry();
+    if (next == expiry_armed_) return;  // already waiting for exactly that
+    expiry_armed_ = next;
+    if (!next) {
+        expiry_timer_.cancel();
+        return;
+    }
+    // On the loop: the handler only runs close_expired (a netlink/nft change on the NetnsThread,
+    // as every answer's grant does), so the loop never sleeps here.
+    expiry_timer_.expires_at(*next);
+    expiry_timer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](
+                                 const boost::system::error_code& error) {
+        if (error || alive.expired()) return;
+        expiry_armed_.reset();
+        close_expired();
+    });
 }
 
 Status SessionNetwork::forward(uint16_t port) {
@@ -117,9 +156,8 @@ Status SessionNetwork::set_egress(const EgressSpec& spec) {
     auto current = gate_->rules();
     const auto revoked = gate_->allowances().remove_if(
         [&](const NameAllowance& allowance) { return !current->check_name(allowance.name).allowed; });
-    if (transparent_ && !revoked.empty())
-        if (auto closed = transparent_->change_named({}, revoked); !closed)
-            log("egress rules changed, name-bound addresses not closed: " + closed.error().describe());
+    close_named(revoked, "egress rules changed");
+    schedule_expiry();
     // The relay judges every connection by the gate's rules, so a failure here can only leave
     // the namespace routing less or more to the relay, never let more through.
     if (transparent_)
@@ -145,6 +183,8 @@ EgressInfo SessionNetwork::egress_info() const {
 }
 
 void SessionNetwork::stop() {
+    expiry_timer_.cancel();
+    expiry_armed_.reset();
     if (resolver_) resolver_->stop();
     resolver_.reset();
     if (http_proxy_) http_proxy_->stop();

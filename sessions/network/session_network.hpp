@@ -9,10 +9,12 @@
 // Threading: the daemon's io_context thread, like the Session.
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 
 #include "base/error.hpp"
@@ -76,6 +78,13 @@ class SessionNetwork {
     /// them in the namespace (before the answer goes out), closing the expired ones.
     void grant_names(const std::string& name, bool pinned, const std::vector<IpAddress>& addresses,
                      std::chrono::seconds lifetime);
+    /// Closes the allowances expired by now in the namespace and arms the timer for the next
+    /// one: an address opened for a name closes at TTL + grace without any further traffic.
+    void close_expired();
+    /// (Re)arms expiry_timer_ for the table's next expiry; cancels it when the table is empty.
+    void schedule_expiry();
+    /// Closes `addresses` (no allowance left) in the namespace, logging a failure with `why`.
+    void close_named(const std::vector<IpAddress>& addresses, const std::string& why);
 
     boost::asio::io_context& io_;
     std::shared_ptr<NetnsThread> netns_;
@@ -88,6 +97,10 @@ class SessionNetwork {
     std::string transparent_error_;  ///< why transparent_ is null (for the record)
     std::unique_ptr<SessionResolver> resolver_;  ///< null when 127.0.0.1:53 could not be bound
     EgressEnvironment environment_;
+    boost::asio::steady_timer expiry_timer_;
+    std::optional<std::chrono::steady_clock::time_point> expiry_armed_;  ///< what it waits for
+    /// Dies with this object: a timer handler already queued when it went finds it expired.
+    std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace corral

@@ -20,15 +20,7 @@ std::string session_resolv_conf_text() {
            "options timeout:2 attempts:2\n";
 }
 
-Result<std::string> write_session_resolv_conf(const std::string& state_dir,
-                                              const std::string& host_resolv_conf) {
-    struct stat st {};
-    if (::lstat(host_resolv_conf.c_str(), &st) != 0)
-        return sys_error("`" + host_resolv_conf +
-                         "`: nothing to bind the session resolv.conf over");
-    if (!S_ISREG(st.st_mode))
-        return sys_error(EINVAL, "`" + host_resolv_conf +
-                                     "` is not a regular file (a symlink?): sandboxes keep it");
+Result<std::string> write_session_resolv_conf(const std::string& state_dir) {
     const std::string path = state_dir + "/resolv.conf";
     const std::string temporary = path + ".new";
     ::unlink(temporary.c_str());

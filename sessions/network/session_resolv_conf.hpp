@@ -11,9 +11,10 @@
 // resolv.conf elsewhere (or unmounts ours) reaches no other resolver: its namespace routes
 // nothing out, and UDP leaves it only as DNS to the daemon.
 //
-// The bind needs a regular /etc/resolv.conf on the host as its mount point; where the host has a
-// symlink there (systemd-resolved's stub) or none, sandboxes keep the host's view and the daemon
-// says so in its log. The resolver still answers at 127.0.0.1:53 then.
+// Whatever the host has at /etc/resolv.conf — a file, a symlink (systemd-resolved's
+// ../run/systemd/resolve/stub-resolv.conf) or nothing — the sandbox reads this file there: the
+// mount plan follows a link beneath the sandbox's root and binds where it ends, creating the
+// mount point in a corral tmpfs when the host has none (isolation/mounts.cpp, add_resolv_conf).
 
 #include <string>
 
@@ -23,9 +24,7 @@ namespace corral {
 
 /// The file's text.
 std::string session_resolv_conf_text();
-/// Writes <state_dir>/resolv.conf (atomically, 0444) and returns its path; EINVAL naming why
-/// when the host's /etc/resolv.conf (`host_resolv_conf`) is not a regular file to bind over.
-Result<std::string> write_session_resolv_conf(
-    const std::string& state_dir, const std::string& host_resolv_conf = "/etc/resolv.conf");
+/// Writes <state_dir>/resolv.conf (atomically, 0444) and returns its path.
+Result<std::string> write_session_resolv_conf(const std::string& state_dir);
 
 }  // namespace corral

@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <map>
 
+#include "sessions/network/accept_loop.hpp"
 #include "sessions/network/tcp_relay.hpp"
 
 namespace corral {
@@ -20,7 +21,6 @@ namespace {
 
 constexpr size_t kRelayBuffer = 64 * 1024;
 constexpr std::chrono::milliseconds kConnectTimeout{10000};
-constexpr std::chrono::milliseconds kAcceptRetryDelay{50};
 
 /// Closes with a reset: the program learns at once that there is nothing there.
 void reset(tcp::socket& socket) {
@@ -33,35 +33,19 @@ void reset(tcp::socket& socket) {
 
 struct TransparentRelay::State : std::enable_shared_from_this<State> {
     State(boost::asio::io_context& io, std::shared_ptr<EgressGate> gate, size_t max_connections)
-        : io(io), acceptor(io), retry_timer(io), gate(std::move(gate)), max(max_connections) {}
+        : io(io), listener(io), gate(std::move(gate)), max(max_connections) {}
 
-    void accept_next();
     void on_accepted(tcp::socket client);
     void stop();
 
     boost::asio::io_context& io;
-    tcp::acceptor acceptor;
-    boost::asio::steady_timer retry_timer;
+    AcceptLoop listener;
     std::shared_ptr<EgressGate> gate;
     size_t max;
     size_t connecting = 0;
     std::map<TcpRelay*, std::shared_ptr<TcpRelay>> relays;
     bool stopped = false;
 };
-
-void TransparentRelay::State::accept_next() {
-    acceptor.async_accept([self = shared_from_this()](const error_code& error, tcp::socket client) {
-        if (self->stopped || error == boost::asio::error::operation_aborted) return;
-        if (!error) {
-            self->on_accepted(std::move(client));
-            return self->accept_next();
-        }
-        self->retry_timer.expires_after(kAcceptRetryDelay);
-        self->retry_timer.async_wait([self](const error_code& error) {
-            if (!error && !self->stopped) self->accept_next();
-        });
-    });
-}
 
 void TransparentRelay::State::on_accepted(tcp::socket client) {
     sockaddr_in original{};
@@ -109,8 +93,7 @@ void TransparentRelay::State::stop() {
     if (stopped) return;
     stopped = true;
     error_code ignored;
-    acceptor.close(ignored);
-    retry_timer.cancel();
+    listener.stop();
     auto open = std::move(relays);
     relays.clear();
     for (auto& [key, relay] : open) relay->close();
@@ -175,16 +158,14 @@ Result<std::unique_ptr<TransparentRelay>> TransparentRelay::start(
         return sys_error("transparent relay: getsockname");
     const EgressSpec spec = gate->rules()->spec();
     auto state = std::make_shared<State>(io, std::move(gate), max_connections);
-    error_code error;
-    const int raw = listener->release();
-    state->acceptor.assign(tcp::v4(), raw, error);
-    if (error) {
-        ::close(raw);
-        return sys_error(error.value(), "transparent relay: adopt the listener");
-    }
+    if (auto adopted = state->listener.adopt(std::move(*listener), AF_INET, "transparent relay");
+        !adopted)
+        return std::move(adopted.error());
     auto relay = std::make_unique<TransparentRelay>(state, std::move(netns), ntohs(bound.sin_port));
     if (auto applied = relay->apply(spec); !applied) return std::move(applied.error());
-    state->accept_next();
+    state->listener.start(state, [raw = state.get()](tcp::socket client) {
+        raw->on_accepted(std::move(client));
+    });
     return relay;
 }
 

@@ -19,6 +19,7 @@
 #include "supervisor/cli/one_shot_session.hpp"
 #include "supervisor/cli/report_target.hpp"
 #include "supervisor/cli/run_options.hpp"
+#include "supervisor/cli/run_network.hpp"
 #include "supervisor/cli/run_workdir.hpp"
 
 extern char** environ;
@@ -93,6 +94,8 @@ int run_command(const std::vector<std::string>& args) {
     } else {
         for (const auto& note : request->workdir.notes)
             std::fprintf(stderr, "corral run: note: %s\n", note.c_str());
+        if (const std::string note = describe_run_network(*parsed.policy); !note.empty())
+            std::fprintf(stderr, "corral run: note: %s", note.substr(std::string("# corral run: ").size()).c_str());
         report = run_one_shot(*parsed.policy, *request);
     }
     if (report.status == ExitReason::setup_failed && report.exit_code)
@@ -129,6 +132,7 @@ int policy_check_command(const std::vector<std::string>& args) {
     if (const int* code = std::get_if<int>(&policy)) return *code;
     std::fputs(policy_to_yaml(std::get<Policy>(policy)).c_str(), stdout);
     std::fputs(describe_run_workdir(std::get<Policy>(policy)).c_str(), stdout);
+    std::fputs(describe_run_network(std::get<Policy>(policy)).c_str(), stdout);
     return 0;
 }
 

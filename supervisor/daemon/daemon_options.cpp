@@ -48,7 +48,10 @@ std::string daemon_usage() {
            "               [--egress-hosts-file FILE]  (hosts-file names for the egress proxy,\n"
            "                                            for tests and air-gapped hosts)\n"
            "               [--egress-idle-timeout DUR (10m)]  (egress tunnels idle this long\n"
-           "                                            are closed)\n";
+           "                                            are closed)\n"
+           "               [--egress-dns-ttl DUR (60s)] [--egress-dns-grace DUR (30s)]\n"
+           "                                           (TTL of session DNS answers; an address\n"
+           "                                            stays open for TTL + grace)\n";
 }
 
 Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args) {
@@ -91,6 +94,16 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
                 return sys_error(EINVAL, "--egress-idle-timeout `" + value +
                                              "`: expected a duration from 1ms to 24h, e.g. 10m");
             options.egress_idle_timeout = *value_ms;
+        } else if (name == "--egress-dns-ttl" || name == "--egress-dns-grace") {
+            // Whole seconds: a DNS TTL has no finer unit. Grace may be 0, a TTL may not.
+            auto value_ms = parse_duration(value);
+            const bool ttl = name == "--egress-dns-ttl";
+            if (!value_ms || value_ms->count() % 1000 != 0 || *value_ms > std::chrono::hours(24) ||
+                (ttl && value_ms->count() < 1000))
+                return sys_error(EINVAL, name + " `" + value + "`: expected whole seconds " +
+                                             (ttl ? "from 1s" : "from 0s") + " to 24h, e.g. 60s");
+            (ttl ? options.egress_dns_ttl : options.egress_dns_grace) =
+                std::chrono::duration_cast<std::chrono::seconds>(*value_ms);
         } else if (name == "--instance") {
             if (!valid_instance(value))
                 return sys_error(EINVAL, "--instance `" + value + "`: use [A-Za-z0-9._-]{1,64}");

@@ -29,6 +29,10 @@ struct DaemonOptions {
     /// --egress-idle-timeout: an egress tunnel (CONNECT or transparent relay) with no byte either
     /// way for this long is closed.
     std::chrono::milliseconds egress_idle_timeout{std::chrono::minutes(10)};
+    /// --egress-dns-ttl / --egress-dns-grace: the TTL of the session resolver's answers, and how
+    /// much longer an address it answered stays open to direct TCP (short ones for tests).
+    std::chrono::seconds egress_dns_ttl{60};
+    std::chrono::seconds egress_dns_grace{30};
     /// --allow-workdir ROOT (repeatable): sessions may work in existing directories beneath.
     std::vector<std::string> allow_workdir;
     /// --recover: on start, re-adopt journalled sessions that still run (adopt), or end

@@ -333,6 +333,31 @@ TEST_F(CorralRun, IsolatedNetworkHasOnlyLoopbackAndCannotReachHost) {
     close(listener);
 }
 
+// Issue 15: corral run has none of corrald's egress (proxy, relay, session DNS). A policy that
+// opens egress gets nothing more under it — fail-closed, as deny-all — and both corral run and
+// `corral policy check` say so instead of leaving the job to fail with a bare ENETUNREACH.
+TEST_F(CorralRun, EgressPolicyIsServedByCorraldOnlyAndCorralRunSaysSo) {
+    {
+        std::ofstream(dir_ / "egress.yaml") << "name: egress\nextends: default\nnetwork:\n"
+                                               "  egress: {mode: allow-all}\n";
+    }
+    const std::string policy = (dir_ / "egress.yaml").string();
+    auto check = corral({"policy", "check", policy});
+    EXPECT_EQ(check.exit_code, 0) << check.err;
+    EXPECT_NE(check.out.find("# corral run: corrald serves network.egress mode allow-all (its "
+                             "proxy, relay and DNS), corral run does not"),
+              std::string::npos)
+        << check.out;
+    auto run = corral({"run", "--policy", policy, "--", probe(), "netdevs"});
+    EXPECT_EQ(run.out, "lo\n") << run.err;
+    EXPECT_NE(run.err.find("corral run: note: corrald serves network.egress mode allow-all"),
+              std::string::npos)
+        << run.err;
+    // The default policy (deny-all) means the same under both: no note.
+    auto plain = corral({"policy", "check", "default"});
+    EXPECT_EQ(plain.out.find("corrald serves"), std::string::npos);
+}
+
 TEST_F(CorralRun, MissingWorkingDirectoryIsASetupErrorNamingWhatWasGiven) {
     auto r = corral({"run", "--cwd", "/no/such/dir", "--report", "report.json", "--", "true"});
     EXPECT_EQ(r.exit_code, 125);

@@ -3,7 +3,9 @@
 // the internet; no other address is ever contacted), programs in the session resolving names
 // through its /etc/resolv.conf (getent, python's getaddrinfo) and connecting directly, without
 // the proxy, over the transparent path to the addresses DNS handed out.
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <poll.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,13 +13,13 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/integration/support/daemon_process.hpp"
+#include "tests/integration/support/egress_daemon.hpp"
 #include "tests/integration/support/origin_server.hpp"
 
 namespace corral {
 namespace {
 
-using corral::testing::DaemonProcess;
+using corral::testing::EgressHostsDaemon;
 using corral::testing::HttpClient;
 using corral::testing::OriginServer;
 using nlohmann::json;
@@ -53,26 +55,20 @@ class EgressDnsTest : public ::testing::Test {
         other_ = std::make_unique<OriginServer>("127.0.0.12", "other");
         denied_ = std::make_unique<OriginServer>("127.0.0.13", "denied");
         ASSERT_NE(registry_->port(), 0);
-        char tmpl[] = "/tmp/corral-dns-hosts-XXXXXX";
-        const int fd = ::mkstemp(tmpl);
-        ASSERT_GE(fd, 0);
-        ::close(fd);
-        hosts_file_ = tmpl;
-        std::ofstream hosts(hosts_file_);
-        hosts << "127.0.0.11 registry.example.test\n"
-                 "127.0.0.12 other.example.test\n"
-                 "127.0.0.13 denied.example.test\n";
+        std::string hosts =
+            "127.0.0.11 registry.example.test\n"
+            "127.0.0.11 alias.example.test\n"  // a second name of registry's address
+            "127.0.0.12 other.example.test\n"
+            "127.0.0.13 denied.example.test\n";
         // More addresses than a 512-byte UDP answer holds: the client must retry over TCP.
-        for (int i = 1; i <= 40; ++i) hosts << "127.0.1." << i << " many.example.test\n";
-        hosts.close();
-        daemon_ = std::make_unique<DaemonProcess>(
-            kPortBase, std::vector<std::string>{"--egress-hosts-file", hosts_file_});
+        for (int i = 1; i <= 40; ++i)
+            hosts += "127.0.1." + std::to_string(i) + " many.example.test\n";
+        daemon_ = std::make_unique<EgressHostsDaemon>(kPortBase, hosts, extra_args());
         ASSERT_TRUE(daemon_->ready()) << daemon_->log();
     }
-    void TearDown() override {
-        daemon_.reset();
-        if (!hosts_file_.empty()) ::unlink(hosts_file_.c_str());
-    }
+    void TearDown() override { daemon_.reset(); }
+    /// More corrald options (a derived fixture's).
+    virtual std::vector<std::string> extra_args() const { return {}; }
 
     std::string create(const std::string& egress_yaml) {
         HttpClient c = daemon_->client();
@@ -123,8 +119,7 @@ class EgressDnsTest : public ::testing::Test {
     }
 
     std::unique_ptr<OriginServer> registry_, other_, denied_;
-    std::string hosts_file_;
-    std::unique_ptr<DaemonProcess> daemon_;
+    std::unique_ptr<EgressHostsDaemon> daemon_;
 };
 
 TEST_F(EgressDnsTest, AllowedNameResolvesInsideAndPlainTcpReachesItWithoutTheProxy) {
@@ -231,6 +226,137 @@ TEST_F(EgressDnsTest, Ipv6IsNeitherAnsweredNorRouted) {
               "no AAAA\n||");
     // 2001:db8::/32 is the documentation prefix (RFC 3849): nothing is sent anywhere.
     EXPECT_EQ(run(sid, connect_by_name("2001:db8::1", 80)), "ENETUNREACH\n||");
+}
+
+// Issue 15: two names answering one address kept only the last one granted, so a PATCH that
+// dropped that name closed an address the other allowed name still held.
+TEST_F(EgressDnsTest, AnAddressSharedByTwoNamesStaysOpenWhileEitherIsAllowed) {
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test, alias.example.test]}");
+    EXPECT_EQ(getent(sid, "alias.example.test"), "127.0.0.11      alias.example.test\nrc=0\n||");
+    EXPECT_EQ(getent(sid, "registry.example.test"),
+              "127.0.0.11      registry.example.test\nrc=0\n||");
+    // registry.example.test (granted last) is dropped; alias.example.test still holds the address.
+    ASSERT_EQ(patch(sid, {{"mode", "custom"}, {"allowedHosts", {"alias.example.test"}}}), 200u);
+    EXPECT_EQ(run(sid, connect_by_name("127.0.0.11", registry_->port())),
+              "connected hello from registry\n||");
+    // With neither allowed the address is the session's own loopback again.
+    ASSERT_EQ(patch(sid, {{"mode", "custom"}, {"allowedHosts", {"other.example.test"}}}), 200u);
+    EXPECT_EQ(run(sid, connect_by_name("127.0.0.11", registry_->port())), "ECONNREFUSED\n||");
+    EXPECT_EQ(registry_->accepted(), 1);
+}
+
+/// Python inside the session: one UDP datagram to `host`:`port` on a connected socket, then
+/// waits for an answer; prints the errno name (the ICMP error a connected socket reports).
+std::string udp_to(const std::string& host, uint16_t port) {
+    return "/usr/bin/python3 -c '\n"
+           "import socket, errno\n"
+           "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+           "s.settimeout(10)\n"
+           "try:\n"
+           "    s.connect((\"" +
+           host + "\", " + std::to_string(port) +
+           "))\n"
+           "    s.send(b\"corral-udp\")\n"
+           "    s.recv(100)\n"
+           "    print(\"answered\")\n"
+           "except socket.timeout:\n"
+           "    print(\"TIMEOUT\")\n"
+           "except OSError as e:\n"
+           "    print(errno.errorcode.get(e.errno, e.errno))\n'";
+}
+
+/// A UDP socket on a host loopback address, counting what arrives.
+class UdpSink {
+  public:
+    explicit UdpSink(const char* address) : fd_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+        sockaddr_in in{};
+        in.sin_family = AF_INET;
+        ::inet_pton(AF_INET, address, &in.sin_addr);
+        if (::bind(fd_, reinterpret_cast<sockaddr*>(&in), sizeof in) != 0) return;
+        socklen_t length = sizeof in;
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&in), &length);
+        port_ = ntohs(in.sin_port);
+    }
+    ~UdpSink() { ::close(fd_); }
+    bool wait_readable(int ms) const {
+        pollfd p{fd_, POLLIN, 0};
+        return ::poll(&p, 1, ms) == 1;
+    }
+    uint16_t port() const { return port_; }
+    /// Datagrams waiting now (nothing blocks).
+    int received() const {
+        int count = 0;
+        char buffer[512];
+        while (::recv(fd_, buffer, sizeof buffer, MSG_DONTWAIT) >= 0) ++count;
+        return count;
+    }
+
+  private:
+    int fd_;
+    uint16_t port_ = 0;
+};
+
+// UDP other than DNS to the session's resolver has no way out, whatever the rules open (the
+// relay and the proxy are TCP only): under allow-all every address is routed to the session's
+// own loopback, where nothing listens, so a datagram gets ICMP port unreachable (ECONNREFUSED)
+// at once; with nothing routed it is ENETUNREACH. Nothing reaches the host, and since nothing
+// reaches the daemon either, these are not counted as egress refusals.
+TEST_F(EgressDnsTest, UdpOtherThanDnsIsRefusedFastAndNeverLeaves) {
+    UdpSink sink("127.0.0.14");
+    ASSERT_NE(sink.port(), 0);
+    const auto open = create("{mode: allow-all, allowedCIDRs: [127.0.0.14/32]}");
+    EXPECT_EQ(run(open, udp_to("127.0.0.14", sink.port())), "ECONNREFUSED\n||");
+    // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): routed to the session's own loopback.
+    EXPECT_EQ(run(open, udp_to("192.0.2.1", 9)), "ECONNREFUSED\n||");
+    EXPECT_EQ(egress(open)["refused"], 0);
+    const auto custom = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    EXPECT_EQ(run(custom, udp_to("192.0.2.1", 9)), "ENETUNREACH\n||");
+    // Resolving the allowed name (a name-bound allowance of its address) opens TCP, not UDP.
+    EXPECT_EQ(run(custom, "getent hosts registry.example.test >/dev/null; " +
+                              udp_to("127.0.0.11", registry_->port())),
+              "ECONNREFUSED\n||");
+    EXPECT_EQ(sink.received(), 0);
+    // The control: the sink does receive what the host sends it.
+    const int sender = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(sink.port());
+    ::inet_pton(AF_INET, "127.0.0.14", &to.sin_addr);
+    ::sendto(sender, "x", 1, 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    ::close(sender);
+    EXPECT_TRUE(sink.wait_readable(5000));
+    EXPECT_EQ(sink.received(), 1);
+}
+
+/// The same daemon with a 1 s TTL and no grace (corrald --egress-dns-ttl/--egress-dns-grace).
+class EgressDnsShortTtlTest : public EgressDnsTest {
+  protected:
+    std::vector<std::string> extra_args() const override {
+        return {"--egress-dns-ttl", "1s", "--egress-dns-grace", "0s"};
+    }
+};
+
+// Issue 15: an expired allowance stayed in the namespace until the next DNS answer or PATCH.
+// It is closed on a timer now: without any further query, the address stops being redirected
+// (ECONNREFUSED from the session's own loopback, where nothing listens; while it is redirected
+// the relay answers with a reset, ECONNRESET).
+TEST_F(EgressDnsShortTtlTest, AnAnsweredAddressClosesAtItsTtlWithoutFurtherTraffic) {
+    const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
+    EXPECT_EQ(run(sid, "getent hosts registry.example.test >/dev/null && " +
+                           connect_by_name("registry.example.test", registry_->port())),
+              "connected hello from registry\n||");
+    const auto refused = egress(sid)["refused"].get<uint64_t>();
+    // Waiting past TTL + grace, with no traffic from the session at all.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    std::string answer;
+    for (int i = 0; i < 20; ++i) {  // a bound for a loaded machine, not a timing
+        answer = run(sid, connect_by_name("127.0.0.11", registry_->port()));
+        if (answer == "ECONNREFUSED\n||") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    EXPECT_EQ(answer, "ECONNREFUSED\n||");
+    EXPECT_EQ(egress(sid)["refused"].get<uint64_t>(), refused) << "never reached the relay";
+    EXPECT_EQ(registry_->accepted(), 1);
 }
 
 TEST_F(EgressDnsTest, ResolverGoesWithTheSession) {

@@ -7,13 +7,13 @@
 
 #include <fstream>
 
-#include "tests/integration/support/daemon_process.hpp"
+#include "tests/integration/support/egress_daemon.hpp"
 #include "tests/integration/support/origin_server.hpp"
 
 namespace corral {
 namespace {
 
-using corral::testing::DaemonProcess;
+using corral::testing::EgressHostsDaemon;
 using corral::testing::HttpClient;
 using corral::testing::OriginServer;
 using nlohmann::json;
@@ -30,23 +30,14 @@ class EgressPolicyTest : public ::testing::Test {
         denied_ = std::make_unique<OriginServer>("127.0.0.13", "denied");
         cidr_ = std::make_unique<OriginServer>("127.0.0.14", "cidr");
         ASSERT_NE(registry_->port(), 0);
-        char tmpl[] = "/tmp/corral-egress-hosts-XXXXXX";
-        const int fd = ::mkstemp(tmpl);
-        ASSERT_GE(fd, 0);
-        ::close(fd);
-        hosts_file_ = tmpl;
-        std::ofstream(hosts_file_) << "# test names -> test origins on host loopback\n"
-                                      "127.0.0.11 registry.example.test\n"
-                                      "127.0.0.12 other.example.test\n"
-                                      "127.0.0.13 denied.example.test\n";
-        daemon_ = std::make_unique<DaemonProcess>(
-            kPortBase, std::vector<std::string>{"--egress-hosts-file", hosts_file_});
+        daemon_ = std::make_unique<EgressHostsDaemon>(
+            kPortBase, "# test names -> test origins on host loopback\n"
+                       "127.0.0.11 registry.example.test\n"
+                       "127.0.0.12 other.example.test\n"
+                       "127.0.0.13 denied.example.test\n");
         ASSERT_TRUE(daemon_->ready()) << daemon_->log();
     }
-    void TearDown() override {
-        daemon_.reset();
-        if (!hosts_file_.empty()) ::unlink(hosts_file_.c_str());
-    }
+    void TearDown() override { daemon_.reset(); }
 
     /// Creates an isolated session (preset default) with `egress` as its network.egress.
     std::string create(const std::string& egress_yaml) {
@@ -88,8 +79,7 @@ class EgressPolicyTest : public ::testing::Test {
     }
 
     std::unique_ptr<OriginServer> registry_, other_, denied_, cidr_;
-    std::string hosts_file_;
-    std::unique_ptr<DaemonProcess> daemon_;
+    std::unique_ptr<EgressHostsDaemon> daemon_;
     std::string token_, restricted_;
 };
 

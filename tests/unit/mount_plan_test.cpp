@@ -173,11 +173,15 @@ TEST(MountPlan, IsolatedNetworkGetsTheDaemonsResolvConfLast) {
     auto plan = compile_mount_plan(isolated_policy(), {"/srv/corral/s1", "/workspace"},
                                    "/var/lib/corral/resolv.conf");
     ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    const MountStep resolv{Kind::bind_read_only, "/var/lib/corral/resolv.conf", "/etc/resolv.conf",
+    // A step of its own: it goes wherever /etc/resolv.conf leads (mounts.cpp, add_resolv_conf).
+    const MountStep resolv{Kind::resolv_conf, "/var/lib/corral/resolv.conf", "/etc/resolv.conf",
                            0, -1, true};
     auto at = std::find(plan->begin(), plan->end(), resolv);
     ASSERT_NE(at, plan->end()) << describe_mount_plan(*plan);
     EXPECT_EQ((at + 1)->kind, Kind::dev) << "after every file step, before /dev";
+    EXPECT_NE(describe_mount_plan(*plan).find(
+                  "resolv.conf /var/lib/corral/resolv.conf -> /etc/resolv.conf\n"),
+              std::string::npos);
     Policy host = isolated_policy();
     host.namespaces.network = NetworkMode::host;
     auto host_plan = compile_mount_plan(host, {"/srv/corral/s1", "/workspace"}, "/var/lib/corral/resolv.conf");

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "sessions/network/egress_gate.hpp"
 
 namespace corral {
@@ -17,19 +19,61 @@ IpAddress ip(const char* text) {
     return *IpAddress::parse(text);
 }
 
+/// The names `address` is live for at `now`, in grant order.
+std::vector<std::string> names(const NameAllowances& table, const char* address,
+                               Clock::time_point now) {
+    std::vector<std::string> out;
+    for (const auto* allowance : table.find(ip(address), now)) out.push_back(allowance->name);
+    return out;
+}
+
 TEST(NameAllowances, LastsUntilItsTimeAndIsRenewedByAnotherGrant) {
     NameAllowances table;
     const auto now = Clock::now();
     auto change = table.grant(ip("10.0.0.1"), "a.test", false, now + 60s);
     EXPECT_EQ(change.added.size(), 1u);
-    ASSERT_NE(table.find(ip("10.0.0.1"), now + 59s), nullptr);
-    EXPECT_EQ(table.find(ip("10.0.0.1"), now + 59s)->name, "a.test");
-    EXPECT_EQ(table.find(ip("10.0.0.1"), now + 60s), nullptr);
-    EXPECT_TRUE(table.grant(ip("10.0.0.1"), "b.test", false, now + 120s).added.empty());
-    EXPECT_EQ(table.find(ip("10.0.0.1"), now + 90s)->name, "b.test");
+    EXPECT_EQ(names(table, "10.0.0.1", now + 59s), std::vector<std::string>{"a.test"});
+    EXPECT_TRUE(table.find(ip("10.0.0.1"), now + 60s).empty());
+    EXPECT_EQ(table.next_expiry(), now + 60s);
+    EXPECT_TRUE(table.grant(ip("10.0.0.1"), "a.test", false, now + 120s).added.empty());
+    EXPECT_EQ(names(table, "10.0.0.1", now + 90s), std::vector<std::string>{"a.test"});
+    EXPECT_EQ(table.next_expiry(), now + 120s);
     EXPECT_TRUE(table.expire(now + 100s).empty());
     EXPECT_EQ(table.expire(now + 120s), std::vector<IpAddress>{ip("10.0.0.1")});
     EXPECT_EQ(table.size(), 0u);
+    EXPECT_EQ(table.next_expiry(), std::nullopt);
+}
+
+// Issue 15: two names sharing one address kept only the last one granted, so dropping or
+// expiring that one closed an address another allowed name still held.
+TEST(NameAllowances, OneAddressKeepsEveryNameEachWithItsOwnTime) {
+    NameAllowances table;
+    const auto now = Clock::now();
+    EXPECT_EQ(table.grant(ip("10.0.0.1"), "a.test", false, now + 30s).added.size(), 1u);
+    EXPECT_TRUE(table.grant(ip("10.0.0.1"), "b.test", false, now + 90s).added.empty());
+    EXPECT_EQ(names(table, "10.0.0.1", now), (std::vector<std::string>{"a.test", "b.test"}));
+    EXPECT_EQ(table.next_expiry(), now + 30s);
+    // a.test's time ends: the address stays, for b.test.
+    EXPECT_TRUE(table.expire(now + 30s).empty());
+    EXPECT_EQ(names(table, "10.0.0.1", now + 31s), std::vector<std::string>{"b.test"});
+    EXPECT_EQ(table.next_expiry(), now + 90s);
+    // Dropping a name that is not the last leaves the address; the last one closes it.
+    table.grant(ip("10.0.0.1"), "c.test", false, now + 90s);
+    EXPECT_TRUE(table.remove_if([](const NameAllowance& a) { return a.name == "b.test"; }).empty());
+    EXPECT_EQ(table.remove_if([](const NameAllowance& a) { return a.name == "c.test"; }),
+              std::vector<IpAddress>{ip("10.0.0.1")});
+}
+
+TEST(NameAllowances, NamesPerAddressAreBounded) {
+    NameAllowances table;
+    const auto now = Clock::now();
+    for (size_t i = 0; i < NameAllowances::kMaxNamesPerAddress + 4; ++i)
+        table.grant(ip("10.0.0.1"), "n" + std::to_string(i) + ".test", false,
+                    now + std::chrono::seconds(10 + i));
+    const auto live = names(table, "10.0.0.1", now);
+    EXPECT_EQ(live.size(), NameAllowances::kMaxNamesPerAddress);
+    EXPECT_EQ(live.back(), "n" + std::to_string(NameAllowances::kMaxNamesPerAddress + 3) + ".test");
+    EXPECT_EQ(std::count(live.begin(), live.end(), "n0.test"), 0);  // the soonest made room
 }
 
 TEST(NameAllowances, BoundedDroppingTheSoonestToExpire) {
@@ -37,10 +81,11 @@ TEST(NameAllowances, BoundedDroppingTheSoonestToExpire) {
     const auto now = Clock::now();
     table.grant(ip("10.0.0.1"), "a.test", false, now + 30s);
     table.grant(ip("10.0.0.2"), "a.test", false, now + 10s);
+    table.grant(ip("10.0.0.2"), "b.test", false, now + 15s);
     auto change = table.grant(ip("10.0.0.3"), "a.test", false, now + 20s);
     EXPECT_EQ(change.dropped, std::vector<IpAddress>{ip("10.0.0.2")});
     EXPECT_EQ(table.size(), 2u);
-    EXPECT_EQ(table.find(ip("10.0.0.2"), now), nullptr);
+    EXPECT_TRUE(table.find(ip("10.0.0.2"), now).empty());
 }
 
 TEST(EgressGateDirect, AllowanceOpensAnAddressOnlyWhileItsNameIsAllowed) {
@@ -53,6 +98,21 @@ TEST(EgressGateDirect, AllowanceOpensAnAddressOnlyWhileItsNameIsAllowed) {
     // A PATCH that drops the name closes it, whatever the table still holds.
     auto other = EgressRules::compile({EgressMode::custom, {"other.example.test"}, {}, {}});
     gate.set_rules(std::move(*other));
+    EXPECT_FALSE(gate.check_direct(ip("198.51.100.7"), 22).allowed);
+}
+
+TEST(EgressGateDirect, AnAddressStaysOpenWhileAnyOfItsNamesIsAllowed) {
+    auto rules = EgressRules::compile(
+        {EgressMode::custom, {"a.example.test", "b.example.test"}, {}, {}});
+    ASSERT_TRUE(rules);
+    EgressGate gate("s", std::move(*rules), {});
+    const auto later = Clock::now() + 60s;
+    gate.allowances().grant(ip("198.51.100.7"), "a.example.test", false, later);
+    gate.allowances().grant(ip("198.51.100.7"), "b.example.test", false, later);
+    // A PATCH drops a.example.test: b.example.test still holds the address.
+    gate.set_rules(std::move(*EgressRules::compile({EgressMode::custom, {"b.example.test"}, {}, {}})));
+    EXPECT_TRUE(gate.check_direct(ip("198.51.100.7"), 22).allowed);
+    gate.set_rules(std::move(*EgressRules::compile({EgressMode::custom, {"c.example.test"}, {}, {}})));
     EXPECT_FALSE(gate.check_direct(ip("198.51.100.7"), 22).allowed);
 }
 

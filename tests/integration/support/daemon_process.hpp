@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,7 +24,10 @@ namespace corral::testing {
 class DaemonProcess {
   public:
     /// `port_base`: first of this suite's port slots (40 ports per test process, spread by pid).
-    explicit DaemonProcess(uint16_t port_base, std::vector<std::string> extra_args = {}) {
+    /// `in_child`: runs in the forked child just before exec (e.g. to give the daemon a private
+    /// mount namespace of the test's making); gets the daemon's temp dir; false aborts the start.
+    explicit DaemonProcess(uint16_t port_base, std::vector<std::string> extra_args = {},
+                           std::function<bool(const std::string&)> in_child = {}) {
         static int counter = 0;
         ++counter;
         char tmpl[] = "/tmp/corral-daemon-test-XXXXXX";
@@ -53,6 +57,7 @@ class DaemonProcess {
                 ::dup2(log, 1);
                 ::dup2(log, 2);
             }
+            if (in_child && !in_child(dir_)) ::_exit(126);
             std::vector<char*> argv;
             for (auto& a : args) argv.push_back(a.data());
             argv.push_back(nullptr);
