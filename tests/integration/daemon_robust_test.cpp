@@ -115,12 +115,13 @@ bool run_unless_stalled(CorraldProcess& daemon, size_t threads, std::chrono::sec
 // ends them from 8 threads at once while a ninth keeps asking /v1/health, and checks everything
 // ended and nothing is left.
 //
-// A round creates 160 sessions where the machine is quick (natively ~5 s: the count the
-// deadlock was found and fixed with); where it is slow (the pure-v2 VM's emulated kernel takes
-// ~1 s a session, and three rounds of 160 overran ctest's 600 s) creation stops once a round has
-// spent kCreationBudget and holds at least kMinSessions: the measured rate sets the count, the
-// property checked (every DELETE answered, /v1/health answering meanwhile, nothing left, the
-// descriptors flat) stays whole. Each round prints how many it ended.
+// A round creates 160 sessions where the machine is quick (natively ~10 s a round at a host load
+// of 10: the count the deadlock was found and fixed with); where it is slow (the pure-v2 VM's
+// emulated kernel takes ~1 s a session, and three rounds of 160 overran ctest's 600 s) creation
+// stops once a round has spent kCreationBudget and holds at least kMinSessions (48 there, three
+// rounds in ~230 s): the measured rate sets the count, the property checked (every DELETE
+// answered, /v1/health answering meanwhile, nothing left, the descriptors flat) stays whole.
+// Each round prints how many it ended.
 TEST(DaemonRobust, HundredsOfMixedSessionsEndedInParallelNeverHang) {
     std::string why;
     if (!can_run(why)) GTEST_SKIP() << why;
