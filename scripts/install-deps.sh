@@ -11,6 +11,9 @@ packages=(
   # postinst only creates unit symlinks and runs systemctl behind [ -d /run/systemd/system ];
   # becoming init is systemd-sysv's job, not installed here.
   systemd
+  # The system bus for .ci/run's systemd scope check (scripts/systemd-scope-check.sh boots this
+  # systemd with dbus-daemon inside the pure-v2 VM; nothing starts it on the host).
+  dbus
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps curl python3
   python3-pytest      # clients/python's suite

@@ -137,6 +137,7 @@ Status Session::create_kernel_resources() {
     auto sandbox = Sandbox::create(policy_, holder_cgroup_, workdir_, context_.egress.resolv_conf);
     if (!sandbox) return std::move(sandbox.error().context("namespaces"));
     sandbox_ = std::move(*sandbox);
+    workdir_warning_ = sandbox_.workdir_warning();
     if (sandbox_.active()) {
         context_.reaper.add_owned(sandbox_.holder_pid());
         if (auto ticks = process_start_ticks(sandbox_.holder_pid())) holder_start_ticks_ = *ticks;
@@ -452,6 +453,7 @@ SessionInfo Session::info() const {
     info.ended_at = ended_at_;
     info.root = works_in_host_dir_ ? workdir_.host_path : directory_.root();
     info.workdir = workdir_.inside_path;
+    info.workdir_warning = workdir_warning_;
     info.cwd = cwd_;
     info.env = env_;
     info.command_timeout = command_timeout_;

@@ -275,6 +275,9 @@ class Session : public std::enable_shared_from_this<Session> {
     /// by the session.
     std::shared_ptr<const BoundWorkdir> bound_workdir_;
     bool works_in_host_dir_ = false;  ///< bound_workdir_ was set (workdir_.host_path names it)
+    /// Why the bound workdir could not be idmapped to its owner (Sandbox::workdir_warning), or
+    /// empty. Not journalled: a session adopted after a restart no longer says it.
+    std::string workdir_warning_;
     std::vector<uint16_t> leased_;
     std::unique_ptr<SessionNetwork> network_;  ///< isolated network only; before sandbox_ dies
     std::optional<EgressInfo> final_egress_;   ///< the egress record as it was when it stopped

@@ -175,6 +175,9 @@ struct SessionInfo {
     std::optional<std::chrono::system_clock::time_point> ended_at;
     std::string root;                        ///< host path of the session's working directory
     std::string workdir;                     ///< where its processes see it
+    /// A bound host workdir that could not be idmapped to its owner: why, and what that means
+    /// for writes (empty when it was, or when there is no such workdir).
+    std::string workdir_warning;
     std::string cwd;                         ///< default cwd of commands (as processes see it)
     std::map<std::string, std::string> env;  ///< session env (creation + PATCH), not policy env
     std::optional<Millis> command_timeout;   ///< effective default

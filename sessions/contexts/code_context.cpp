@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include "base/unique_fd.hpp"
 
 namespace corral {
@@ -303,16 +305,34 @@ void CodeContext::on_timeout() {
 }
 
 void CodeContext::send_interrupt() {
-    // SIGINT to the interpreter itself (not its tree): KeyboardInterrupt / breakOnSigint.
+    interrupt_until_ = std::chrono::steady_clock::now() + options_.grace;
+    repeat_interrupt();
+}
+
+// SIGINT to the interpreter itself (not its tree): KeyboardInterrupt / breakOnSigint. One SIGINT
+// can come too early to interrupt anything: node queues a SIGINT that arrives before the code runs
+// under breakOnSigint for its event loop, which a busy loop never gives back, and Python ignores
+// one that comes before the code started (both lost it on the pure-v2 VM's slow kernel, where the
+// 300 ms timeout fired that early). So it is repeated every kInterruptRepeat until the run ends
+// (finish_run cancels the timer) or the grace runs out; the drivers ignore repeats between runs
+// and after the run was interrupted.
+void CodeContext::repeat_interrupt() {
+    constexpr Millis kInterruptRepeat{500};
     (void)process_->signal(SIGINT);
-    timer_.expires_after(options_.grace);
+    const auto left = std::chrono::duration_cast<Millis>(interrupt_until_ -
+                                                         std::chrono::steady_clock::now());
+    timer_.expires_after(std::max(Millis(0), std::min(kInterruptRepeat, left)));
     timer_.async_wait(
         [weak = weak_from_this(), run = running_->id](const boost::system::error_code& ec) {
             auto self = weak.lock();
             if (ec || !self || self->dead_ || !self->running_ || self->running_->id != run) return;
+            if (std::chrono::steady_clock::now() < self->interrupt_until_) {
+                self->repeat_interrupt();
+                return;
+            }
             self->die("run " + std::to_string(run) + " did not stop within " +
                       std::to_string(self->options_.grace.count()) +
-                      " ms of SIGINT; the context was killed");
+                      " ms of SIGINT (the policy's timeouts.grace); the context was killed");
         });
 }
 

@@ -12,9 +12,10 @@
 // code the caller sent, inside the sandbox.
 //
 // Runs of one context are serialized in arrival order (a queue). A run's timeout sends SIGINT to
-// the interpreter (KeyboardInterrupt in Python; node runs the code with breakOnSigint): the run
-// ends with that error and the context keeps its state. Code that does not stop within the
-// policy's grace period after that gets the context killed. A context whose interpreter died
+// the interpreter (KeyboardInterrupt in Python; node runs the code with breakOnSigint), repeated
+// until the run ends: the run ends with that error and the context keeps its state. Code that
+// does not stop within the policy's grace period (timeouts.grace) after that gets the context
+// killed. A context whose interpreter died
 // (killed, OOM, exited, a protocol violation) stays listed as "dead" with the reason; runs on it
 // are refused, and the id can be created again.
 
@@ -97,6 +98,7 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
     void arm_timeout();
     void on_timeout();
     void send_interrupt();
+    void repeat_interrupt();
     void finish_run(std::string status, std::string message);
     void deliver(Run& run, const CodeRunEvent& event);
     void die(std::string reason);
@@ -123,6 +125,7 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
     uint64_t next_run_ = 1;
     uint64_t runs_ = 0;
     boost::asio::steady_timer timer_;  ///< start timeout, run timeout, then the grace period
+    std::chrono::steady_clock::time_point interrupt_until_;  ///< the grace's end, SIGINT repeats
     std::shared_ptr<bool> exit_wait_;
 };
 

@@ -208,6 +208,7 @@ nlohmann::json session_json(const SessionInfo& s) {
     j["processes"] = std::move(processes);
     j["root"] = s.root;
     j["workdir"] = s.workdir;
+    if (!s.workdir_warning.empty()) j["workdirWarning"] = s.workdir_warning;
     j["cwd"] = s.cwd;
     j["env"] = s.env;
     j["namespaces"] = s.namespaces;

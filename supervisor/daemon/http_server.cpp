@@ -1,13 +1,9 @@
 #include "supervisor/daemon/http_server.hpp"
 
-#include <fcntl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 
 #include "isolation/id_range.hpp"
@@ -154,82 +150,24 @@ HttpServer::~HttpServer() {
     for (auto* c : connections_) c->detach();
 }
 
-bool unix_socket_in_use(const std::string& path) {
-    asio::io_context probe_io;
-    asio::local::stream_protocol::socket probe(probe_io);
-    beast::error_code ec;
-    probe.connect(asio::local::stream_protocol::endpoint(path), ec);
-    return !ec;
-}
-
 Status HttpServer::listen_unix(const std::string& path) {
-    if (path.size() >= sizeof(sockaddr_un::sun_path))
-        return sys_error(ENAMETOOLONG, "socket path `" + path + "` is too long");
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "."
-                            : slash == 0               ? "/"
-                                                       : path.substr(0, slash);
-    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-    if (name.empty() || name == "." || name == "..")
-        return sys_error(EINVAL, "socket path `" + path + "` names a directory");
-    // The socket's directory is opened once; from here on only its descriptor is used (the
-    // bind goes through /proc/self/fd/N/NAME), so nothing resolves the path again (issue 10,
-    // second round: chmod and chown by path after bind followed whatever the path named by
-    // then, a symlink to /etc/shadow included: CVE-2018-15664's shape).
-    UniqueFd dir_fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!dir_fd) return sys_error("socket directory `" + dir + "`");
-    struct stat dir_st {};
-    if (::fstat(dir_fd.get(), &dir_st) != 0) return sys_error("stat `" + dir + "`");
-    // Whoever else may write the directory can swap the socket between our calls, or before
-    // clients connect: only our own directory, or a sticky one (/tmp), where nobody else may
-    // rename or remove what we created.
-    const bool others_write = (dir_st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-    if (dir_st.st_uid != ::geteuid() || (others_write && !(dir_st.st_mode & S_ISVTX))) {
-        char mode[8];
-        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(dir_st.st_mode & 07777));
-        return sys_error(EPERM, "socket directory `" + dir + "` (owner uid " +
-                                    std::to_string(dir_st.st_uid) + ", mode " + mode +
-                                    ") may be written by others, who could swap the socket: put "
-                                    "it in a directory only corrald's user may write (e.g. "
-                                    "/run/corral)");
-    }
-    const std::string pinned = "/proc/self/fd/" + std::to_string(dir_fd.get()) + "/" + name;
-    if (pinned.size() >= sizeof(sockaddr_un::sun_path))
-        return sys_error(ENAMETOOLONG, "socket name `" + name + "` is too long");
-    struct stat st {};
-    if (::fstatat(dir_fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        if (!S_ISSOCK(st.st_mode))
-            return sys_error(EEXIST, "`" + path + "` exists and is not a socket");
-        if (unix_socket_in_use(pinned))
-            return sys_error(EADDRINUSE, "another daemon answers on `" + path + "`");
-        if (::unlinkat(dir_fd.get(), name.c_str(), 0) != 0)
-            return sys_error("remove stale socket `" + path + "`");
-    }
+    auto bound = bind_unix_socket(path);
+    if (!bound) return std::move(bound.error());
     beast::error_code ec;
-    asio::local::stream_protocol::endpoint endpoint(pinned);
-    unix_acceptor_.open(endpoint.protocol(), ec);
-    // The socket is born 0660: no chmod by path afterwards. umask is per process: a file another
-    // thread creates in this instant gets a stricter mode, never a looser one.
-    const mode_t saved_umask = ::umask(0117);
-    if (!ec) unix_acceptor_.bind(endpoint, ec);
-    ::umask(saved_umask);
-    if (ec) return sys_error(ec.value(), "bind `" + path + "`");
+    unix_acceptor_.assign(asio::local::stream_protocol(), bound->socket.get(), ec);
+    if (!ec) {
+        (void)bound->socket.release();  // the acceptor owns it now
+        unix_acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    }
+    if (ec) {
+        remove_socket_file(*bound);
+        beast::error_code ignored;
+        unix_acceptor_.close(ignored);
+        return sys_error(ec.value(), "listen on `" + path + "`");
+    }
     unix_path_ = path;
-    unix_name_ = name;
-    unix_dir_ = std::move(dir_fd);
-    // Nobody can connect before listen(), so fixing owner and mode here leaves no window; both go
-    // through the directory's descriptor and never follow a symlink.
-    if (::fchownat(unix_dir_.get(), name.c_str(), 0, 0, AT_SYMLINK_NOFOLLOW) != 0)
-        return sys_error("chown root:root `" + path + "`");
-    if (::fstatat(unix_dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISSOCK(st.st_mode))
-        return sys_error(EEXIST, "`" + path + "` is no longer our socket");
-    // A default ACL on the directory overrides the umask: set the mode, never through a link.
-    if ((st.st_mode & 07777) != 0660 &&
-        ::fchmodat(unix_dir_.get(), name.c_str(), 0660, AT_SYMLINK_NOFOLLOW) != 0)
-        return sys_error("chmod 0660 `" + path + "`");
-    unix_acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) return sys_error(ec.value(), "listen on `" + path + "`");
+    unix_name_ = bound->name;
+    unix_dir_ = std::move(bound->dir);
     asio::co_spawn(io_, accept_unix(), asio::detached);
     return {};
 }

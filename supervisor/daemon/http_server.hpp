@@ -12,6 +12,7 @@
 #include "supervisor/daemon/api.hpp"
 #include "supervisor/daemon/connection_limits.hpp"
 #include "supervisor/daemon/exchange.hpp"
+#include "supervisor/daemon/unix_listener.hpp"
 
 namespace corral::daemon {
 
@@ -21,9 +22,9 @@ class HttpServer {
     HttpServer(asio::io_context& io, Api& api, ConnectionLimits limits = {});
     ~HttpServer();
 
-    /// Listens on a Unix socket at `path`: a stale socket file is removed, but if another daemon
-    /// answers on it, this fails (EADDRINUSE) rather than stealing the path. The socket gets
-    /// mode 0660 and owner root:root, so only root and the root group can reach it.
+    /// Listens on a Unix socket at `path` (bind_unix_socket: a stale socket file is removed, one
+    /// another daemon answers on is left, EADDRINUSE; mode 0660, owner root:root, so only root
+    /// and the root group can reach it). A failure leaves no socket file behind.
     Status listen_unix(const std::string& path);
     /// Listens on "127.0.0.1:PORT" / "[::1]:PORT" / "localhost:PORT"; any non-loopback address
     /// is refused (EINVAL): TCP carries bearer tokens, which must not cross a network.
@@ -72,8 +73,6 @@ class HttpServer {
     bool starved_ = false;  ///< accept failed for want of fds and that was logged
 };
 
-/// True when a process accepts connections on the Unix socket at `path` (another daemon).
-bool unix_socket_in_use(const std::string& path);
 /// Parses a --listen address; EINVAL naming it when malformed or not a loopback address.
 Result<asio::ip::tcp::endpoint> parse_loopback_endpoint(const std::string& address);
 

@@ -3,10 +3,13 @@
 // an existing host directory (workdir).
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -549,6 +552,43 @@ TEST_F(WorkdirSessions, Workdir_BindsTheHostDirectoryAsTheWorkspaceAndKeepsItsOw
     EXPECT_TRUE(fs::exists(proj + "/existing.txt"));
     EXPECT_TRUE(fs::exists(proj + "/made.txt"));
     EXPECT_TRUE(fs::exists(proj + "/uploaded.txt"));
+}
+
+// Where the directory cannot be idmapped to its owner (here a ramfs, which no kernel idmaps), the
+// session is still made but the sandbox writes as its own uid: the caller must be told, in the
+// session record as `corral run` tells it on stderr; where it can, the record says nothing.
+TEST_F(WorkdirSessions, Workdir_ThatCannotBeIdmappedSaysSoInTheSessionRecord) {
+    auto c = client();
+    const std::string ram = root_ + "/ram";
+    ASSERT_TRUE(fs::create_directory(ram));
+    ASSERT_EQ(::mount("corral-test", ram.c_str(), "ramfs", MS_NOSUID | MS_NODEV, "mode=0755"), 0)
+        << std::strerror(errno);
+    struct Unmount {
+        std::string path;
+        ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+    } unmount{ram};
+    ASSERT_EQ(::chown(ram.c_str(), kOwner, kOwner), 0);
+    if (auto idmap = probe_idmapped_mount(ram); idmap)
+        GTEST_SKIP() << "this kernel idmaps ramfs: no case to test here";
+    const json session = create_session(c, {{"policy", "default"}, {"workdir", ram}});
+    ASSERT_TRUE(session.contains("id")) << session.dump();
+    ASSERT_TRUE(session.contains("workdirWarning")) << session.dump();
+    const std::string warning = session["workdirWarning"];
+    EXPECT_NE(warning.find("cannot idmap the workdir `" + ram + "`"), std::string::npos) << warning;
+    EXPECT_NE(warning.find("uid " + std::to_string(kOwner)), std::string::npos) << warning;
+    // Every read of the record says it too, not only the creation's answer.
+    auto got = c.get(s(session));
+    ASSERT_EQ(got.status, 200u) << got.body;
+    EXPECT_EQ(got.json().value("workdirWarning", std::string()), warning);
+    ASSERT_EQ(c.del(s(session)).status, 200u);
+
+    // The control: a directory the kernel can idmap gets no warning.
+    const std::string proj = root_ + "/proj";
+    if (auto idmap = probe_idmapped_mount(proj); !idmap) return;  // 9p, tmpfs before 6.3
+    const json fine = create_session(c, {{"policy", "default"}, {"workdir", proj}});
+    ASSERT_TRUE(fine.contains("id")) << fine.dump();
+    EXPECT_FALSE(fine.contains("workdirWarning")) << fine.dump();
+    ASSERT_EQ(c.del(s(fine)).status, 200u);
 }
 
 TEST_F(WorkdirSessions, Workdir_WithoutAMountNamespaceRunsInTheDirectoryItself) {

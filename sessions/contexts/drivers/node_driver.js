@@ -6,7 +6,9 @@
 // writes become stdout/stderr frames of the run. Interrupts: the daemon sends SIGINT at a run's
 // timeout; the script runs with `breakOnSigint`, so a synchronous loop throws at once, and a final
 // Promise that is still pending is abandoned (the run ends with an Interrupted error). Between
-// runs SIGINT is ignored.
+// runs SIGINT is ignored. A SIGINT that comes before the code runs under breakOnSigint (while the
+// run's frame is read or the code compiled) is queued for the event loop, which a busy loop never
+// gives back: the daemon repeats SIGINT until the run ends, and a later one breaks the loop.
 //
 // Top-level await: code with an `await` outside any function is rewritten by node's own REPL
 // transform (internal/repl/await, reachable because corrald starts node with --expose-internals):

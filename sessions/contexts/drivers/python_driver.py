@@ -9,7 +9,9 @@
 #                     {"type":"done","run":N}
 # The user code's own sys.stdout/sys.stderr writes are wrapped into stdout/stderr frames; what a
 # child process writes to fd 1/2 goes to the context process's own log. SIGINT interrupts the
-# running code (KeyboardInterrupt) and is ignored between runs.
+# running code (KeyboardInterrupt) and is ignored between runs. The daemon repeats SIGINT until
+# the run ends (one that came before the code started was lost); the repeats of a run that was
+# already interrupted are ignored, so they never hit the code's own clean-up or the driver's.
 import ast
 import base64
 import builtins
@@ -36,6 +38,7 @@ _run = None              # id of the run in progress, None between runs
 _in_user = False         # SIGINT raises only while the code (or its repr) runs
 _sending = False         # ...and never in the middle of a frame
 _interrupt_pending = False
+_interrupted_run = None  # the run a KeyboardInterrupt was raised in: SIGINT repeats are ignored
 _main = threading.main_thread()
 
 
@@ -57,7 +60,7 @@ def _send(obj):
             _sending = False
     if _interrupt_pending and _in_user and threading.current_thread() is _main:
         _interrupt_pending = False
-        raise KeyboardInterrupt
+        _raise_interrupt()
 
 
 def _read_exact(n):
@@ -134,14 +137,20 @@ class _Stream:
         raise io.UnsupportedOperation("fileno")
 
 
+def _raise_interrupt():
+    global _interrupted_run
+    _interrupted_run = _run
+    raise KeyboardInterrupt
+
+
 def _on_sigint(signum, frame):
     global _interrupt_pending
-    if not _in_user:
+    if not _in_user or _interrupted_run == _run:
         return
     if _sending:
         _interrupt_pending = True
         return
-    raise KeyboardInterrupt
+    _raise_interrupt()
 
 
 def _clip(text, limit):
