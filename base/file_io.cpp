@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "base/unique_fd.hpp"
+#include "base/openat2.hpp"
 
 namespace corral {
 
@@ -74,15 +75,12 @@ Result<UniqueFd> open_path_handle(int dirfd, const std::string& path, PathScope 
     open_how how{};
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    long fd;
-    do {
-        fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
-    } while (fd < 0 && (errno == EINTR || errno == EAGAIN));
+    const int fd = openat2_retrying(dirfd, path.c_str(), how);
     if (fd < 0) {
         if (errno == EXDEV) return sys_error(EXDEV, "`" + path + "` leads outside its directory");
         return sys_error("open `" + path + "`");
     }
-    return UniqueFd(static_cast<int>(fd));
+    return UniqueFd(fd);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "base/file_io.hpp"
+#include "base/openat2.hpp"
 
 namespace corral {
 namespace {
@@ -895,7 +896,7 @@ bool run_op(const MountOp& op) noexcept {
             open_how how{};
             how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
             how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-            const int at = static_cast<int>(::syscall(SYS_openat2, root, target, &how, sizeof how));
+            const int at = openat2_retrying(root, target, how);
             int saved = errno;
             ::close(root);
             if (at < 0) {

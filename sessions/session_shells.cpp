@@ -9,6 +9,7 @@
 #include <cctype>
 
 #include "sessions/session.hpp"
+#include "base/openat2.hpp"
 
 namespace corral {
 namespace {
@@ -40,8 +41,7 @@ bool Session::sandbox_has_executable(const std::string& path) const {
     struct open_how how {};
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-    const int fd = static_cast<int>(
-        ::syscall(SYS_openat2, root->get(), path.c_str(), &how, sizeof how));
+    const int fd = openat2_retrying(root->get(), path.c_str(), how);
     if (fd < 0) return false;
     UniqueFd file(fd);
     struct stat st {};

@@ -1,4 +1,5 @@
 #include "sessions/session_workdir.hpp"
+#include "base/openat2.hpp"
 
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -66,11 +67,7 @@ Result<std::shared_ptr<const BoundWorkdir>> resolve_workdir(const std::vector<st
     how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
     const std::string relative = rest.empty() ? "." : rest;
-    long fd = -1;
-    for (int attempt = 0; attempt < 64; ++attempt) {  // EAGAIN: a concurrent rename; retry
-        fd = ::syscall(SYS_openat2, root_fd.get(), relative.c_str(), &how, sizeof how);
-        if (fd >= 0 || (errno != EAGAIN && errno != EINTR)) break;
-    }
+    const int fd = openat2_retrying(root_fd.get(), relative.c_str(), how);
     if (fd < 0) {
         const int code = errno;
         if (code == EXDEV)
@@ -85,7 +82,7 @@ Result<std::shared_ptr<const BoundWorkdir>> resolve_workdir(const std::vector<st
         return sys_error(code, "open " + what);
     }
     auto bound = std::make_shared<BoundWorkdir>();
-    bound->fd = UniqueFd(static_cast<int>(fd));
+    bound->fd = UniqueFd(fd);
     struct stat st;
     if (::fstat(bound->fd.get(), &st) != 0) return sys_error("stat " + what);
     bound->owner_uid = st.st_uid;

@@ -1,4 +1,5 @@
 #include "sessions/terminal_pty.hpp"
+#include "base/openat2.hpp"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -25,9 +26,9 @@ Result<UniqueFd> open_sandbox_ptmx(pid_t holder_pid) {
     open_how how{};
     how.flags = O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK;
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-    const long fd = ::syscall(SYS_openat2, root.get(), "dev/pts/ptmx", &how, sizeof how);
+    const int fd = openat2_retrying(root.get(), "dev/pts/ptmx", how);
     if (fd < 0) return sys_error("open the sandbox's /dev/pts/ptmx");
-    UniqueFd master(static_cast<int>(fd));
+    UniqueFd master(fd);
 
     // Whatever is at that path now must be a ptmx of a devpts instance that is not the host's.
     struct statfs fs {};

@@ -1,4 +1,5 @@
 #include "sessions/files/file_service.hpp"
+#include "base/openat2.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -119,19 +120,14 @@ std::string join(const std::vector<std::string>& parts, std::size_t count) {
     return out;
 }
 
-/// openat2(2) (glibc 2.36 has no wrapper). Retries EAGAIN, which the kernel returns when a
-/// concurrent rename or mount might have let a ".." escape: it refuses rather than guesses.
+/// openat2 with its open_how spelt out (base/openat2.hpp retries the kernel's EAGAIN).
 int openat2_retry(int dirfd, const std::string& path, uint64_t flags, uint64_t mode,
                   uint64_t resolve) {
     open_how how{};
     how.flags = flags;
     how.mode = mode;
     how.resolve = resolve;
-    for (int attempt = 0;; ++attempt) {
-        long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
-        if (fd >= 0) return static_cast<int>(fd);
-        if ((errno != EAGAIN && errno != EINTR) || attempt >= 64) return -1;
-    }
+    return openat2_retrying(dirfd, path.c_str(), how);
 }
 
 /// Names and d_types in the directory `dirfd` (which may be an O_PATH fd), without "." and "..".

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "base/openat2.hpp"
 #include "base/path_walk.hpp"
 
 namespace corral::cli {
@@ -147,7 +148,7 @@ bool resolves_beneath(int root, const std::string& path, int hops = 0) {
     open_how how{};
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    int fd = static_cast<int>(::syscall(SYS_openat2, root, path.c_str(), &how, sizeof how));
+    int fd = openat2_retrying(root, path.c_str(), how);
     if (fd >= 0) {
         ::close(fd);
         return true;
@@ -158,7 +159,7 @@ bool resolves_beneath(int root, const std::string& path, int hops = 0) {
     const std::string leaf = slash == std::string::npos ? path : path.substr(slash + 1);
     if (leaf.empty() || leaf == "." || leaf == "..") return false;
     how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-    UniqueFd dir(static_cast<int>(::syscall(SYS_openat2, root, parent.c_str(), &how, sizeof how)));
+    UniqueFd dir(openat2_retrying(root, parent.c_str(), how));
     if (!dir) return false;  // a directory on the way is missing, or leaves
     struct stat st {};
     if (::fstatat(dir.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT;
