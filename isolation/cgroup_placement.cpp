@@ -35,7 +35,8 @@ std::string unit_name(const PlacementOptions& options) {
 /// Moves this process into `<dir>/self` (created), so `dir` itself holds no process.
 Status enter_self_leaf(const std::string& dir) {
     const std::string leaf = dir + "/self";
-    if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir `" + leaf + "`");
+    if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST)
+        return sys_error("mkdir `" + leaf + "`");
     CORRAL_TRY(write_file(leaf + "/cgroup.procs", "0"), "move into `" + leaf + "`");
     return {};
 }
@@ -61,21 +62,28 @@ PlacementFacts observe_placement_facts(const CgroupHost& host, const PlacementOp
     facts.hybrid = host.layout == CgroupLayout::hybrid;
     facts.own_is_root = is_real_root(host.v2_own);
     facts.mount_is_root = is_real_root(host.v2_mount);
+    facts.systemd_running = ::access("/run/systemd/system", F_OK) == 0;  // sd_booted()
+    facts.can_request_scope = static_cast<bool>(options.request_scope);
+    facts.root_user = ::geteuid() == 0;
+    // On a hybrid host and in the real root the plan is decided before it matters who else lives
+    // in v2_own (plan_cgroup_placement's first two cases). There v2_own is the root cgroup, which
+    // holds every process of the host: reading its cgroup.procs (the kernel walks every task) and
+    // parsing it cost each `corral run` ~0.1 ms of CPU on the 2-vCPU machine, more on a busy host.
+    if (facts.hybrid || facts.own_is_root) return facts;
     if (auto procs = read_file(host.v2_own + "/cgroup.procs")) {
         std::istringstream lines(*procs);
         int shown = 0;
+        const pid_t self = ::getpid();
         for (pid_t pid; lines >> pid;) {
-            if (pid == ::getpid()) {
+            if (pid == self) {
                 facts.caller_in_own = !options.caller_leaves_own;
                 continue;
             }
             facts.own_holds_others = true;
-            if (shown++ < 5) facts.others += (facts.others.empty() ? "" : " ") + std::to_string(pid);
+            if (shown++ < 5)
+                facts.others += (facts.others.empty() ? "" : " ") + std::to_string(pid);
         }
     }
-    facts.systemd_running = ::access("/run/systemd/system", F_OK) == 0;  // sd_booted()
-    facts.can_request_scope = static_cast<bool>(options.request_scope);
-    facts.root_user = ::geteuid() == 0;
     return facts;
 }
 
@@ -99,17 +107,21 @@ CgroupPlan plan_cgroup_placement(const CgroupHost& host, const PlacementFacts& f
     if (facts.systemd_running) {
         if (facts.can_request_scope)
             return {PlacementMode::systemd_scope, "",
-                    busy + "; systemd runs here: corral asks it over D-Bus for a transient "
-                           "scope with Delegate=yes"};
+                    busy +
+                        "; systemd runs here: corral asks it over D-Bus for a transient "
+                        "scope with Delegate=yes"};
         return {PlacementMode::unavailable, "",
-                busy + "; systemd runs here but this corral binary has no D-Bus client "
-                       "(statically linked): start it with `systemd-run --scope -p "
-                       "Delegate=yes`, or use corrald"};
+                busy +
+                    "; systemd runs here but this corral binary has no D-Bus client "
+                    "(statically linked): start it with `systemd-run --scope -p "
+                    "Delegate=yes`, or use corrald"};
     }
     if (facts.root_user && facts.mount_is_root)
         return {PlacementMode::cgroupfs_root, host.v2_mount,
-                busy + "; no systemd here and corral is root: its cgroups go right below the "
-                       "root cgroup `" + host.v2_mount + "` (cgroupfs, as runc/crun do)"};
+                busy +
+                    "; no systemd here and corral is root: its cgroups go right below the "
+                    "root cgroup `" +
+                    host.v2_mount + "` (cgroupfs, as runc/crun do)"};
     std::string why = busy + "; systemd is not running (no /run/systemd/system)";
     why += facts.root_user ? " and the cgroup2 mount `" + host.v2_mount +
                                  "` is not the root cgroup (a cgroup namespace?)"

@@ -61,26 +61,28 @@ struct PlacementOptions {
 /// Pure decision from what was observed (for tests and doctor).
 struct PlacementFacts {
     bool hybrid = false;
-    bool own_is_root = false;          ///< v2_own is the real root cgroup (no cgroup.type)
-    bool own_holds_others = false;     ///< processes other than the caller live in v2_own
-    bool caller_in_own = false;        ///< the caller lives in v2_own and does not leave it
-    std::string others;                ///< a few of their pids, for the message
-    bool systemd_running = false;      ///< /run/systemd/system exists (sd_booted)
-    bool can_request_scope = false;    ///< this binary has a D-Bus client
-    bool root_user = false;            ///< euid 0
-    bool mount_is_root = false;        ///< the cgroup2 mount shows the real root cgroup
+    bool own_is_root = false;        ///< v2_own is the real root cgroup (no cgroup.type)
+    bool own_holds_others = false;   ///< processes other than the caller live in v2_own
+    bool caller_in_own = false;      ///< the caller lives in v2_own and does not leave it
+    std::string others;              ///< a few of their pids, for the message
+    bool systemd_running = false;    ///< /run/systemd/system exists (sd_booted)
+    bool can_request_scope = false;  ///< this binary has a D-Bus client
+    bool root_user = false;          ///< euid 0
+    bool mount_is_root = false;      ///< the cgroup2 mount shows the real root cgroup
 };
 
 /// The plan for these facts; `host` gives the paths.
 CgroupPlan plan_cgroup_placement(const CgroupHost& host, const PlacementFacts& facts);
-/// Observes this process and host (reads only).
+/// Observes this process and host (reads only). Who else lives in v2_own (own_holds_others,
+/// caller_in_own, others) is read only where the plan depends on it: not hybrid, not the root.
 PlacementFacts observe_placement_facts(const CgroupHost& host, const PlacementOptions& options);
 
 /// Decides and carries the plan out: for systemd-scope asks for the scope and moves this process
-/// into `<scope>/self` (so does own with step_into_leaf, into `<own>/self`); then points host.v2_own (and v2_controllers) at the plan's base and
-/// records host.v2_started_in. For unavailable, host.limits_unavailable gets the reason and
-/// v2_own stays. A failed scope request makes the plan unavailable with systemd's error.
-/// Errors only when the host cannot be read at all.
+/// into `<scope>/self` (so does own with step_into_leaf, into `<own>/self`); then points
+/// host.v2_own (and v2_controllers) at the plan's base and records host.v2_started_in. For
+/// unavailable, host.limits_unavailable gets the reason and v2_own stays. A failed scope request
+/// makes the plan unavailable with systemd's error. Errors only when the host cannot be read at
+/// all.
 Result<CgroupPlan> place_cgroups(CgroupHost& host, const PlacementOptions& options);
 
 /// discover_cgroup_host() followed by place_cgroups().
