@@ -5,21 +5,22 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "isolation/confinement.hpp"
 #include "isolation/seccomp_listing.hpp"
+#include "policies/compiled/compiled_presets.hpp"
 #include "policies/policy_parser.hpp"
 #include "supervisor/cli/client_commands.hpp"
 #include "supervisor/cli/doctor.hpp"
 #include "supervisor/cli/one_shot_session.hpp"
 #include "supervisor/cli/report_target.hpp"
-#include "supervisor/cli/run_options.hpp"
 #include "supervisor/cli/run_network.hpp"
+#include "supervisor/cli/run_options.hpp"
 #include "supervisor/cli/run_workdir.hpp"
 
 extern char** environ;
@@ -85,7 +86,8 @@ int run_command(const std::vector<std::string>& args) {
         report_target.emplace(std::move(*target));
     }
     RunReport report;
-    auto parsed = load_policy(options->policy);
+    // A preset comes compiled (policies/compiled/compiled_presets.hpp): no YAML parse per launch.
+    auto parsed = load_policy_compiled(options->policy);
     if (!parsed.ok()) {
         report.error = "policy `" + options->policy + "`:\n" + parsed.format_errors();
     } else if (auto request = prepare_run(*options, *parsed.policy); !request) {
@@ -95,7 +97,8 @@ int run_command(const std::vector<std::string>& args) {
         for (const auto& note : request->workdir.notes)
             std::fprintf(stderr, "corral run: note: %s\n", note.c_str());
         if (const std::string note = describe_run_network(*parsed.policy); !note.empty())
-            std::fprintf(stderr, "corral run: note: %s", note.substr(std::string("# corral run: ").size()).c_str());
+            std::fprintf(stderr, "corral run: note: %s",
+                         note.substr(std::string("# corral run: ").size()).c_str());
         report = run_one_shot(*parsed.policy, *request);
     }
     if (report.status == ExitReason::setup_failed && report.exit_code)
@@ -119,7 +122,7 @@ std::variant<Policy, int> policy_argument(const std::vector<std::string>& args, 
         std::fprintf(stderr, "usage: %s\n", usage);
         return 2;
     }
-    auto parsed = load_policy(args[0]);
+    auto parsed = load_policy_compiled(args[0]);  // what `corral run` uses, also for a preset
     if (!parsed.ok()) {
         std::fputs(parsed.format_errors().c_str(), stderr);
         return 1;
@@ -155,9 +158,10 @@ int print_seccomp_listing(const Policy& policy, const std::vector<sock_filter>& 
         }
         ++(a.answer == "allow" ? allowed : refused);
     }
-    std::printf("# %zu allowed, %zu refused (all arguments 0); %zu answer otherwise for some "
-                "arguments\n",
-                allowed, refused, mixed);
+    std::printf(
+        "# %zu allowed, %zu refused (all arguments 0); %zu answer otherwise for some "
+        "arguments\n",
+        allowed, refused, mixed);
     return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
@@ -167,8 +171,8 @@ int policy_seccomp_command(std::vector<std::string> args) {
         list = true;
         args.erase(at);
     }
-    auto loaded =
-        policy_argument(args, "corral policy seccomp FILE|NAME [--list]  (without --list: > filter.bpf)");
+    auto loaded = policy_argument(
+        args, "corral policy seccomp FILE|NAME [--list]  (without --list: > filter.bpf)");
     if (const int* code = std::get_if<int>(&loaded)) return *code;
     const Policy& policy = std::get<Policy>(loaded);
     auto program = compile_seccomp(policy.seccomp);
