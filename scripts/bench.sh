@@ -4,19 +4,23 @@
 # medians, p99 and ratios against baselines measured in the same run. Must run as root (cgroups,
 # namespaces). Everything it creates (daemon, sessions, cgroups, temp dirs) is removed on exit.
 #
-#   scripts/bench.sh [--quick] [--only launch|cgroup|daemon|egress|micro]...
+#   scripts/bench.sh [--quick] [--load N] [--only launch|cgroup|daemon|egress|micro]...
 #   RUNS=200 scripts/bench.sh            # launch runs per case (default 100; --quick: 20)
+#   --load N: the whole run under N `stress-ng --cpu 1`-style workers (`stress-ng --cpu N`),
+#   the documented background load of a busy CI runner; the table's header says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=${BUILD_DIR:-$root/build-bench}
 runs=${RUNS:-100}
+load=0
 only=()
 while (($#)); do
     case $1 in
         --quick) runs=${RUNS:-20}; export CORRAL_BENCH_QUICK=1 ;;
         --only) only+=("$2"); shift ;;
-        *) echo "usage: $0 [--quick] [--only launch|cgroup|daemon|egress|micro]..." >&2; exit 2 ;;
+        --load) load=$2; shift ;;
+        *) echo "usage: $0 [--quick] [--load N] [--only launch|cgroup|daemon|egress|micro]..." >&2; exit 2 ;;
     esac
     shift
 done
@@ -26,7 +30,9 @@ if [[ $(id -u) != 0 ]]; then echo "bench.sh: run as root (cgroups and namespaces
 
 # --- baselines -------------------------------------------------------------------------------
 missing=()
-for tool in bwrap:bubblewrap firejail:firejail hyperfine:hyperfine; do
+tools="bwrap:bubblewrap firejail:firejail hyperfine:hyperfine"
+((load > 0)) && tools+=" stress-ng:stress-ng"
+for tool in $tools; do
     command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
 if ((${#missing[@]})); then
@@ -56,9 +62,11 @@ work=$(mktemp -d /tmp/corral-bench-XXXXXX)
 rows=$work/rows.tsv
 : >"$rows"
 daemon_pid=""
+load_pid=""
 
 cleanup() {
     set +e
+    if [[ -n $load_pid ]]; then kill -TERM "$load_pid" 2>/dev/null; wait "$load_pid" 2>/dev/null; fi
     if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then
         kill -TERM "$daemon_pid"
         for _ in $(seq 50); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
@@ -71,6 +79,17 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 collect() { tee -a "$work/log" | grep '^ROW' >>"$rows" || true; }
+
+# --- background load (--load N) ----------------------------------------------------------------
+load_note="no load of its own (the machine's other work: see the load averages)"
+if ((load > 0)); then
+    stress-ng --cpu "$load" --quiet >/dev/null 2>&1 &
+    load_pid=$!
+    sleep 5  # until the workers run at full speed and the load average starts to show them
+    load_note="under $load stress-ng --cpu workers (pid $load_pid)"
+    echo "bench.sh: $load_note" >&2
+fi
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- (1) launch latency per tier -------------------------------------------------------------
 if wants launch; then
@@ -99,6 +118,7 @@ if wants launch; then
     "$bench/corral_bench_launch" --runs "$runs" --warmup 3 --group "launch: default (ro /, seccomp, no caps)" \
         --open "9=$work/default.bpf" \
         "bare posix_spawn+wait=/bin/true" \
+        --cpu-reference "bwrap default-equiv + corral's seccomp" \
         "corral default=$corral run --policy default -- /bin/true" \
         "bwrap default-equiv + corral's seccomp=bwrap $bwrap_default --seccomp 9 -- /bin/true" \
         "bwrap default-equiv (no seccomp)=bwrap $bwrap_default -- /bin/true" \
@@ -154,6 +174,7 @@ echo
 echo "corral benchmarks — $(nproc) CPUs, kernel $(uname -r), cgroup mode: $(
     if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then echo unified;
     elif grep -q cgroup2 /proc/self/mountinfo; then echo hybrid; else echo legacy; fi)"
+echo "load: $load_note; load average at the start $load_at_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 {
     printf 'group\tcase\tmedian\tp99\tunit\tvs baseline\tnote\n'
     cut -f2- "$rows"

@@ -3,8 +3,18 @@
 // Cases run round-robin (one run of each, then the next round) so that drift in the machine's
 // load hits every case alike.
 //
-//   corral_bench_launch [--runs N] [--warmup N] [--group NAME] [--open FD=PATH]... "label=cmd
-//   arg..." ...
+//   corral_bench_launch [--runs N] [--warmup N] [--group NAME] [--open FD=PATH]...
+//                       [--cpu-reference LABEL] "label=cmd arg..." ...
+//
+// CPU per launch (user + system, a second row per case) is that of every process the launch
+// made, whoever ended up reaping it: this program is a child subreaper, so what a case leaves
+// running when its first process exits is reparented here, and it is waited for (not timed)
+// before the next run. `getrusage(RUSAGE_CHILDREN)` then holds the whole tree's time. That
+// matters for bubblewrap: `bwrap --unshare-pid` exits as soon as its PID 1 reports the
+// command's status (an eventfd), before PID 1 has reaped the command and torn the namespaces
+// down, so a tool that reads the launched process's rusage alone (hyperfine, `time`) never
+// sees PID 1's or the command's CPU. The note gives that first-process-only figure too.
+// --cpu-reference names the case the CPU rows' notes are compared against (e.g. bwrap).
 //
 // --open opens PATH read-only at FD in every spawned command, afresh each run (for tools that
 // read a file from a descriptor, such as `bwrap --seccomp FD`); every case pays the same open.
@@ -16,13 +26,17 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -40,14 +54,42 @@ struct Case {
     std::string label;
     std::vector<std::string> argv;
     std::vector<double> samples_ms;
-    std::string failure;  ///< why it could not be measured; empty when it could
+    std::vector<double> cpu_ms;        ///< user + system of the whole launch, per run
+    std::vector<double> first_cpu_ms;  ///< of the first process alone (what hyperfine shows)
+    std::string failure;               ///< why it could not be measured; empty when it could
 };
 
 struct RunResult {
     int status = -1;  ///< wait status
     std::string stderr_text;
     bool timed_out = false;
+    double cpu_ms = 0;          ///< every process of the launch, reaped by anyone below us
+    double first_cpu_ms = 0;    ///< the spawned process and what it reaped itself
+    bool left_running = false;  ///< descendants still ran 30 s after the first exited
 };
+
+/// User + system time of every child reaped so far (and of what they reaped).
+double children_cpu_ms() {
+    rusage usage{};
+    ::getrusage(RUSAGE_CHILDREN, &usage);
+    auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+    return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+/// Reaps every descendant reparented to us (we are a subreaper) until none is left; false if
+/// some still run after `timeout_ms` (a hang: reported, never waited for forever).
+bool reap_descendants(int timeout_ms) {
+    const double deadline = now_ms() + timeout_ms;
+    for (;;) {
+        pid_t pid = ::waitpid(-1, nullptr, WNOHANG);
+        if (pid > 0) continue;
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid < 0) return true;  // ECHILD: nothing left
+        if (now_ms() > deadline) return false;
+        timespec pause{0, 100 * 1000};
+        ::nanosleep(&pause, nullptr);
+    }
+}
 
 /// Kills and reaps `pid` if it has not exited within `timeout_ms`, so one hung case cannot hang
 /// the whole benchmark.
@@ -97,6 +139,7 @@ RunResult run_once(const std::vector<std::string>& argv, bool capture_stderr, do
 
     RunResult result;
     pid_t pid = -1;
+    const double cpu_before = children_cpu_ms();
     double start = now_ms();
     int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
@@ -107,6 +150,9 @@ RunResult run_once(const std::vector<std::string>& argv, bool capture_stderr, do
     }
     result.timed_out = !wait_with_deadline(pid, 30000, result.status);
     elapsed_ms = now_ms() - start;
+    result.first_cpu_ms = children_cpu_ms() - cpu_before;
+    result.left_running = !reap_descendants(30000);
+    result.cpu_ms = children_cpu_ms() - cpu_before;
     if (err_pipe[0] >= 0) {
         ::close(err_pipe[1]);
         char buf[4096];
@@ -135,6 +181,7 @@ std::string describe_failure(const RunResult& r) {
     for (char& ch : line)
         if (ch == '\t') ch = ' ';
     std::string status = r.timed_out             ? "timed out"
+                         : r.left_running        ? "left processes running for 30 s"
                          : WIFEXITED(r.status)   ? "exit " + std::to_string(WEXITSTATUS(r.status))
                          : WIFSIGNALED(r.status) ? "signal " + std::to_string(WTERMSIG(r.status))
                                                  : "spawn failed";
@@ -142,7 +189,7 @@ std::string describe_failure(const RunResult& r) {
 }
 
 bool succeeded(const RunResult& r) {
-    return !r.timed_out && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
+    return !r.timed_out && !r.left_running && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
 }
 
 }  // namespace
@@ -150,6 +197,7 @@ bool succeeded(const RunResult& r) {
 int main(int argc, char** argv) {
     int runs = 100, warmup = 5;
     std::string group = "launch /bin/true";
+    std::string cpu_reference;
     std::vector<Case> cases;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -159,6 +207,8 @@ int main(int argc, char** argv) {
             warmup = std::atoi(argv[++i]);
         else if (a == "--group" && i + 1 < argc)
             group = argv[++i];
+        else if (a == "--cpu-reference" && i + 1 < argc)
+            cpu_reference = argv[++i];
         else if (a == "--open" && i + 1 < argc && std::strchr(argv[i + 1], '=') != nullptr) {
             std::string spec = argv[++i];
             size_t eq = spec.find('=');
@@ -167,14 +217,16 @@ int main(int argc, char** argv) {
         } else if (auto c = parse_case(a))
             cases.push_back(std::move(*c));
         else {
-            std::fprintf(
-                stderr,
-                "usage: %s [--runs N] [--warmup N] [--group G] [--open FD=PATH]... label=cmd...\n",
-                argv[0]);
+            std::fprintf(stderr,
+                         "usage: %s [--runs N] [--warmup N] [--group G] [--open FD=PATH]... "
+                         "[--cpu-reference LABEL] label=cmd...\n",
+                         argv[0]);
             return 2;
         }
     }
     if (cases.empty() || runs < 1) return 2;
+    // What a case leaves behind when its first process exits comes to us (see the top).
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) std::perror("prctl(PR_SET_CHILD_SUBREAPER)");
 
     // Warm-up doubles as the check that each case works here at all.
     for (auto& c : cases) {
@@ -194,6 +246,8 @@ int main(int argc, char** argv) {
                 continue;
             }
             c.samples_ms.push_back(ms);
+            c.cpu_ms.push_back(r.cpu_ms);
+            c.first_cpu_ms.push_back(r.first_cpu_ms);
         }
     }
 
@@ -207,6 +261,26 @@ int main(int argc, char** argv) {
         corral::bench::print_row(group, c.label, corral::bench::quantile(c.samples_ms, 0.5),
                                  corral::bench::quantile(c.samples_ms, 0.99), "ms", baseline,
                                  "n=" + std::to_string(c.samples_ms.size()));
+    }
+    // CPU rows: the whole launch's user + system time, against the same baseline, and against
+    // --cpu-reference in the note.
+    using corral::bench::quantile;
+    const std::string cpu_group = group + " / CPU per launch";
+    const double cpu_baseline = cases[0].failure.empty() ? quantile(cases[0].cpu_ms, 0.5) : 0;
+    double reference = 0;
+    for (const auto& c : cases)
+        if (c.label == cpu_reference && c.failure.empty()) reference = quantile(c.cpu_ms, 0.5);
+    for (const auto& c : cases) {
+        if (!c.failure.empty()) continue;
+        const double median = quantile(c.cpu_ms, 0.5);
+        char note[160];
+        int n = std::snprintf(note, sizeof note, "user+sys, whole tree; first process alone %.3f",
+                              quantile(c.first_cpu_ms, 0.5));
+        if (reference > 0 && c.label != cpu_reference)
+            std::snprintf(note + n, sizeof note - n, "; %.2fx %s", median / reference,
+                          cpu_reference.c_str());
+        corral::bench::print_row(cpu_group, c.label, median, quantile(c.cpu_ms, 0.99), "ms cpu",
+                                 cpu_baseline, note);
     }
     return 0;
 }
