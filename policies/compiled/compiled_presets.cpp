@@ -4,19 +4,17 @@
 
 namespace corral {
 
-std::optional<Policy> compiled_preset_from(std::string_view name, std::string_view source) {
-    for (const auto& entry : detail::compiled_preset_entries()) {
-        if (entry.name != name) continue;
-        if (entry.source_hash != preset_source_hash(source)) return std::nullopt;
-        return entry.build();
-    }
+std::optional<Policy> compiled_preset_from(std::string_view name, uint64_t set_hash) {
+    if (set_hash != detail::compiled_preset_set_hash()) return std::nullopt;
+    for (const auto& entry : detail::compiled_preset_entries())
+        if (entry.name == name) return entry.build();
     return std::nullopt;
 }
 
 std::optional<Policy> compiled_preset(std::string_view name) {
-    const auto text = preset_yaml(name);
-    if (!text) return std::nullopt;
-    return compiled_preset_from(name, *text);
+    // Computed once: the embedded texts are constants of the binary (~10 KiB to hash).
+    static const uint64_t embedded = preset_set_hash(embedded_preset_texts());
+    return compiled_preset_from(name, embedded);
 }
 
 PolicyParseResult load_policy_compiled(const std::string& file_or_preset) {

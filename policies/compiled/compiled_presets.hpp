@@ -7,11 +7,12 @@
 // At build time corral_preset_codegen (preset_codegen.cpp) runs the real parser on each
 // embedded preset and writes C++ that constructs the resolved Policy; that file is compiled
 // into corral_compiled_presets. Nothing is read at run time, so there is nothing to trust: the
-// compiled form is part of the binary like the code. It is still checked before use: each entry
-// carries the hash of the YAML text it was compiled from, and an entry whose hash is not that of
-// the preset text this binary embeds (a stale generated file) is not used: the text is parsed,
-// as without compiled presets. tests/unit/compiled_presets_test.cpp checks that every compiled
-// preset equals what the parser makes of the text.
+// compiled form is part of the binary like the code. It is still checked before use: the entries
+// carry the hash of the preset texts they were compiled from, all of them (a preset's resolved
+// Policy depends on the presets it extends: strict extends default), and entries whose hash is
+// not that of the preset texts this binary embeds (a stale generated file) are not used: the text
+// is parsed, as without compiled presets. tests/unit/compiled_presets_test.cpp checks that every
+// compiled preset equals what the parser makes of the text.
 
 #include <cstdint>
 #include <optional>
@@ -21,25 +22,52 @@
 
 #include "policies/policy.hpp"
 #include "policies/policy_parser.hpp"
+#include "policies/presets.hpp"
 
 namespace corral {
 
-/// FNV-1a (64 bit) of a preset's YAML text: what ties a compiled preset to its source.
-inline uint64_t preset_source_hash(std::string_view text) {
+/// A preset's name and its YAML text.
+struct PresetText {
+    std::string_view name;
+    std::string_view text;
+};
+
+/// FNV-1a (64 bit) over every preset's name and text, in the order given: what ties the compiled
+/// presets to their source. The whole set, not one preset's text, because `extends:` makes a
+/// preset's resolved Policy depend on other presets' texts.
+inline uint64_t preset_set_hash(const std::vector<PresetText>& presets) {
     uint64_t hash = 1469598103934665603ull;
-    for (unsigned char c : text) {
-        hash ^= c;
+    auto mix = [&hash](std::string_view bytes) {
+        for (unsigned char c : bytes) {
+            hash ^= c;
+            hash *= 1099511628211ull;
+        }
+        hash ^= 0xff;  // a separator no YAML text holds: "ab"+"c" and "a"+"bc" differ
         hash *= 1099511628211ull;
+    };
+    for (const auto& preset : presets) {
+        mix(preset.name);
+        mix(preset.text);
     }
     return hash;
 }
 
-/// The compiled preset `name` if it was compiled from exactly `source` (its YAML text); nullopt
-/// for another name or another text.
-std::optional<Policy> compiled_preset_from(std::string_view name, std::string_view source);
+/// The presets this binary embeds (policies/presets.hpp), in preset_names() order. Inline: the
+/// build-time generator (which this library's generated file comes from) uses it too.
+inline std::vector<PresetText> embedded_preset_texts() {
+    static const std::vector<std::string> names = preset_names();
+    std::vector<PresetText> presets;
+    presets.reserve(names.size());
+    for (const auto& name : names) presets.push_back({name, preset_yaml(name).value_or("")});
+    return presets;
+}
 
-/// The compiled preset `name`, checked against the preset text this binary embeds; nullopt when
-/// there is no such preset or the compiled form is not that text's.
+/// The compiled preset `name` if the compiled presets were made from preset texts whose
+/// preset_set_hash() is `set_hash`; nullopt for another name or other texts.
+std::optional<Policy> compiled_preset_from(std::string_view name, uint64_t set_hash);
+
+/// The compiled preset `name`, checked against the preset texts this binary embeds; nullopt when
+/// there is no such preset or the compiled forms are not of those texts.
 std::optional<Policy> compiled_preset(std::string_view name);
 
 /// load_policy() (policy_parser.hpp) with compiled presets: a preset name gives its compiled
@@ -47,15 +75,15 @@ std::optional<Policy> compiled_preset(std::string_view name);
 PolicyParseResult load_policy_compiled(const std::string& file_or_preset);
 
 namespace detail {
-/// One generated entry: the preset's name, the hash of the text it was compiled from, and a
-/// function that builds the Policy.
+/// One generated entry: the preset's name and a function that builds its Policy.
 struct CompiledPresetEntry {
     std::string_view name;
-    uint64_t source_hash;
     Policy (*build)();
 };
-/// Defined in the generated compiled_presets_generated.cpp.
+/// Defined in the generated compiled_presets_generated.cpp: the entries, and the
+/// preset_set_hash() of the texts they were compiled from.
 const std::vector<CompiledPresetEntry>& compiled_preset_entries();
+uint64_t compiled_preset_set_hash();
 }  // namespace detail
 
 }  // namespace corral

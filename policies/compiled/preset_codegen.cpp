@@ -240,18 +240,20 @@ int main(int argc, char** argv) {
                          parsed.format_errors().c_str());
             return 1;
         }
-        char hash[32];
-        std::snprintf(hash, sizeof hash, "0x%016" PRIx64 "ull",
-                      preset_source_hash(*preset_yaml(names[i])));
         out += "// preset `" + names[i] + "`\nPolicy preset_" + std::to_string(i) +
                "() {\n    Policy p;\n" + write_policy(*parsed.policy) + "    return p;\n}\n\n";
-        table += "        {std::string_view(" + literal(names[i]) + "), " + hash + ", &preset_" +
+        table += "        {std::string_view(" + literal(names[i]) + "), &preset_" +
                  std::to_string(i) + "},\n";
     }
     out +=
         "}  // namespace\n\nconst std::vector<CompiledPresetEntry>& compiled_preset_entries() {\n"
         "    static const std::vector<CompiledPresetEntry> entries = {\n" +
-        table + "    };\n    return entries;\n}\n\n}  // namespace corral::detail\n";
+        table + "    };\n    return entries;\n}\n\n";
+    char hash[32];
+    std::snprintf(hash, sizeof hash, "0x%016" PRIx64 "ull",
+                  preset_set_hash(embedded_preset_texts()));
+    out += "uint64_t compiled_preset_set_hash() { return " + std::string(hash) +
+           "; }\n\n}  // namespace corral::detail\n";
     std::ofstream file(argv[1], std::ios::trunc);
     file << out;
     file.close();

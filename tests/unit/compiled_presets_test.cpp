@@ -29,14 +29,29 @@ TEST(CompiledPresets, EveryPresetIsCompiledAndEqualsWhatTheParserMakesOfIt) {
     }
 }
 
-// A compiled entry is used only for the very text it was compiled from: a generated file older
-// than the preset (a stale build) must lose to the text, never stand in for it.
-TEST(CompiledPresets, AnEntryOfAnotherTextIsNotUsed) {
-    const std::string text(*preset_yaml("default"));
-    EXPECT_TRUE(compiled_preset_from("default", text).has_value());
-    EXPECT_FALSE(compiled_preset_from("default", text + "\n# one more line\n").has_value());
-    EXPECT_FALSE(compiled_preset_from("default", *preset_yaml("strict")).has_value());
-    EXPECT_FALSE(compiled_preset_from("no-such-preset", text).has_value());
+// Compiled entries are used only for the very texts they were compiled from: a generated file
+// older than the presets (a stale build) must lose to the text, never stand in for it. The texts
+// of every preset count, not only the asked one's: strict extends default, so a changed default
+// changes what strict resolves to (review of issue 18's compiled presets).
+TEST(CompiledPresets, EntriesOfOtherTextsAreNotUsed) {
+    const std::vector<PresetText> embedded = embedded_preset_texts();
+    const uint64_t hash = preset_set_hash(embedded);
+    EXPECT_TRUE(compiled_preset_from("default", hash).has_value());
+    EXPECT_TRUE(compiled_preset_from("strict", hash).has_value());
+    EXPECT_FALSE(compiled_preset_from("no-such-preset", hash).has_value());
+
+    for (size_t i = 0; i < embedded.size(); ++i) {
+        SCOPED_TRACE(embedded[i].name);
+        std::vector<PresetText> changed = embedded;
+        const std::string longer = std::string(embedded[i].text) + "\n# one more line\n";
+        changed[i].text = longer;
+        const uint64_t other = preset_set_hash(changed);
+        for (const auto& preset : embedded)
+            EXPECT_FALSE(compiled_preset_from(preset.name, other).has_value()) << preset.name;
+    }
+    // Where one text ends and the next begins is part of what is hashed.
+    EXPECT_NE(preset_set_hash({{"default", "ab"}, {"strict", "c"}}),
+              preset_set_hash({{"default", "a"}, {"strict", "bc"}}));
 }
 
 // Names that are not presets take load_policy's path, with its answers: a file is parsed (and
