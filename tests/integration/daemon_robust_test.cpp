@@ -410,10 +410,11 @@ TEST(DaemonRobust, DeleteRightAfterSpawnDoesNotWaitTheGraceForAChildForkedMeanwh
 // test freezes one session's cgroup (corral's own, made for this test's daemon), so the child is
 // born frozen and never reaches execve. The spawn fails once the setup limit (10 s) has passed (a
 // `setup-failed` record naming the reason), with the child killed and its leaf gone; then another
-// session runs a command and /v1/health answers. NOT proven here: that the loop is free *during* those 10 s. The wait
-// is bounded, not yet asynchronous (the health request below, sent during the stuck spawn, may
-// wait out the limit; its bound is generous for that reason). On main the spawn never returned
-// (the test's client gives up after its idle timeout and the test fails).
+// session runs a command and /v1/health answers. NOT proven here: that the loop is free *during*
+// those 10 s. The wait is bounded, not yet asynchronous (the health request below, sent during the
+// stuck spawn, may wait out the limit; its bound is generous for that reason). On main (reasoned,
+// not run) the spawn never returns: await_exec had no deadline, so the client's 120 s idle timeout
+// throws and the test fails.
 TEST(DaemonRobust, SpawnOfAChildFrozenBeforeExecFailsAfterTheSetupLimitAndLeavesNothing) {
     std::string why;
     if (!can_run(why)) GTEST_SKIP() << why;
