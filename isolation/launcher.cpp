@@ -1,11 +1,11 @@
 #include "isolation/launcher.hpp"
 
 #include <fcntl.h>
-#include <sys/ioctl.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -162,8 +162,8 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
     reset_signals();
     if (spec.confinement != nullptr) {
         int listener = -1;
-        if (const char* step = apply_confinement(*spec.confinement,
-                                                 plan.hand_over_listener ? &listener : nullptr))
+        if (const char* step =
+                apply_confinement(*spec.confinement, plan.hand_over_listener ? &listener : nullptr))
             child_fail(report_fd, step, errno);
         // The first call under the filter; never a marked one (confinement.cpp).
         if (listener >= 0 && !write_listener_report(report_fd, listener))
@@ -252,17 +252,29 @@ void reap(const PidRef& child) {
 /// Reads the child's reports until it has exec'd (end of file) or failed. With refusals counted,
 /// the listener report comes first; from then on the calls the child refuses before execve (a
 /// policy may refuse execve or write itself) are answered here, or it would wait forever.
-Result<std::optional<ChildReport>> await_exec(int report_fd, SeccompRefusals* refusals) {
-    if (refusals == nullptr) return read_report(report_fd);
+Result<std::optional<ChildReport>> await_exec(int report_fd, SeccompRefusals* refusals,
+                                              std::optional<std::chrono::milliseconds> limit) {
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    if (limit) deadline = std::chrono::steady_clock::now() + *limit;
     for (;;) {
-        pollfd fds[2] = {{report_fd, POLLIN, 0}, {refusals->fd(), POLLIN, 0}};
-        const nfds_t count = refusals->attached() && !refusals->hung_up() ? 2 : 1;
-        if (::poll(fds, count, -1) < 0) {
+        pollfd fds[2] = {{report_fd, POLLIN, 0}, {refusals ? refusals->fd() : -1, POLLIN, 0}};
+        const nfds_t count =
+            refusals != nullptr && refusals->attached() && !refusals->hung_up() ? 2 : 1;
+        const int ready = ::poll(fds, count, poll_timeout(deadline));
+        if (ready < 0) {
             if (errno == EINTR) continue;
             return sys_error("poll the child's report");
         }
+        if (ready == 0) {
+            // Issue 12 item 1: a child stopped (SIGSTOP) or frozen before execve never reports;
+            // corrald's loop must not wait for it for ever. The caller kills and reaps it.
+            return sys_error(ETIMEDOUT, "the process did not reach execve within " +
+                                            std::to_string(limit->count()) +
+                                            " ms (stopped or frozen before it?); it was killed");
+        }
         if (count == 2 && fds[1].revents != 0) refusals->serve(64);
         if (fds[0].revents == 0) continue;
+        if (refusals == nullptr) return read_report(report_fd);
         UniqueFd received;
         auto report = read_report_with_fd(report_fd, received);
         if (!report || !*report || (*report)->kind != ChildReport::listener) return report;
@@ -368,7 +380,8 @@ Result<PidRef> launch(const LaunchSpec& spec) {
     pipe->write_end.reset();  // EOF once the child has exec'd or exited
     if (!started) return std::move(started.error());
     PidRef child = std::move(*started);
-    auto report = await_exec(pipe->read_end.get(), plan.hand_over_listener ? spec.refusals : nullptr);
+    auto report = await_exec(pipe->read_end.get(),
+                             plan.hand_over_listener ? spec.refusals : nullptr, spec.setup_limit);
     if (!report) {
         (void)child.send_signal(SIGKILL);
         reap(child);

@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ struct LaunchSpec {
     /// attaches it here (answering the calls the child makes until execve). nullptr, or a
     /// confinement with nothing to count: the filter without a listener.
     SeccompRefusals* refusals = nullptr;
+    /// How long launch() waits for the child to reach execve (kSetupReportLimit in corrald):
+    /// a child stopped or frozen before it is killed after this, and launch() fails with
+    /// ETIMEDOUT. nullopt: as long as it takes (`corral run`, whose only work is this child).
+    std::optional<std::chrono::milliseconds> setup_limit;
 };
 
 /// A setup failure inside the child: which step, which errno.

@@ -34,7 +34,8 @@ struct HolderPlan {
     int go_fd = -1;        ///< user namespace: wait until the parent wrote the id maps
     int go_write_fd = -1;  ///< the parent's end, closed at once (see holder_main)
     int lease_fd = -1;     ///< the uid range's lock: kept open for the holder's whole life
-    bool drop_groups = false;  ///< root wrote the id maps: clear supplementary groups (namespaces.hpp)
+    bool drop_groups =
+        false;  ///< root wrote the id maps: clear supplementary groups (namespaces.hpp)
 };
 
 [[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error) noexcept {
@@ -92,7 +93,8 @@ void release_descriptors(int keep) noexcept {
             n = ::read(plan.go_fd, &go, 1);
         } while (n < 0 && errno == EINTR);
         if (n != 1) ::_exit(127);  // the parent gave up
-        if (!become_namespace_root(plan.drop_groups)) holder_fail(plan, "become root of the user namespace", errno);
+        if (!become_namespace_root(plan.drop_groups))
+            holder_fail(plan, "become root of the user namespace", errno);
     }
     ::umask(022);
     if (plan.flags & CLONE_NEWNS) {
@@ -287,7 +289,7 @@ Result<Sandbox> Sandbox::create(const Policy& policy, const Cgroup& holder_cgrou
                                 const WorkdirBinding& workdir, const std::string& resolv_conf) {
     auto sandbox = start(policy, holder_cgroup, workdir, resolv_conf);
     if (!sandbox) return sandbox;
-    CORRAL_TRY(sandbox->wait_until_ready(), "");
+    CORRAL_TRY(sandbox->wait_until_ready(kSetupReportLimit), "");
     return sandbox;
 }
 
@@ -393,8 +395,16 @@ Result<Sandbox> Sandbox::adopt(pid_t pid, uint64_t start_ticks, const Policy& po
     return sandbox;
 }
 
-Status Sandbox::wait_until_ready() {
+Status Sandbox::wait_until_ready(std::optional<std::chrono::milliseconds> limit) {
     if (!pending_report_) return {};
+    if (Status came =
+            await_report(pending_report_.get(), limit, "the namespace holder's setup report");
+        !came) {
+        pending_report_.reset();
+        discard(holder_);
+        holder_ = PidRef{};
+        return std::move(came.error().context("namespace holder (killed)"));
+    }
     auto message = read_report(pending_report_.get());
     pending_report_.reset();
     if (!message || !*message || (*message)->kind != ChildReport::ready) {

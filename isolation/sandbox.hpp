@@ -6,6 +6,7 @@
 // Every process of the session then joins these namespaces (launcher.hpp: setns through the
 // holder's pidfd), so all of a session's processes see each other like on one machine.
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ class Sandbox {
     static Result<Sandbox> create(const Policy& policy, const Cgroup& holder_cgroup,
                                   const WorkdirBinding& workdir,
                                   const std::string& resolv_conf = {});
+    /// create() waits at most kSetupReportLimit for the holder's setup (it runs on corrald's
+    /// loop; issue 12 item 1).
     /// create() in two halves, so the caller can do its own work while the holder mounts on
     /// another CPU: start() clones the holder, wait_until_ready() waits for its setup and, when
     /// that failed, ends it and returns the error. Launching into a sandbox that is not ready
@@ -55,15 +58,17 @@ class Sandbox {
     static Result<Sandbox> start(const Policy& policy, const Cgroup& holder_cgroup,
                                  const WorkdirBinding& workdir,
                                  const std::string& resolv_conf = {});
-    Status wait_until_ready();
+    /// `limit`: how long to wait (none: as long as it takes); a holder that has not reported by
+    /// then (stopped, frozen, a mount that does not return) is killed and reaped, and the error
+    /// (ETIMEDOUT) says so.
+    Status wait_until_ready(std::optional<std::chrono::milliseconds> limit = std::nullopt);
     /// Takes over the holder a previous run of the daemon started (DESIGN.md "Surviving the
     /// daemon"): `pid` must still run, have started at `start_ticks` and be in `holder_cgroup`
     /// (open_verified_process). It is not our child: its end is seen through its pidfd and its
     /// exit is collected by whoever it was reparented to. `identity` is what the previous run
     /// recorded; it must lie inside the holder's own uid/gid maps.
     static Result<Sandbox> adopt(pid_t pid, uint64_t start_ticks, const Policy& policy,
-                                 const Cgroup& holder_cgroup,
-                                 std::optional<HostIdentity> identity);
+                                 const Cgroup& holder_cgroup, std::optional<HostIdentity> identity);
 
     /// Whether `policy` asks for any namespace, so create() starts a holder (which needs a cgroup
     /// of its own; a session without one skips creating it).

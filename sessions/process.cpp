@@ -9,6 +9,7 @@
 #include <csignal>
 
 #include "base/pipe.hpp"
+#include "isolation/child_report.hpp"
 #include "sessions/child_reaper.hpp"
 
 namespace corral {
@@ -37,6 +38,9 @@ LaunchSpec base_launch_spec(const ProcessSetup& setup, const Cgroup& leaf) {
     spec.namespace_flags = setup.namespace_flags;
     spec.new_session = true;
     spec.confinement = setup.confinement;
+    // The launch runs on the event loop: a child stopped or frozen before execve must not hold
+    // every session's API for ever (issue 12 item 1).
+    spec.setup_limit = kSetupReportLimit;
     return spec;
 }
 
@@ -79,7 +83,8 @@ Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, Chi
         process->record_setup_failure(launched.error());
         return process;
     }
-    if (auto ticks = process_start_ticks(process->main_.pid())) process->setup_.start_ticks = *ticks;
+    if (auto ticks = process_start_ticks(process->main_.pid()))
+        process->setup_.start_ticks = *ticks;
     process->start_watching();
     return process;
 }
@@ -318,8 +323,7 @@ size_t Process::terminate_leaf() {
     if (!pids) return 0;
     size_t count = 0;
     for (pid_t pid : *pids) {
-        if (pid <= 0 ||
-            std::find(terminated_.begin(), terminated_.end(), pid) != terminated_.end())
+        if (pid <= 0 || std::find(terminated_.begin(), terminated_.end(), pid) != terminated_.end())
             continue;
         if (::kill(pid, SIGTERM) == 0) ++count;
         terminated_.push_back(pid);

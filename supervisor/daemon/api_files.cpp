@@ -1,7 +1,7 @@
-// File endpoints. Paths mean what they mean to the session's processes (sessions/files/path_space.hpp):
-// absolute inside the sandbox, relative against the session's cwd (or, with ?shell=ID, that shell
-// context's). The file services resolve them with openat2 RESOLVE_IN_ROOT and name the path in
-// their errors.
+// File endpoints. Paths mean what they mean to the session's processes
+// (sessions/files/path_space.hpp): absolute inside the sandbox, relative against the session's cwd
+// (or, with ?shell=ID, that shell context's). The file services resolve them with openat2
+// RESOLVE_IN_ROOT and name the path in their errors.
 
 #include <unistd.h>
 
@@ -44,8 +44,7 @@ std::string shell_of(const Exchange& ex) {
 /// A single byte range of `Range: bytes=...` against a file of `size` bytes: {first, length}.
 /// nullopt for a range this server does not take (several ranges, other units): the whole file.
 /// Throws 416 for a range that lies past the end.
-std::optional<std::pair<uint64_t, uint64_t>> parse_range(const std::string& header,
-                                                         uint64_t size) {
+std::optional<std::pair<uint64_t, uint64_t>> parse_range(const std::string& header, uint64_t size) {
     constexpr std::string_view prefix = "bytes=";
     if (header.rfind(prefix, 0) != 0 || header.find(',') != std::string::npos) return std::nullopt;
     const std::string_view spec = std::string_view(header).substr(prefix.size());
@@ -60,10 +59,10 @@ std::optional<std::pair<uint64_t, uint64_t>> parse_range(const std::string& head
     const auto first = number(spec.substr(0, dash));
     const auto last = number(spec.substr(dash + 1));
     auto unsatisfiable = [&] {
-        return ApiFailure({416, "range_not_satisfiable",
-                           "range `" + header + "` lies outside the file's " +
-                               std::to_string(size) + " bytes",
-                           nullptr});
+        return ApiFailure(
+            {416, "range_not_satisfiable",
+             "range `" + header + "` lies outside the file's " + std::to_string(size) + " bytes",
+             nullptr});
     };
     if (!first && !last) return std::nullopt;
     if (!first) {  // "-N": the last N bytes
@@ -111,8 +110,8 @@ Result<std::pair<uint64_t, uint64_t>> line_span(int fd, uint64_t size, uint64_t 
 }  // namespace
 
 asio::awaitable<void> Api::get_file(Exchange& ex, const RouteParams& params, const Caller&) {
-    const FileTarget target =
-        take_file(sessions_.file_target(params.at("sid"), required_query(ex, "path"), shell_of(ex)));
+    const FileTarget target = take_file(
+        sessions_.file_target(params.at("sid"), required_query(ex, "path"), shell_of(ex)));
     ReadHandle handle = take_file(target.service->open_read(target.path));
     const auto start_line = query_number(ex, "startLine");
     const auto end_line = query_number(ex, "endLine");
@@ -122,8 +121,9 @@ asio::awaitable<void> Api::get_file(Exchange& ex, const RouteParams& params, con
         const uint64_t from = start_line.value_or(1);
         const uint64_t to = end_line.value_or(UINT64_MAX);
         if (from == 0 || to < from)
-            throw ApiFailure(bad_request("bad_query", "startLine and endLine are 1-based and "
-                                                      "startLine <= endLine"));
+            throw ApiFailure(bad_request("bad_query",
+                                         "startLine and endLine are 1-based and "
+                                         "startLine <= endLine"));
         std::tie(first, length) = take_file(line_span(handle.fd.get(), handle.size, from, to));
     } else if (auto range = parse_range(ex.header("Range"), handle.size)) {
         std::tie(first, length) = *range;
@@ -137,7 +137,8 @@ asio::awaitable<void> Api::get_file(Exchange& ex, const RouteParams& params, con
 
 asio::awaitable<void> Api::put_file(Exchange& ex, const RouteParams& params, const Caller&) {
     const std::string& path = required_query(ex, "path");
-    const FileTarget target = take_file(sessions_.file_target(params.at("sid"), path, shell_of(ex)));
+    const FileTarget target =
+        take_file(sessions_.file_target(params.at("sid"), path, shell_of(ex)));
     WriteTransaction upload = take_file(target.service->open_write(target.path, true));
     uint64_t written = 0;
     // Each chunk goes to the temp file before the next is read: memory stays at one chunk.
@@ -153,8 +154,8 @@ asio::awaitable<void> Api::put_file(Exchange& ex, const RouteParams& params, con
 }
 
 asio::awaitable<void> Api::delete_file(Exchange& ex, const RouteParams& params, const Caller&) {
-    const FileTarget target =
-        take_file(sessions_.file_target(params.at("sid"), required_query(ex, "path"), shell_of(ex)));
+    const FileTarget target = take_file(
+        sessions_.file_target(params.at("sid"), required_query(ex, "path"), shell_of(ex)));
     check_file(target.service->remove(target.path, query_flag(ex, "recursive")));
     nlohmann::json reply = {{"path", target.path}, {"deleted", true}};
     co_await ex.send_json(200, reply);
@@ -201,9 +202,12 @@ asio::awaitable<void> Api::move_file(Exchange& ex, const RouteParams& params, co
 asio::awaitable<void> Api::list_directory(Exchange& ex, const RouteParams& params, const Caller&) {
     auto it = ex.query().find("path");
     const std::string path = it == ex.query().end() ? "." : it->second;
-    const FileTarget target = take_file(sessions_.file_target(params.at("sid"), path, shell_of(ex)));
+    const FileTarget target =
+        take_file(sessions_.file_target(params.at("sid"), path, shell_of(ex)));
     const bool recursive = query_flag(ex, "recursive");
-    nlohmann::json entries = nlohmann::json::array();
+    // Entries are kept as records and made into JSON one at a time as they are written (issue 12
+    // item 3: 100,000 entries as a JSON tree are ~100 MB).
+    auto entries = std::make_shared<std::vector<FileInfo>>();
     // Breadth-first; entries of subdirectories are named relative to the listed directory
     // ("sub/a.txt"). Symlinks are listed, never followed.
     struct Pending {
@@ -223,28 +227,30 @@ asio::awaitable<void> Api::list_directory(Exchange& ex, const RouteParams& param
             continue;  // a subdirectory that vanished or is unreadable: skipped
         }
         for (const auto& info : *listed) {
-            if (entries.size() >= kListLimit) {
+            if (entries->size() >= kListLimit) {
                 truncated = true;
                 break;
             }
-            nlohmann::json entry = file_info_json(info);
             const std::string relative =
                 dir.relative.empty() ? info.name : dir.relative + "/" + info.name;
-            entry["name"] = relative;
-            entries.push_back(std::move(entry));
+            entries->push_back(info);
+            entries->back().name = relative;
             if (recursive && info.type == FileType::dir && dir.depth + 1 < kListDepth)
                 queue.push_back({relative, dir.depth + 1});
         }
         if (truncated || !recursive) break;
     }
-    nlohmann::json reply = {{"path", target.path}, {"entries", std::move(entries)}};
+    nlohmann::json reply = {{"path", target.path}, {"entries", streamed(0)}};
     if (recursive) reply["truncated"] = truncated;
-    co_await ex.send_json(200, reply);
+    std::vector<PieceSource> sources;
+    sources.push_back(json_array_source(
+        entries->size(), [entries](size_t i) { return file_info_json((*entries)[i]); }));
+    co_await ex.send_json(200, reply, std::move(sources));
 }
 
 asio::awaitable<void> Api::stat_file(Exchange& ex, const RouteParams& params, const Caller&) {
-    const FileTarget target =
-        take_file(sessions_.file_target(params.at("sid"), required_query(ex, "path"), shell_of(ex)));
+    const FileTarget target = take_file(
+        sessions_.file_target(params.at("sid"), required_query(ex, "path"), shell_of(ex)));
     auto info = take_file(target.service->stat(target.path));
     nlohmann::json out = file_info_json(info);
     out["path"] = target.path;

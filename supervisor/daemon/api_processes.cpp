@@ -12,25 +12,41 @@ namespace {
 /// the first and the last part with a marker between them, so both the head of a long log and
 /// the error at its end survive (issue 13.9). The cut points move to character boundaries so a
 /// UTF-8 log stays text. Returns the bytes omitted (0 when none).
-uint64_t put_run_output(nlohmann::json& out, SessionManager& sessions, const std::string& sid,
-                        const std::string& proc, OutputStream stream, const std::string& key) {
+/// What a `run` result carries of one stream: all of it under the policy's output cap; past it,
+/// the first and the last part with a marker between them, so both the head of a long log and
+/// the error at its end survive (issue 13.9). The cut points move to character boundaries so a
+/// UTF-8 log stays text. Puts placeholders for the text (and the exact bytes when it is not
+/// plain text) whose sources write them while the client reads, from one copy of the excerpt
+/// (issue 12 item 3: not the text, its base64, the JSON tree and its dump besides). Returns the
+/// bytes omitted (0 when none).
+uint64_t put_run_output(nlohmann::json& out, std::vector<PieceSource>& sources,
+                        SessionManager& sessions, const std::string& sid, const std::string& proc,
+                        OutputStream stream, const std::string& key) {
     OutputBuffer::Excerpt excerpt = take(sessions.output_excerpt(sid, proc, stream));
-    if (excerpt.omitted == 0) {
-        put_text_and_bytes(out, key, excerpt.head);
-        return 0;
-    }
     uint64_t omitted = excerpt.omitted;
-    const size_t head = utf8_complete_prefix(excerpt.head);
-    omitted += excerpt.head.size() - head;
-    excerpt.head.resize(head);
-    size_t skip = 0;  // continuation bytes of a character whose lead byte was omitted
-    while (skip < 3 && skip < excerpt.tail.size() &&
-           (static_cast<unsigned char>(excerpt.tail[skip]) & 0xC0) == 0x80)
-        ++skip;
-    omitted += skip;
-    excerpt.head += "\n[... " + std::to_string(omitted) + " bytes omitted ...]\n";
-    excerpt.head.append(excerpt.tail, skip);
-    put_text_and_bytes(out, key, excerpt.head);
+    if (omitted > 0) {
+        const size_t head = utf8_complete_prefix(excerpt.head);
+        omitted += excerpt.head.size() - head;
+        excerpt.head.resize(head);
+        size_t skip = 0;  // continuation bytes of a character whose lead byte was omitted
+        while (skip < 3 && skip < excerpt.tail.size() &&
+               (static_cast<unsigned char>(excerpt.tail[skip]) & 0xC0) == 0x80)
+            ++skip;
+        omitted += skip;
+        excerpt.head += "\n[... " + std::to_string(omitted) + " bytes omitted ...]\n";
+        excerpt.head.append(excerpt.tail, skip);
+        excerpt.tail = std::string();
+    }
+    auto bytes = std::make_shared<const std::string>(std::move(excerpt.head));
+    if (send_as_text(*bytes)) {
+        out[key] = streamed(sources.size());
+        sources.push_back(json_text_source(bytes_of(bytes)));
+    } else {
+        out[key] = streamed(sources.size());
+        sources.push_back(json_replaced_text_source(bytes_of(bytes)));
+        out[key + "Base64"] = streamed(sources.size());
+        sources.push_back(json_base64_source(bytes_of(bytes)));
+    }
     return omitted;
 }
 
@@ -38,6 +54,77 @@ uint64_t put_run_output(nlohmann::json& out, SessionManager& sessions, const std
 bool wants_binary_stream(Exchange& ex) {
     return ex.header("Accept").find(kBinaryStreamType) != std::string::npos;
 }
+
+/// A GET .../logs answer's bytes, read from the process's buffer a piece at a time. The range
+/// [start, end) is fixed when the request comes; a byte at an offset never changes, but the ring
+/// may drop it (a process still writing more than its cap while the client reads slowly) and the
+/// record may go: the answer then ends where the bytes did, and nextOffset says so, as a read
+/// with a smaller limit would have.
+struct LogRead {
+    LogRead(SessionManager& sessions, std::string sid, std::string proc, OutputStream stream,
+            uint64_t start, uint64_t limit)
+        : sessions(sessions),
+          sid(std::move(sid)),
+          proc(std::move(proc)),
+          stream(stream),
+          at(start),
+          end(start + limit) {}
+
+    /// Reads the range once, a piece at a time, for put_bytes' choice; fixes `end` at what
+    /// the buffer holds now.
+    void decide_text() {
+        TextCheck check;
+        for (uint64_t pos = at; pos < end;) {
+            auto chunk = read(pos);
+            if (!chunk || chunk->data.empty() || chunk->offset != pos) {
+                end = pos;  // the buffer holds no more yet
+                break;
+            }
+            check.feed(chunk->data);
+            pos += chunk->data.size();
+        }
+        as_text = check.as_text();
+        if (at == end) {
+            auto here = read(at);
+            eof = here && here->eof;
+        }
+    }
+
+    /// The next piece; false once the range is done or its bytes are gone.
+    bool next(std::string& piece) {
+        if (at >= end) return false;
+        auto chunk = read(at);
+        if (!chunk || chunk->data.empty() || chunk->offset != at) {
+            end = at;  // dropped or gone meanwhile: the answer ends here
+            eof = false;
+            return false;
+        }
+        size_t take = chunk->data.size();
+        // Text stops only between characters (the whole range is valid UTF-8, so each piece's
+        // complete prefix is, and the next piece starts at a character).
+        if (as_text && at + take < end) take = utf8_complete_prefix(chunk->data);
+        piece.append(chunk->data, 0, take);
+        at += take;
+        eof = chunk->eof && at == chunk->next_offset;
+        return at < end;
+    }
+
+    std::optional<OutputChunk> read(uint64_t pos) {
+        auto chunk = sessions.read_output(sid, proc, stream, pos,
+                                          std::min<uint64_t>(end - pos, kResponsePiece / 2));
+        if (!chunk) return std::nullopt;
+        return std::move(*chunk);
+    }
+
+    SessionManager& sessions;
+    const std::string sid;
+    const std::string proc;
+    const OutputStream stream;
+    uint64_t at;
+    uint64_t end;
+    bool as_text = true;
+    bool eof = false;
+};
 
 ApiError shutting_down_while(const std::string& proc) {
     return {503, "shutting_down",
@@ -65,12 +152,13 @@ asio::awaitable<void> Api::run(Exchange& ex, const RouteParams& params, const Ca
     if (!outcome) throw ApiFailure(shutting_down_while(started->id));
     const ProcessInfo info = take(std::move(outcome->first));
     nlohmann::json out = process_json(info);
+    std::vector<PieceSource> sources;
     const uint64_t out_omitted =
-        put_run_output(out, sessions_, sid, info.id, OutputStream::out, "stdout");
+        put_run_output(out, sources, sessions_, sid, info.id, OutputStream::out, "stdout");
     const uint64_t err_omitted =
-        put_run_output(out, sessions_, sid, info.id, OutputStream::err, "stderr");
+        put_run_output(out, sources, sessions_, sid, info.id, OutputStream::err, "stderr");
     out["omittedBytes"] = {{"stdout", out_omitted}, {"stderr", err_omitted}};
-    co_await ex.send_json(200, out);
+    co_await ex.send_json(200, out, std::move(sources));
 }
 
 asio::awaitable<void> Api::exec(Exchange& ex, const RouteParams& params, const Caller&) {
@@ -101,8 +189,9 @@ asio::awaitable<void> Api::spawn(Exchange& ex, const RouteParams& params, const 
     const std::string body = co_await ex.read_body(kJsonBodyLimit);
     ProcessRequest request = parse_process_request(body);
     if (!request.shell.empty())
-        throw ApiFailure(bad_request("invalid", "`shell` is for run and exec; a background "
-                                                "process does not take a shell context's turn"));
+        throw ApiFailure(bad_request("invalid",
+                                     "`shell` is for run and exec; a background "
+                                     "process does not take a shell context's turn"));
     request.background = true;  // only its own timeoutMs applies
     const ProcessInfo started = take(sessions_.start_process(params.at("sid"), request));
     const nlohmann::json reply = process_json(started);
@@ -120,11 +209,14 @@ asio::awaitable<void> Api::kill_all_processes(Exchange& ex, const RouteParams& p
 }
 
 asio::awaitable<void> Api::list_processes(Exchange& ex, const RouteParams& params, const Caller&) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& info : take(sessions_.list_processes(params.at("sid"))))
-        list.push_back(process_json(info));
-    nlohmann::json reply = {{"processes", std::move(list)}};
-    co_await ex.send_json(200, reply);
+    // Each record is made into JSON only when its turn to be written comes (issue 12 item 3).
+    auto infos = std::make_shared<const std::vector<ProcessInfo>>(
+        take(sessions_.list_processes(params.at("sid"))));
+    nlohmann::json reply = {{"processes", streamed(0)}};
+    std::vector<PieceSource> sources;
+    sources.push_back(
+        json_array_source(infos->size(), [infos](size_t i) { return process_json((*infos)[i]); }));
+    co_await ex.send_json(200, reply, std::move(sources));
 }
 
 asio::awaitable<void> Api::get_process(Exchange& ex, const RouteParams& params, const Caller&) {
@@ -186,16 +278,36 @@ asio::awaitable<void> Api::logs(Exchange& ex, const RouteParams& params, const C
     const uint64_t offset = query_number(ex, "offset").value_or(0);
     const uint64_t limit =
         std::min<uint64_t>(query_number(ex, "limit").value_or(1 << 20), 16 << 20);
-    auto chunk = take(sessions_.read_output(
-        params.at("sid"), params.at("proc"),
-        which == "stdout" ? OutputStream::out : OutputStream::err, offset, limit));
-    nlohmann::json out = {{"stream", which},
-                          {"offset", chunk.offset},
-                          {"nextOffset", chunk.next_offset},
-                          {"skipped", chunk.skipped},
-                          {"eof", chunk.eof}};
-    put_bytes(out, "data", chunk.data);
-    co_await ex.send_json(200, out);
+    const OutputStream stream = which == "stdout" ? OutputStream::out : OutputStream::err;
+    // Where the answer starts and ends is fixed now; its bytes are read from the buffer a piece
+    // at a time while the client takes them, never held whole (issue 12 item 3). The first read
+    // says where the retained bytes start; a pass over the range decides text or base64 as
+    // put_bytes does for the whole.
+    const OutputChunk first =
+        take(sessions_.read_output(params.at("sid"), params.at("proc"), stream, offset, 0));
+    auto reading = std::make_shared<LogRead>(sessions_, params.at("sid"), params.at("proc"), stream,
+                                             first.offset, limit);
+    reading->decide_text();
+    nlohmann::json out = {{reading->as_text ? "data" : "dataBase64", streamed(0)},
+                          {"eof", streamed(1)},
+                          {"nextOffset", streamed(2)},
+                          {"offset", first.offset},
+                          {"skipped", first.skipped},
+                          {"stream", which}};
+    std::vector<PieceSource> sources;
+    ByteSource bytes = [reading](std::string& piece) { return reading->next(piece); };
+    sources.push_back(reading->as_text ? json_text_source(std::move(bytes))
+                                       : json_base64_source(std::move(bytes)));
+    // After the data, so they say how far it really went.
+    sources.push_back([reading](std::string& piece) {
+        piece += reading->eof ? "true" : "false";
+        return false;
+    });
+    sources.push_back([reading](std::string& piece) {
+        piece += std::to_string(reading->at);
+        return false;
+    });
+    co_await ex.send_json(200, out, std::move(sources));
 }
 
 asio::awaitable<void> Api::stream(Exchange& ex, const RouteParams& params, const Caller&) {

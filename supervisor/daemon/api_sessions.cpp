@@ -6,15 +6,15 @@
 
 namespace corral::daemon {
 
-asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&,
-                                          const Caller& caller) {
+asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&, const Caller& caller) {
     const std::string body = co_await ex.read_body(kJsonBodyLimit);
     CreateSessionRequest request = parse_create_session(body);
     // A host directory is the daemon's to give: only a caller with its full rights may ask
     // (the route already refuses session tokens; this says why, should that ever change).
     if (!request.workdir.empty() && !caller.daemon_rights)
-        throw ApiFailure(forbidden("`workdir` needs the daemon's full rights (the Unix socket, "
-                                   "without a token)"));
+        throw ApiFailure(
+            forbidden("`workdir` needs the daemon's full rights (the Unix socket, "
+                      "without a token)"));
     request.resolved_policy = co_await resolve_session_policy(request);
     auto created = take(sessions_.create_session(request));
     nlohmann::json out = session_json(created.info);
@@ -24,25 +24,37 @@ asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&,
 }
 
 asio::awaitable<void> Api::list_sessions(Exchange& ex, const RouteParams&, const Caller& caller) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& info : sessions_.list_sessions()) {
+    auto infos = std::make_shared<std::vector<SessionInfo>>();
+    for (auto& info : sessions_.list_sessions()) {
         // A session token sees only its own session.
         if (caller.grant && caller.grant->session_id != info.id) continue;
-        nlohmann::json summary = session_summary_json(info);
-        if (caller.grant && caller.grant->rights == TokenRights::restricted) summary.erase("ports");
-        list.push_back(std::move(summary));
+        infos->push_back(std::move(info));
     }
-    nlohmann::json reply = {{"sessions", std::move(list)}};
-    co_await ex.send_json(200, reply);
+    const bool restricted = caller.grant && caller.grant->rights == TokenRights::restricted;
+    // Each summary is made into JSON only when its turn to be written comes (issue 12 item 3).
+    std::vector<PieceSource> sources;
+    sources.push_back(json_array_source(infos->size(), [infos, restricted](size_t i) {
+        nlohmann::json summary = session_summary_json((*infos)[i]);
+        if (restricted) summary.erase("ports");
+        return summary;
+    }));
+    const nlohmann::json reply = {{"sessions", streamed(0)}};
+    co_await ex.send_json(200, reply, std::move(sources));
 }
 
 asio::awaitable<void> Api::get_session(Exchange& ex, const RouteParams& params,
                                        const Caller& caller) {
-    auto info = take(sessions_.get_session(params.at("sid")));
-    nlohmann::json reply = session_json(info);
+    auto info = std::make_shared<SessionInfo>(take(sessions_.get_session(params.at("sid"))));
+    // The process records are held as records and made into JSON one at a time as they are
+    // written (issue 12 item 3); the rest of the record is small.
+    nlohmann::json reply = session_json(*info);
+    reply["processes"] = streamed(0);
     // A restricted token learns nothing about ports, not even from the session record.
     if (caller.grant && caller.grant->rights == TokenRights::restricted) reply.erase("ports");
-    co_await ex.send_json(200, reply);
+    std::vector<PieceSource> sources;
+    sources.push_back(json_array_source(
+        info->processes.size(), [info](size_t i) { return process_json(info->processes[i]); }));
+    co_await ex.send_json(200, reply, std::move(sources));
 }
 
 asio::awaitable<void> Api::end_session(Exchange& ex, const RouteParams& params, const Caller&) {

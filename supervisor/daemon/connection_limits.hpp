@@ -14,6 +14,10 @@ struct ConnectionLimits {
     std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};
     /// Each wait for body bytes (and for a client to read an error response) is bounded so.
     std::chrono::milliseconds body_timeout{std::chrono::seconds(30)};
+    /// Each write of a response (one chunk of it) must be taken by the client within this, or the
+    /// connection is dropped: a client that asks for a large response and does not read it holds
+    /// one chunk and the socket's buffer, and only this long (issue 12 item 3).
+    std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};
     /// A keep-alive connection may sit idle between requests this long.
     std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};
     /// Open connections served at once; the next one is answered 503 and closed.

@@ -41,6 +41,7 @@ std::string daemon_usage() {
            "               [--policy-dir DIR] [--port-range FIRST-LAST] [--instance NAME]\n"
            "               [--max-connections N (512)] [--header-timeout DUR (10s)]\n"
            "               [--body-timeout DUR (30s)] [--idle-timeout DUR (60s)]\n"
+           "               [--write-timeout DUR (30s)]\n"
            "               [--max-process-records N (256)] [--recover=adopt|reap (adopt)]\n"
            "               [--journal-sync=none|data (none)]\n"
            "               [--allow-workdir ROOT]...  (sessions may work in existing\n"
@@ -84,7 +85,8 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             options.policy_dir = value;
         } else if (name == "--allow-workdir") {
             if (value.empty() || value.front() != '/' || value.find('\0') != std::string::npos)
-                return sys_error(EINVAL, "--allow-workdir `" + value + "`: expected an absolute path");
+                return sys_error(EINVAL,
+                                 "--allow-workdir `" + value + "`: expected an absolute path");
             options.allow_workdir.push_back(value);
         } else if (name == "--egress-hosts-file") {
             options.egress_hosts_file = value;
@@ -124,10 +126,11 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
                                  "--max-connections `" + value + "`: expected 1 to 1000000");
             options.connections.max_connections = count;
         } else if (name == "--header-timeout" || name == "--body-timeout" ||
-                   name == "--idle-timeout") {
-            auto* field = name == "--header-timeout" ? &options.connections.header_timeout
-                          : name == "--body-timeout" ? &options.connections.body_timeout
-                                                     : &options.connections.idle_timeout;
+                   name == "--idle-timeout" || name == "--write-timeout") {
+            auto* field = name == "--header-timeout"  ? &options.connections.header_timeout
+                          : name == "--body-timeout"  ? &options.connections.body_timeout
+                          : name == "--write-timeout" ? &options.connections.write_timeout
+                                                      : &options.connections.idle_timeout;
             if (!parse_timeout(value, field))
                 return sys_error(EINVAL, name + " `" + value +
                                              "`: expected a duration from 1ms to 1h, e.g. 10s");

@@ -65,13 +65,15 @@ bool is_client_error(const beast::error_code& ec) {
 }
 
 Exchange::Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser,
-                   Listener listener, ReadWatch* watch, std::chrono::milliseconds body_timeout)
+                   Listener listener, ReadWatch* watch, std::chrono::milliseconds body_timeout,
+                   std::chrono::milliseconds write_timeout)
     : socket_(socket),
       buffer_(buffer),
       parser_(parser),
       listener_(listener),
       watch_(watch),
-      body_timeout_(body_timeout) {
+      body_timeout_(body_timeout),
+      write_timeout_(write_timeout) {
     const auto& req = parser_.get();
     method_ = std::string(req.method_string());
     auto [path, query] = split_target(std::string_view(req.target().data(), req.target().size()));
@@ -156,13 +158,69 @@ void Exchange::prepare(Response& response) {
     response_started_ = true;
 }
 
+template <class Write>
+asio::awaitable<void> Exchange::bounded(Write write) {
+    beast::error_code ec;
+    if (watch_) watch_->arm(write_timeout_);
+    co_await write(asio::redirect_error(asio::use_awaitable, ec));
+    if (watch_) watch_->disarm();
+    if (!ec || ec == http::error::need_buffer) co_return;
+    force_close_ = true;
+    if (ec == asio::error::operation_aborted && watch_ && watch_->expired())
+        throw beast::system_error(asio::error::make_error_code(asio::error::timed_out),
+                                  "the client took no response bytes for " +
+                                      std::to_string(write_timeout_.count()) + " ms");
+    throw beast::system_error(ec);
+}
+
+asio::awaitable<void> Exchange::send_pieces(unsigned status, std::string_view content_type,
+                                            const PieceSource& next) {
+    std::string pending;
+    bool more = true;
+    while (more && pending.size() < kResponsePiece) more = next(pending);
+    const beast::string_view type(content_type.data(), content_type.size());
+    if (!more) {
+        http::response<http::string_body> res{static_cast<http::status>(status), 11};
+        res.set(http::field::content_type, type);
+        res.body() = std::move(pending);
+        prepare(res);
+        res.prepare_payload();
+        co_await bounded([&](auto token) { return http::async_write(socket_, res, token); });
+        co_return;
+    }
+    http::response<http::empty_body> res{static_cast<http::status>(status), 11};
+    res.set(http::field::content_type, type);
+    res.chunked(true);
+    prepare(res);
+    http::response_serializer<http::empty_body> serializer{res};
+    co_await bounded(
+        [&](auto token) { return http::async_write_header(socket_, serializer, token); });
+    // One piece is made only once the one before it was taken: that is the backpressure.
+    do {
+        if (!pending.empty()) {
+            const auto chunk = http::make_chunk(asio::buffer(pending));
+            co_await bounded([&](auto token) { return asio::async_write(socket_, chunk, token); });
+        }
+        pending.clear();
+        while (more && pending.size() < kResponsePiece) more = next(pending);
+    } while (more || !pending.empty());
+    const auto last = http::make_chunk_last();
+    co_await bounded([&](auto token) { return asio::async_write(socket_, last, token); });
+}
+
 asio::awaitable<void> Exchange::send_json(unsigned status, const nlohmann::json& body) {
     http::response<http::string_body> res{static_cast<http::status>(status), 11};
     res.set(http::field::content_type, "application/json");
     res.body() = dump_json(body) + "\n";
     prepare(res);
     res.prepare_payload();
-    co_await http::async_write(socket_, res, asio::use_awaitable);
+    co_await bounded([&](auto token) { return http::async_write(socket_, res, token); });
+}
+
+asio::awaitable<void> Exchange::send_json(unsigned status, const nlohmann::json& body,
+                                          std::vector<PieceSource> sources) {
+    const PieceSource next = streamed_json(body, std::move(sources));
+    co_await send_pieces(status, "application/json", next);
 }
 
 asio::awaitable<void> Exchange::send_text(unsigned status, std::string_view content_type,
@@ -172,7 +230,7 @@ asio::awaitable<void> Exchange::send_text(unsigned status, std::string_view cont
     res.body() = body;
     prepare(res);
     res.prepare_payload();
-    co_await http::async_write(socket_, res, asio::use_awaitable);
+    co_await bounded([&](auto token) { return http::async_write(socket_, res, token); });
 }
 
 asio::awaitable<void> Exchange::send_error(const ApiError& error, const std::string& allow) {
@@ -182,11 +240,10 @@ asio::awaitable<void> Exchange::send_error(const ApiError& error, const std::str
     res.body() = dump_json(error.to_json()) + "\n";
     prepare(res);
     res.prepare_payload();
-    co_await http::async_write(socket_, res, asio::use_awaitable);
+    co_await bounded([&](auto token) { return http::async_write(socket_, res, token); });
 }
 
-asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size,
-                                          const std::string& content_range) {
+asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size, const std::string& content_range) {
     http::response<http::buffer_body> res{
         content_range.empty() ? http::status::ok : http::status::partial_content, 11};
     res.set(http::field::content_type, "application/octet-stream");
@@ -197,7 +254,8 @@ asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size,
     http::response_serializer<http::buffer_body> serializer{res};
     res.body().data = nullptr;
     res.body().more = true;
-    co_await http::async_write_header(socket_, serializer, asio::use_awaitable);
+    co_await bounded(
+        [&](auto token) { return http::async_write_header(socket_, serializer, token); });
 
     std::vector<char> chunk(kChunk);
     uint64_t sent = 0;
@@ -214,10 +272,7 @@ asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size,
         res.body().data = chunk.data();
         res.body().size = static_cast<size_t>(n);
         res.body().more = sent < size;
-        beast::error_code ec;
-        co_await http::async_write(socket_, serializer,
-                                   asio::redirect_error(asio::use_awaitable, ec));
-        if (ec && ec != http::error::need_buffer) throw beast::system_error(ec);
+        co_await bounded([&](auto token) { return http::async_write(socket_, serializer, token); });
     }
     if (!complete) {
         force_close_ = true;
@@ -226,30 +281,32 @@ asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size,
     if (size == 0) {
         res.body().data = nullptr;
         res.body().more = false;
-        co_await http::async_write(socket_, serializer, asio::use_awaitable);
+        co_await bounded([&](auto token) { return http::async_write(socket_, serializer, token); });
     }
     co_return true;
 }
 
 asio::awaitable<void> Exchange::begin_chunked(std::string_view content_type) {
     http::response<http::empty_body> res{http::status::ok, 11};
-    res.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
+    res.set(http::field::content_type,
+            beast::string_view(content_type.data(), content_type.size()));
     res.set(http::field::cache_control, "no-cache");
     res.chunked(true);
     prepare(res);
     http::response_serializer<http::empty_body> serializer{res};
-    co_await http::async_write_header(socket_, serializer, asio::use_awaitable);
+    co_await bounded(
+        [&](auto token) { return http::async_write_header(socket_, serializer, token); });
 }
 
 asio::awaitable<void> Exchange::send_chunk(std::string_view data) {
     if (data.empty()) co_return;
     const auto chunk = http::make_chunk(asio::buffer(data.data(), data.size()));
-    co_await asio::async_write(socket_, chunk, asio::use_awaitable);
+    co_await bounded([&](auto token) { return asio::async_write(socket_, chunk, token); });
 }
 
 asio::awaitable<void> Exchange::end_chunked() {
     const auto last = http::make_chunk_last();
-    co_await asio::async_write(socket_, last, asio::use_awaitable);
+    co_await bounded([&](auto token) { return asio::async_write(socket_, last, token); });
 }
 
 }  // namespace corral::daemon

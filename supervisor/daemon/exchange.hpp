@@ -25,6 +25,7 @@
 #include "base/error.hpp"
 #include "supervisor/daemon/auth.hpp"
 #include "supervisor/daemon/http_errors.hpp"
+#include "supervisor/daemon/json_stream.hpp"
 #include "supervisor/daemon/router.hpp"
 
 namespace corral::daemon {
@@ -71,10 +72,12 @@ bool is_http_parse_error(const beast::error_code& ec);
 /// One request/response exchange.
 class Exchange {
   public:
-    /// `watch` (optional) bounds each wait for body bytes to `body_timeout`.
+    /// `watch` (optional) bounds each wait for body bytes to `body_timeout` and each write of
+    /// the response to `write_timeout`.
     Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser, Listener listener,
              ReadWatch* watch = nullptr,
-             std::chrono::milliseconds body_timeout = std::chrono::seconds(30));
+             std::chrono::milliseconds body_timeout = std::chrono::seconds(30),
+             std::chrono::milliseconds write_timeout = std::chrono::seconds(30));
 
     /// Request method ("GET"), path (without query) and decoded query parameters.
     const std::string& method() const { return method_; }
@@ -98,6 +101,11 @@ class Exchange {
 
     /// Sends a JSON response.
     asio::awaitable<void> send_json(unsigned status, const nlohmann::json& body);
+    /// Sends a JSON response whose streamed(i) placeholders are written by `sources[i]` while
+    /// the client reads (json_stream.hpp): the connection holds one piece at a time. A body of
+    /// one piece goes with Content-Length as any other; a longer one is chunked.
+    asio::awaitable<void> send_json(unsigned status, const nlohmann::json& body,
+                                    std::vector<PieceSource> sources);
     /// Sends a text response of `content_type` (GET /metrics).
     asio::awaitable<void> send_text(unsigned status, std::string_view content_type,
                                     const std::string& body);
@@ -136,6 +144,14 @@ class Exchange {
   private:
     template <class Response>
     void prepare(Response& response);
+    /// Runs one write of the response, bounded by the write timeout: a client that takes
+    /// nothing for that long is dropped (timed_out, which is not logged).
+    template <class Write>
+    asio::awaitable<void> bounded(Write write);
+    /// The body `next` produces, as one Content-Length response when it is one piece, else
+    /// chunked.
+    asio::awaitable<void> send_pieces(unsigned status, std::string_view content_type,
+                                      const PieceSource& next);
 
     Socket& socket_;
     beast::flat_buffer& buffer_;
@@ -143,6 +159,7 @@ class Exchange {
     Listener listener_;
     ReadWatch* watch_;
     std::chrono::milliseconds body_timeout_;
+    std::chrono::milliseconds write_timeout_;
     std::string method_;
     std::string path_;
     QueryParams query_;

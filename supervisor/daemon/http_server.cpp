@@ -83,7 +83,8 @@ class HttpServer::Connection {
                 co_await write_bounded(res, limits);
                 break;
             }
-            Exchange exchange(socket_, buffer, parser, listener_, &watch_, limits.body_timeout);
+            Exchange exchange(socket_, buffer, parser, listener_, &watch_, limits.body_timeout,
+                              limits.write_timeout);
             co_await server_->api_.handle(exchange);
             if (!exchange.keep_alive()) break;
         }

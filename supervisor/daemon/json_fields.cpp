@@ -287,9 +287,14 @@ std::string base64_encode(std::string_view in) {
 }
 
 void append_json_string(std::string& out, std::string_view text) {
-    static constexpr char hex[] = "0123456789abcdef";
     out.reserve(out.size() + text.size() + 2);
     out += '"';
+    append_json_escaped(out, text);
+    out += '"';
+}
+
+void append_json_escaped(std::string& out, std::string_view text) {
+    static constexpr char hex[] = "0123456789abcdef";
     size_t run = 0;  // start of the bytes not yet copied
     for (size_t i = 0; i < text.size(); ++i) {
         const auto c = static_cast<unsigned char>(text[i]);
@@ -325,7 +330,6 @@ void append_json_string(std::string& out, std::string_view text) {
         }
     }
     out.append(text.data() + run, text.size() - run);
-    out += '"';
 }
 
 namespace {
@@ -351,6 +355,22 @@ size_t json_escape_overhead(std::string_view bytes) {
 // encode) goes as base64.
 bool send_as_text(std::string_view bytes) {
     return json_escape_overhead(bytes) <= bytes.size() && is_valid_utf8(bytes);
+}
+
+void TextCheck::feed(std::string_view bytes) {
+    overhead_ += json_escape_overhead(bytes);
+    size_ += bytes.size();
+    if (!valid_) return;
+    // A character cut between two pieces is checked once its last byte has come.
+    std::string joined = carry_;
+    joined.append(bytes);
+    const size_t complete = utf8_complete_prefix(joined);
+    valid_ = is_valid_utf8(std::string_view(joined).substr(0, complete));
+    carry_ = joined.substr(complete);
+}
+
+bool TextCheck::as_text() const {
+    return overhead_ <= size_ && valid_ && carry_.empty();
 }
 
 void put_text_and_bytes(nlohmann::json& out, const std::string& key, std::string_view bytes) {

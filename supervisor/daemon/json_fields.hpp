@@ -101,6 +101,24 @@ bool send_as_text(std::string_view bytes);
 /// Appends `text` (valid UTF-8) as a JSON string literal, quotes included. For hot paths that
 /// build JSON by hand; same escapes as nlohmann's dump.
 void append_json_string(std::string& out, std::string_view text);
+/// Appends `text` (valid UTF-8) JSON-escaped, without quotes: a piece of a string literal that is
+/// written in parts (json_stream.hpp).
+void append_json_escaped(std::string& out, std::string_view text);
+/// send_as_text() over bytes that come in pieces (a log read from the ring a piece at a time):
+/// the same answer as send_as_text() of their concatenation, without holding it.
+class TextCheck {
+  public:
+    /// The next piece.
+    void feed(std::string_view bytes);
+    /// send_as_text() of everything fed.
+    bool as_text() const;
+
+  private:
+    uint64_t overhead_ = 0;
+    uint64_t size_ = 0;
+    bool valid_ = true;
+    std::string carry_;  ///< the start of a character the next piece completes (at most 3 bytes)
+};
 /// Appends standard base64 with padding (no quotes).
 void append_base64(std::string& out, std::string_view bytes);
 /// True when `bytes` is well-formed UTF-8.

@@ -2,7 +2,10 @@
 // event loop, a crash must never stop the next start nor leave anything of corral's unowned.
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,6 +23,7 @@
 #include <set>
 #include <thread>
 
+#include "base/file_io.hpp"
 #include "support/corrald_process.hpp"
 #include "support/crash_workload.hpp"
 #include "support/http_client.hpp"
@@ -29,12 +34,12 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::CorraldProcess;
-using testing::CrashLedger;
 using testing::crash_workload;
+using testing::CrashLedger;
+using testing::HttpClient;
 using testing::orphaned_processes;
 using testing::populated_sessions;
 using testing::unowned;
-using testing::HttpClient;
 
 bool can_run(std::string& why) {
     if (::geteuid() != 0) {
@@ -52,8 +57,8 @@ bool can_run(std::string& why) {
 size_t open_descriptors(pid_t pid) {
     size_t n = 0;
     std::error_code error;
-    for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd",
-                                                       error);
+    for (auto it =
+             std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", error);
          !error && it != std::filesystem::directory_iterator(); it.increment(error))
         ++n;
     return n;
@@ -262,8 +267,8 @@ TEST(DaemonRobust, KilledAtRandomPointsRestartsAndLeavesNothingUnowned) {
             if (std::chrono::steady_clock::now() > bound) break;  // the checks below say why
             std::this_thread::sleep_for(5ms);
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(
-            std::uniform_int_distribution<int>(20, 700)(random)));
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 700)(random)));
         daemon.kill_hard();
         for (auto& worker : workers) worker.join();
         const std::set<std::string> live = populated_sessions(daemon);
@@ -389,8 +394,8 @@ TEST(DaemonRobust, DeleteRightAfterSpawnDoesNotWaitTheGraceForAChildForkedMeanwh
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
     for (int i = 0; i < 20; ++i) {
-        auto created = c.post("/v1/sessions",
-                              {{"policyYaml", "name: g\nextends: none\ntimeouts: { grace: 30s }\n"}});
+        auto created = c.post(
+            "/v1/sessions", {{"policyYaml", "name: g\nextends: none\ntimeouts: { grace: 30s }\n"}});
         ASSERT_EQ(created.status, 201u) << created.body;
         const std::string s = "/v1/sessions/" + created.json()["id"].get<std::string>();
         ASSERT_EQ(c.post(s + "/processes", {{"command", "sleep 600"}}).status, 201u);
@@ -398,6 +403,176 @@ TEST(DaemonRobust, DeleteRightAfterSpawnDoesNotWaitTheGraceForAChildForkedMeanwh
         ASSERT_EQ(ended.status, 200u) << ended.body;
         EXPECT_LT(ended.json()["durationMs"].get<uint64_t>(), 15000u) << ended.body;
     }
+}
+
+// Issue 12 item 1: a spawn waited on corrald's loop for the child's exec report for as long as it
+// took, so a child stopped or frozen before execve froze every session's API for ever. Here the
+// test freezes one session's cgroup (corral's own, made for this test's daemon), so the child is
+// born frozen and never reaches execve. The spawn fails once the setup limit (10 s) has passed (a
+// `setup-failed` record naming the reason), with the child killed and its leaf gone; then another
+// session runs a command and /v1/health answers. NOT proven here: that the loop is free *during*
+// those 10 s. The wait is bounded, not yet asynchronous (the health request below, sent during the
+// stuck spawn, may wait out the limit; its bound is generous for that reason). On main (reasoned,
+// not run) the spawn never returns: await_exec had no deadline, so the client's 120 s idle timeout
+// throws and the test fails.
+TEST(DaemonRobust, SpawnOfAChildFrozenBeforeExecFailsAfterTheSetupLimitAndLeavesNothing) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
+    HttpClient c = daemon.client();
+    c.set_idle_timeout(120s);
+    auto stuck_session = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(stuck_session.status, 201u) << stuck_session.body;
+    auto other_session = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(other_session.status, 201u) << other_session.body;
+    const std::string sid = stuck_session.json()["id"].get<std::string>();
+    const std::string other = "/v1/sessions/" + other_session.json()["id"].get<std::string>();
+    const std::string cgroup = daemon.instance_cgroup() + "/sessions/" + sid;
+    ASSERT_TRUE(write_file(cgroup + "/cgroup.freeze", "1"));
+
+    std::atomic<bool> health_ok{false};
+    std::thread prober([&] {
+        std::this_thread::sleep_for(1s);  // while the spawn below is stuck
+        HttpClient h = daemon.client();
+        h.set_idle_timeout(120s);
+        health_ok = h.get("/v1/health").status == 200u;
+    });
+    const auto asked = std::chrono::steady_clock::now();
+    auto spawned = c.post("/v1/sessions/" + sid + "/processes", {{"argv", {"/bin/true"}}});
+    const auto took = std::chrono::steady_clock::now() - asked;
+    prober.join();
+    // A setup failure is a record, as for any other step (status setup-failed, the step in error).
+    ASSERT_EQ(spawned.status, 201u) << spawned.body;
+    EXPECT_EQ(spawned.json()["status"], "setup-failed") << spawned.body;
+    EXPECT_NE(
+        spawned.json()["error"].get<std::string>().find("did not reach execve within 10000 ms"),
+        std::string::npos)
+        << spawned.body;
+    EXPECT_LT(took, 60s);  // a hang, not a timing: the limit is 10 s
+    EXPECT_TRUE(health_ok) << "/v1/health did not answer during the stuck spawn";
+
+    // Nothing of the child is left: no process and no leaf in the session's cgroup.
+    auto procs = read_file(cgroup + "/cgroup.procs");
+    ASSERT_TRUE(procs) << procs.error().describe();
+    EXPECT_EQ(*procs, "");
+    size_t leaves = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(cgroup))
+        leaves += entry.is_directory() ? 1 : 0;
+    EXPECT_EQ(leaves, 0u) << "the failed spawn's leaf cgroup is left in " << cgroup;
+    ASSERT_TRUE(write_file(cgroup + "/cgroup.freeze", "0"));
+
+    auto ran = c.post(other + "/run", {{"argv", {"/bin/echo", "fine"}}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["stdout"], "fine\n");
+    EXPECT_EQ(c.get("/v1/health").status, 200u);
+    EXPECT_EQ(c.del("/v1/sessions/" + sid).status, 200u);
+    EXPECT_EQ(c.del(other).status, 200u);
+}
+
+/// corrald's resident memory (VmRSS) in MiB.
+double rss_mib(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+    }
+    return -1;
+}
+
+/// A raw client that sends one request and then reads nothing, with a small receive buffer
+/// so little of the answer fits in the socket.
+int send_and_never_read(const std::string& socket_path, const std::string& request) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    const int small = 4096;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", socket_path.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(request.size())) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// Issue 12.3: "A client that asks for a large response and does not read it holds ~50 MB per
+// request (40 clients took RSS to 2 GB, and 695 MB stayed after they closed)". Before responses
+// were streamed, GET .../logs built the 16 MiB read, its 22 MiB base64, the JSON tree and its
+// dump and the response body at once and sat in async_write with all of it: 40 such clients
+// left corrald at 1,552 MiB after they closed, from 41 MiB at the start (main's build, measured
+// here; no client was dropped either: main has no write timeout).
+// Now each holds one piece (64 KiB) and what the socket takes, a pass over the range decides
+// text or base64 without a copy, and a client that takes nothing for --write-timeout is dropped.
+// Measured natively: 25.8 MiB at the start, 30.8 MiB with 40 stalled clients, 31.4 MiB after.
+TEST(DaemonRobust, ClientsThatDoNotReadLargeResponsesHoldBoundedMemoryAndAreDropped) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon({"--write-timeout", "20s"});
+    ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
+    HttpClient c = daemon.client();
+    auto created = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(created.status, 201u) << created.body;
+    const std::string s = "/v1/sessions/" + created.json()["id"].get<std::string>();
+    // 16 MiB of random bytes (the output cap of `none`): the log goes as base64, its largest form.
+    auto spawned = c.post(s + "/processes", {{"command", "head -c 16777216 /dev/urandom"}});
+    ASSERT_EQ(spawned.status, 201u) << spawned.body;
+    const std::string p = s + "/processes/" + spawned.json()["id"].get<std::string>();
+    auto waited = c.get(p + "/wait?timeoutMs=120000");
+    ASSERT_EQ(waited.status, 200u) << waited.body;
+    ASSERT_EQ(waited.json()["output"]["stdout"]["bytes"], 16777216) << waited.body;
+    // A client that reads gets the whole log, as before.
+    auto read = c.get(p + "/logs?limit=16777216");
+    ASSERT_EQ(read.status, 200u);
+    ASSERT_EQ(read.json()["dataBase64"].get<std::string>().size(), 16777216u / 3 * 4 + 4);
+    EXPECT_EQ(read.json()["nextOffset"], 16777216);
+    EXPECT_EQ(read.json()["eof"], true);
+    read = {};
+
+    const double start = rss_mib(daemon.pid());
+    const std::string request =
+        "GET " + p + "/logs?limit=16777216 HTTP/1.1\r\nHost: corral\r\n\r\n";
+    std::vector<int> stalled;
+    for (int i = 0; i < 40; ++i) {
+        const int fd = send_and_never_read(daemon.socket_path(), request);
+        ASSERT_GE(fd, 0) << "connect/send: " << std::strerror(errno);
+        stalled.push_back(fd);
+    }
+    // Another client is answered at once meanwhile: nothing waits on the stalled ones.
+    const auto asked = std::chrono::steady_clock::now();
+    auto health = c.get("/v1/health");
+    EXPECT_EQ(health.status, 200u);
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, 10s);
+    // Give every request time to be taken up and stall in its write (each GET is answered by a
+    // piece at a time, so that is at once; the wait covers a slow machine).
+    double peak = 0;
+    for (int i = 0; i < 30; ++i) {
+        std::this_thread::sleep_for(100ms);
+        peak = std::max(peak, rss_mib(daemon.pid()));
+    }
+    std::printf("corrald VmRSS: %.1f MiB at start, %.1f MiB peak with 40 stalled clients\n", start,
+                peak);
+    EXPECT_LT(peak, start + 200) << "40 clients that do not read hold the whole response";
+    EXPECT_EQ(c.get("/v1/health").status, 200u);
+
+    // The write timeout drops a client that takes nothing: the daemon closes its end.
+    pollfd watch{stalled.front(), POLLRDHUP, 0};
+    const int ready = ::poll(&watch, 1, 120000);
+    EXPECT_EQ(ready, 1) << "a client that never reads was not dropped after the write timeout";
+    EXPECT_TRUE(watch.revents & (POLLRDHUP | POLLHUP)) << watch.revents;
+
+    for (int fd : stalled) ::close(fd);
+    double after = rss_mib(daemon.pid());
+    for (int i = 0; i < 100 && after > start + 50; ++i) {
+        std::this_thread::sleep_for(100ms);
+        after = rss_mib(daemon.pid());
+    }
+    std::printf("corrald VmRSS: %.1f MiB after they closed\n", after);
+    EXPECT_LT(after, start + 50) << "memory stayed after the clients closed";
+    EXPECT_EQ(c.del(s).status, 200u);
 }
 
 }  // namespace

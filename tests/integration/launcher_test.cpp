@@ -1,7 +1,6 @@
 // The launcher against the real kernel (root): a process is in its leaf cgroup from its first
 // instruction, setup failures come back as "step: errno", output flows through the given fds and
 // exit codes and signals come back through the PidRef.
-#include "tests/integration/support/test_helpers.hpp"
 #include "isolation/launcher.hpp"
 
 #include <fcntl.h>
@@ -13,6 +12,7 @@
 
 #include "base/file_io.hpp"
 #include "isolation/cgroup.hpp"
+#include "tests/integration/support/test_helpers.hpp"
 
 namespace corral {
 namespace {
@@ -20,8 +20,6 @@ namespace {
 using test_support::drain;
 using test_support::exists;
 using test_support::unique_name;
-
-
 
 class LauncherTest : public ::testing::Test {
   protected:
@@ -175,6 +173,32 @@ TEST_F(LauncherTest, Launch_AppliesConfinementBeforeExec) {
     s.confinement = &*confinement;
     auto [out, status] = run(s);
     EXPECT_EQ(out, "65534\n65534\n77\nCapEff:\t0000000000000000\n");
+}
+
+// Issue 12 item 1: launch() ran on corrald's loop and waited for the child's exec report for as
+// long as it took, so a child stopped or frozen before execve froze every session's API. Born
+// into a frozen cgroup (what a SIGSTOP before exec would do, without a race to catch it), the
+// child never reports; after setup_limit it is killed and reaped and launch() says why.
+TEST_F(LauncherTest, Launch_ChildThatNeverReachesExecIsKilledAfterTheSetupLimit) {
+    ASSERT_TRUE(write_file(cgroup_.path() + "/cgroup.freeze", "1"));
+    LaunchSpec s = spec({"true"});
+    s.setup_limit = std::chrono::milliseconds(500);
+    const auto asked = std::chrono::steady_clock::now();
+    auto child = launch(s);
+    const auto took = std::chrono::steady_clock::now() - asked;
+    ASSERT_FALSE(child) << "a frozen child reported its exec";
+    EXPECT_EQ(child.error().code, ETIMEDOUT) << child.error().describe();
+    EXPECT_NE(child.error().describe().find("did not reach execve within 500 ms"),
+              std::string::npos)
+        << child.error().describe();
+    EXPECT_LT(took, std::chrono::seconds(30));  // a hang, not a timing: the limit is 0.5 s
+    auto procs = read_file(cgroup_.path() + "/cgroup.procs");
+    ASSERT_TRUE(procs);
+    EXPECT_EQ(*procs, "") << "the child was left behind";
+    ASSERT_TRUE(write_file(cgroup_.path() + "/cgroup.freeze", "0"));
+    // Without a limit (corral run) an unfrozen child launches as before.
+    auto [out, status] = run(spec({"echo", "ok"}));
+    EXPECT_EQ(out, "ok\n");
 }
 
 TEST(LauncherProbe, CloneIntoCgroupIsSupportedOnThisKernel) {

@@ -305,6 +305,29 @@ TEST_F(SandboxTest, Sandbox_HolderLivesInItsCgroupAndStopEndsIt) {
     EXPECT_FALSE(*populated);
 }
 
+// Issue 12 item 1: wait_until_ready() blocked corrald's loop for as long as the holder took, so a
+// holder stopped, frozen or stuck in a mount froze every session's API. Born into a frozen cgroup
+// here, the holder never reports; after the limit it is killed and reaped and the error says why.
+TEST_F(SandboxTest, Sandbox_HolderThatNeverReportsItsSetupIsKilledAfterTheLimit) {
+    ASSERT_TRUE(write_file(holder_cgroup_.path() + "/cgroup.freeze", "1"));
+    auto sandbox = Sandbox::start(default_like_policy(), holder_cgroup_, {workdir_, "/workspace"});
+    ASSERT_TRUE(sandbox) << sandbox.error().describe();
+    const auto asked = std::chrono::steady_clock::now();
+    Status ready = sandbox->wait_until_ready(std::chrono::milliseconds(500));
+    const auto took = std::chrono::steady_clock::now() - asked;
+    ASSERT_FALSE(ready) << "a frozen holder reported its setup";
+    EXPECT_EQ(ready.error().code, ETIMEDOUT) << ready.error().describe();
+    EXPECT_NE(ready.error().describe().find("setup report did not come within 500 ms"),
+              std::string::npos)
+        << ready.error().describe();
+    EXPECT_LT(took, std::chrono::seconds(30));  // a hang, not a timing: the limit is 0.5 s
+    EXPECT_FALSE(sandbox->active());
+    auto populated = holder_cgroup_.populated();
+    ASSERT_TRUE(populated);
+    EXPECT_FALSE(*populated) << "the holder was left behind";
+    EXPECT_TRUE(write_file(holder_cgroup_.path() + "/cgroup.freeze", "0"));
+}
+
 TEST_F(SandboxTest, Sandbox_NoNamespacesMeansNoHolder) {
     Policy policy;
     auto sandbox = Sandbox::create(policy, holder_cgroup_, {workdir_, "/workspace"});

@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "isolation/cgroup.hpp"
 #include "http_client.hpp"
 #include "instance_leftovers.hpp"
+#include "isolation/cgroup.hpp"
 
 namespace corral::testing {
 
@@ -41,10 +41,9 @@ struct CorralFootprint {
                session_dirs == 0;
     }
     std::string describe() const {
-        return std::to_string(processes) + " processes, " + std::to_string(cgroups) +
-               " cgroups, " + std::to_string(v1_cgroups) + " v1 cgroups, " +
-               std::to_string(mounts) + " mounts, " + std::to_string(session_dirs) +
-               " session dirs";
+        return std::to_string(processes) + " processes, " + std::to_string(cgroups) + " cgroups, " +
+               std::to_string(v1_cgroups) + " v1 cgroups, " + std::to_string(mounts) + " mounts, " +
+               std::to_string(session_dirs) + " session dirs";
     }
 };
 
@@ -83,8 +82,8 @@ class CorraldProcess {
         ready_ = false;
         pid_ = ::fork();
         if (pid_ == 0) {
-            const int log = ::open((dir_ + "/corrald.log").c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+            const int log =
+                ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
             if (log >= 0) {
                 ::dup2(log, 1);
                 ::dup2(log, 2);
@@ -140,7 +139,9 @@ class CorraldProcess {
         return status;
     }
 
-    HttpClient client() const { return HttpClient::unix_socket(dir_ + "/corrald.sock"); }
+    HttpClient client() const { return HttpClient::unix_socket(socket_path()); }
+    /// Where the daemon listens (for tests that speak raw HTTP on it).
+    std::string socket_path() const { return dir_ + "/corrald.sock"; }
     std::string log() const {
         std::ifstream in(dir_ + "/corrald.log");
         return std::string(std::istreambuf_iterator<char>(in), {});
@@ -174,7 +175,8 @@ class CorraldProcess {
         std::ifstream procs(dir + "/cgroup.procs");
         for (pid_t pid; procs >> pid;) ++processes;
         size_t cgroups = 1;
-        for (const auto& child : subdirectory_names(dir)) cgroups += count_tree(dir + "/" + child, processes);
+        for (const auto& child : subdirectory_names(dir))
+            cgroups += count_tree(dir + "/" + child, processes);
         return cgroups;
     }
 
