@@ -1,17 +1,14 @@
 #include "isolation/child_report.hpp"
 
 #include <linux/sched.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <string>
 
 namespace corral {
 namespace {
@@ -78,27 +75,6 @@ Result<std::optional<ChildReport>> read_report(int fd) {
     if (got != sizeof report) return plain_error("truncated child report");
     report.step[sizeof report.step - 1] = '\0';
     return std::optional<ChildReport>{report};
-}
-
-int poll_timeout(std::optional<std::chrono::steady_clock::time_point> deadline) {
-    if (!deadline) return -1;
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
-    return static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT32_MAX));
-}
-
-Status await_report(int fd, std::optional<std::chrono::milliseconds> limit, const char* what) {
-    std::optional<std::chrono::steady_clock::time_point> deadline;
-    if (limit) deadline = std::chrono::steady_clock::now() + *limit;
-    for (;;) {
-        pollfd ready{fd, POLLIN, 0};
-        const int n = ::poll(&ready, 1, poll_timeout(deadline));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return sys_error(std::string("poll ") + what);
-        if (n > 0) return {};
-        return sys_error(ETIMEDOUT, std::string(what) + " did not come within " +
-                                        std::to_string(limit->count()) + " ms");
-    }
 }
 
 bool write_listener_report(int socket, int listener) noexcept {

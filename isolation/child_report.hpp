@@ -6,7 +6,6 @@
 
 #include <sys/types.h>
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
 
@@ -30,19 +29,6 @@ void write_failure_report(int fd, const char* step, int error) noexcept;
 void write_report(int fd, ChildReport::Kind kind, pid_t pid) noexcept;
 /// Parent side: reads one report; nullopt at end of file (the writer exec'd or died).
 Result<std::optional<ChildReport>> read_report(int fd);
-
-/// How long corrald waits for a child's or a holder's setup report (issue 12 item 1): a child
-/// stopped or frozen before execve, or a holder whose mounts do not return, is killed after this
-/// and the spawn or the session's creation fails with ETIMEDOUT saying so. The loop is blocked
-/// for at most this long, not for ever. `corral run` (no loop, one sandbox) waits as long as
-/// it takes.
-inline constexpr std::chrono::milliseconds kSetupReportLimit{std::chrono::seconds(10)};
-
-/// Parent side: waits until `fd` has a report or end of file, at most `limit` (none: as long as
-/// it takes). ETIMEDOUT naming `what` and the limit when it passed.
-Status await_report(int fd, std::optional<std::chrono::milliseconds> limit, const char* what);
-/// poll()'s timeout for the time left until `deadline` (-1: none).
-int poll_timeout(std::optional<std::chrono::steady_clock::time_point> deadline);
 
 /// Child side, over a SOCK_SEQPACKET socket: a `listener` report carrying the descriptor
 /// `listener` (SCM_RIGHTS). Async-signal-safe. Returns false with errno set.

@@ -27,6 +27,7 @@
 #include "isolation/child_report.hpp"
 #include "isolation/exit_reason.hpp"
 #include "isolation/namespaces.hpp"
+#include "isolation/setup_deadline.hpp"
 
 namespace corral {
 namespace {
@@ -253,14 +254,12 @@ void reap(const PidRef& child) {
 /// the listener report comes first; from then on the calls the child refuses before execve (a
 /// policy may refuse execve or write itself) are answered here, or it would wait forever.
 Result<std::optional<ChildReport>> await_exec(int report_fd, SeccompRefusals* refusals,
-                                              std::optional<std::chrono::milliseconds> limit) {
-    std::optional<std::chrono::steady_clock::time_point> deadline;
-    if (limit) deadline = std::chrono::steady_clock::now() + *limit;
+                                              SetupDeadline& deadline) {
     for (;;) {
         pollfd fds[2] = {{report_fd, POLLIN, 0}, {refusals ? refusals->fd() : -1, POLLIN, 0}};
         const nfds_t count =
             refusals != nullptr && refusals->attached() && !refusals->hung_up() ? 2 : 1;
-        const int ready = ::poll(fds, count, poll_timeout(deadline));
+        const int ready = ::poll(fds, count, deadline.poll_timeout());
         if (ready < 0) {
             if (errno == EINTR) continue;
             return sys_error("poll the child's report");
@@ -268,9 +267,9 @@ Result<std::optional<ChildReport>> await_exec(int report_fd, SeccompRefusals* re
         if (ready == 0) {
             // Issue 12 item 1: a child stopped (SIGSTOP) or frozen before execve never reports;
             // corrald's loop must not wait for it for ever. The caller kills and reaps it.
-            return sys_error(ETIMEDOUT, "the process did not reach execve within " +
-                                            std::to_string(limit->count()) +
-                                            " ms (stopped or frozen before it?); it was killed");
+            if (!deadline.expired()) continue;  // slow but running: another limit
+            return sys_error(ETIMEDOUT, "the process did not reach execve " + deadline.describe() +
+                                            " (stopped or frozen before it?); it was killed");
         }
         if (count == 2 && fds[1].revents != 0) refusals->serve(64);
         if (fds[0].revents == 0) continue;
@@ -380,8 +379,10 @@ Result<PidRef> launch(const LaunchSpec& spec) {
     pipe->write_end.reset();  // EOF once the child has exec'd or exited
     if (!started) return std::move(started.error());
     PidRef child = std::move(*started);
+    SetupDeadline deadline;
+    if (spec.setup_limit) deadline = SetupDeadline(*spec.setup_limit, child.pid());
     auto report = await_exec(pipe->read_end.get(),
-                             plan.hand_over_listener ? spec.refusals : nullptr, spec.setup_limit);
+                             plan.hand_over_listener ? spec.refusals : nullptr, deadline);
     if (!report) {
         (void)child.send_signal(SIGKILL);
         reap(child);

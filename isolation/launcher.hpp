@@ -53,9 +53,10 @@ struct LaunchSpec {
     /// attaches it here (answering the calls the child makes until execve). nullptr, or a
     /// confinement with nothing to count: the filter without a listener.
     SeccompRefusals* refusals = nullptr;
-    /// How long launch() waits for the child to reach execve (kSetupReportLimit in corrald):
-    /// a child stopped or frozen before it is killed after this, and launch() fails with
-    /// ETIMEDOUT. nullopt: as long as it takes (`corral run`, whose only work is this child).
+    /// How long launch() waits for the child to reach execve without it making progress
+    /// (kSetupReportLimit in corrald, setup_deadline.hpp): a child stopped or frozen before it is
+    /// killed after this, and launch() fails with ETIMEDOUT. nullopt: as long as it takes
+    /// (`corral run`, whose only work is this child).
     std::optional<std::chrono::milliseconds> setup_limit;
 };
 

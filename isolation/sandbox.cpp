@@ -21,6 +21,7 @@
 #include "isolation/child_report.hpp"
 #include "isolation/mounts.hpp"
 #include "isolation/namespaces.hpp"
+#include "isolation/setup_deadline.hpp"
 
 namespace corral {
 namespace {
@@ -397,8 +398,10 @@ Result<Sandbox> Sandbox::adopt(pid_t pid, uint64_t start_ticks, const Policy& po
 
 Status Sandbox::wait_until_ready(std::optional<std::chrono::milliseconds> limit) {
     if (!pending_report_) return {};
+    SetupDeadline deadline;
+    if (limit) deadline = SetupDeadline(*limit, holder_.pid());
     if (Status came =
-            await_report(pending_report_.get(), limit, "the namespace holder's setup report");
+            await_report(pending_report_.get(), deadline, "the namespace holder's setup report");
         !came) {
         pending_report_.reset();
         discard(holder_);

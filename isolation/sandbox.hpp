@@ -49,8 +49,9 @@ class Sandbox {
     static Result<Sandbox> create(const Policy& policy, const Cgroup& holder_cgroup,
                                   const WorkdirBinding& workdir,
                                   const std::string& resolv_conf = {});
-    /// create() waits at most kSetupReportLimit for the holder's setup (it runs on corrald's
-    /// loop; issue 12 item 1).
+    /// create() waits for the holder's setup as long as it makes progress, within
+    /// kSetupReportLimit / kSetupReportCeiling (it runs on corrald's loop; issue 12 item 1,
+    /// setup_deadline.hpp).
     /// create() in two halves, so the caller can do its own work while the holder mounts on
     /// another CPU: start() clones the holder, wait_until_ready() waits for its setup and, when
     /// that failed, ends it and returns the error. Launching into a sandbox that is not ready
@@ -58,9 +59,9 @@ class Sandbox {
     static Result<Sandbox> start(const Policy& policy, const Cgroup& holder_cgroup,
                                  const WorkdirBinding& workdir,
                                  const std::string& resolv_conf = {});
-    /// `limit`: how long to wait (none: as long as it takes); a holder that has not reported by
-    /// then (stopped, frozen, a mount that does not return) is killed and reaped, and the error
-    /// (ETIMEDOUT) says so.
+    /// `limit`: how long to wait while the holder uses no CPU (none: as long as it takes;
+    /// setup_deadline.hpp); a holder that has not reported by then (stopped, frozen, a mount that
+    /// does not return) is killed and reaped, and the error (ETIMEDOUT) says so.
     Status wait_until_ready(std::optional<std::chrono::milliseconds> limit = std::nullopt);
     /// Takes over the holder a previous run of the daemon started (DESIGN.md "Surviving the
     /// daemon"): `pid` must still run, have started at `start_ticks` and be in `holder_cgroup`

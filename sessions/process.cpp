@@ -10,6 +10,7 @@
 
 #include "base/pipe.hpp"
 #include "isolation/child_report.hpp"
+#include "isolation/setup_deadline.hpp"
 #include "sessions/child_reaper.hpp"
 
 namespace corral {
