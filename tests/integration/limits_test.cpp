@@ -1,7 +1,6 @@
 // Limits against the real kernel (root), with the backend this host gets (hybrid-v1 here: the
 // v2 tree tracks and kills, v1 controllers enforce). Every test's cgroups, v1 and v2, are
 // removed even when an assertion fails, and TearDown checks that nothing is left anywhere.
-#include "tests/integration/support/test_helpers.hpp"
 #include "isolation/limits.hpp"
 
 #include <fcntl.h>
@@ -28,6 +27,7 @@
 #include "isolation/launcher.hpp"
 #include "isolation/pid_ref.hpp"
 #include "isolation/systemd_scope.hpp"
+#include "tests/integration/support/test_helpers.hpp"
 
 namespace corral {
 namespace {
@@ -91,8 +91,8 @@ class LimitsTest : public ::testing::Test {
     }
 
     /// Forks a child that joins the session (the v2 cgroup.procs of its leaf `task`, then "0"
-    /// into every v1 join fd, `tasks`, as the launcher's child does) and runs `body`; returns once it has
-    /// joined. A leaf, as corral's processes have: on v2 the backend sets the session's
+    /// into every v1 join fd, `tasks`, as the launcher's child does) and runs `body`; returns once
+    /// it has joined. A leaf, as corral's processes have: on v2 the backend sets the session's
     /// subtree_control, and no process may then join the session cgroup itself (EBUSY).
     PidRef start(std::function<void()> body) {
         int ready[2];
@@ -364,13 +364,14 @@ TEST_F(LimitsTest, Limits_LaunchedCommandHasTheV1CgroupsOnEveryThreadAndTheCalle
     const auto thread_at = out.find("@thread"), main_at = out.find("@main");
     ASSERT_NE(thread_at, std::string::npos) << out;
     ASSERT_NE(main_at, std::string::npos) << out;
-    const std::string of_thread = thread_at < main_at ? out.substr(thread_at, main_at - thread_at)
-                                                      : out.substr(thread_at);
-    const std::string of_main = main_at < thread_at ? out.substr(main_at, thread_at - main_at)
-                                                    : out.substr(main_at);
+    const std::string of_thread =
+        thread_at < main_at ? out.substr(thread_at, main_at - thread_at) : out.substr(thread_at);
+    const std::string of_main =
+        main_at < thread_at ? out.substr(main_at, thread_at - main_at) : out.substr(main_at);
     const std::string session_dir = "/corral-" + name_;
     for (const auto& controller : controllers) {
-        for (const auto& [who, text] : {std::pair{"main thread", of_main}, {"new thread", of_thread}}) {
+        for (const auto& [who, text] :
+             {std::pair{"main thread", of_main}, {"new thread", of_thread}}) {
             const std::string path = v1_path_in(text, controller);
             EXPECT_TRUE(path.size() >= session_dir.size() &&
                         path.compare(path.size() - session_dir.size(), session_dir.size(),
