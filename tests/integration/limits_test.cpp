@@ -342,7 +342,10 @@ TEST_F(LimitsTest, Limits_LaunchedCommandHasTheV1CgroupsOnEveryThreadAndTheCalle
     UniqueFd read_end(fds[0]), write_end(fds[1]);
     LaunchSpec spec;
     spec.argv = {"/usr/bin/python3", "-c",
-                 "import threading\n"
+                 "import os, threading\n"
+                 "paths = ['/proc/self/fd/' + f for f in os.listdir('/proc/self/fd')]\n"
+                 "fds = [os.readlink(p) for p in paths if os.path.lexists(p)]\n"
+                 "print('@fds', fds, flush=True)\n"
                  "def show(tag):\n"
                  "    print('@' + tag, flush=True)\n"
                  "    print(open('/proc/thread-self/cgroup').read(), flush=True)\n"
@@ -381,6 +384,12 @@ TEST_F(LimitsTest, Limits_LaunchedCommandHasTheV1CgroupsOnEveryThreadAndTheCalle
         }
     }
     EXPECT_EQ(cgroups_of_our_threads(), before) << "a caller thread changed cgroups";
+    // The join fds are close-on-exec: the command holds no way into a v1 cgroup of its own.
+    const auto fds_at = out.find("@fds");
+    ASSERT_NE(fds_at, std::string::npos) << out;
+    const std::string open_fds = out.substr(fds_at, out.find('\n', fds_at) - fds_at);
+    EXPECT_EQ(open_fds.find("/tasks"), std::string::npos) << open_fds;
+    EXPECT_EQ(open_fds.find("cgroup.procs"), std::string::npos) << open_fds;
 }
 
 // Issue 11.3: on a pure v2 host the cases above must run the unified backend, with the limit
