@@ -186,9 +186,11 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
     child_fail(report_fd, plan.exec_step.c_str(), error);
 }
 
-/// Joins the v1 controller cgroups (the v2 one is already set by clone3 or the parent).
+/// Joins the v1 controller cgroups (the v2 one is already set by clone3 or the parent). The fds
+/// are `tasks` files and "0" moves only the calling thread: this child is a fresh clone with one
+/// thread, so that is the whole process, and everything it starts after execve inherits it.
 bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
-    for (int fd : spec.extra_cgroup_procs_fds) {
+    for (int fd : spec.v1_join_fds) {
         ssize_t n;
         do {
             n = ::pwrite(fd, "0", 1, 0);

@@ -35,7 +35,7 @@ struct LaunchSpec {
     std::vector<std::string> env;   ///< "KEY=VALUE"
     std::string cwd;                ///< inside the sandbox; must exist
     int cgroup_fd = -1;             ///< v2 leaf (Cgroup::dir_fd); required
-    std::vector<int> extra_cgroup_procs_fds;  ///< v1 cgroup.procs files: the child writes "0"
+    std::vector<int> v1_join_fds;   ///< v1 `tasks` files: the child writes "0"
     int namespace_holder_pidfd = -1;          ///< -1: no namespaces to join
     int namespace_flags = 0;                  ///< CLONE_NEW* of the holder
     int stdin_fd = -1;                        ///< -1: /dev/null

@@ -7,7 +7,7 @@
 //    cgroup.subtree_control of every cgroup from ours down to the session's parent.
 //  - hybrid:  the v2 tree (which tracks and kills) has no controllers, so limits go on v1
 //    cgroups `<our v1 cgroup>/corral-<session>` that every process of the session also joins
-//    (the launcher's child writes "0" into their cgroup.procs: LaunchSpec::extra_cgroup_procs_fds).
+//    (the launcher's child writes "0" into their `tasks` files: LaunchSpec::v1_join_fds).
 //
 // Enforcement is honest: with Enforcement::strict a limit the host cannot enforce is an error
 // naming the limit and the reason; with best_effort it is listed in not_enforced().
@@ -61,8 +61,10 @@ class SessionLimits {
   public:
     virtual ~SessionLimits();
 
-    /// v1 cgroup.procs fds (O_WRONLY|O_CLOEXEC) the launcher's child writes "0" into so that it
-    /// joins the session's v1 cgroups before exec. Empty on unified hosts.
+    /// v1 `tasks` fds (O_WRONLY|O_CLOEXEC) the launcher's child writes "0" into so that it
+    /// joins the session's v1 cgroups before exec; the child is single-threaded then, so moving
+    /// its one thread moves the whole process (limits_hybrid_v1.cpp says why not cgroup.procs).
+    /// Empty on unified hosts.
     virtual std::vector<int> join_fds() const = 0;
     /// Session usage: cpu from v2 cpu.stat; memory/pids/io from whichever hierarchy has them.
     virtual ResourceUsage usage() const = 0;

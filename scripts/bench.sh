@@ -125,6 +125,7 @@ if wants launch; then
         "bare posix_spawn+wait=/bin/true" \
         --cpu-reference "bwrap default-equiv + corral's seccomp" \
         "corral default=$corral run --policy default -- /bin/true" \
+        "corral strict=$corral run --policy strict -- /bin/true" \
         "bwrap default-equiv + corral's seccomp=bwrap $bwrap_default --seccomp 9 -- /bin/true" \
         "bwrap default-equiv (no seccomp)=bwrap $bwrap_default -- /bin/true" \
         "firejail default-equiv=$fj --net=none --seccomp --caps.drop=all --private-tmp --nonewprivs -- /bin/true" | collect
@@ -132,7 +133,8 @@ if wants launch; then
         # Cross-check of the same cases with an independent tool (means, in the log only).
         hyperfine -N -w 3 -r "$runs" --export-markdown "$work/hyperfine.md" \
             "/bin/true" "$corral run --policy none -- /bin/true" \
-            "$corral run --policy default -- /bin/true" >"$work/hyperfine.log" 2>&1 &&
+            "$corral run --policy default -- /bin/true" \
+            "$corral run --policy strict -- /bin/true" >"$work/hyperfine.log" 2>&1 &&
             { echo "== hyperfine cross-check (means) ==" >&2; cat "$work/hyperfine.md" >&2; }
     fi
 fi

@@ -34,7 +34,7 @@ LaunchSpec base_launch_spec(const ProcessSetup& setup, const Cgroup& leaf) {
     spec.env = setup.env;
     spec.cwd = setup.cwd;
     spec.cgroup_fd = leaf.dir_fd();
-    spec.extra_cgroup_procs_fds = setup.limit_join_fds;
+    spec.v1_join_fds = setup.limit_join_fds;
     spec.namespace_holder_pidfd = setup.holder_pidfd;
     spec.namespace_flags = setup.namespace_flags;
     spec.new_session = true;

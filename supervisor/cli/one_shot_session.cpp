@@ -215,7 +215,7 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
     spec.env = build_environment(policy.env, environ, request.env_set, request.env_unset);
     spec.cwd = workdir.command_cwd;
     spec.cgroup_fd = res.main_leaf.dir_fd();
-    spec.extra_cgroup_procs_fds = res.limits->join_fds();
+    spec.v1_join_fds = res.limits->join_fds();
     if (res.sandbox.active()) {
         spec.namespace_holder_pidfd = res.sandbox.holder_pidfd();
         spec.namespace_flags = res.sandbox.namespace_flags();

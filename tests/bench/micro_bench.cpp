@@ -1,7 +1,8 @@
 // Google Benchmark micro-benchmarks of kernel steps a corral launch is made of, to explain the
 // launch table: waiting for cgroup.events with an inotify instance (whose close() waits for an
 // SRCU grace period) against poll(POLLPRI) on the file itself, creating/removing a cgroup, and
-// joining a v1 cgroup (the first write to a v1 cgroup.procs waits for an RCU grace period).
+// joining a v1 cgroup (the first write to a v1 cgroup.procs waits for an RCU grace period; the
+// same join through `tasks` does not).
 // Needs root and a cgroup2 mount; a benchmark that cannot run here says why (SkipWithError).
 
 #include <benchmark/benchmark.h>
@@ -127,6 +128,20 @@ void BM_ForkJoinExit_V1Pids(benchmark::State& state) {
     ::rmdir(dir.c_str());
 }
 BENCHMARK(BM_ForkJoinExit_V1Pids)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+/// The same join through the v1 `tasks` file, as the launcher's child does it (it is
+/// single-threaded): "0" there moves only the writing thread, which the kernel does without
+/// cgroup_threadgroup_rwsem, so no grace period (isolation/limits_hybrid_v1.cpp).
+void BM_ForkJoinExit_V1PidsTasks(benchmark::State& state) {
+    std::string dir = "/sys/fs/cgroup/pids/corral-bench-micro-" + std::to_string(::getpid());
+    if (::mkdir(dir.c_str(), 0755) != 0) return state.SkipWithError("no v1 pids hierarchy here");
+    fork_join_exit(state, dir + "/tasks");
+    ::rmdir(dir.c_str());
+}
+BENCHMARK(BM_ForkJoinExit_V1PidsTasks)
+    ->Iterations(20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 /// Baseline for the two above: fork + exit + wait, no cgroup write.
 void BM_ForkExit(benchmark::State& state) {

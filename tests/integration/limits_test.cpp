@@ -1,7 +1,6 @@
 // Limits against the real kernel (root), with the backend this host gets (hybrid-v1 here: the
 // v2 tree tracks and kills, v1 controllers enforce). Every test's cgroups, v1 and v2, are
 // removed even when an assertion fails, and TearDown checks that nothing is left anywhere.
-#include "tests/integration/support/test_helpers.hpp"
 #include "isolation/limits.hpp"
 
 #include <fcntl.h>
@@ -17,12 +16,18 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <map>
+#include <sstream>
+#include <thread>
 
+#include "base/directory_listing.hpp"
 #include "base/file_io.hpp"
 #include "isolation/cgroup.hpp"
 #include "isolation/cgroup_placement.hpp"
+#include "isolation/launcher.hpp"
 #include "isolation/pid_ref.hpp"
 #include "isolation/systemd_scope.hpp"
+#include "tests/integration/support/test_helpers.hpp"
 
 namespace corral {
 namespace {
@@ -86,8 +91,8 @@ class LimitsTest : public ::testing::Test {
     }
 
     /// Forks a child that joins the session (the v2 cgroup.procs of its leaf `task`, then "0"
-    /// into every v1 join fd, as the launcher's child does) and runs `body`; returns once it has
-    /// joined. A leaf, as corral's processes have: on v2 the backend sets the session's
+    /// into every v1 join fd, `tasks`, as the launcher's child does) and runs `body`; returns once
+    /// it has joined. A leaf, as corral's processes have: on v2 the backend sets the session's
     /// subtree_control, and no process may then join the session cgroup itself (EBUSY).
     PidRef start(std::function<void()> body) {
         int ready[2];
@@ -264,6 +269,127 @@ TEST_F(LimitsTest, Limits_UsageIsPlausibleWithoutAnyLimit) {
         EXPECT_GE(*usage.pids_peak, 1u);
     }
     EXPECT_EQ(usage.oom_kills, 0u);
+}
+
+/// The cgroup path `controller` has in a /proc/<pid>/cgroup text ("7:pids:/a/b" lines; joint
+/// hierarchies list several controllers, "4:cpu,cpuacct:/x"); empty when no line names it.
+std::string v1_path_in(const std::string& cgroup_text, const std::string& controller) {
+    std::istringstream lines(cgroup_text);
+    for (std::string line; std::getline(lines, line);) {
+        auto first = line.find(':'), second = line.find(':', first + 1);
+        if (first == std::string::npos || second == std::string::npos) continue;
+        std::istringstream names(line.substr(first + 1, second - first - 1));
+        for (std::string name; std::getline(names, name, ',');)
+            if (name == controller) return line.substr(second + 1);
+    }
+    return "";
+}
+
+/// Every thread of this process: tid -> its /proc/self/task/<tid>/cgroup text.
+std::map<std::string, std::string> cgroups_of_our_threads() {
+    std::map<std::string, std::string> threads;
+    for (const auto& tid : subdirectory_names("/proc/self/task"))
+        if (auto text = read_file("/proc/self/task/" + tid + "/cgroup")) threads[tid] = *text;
+    return threads;
+}
+
+// Issue 17.10: the launcher's child joins the v1 cgroups through their `tasks` files, which move
+// only the writing thread (the kernel then skips the host-wide threadgroup lock whose RCU grace
+// period made `strict` launches ~15 ms slower). That must still put the whole command in them:
+// the threads it starts after execve inherit them. And the caller -- corrald has many threads --
+// must not move at all: corral never moves a process out of its own v1 cgroups (DESIGN.md,
+// "Limits"), and a join that took the caller's threads along would do exactly that.
+TEST_F(LimitsTest, Limits_LaunchedCommandHasTheV1CgroupsOnEveryThreadAndTheCallerStays) {
+    if (host_.layout != CgroupLayout::hybrid) GTEST_SKIP() << "no v1 cgroups to join here";
+    if (!exists("/usr/bin/python3")) GTEST_SKIP() << "needs /usr/bin/python3 (threads)";
+    std::vector<std::string> controllers;
+    Limits limits;
+    if (backend_->support().get(LimitKind::pids).enforceable) {
+        limits.pids = 64;
+        controllers.push_back("pids");
+    }
+    if (backend_->support().get(LimitKind::memory).enforceable) {
+        limits.memory = 256ull << 20;
+        controllers.push_back("memory");
+    }
+    if (controllers.empty()) GTEST_SKIP() << "neither v1 pids nor v1 memory limits here";
+    ASSERT_TRUE(apply(limits));
+    ASSERT_EQ(limits_->join_fds().size(), controllers.size());
+    auto leaf = session_.create_child("task");
+    ASSERT_TRUE(leaf) << leaf.error().describe();
+    task_ = std::move(*leaf);
+
+    // Caller threads alive across the launch, as corrald's are.
+    std::atomic<bool> release{false};
+    std::vector<std::thread> helpers;
+    for (int i = 0; i < 3; ++i)
+        helpers.emplace_back([&release] {
+            while (!release) ::usleep(1000);
+        });
+    struct Join {
+        std::atomic<bool>& release;
+        std::vector<std::thread>& threads;
+        ~Join() {
+            release = true;
+            for (auto& thread : threads) thread.join();
+        }
+    } join{release, helpers};
+    const auto before = cgroups_of_our_threads();
+    ASSERT_GE(before.size(), 4u);
+
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    UniqueFd read_end(fds[0]), write_end(fds[1]);
+    LaunchSpec spec;
+    spec.argv = {"/usr/bin/python3", "-c",
+                 "import os, threading\n"
+                 "paths = ['/proc/self/fd/' + f for f in os.listdir('/proc/self/fd')]\n"
+                 "fds = [os.readlink(p) for p in paths if os.path.lexists(p)]\n"
+                 "print('@fds', fds, flush=True)\n"
+                 "def show(tag):\n"
+                 "    print('@' + tag, flush=True)\n"
+                 "    print(open('/proc/thread-self/cgroup').read(), flush=True)\n"
+                 "t = threading.Thread(target=show, args=('thread',))\n"
+                 "t.start(); t.join(); show('main')\n"};
+    spec.env = {"PATH=/usr/bin:/bin"};
+    spec.cwd = "/";
+    spec.cgroup_fd = task_.dir_fd();
+    spec.v1_join_fds = limits_->join_fds();
+    spec.stdout_fd = write_end.get();
+    auto child = launch(spec);
+    write_end.reset();
+    ASSERT_TRUE(child) << child.error().describe();
+    const std::string out = drain(read_end.get());
+    auto status = child->wait();
+    ASSERT_TRUE(status) << status.error().describe();
+    EXPECT_TRUE(status->exited && status->code == 0) << out;
+
+    const auto thread_at = out.find("@thread"), main_at = out.find("@main");
+    ASSERT_NE(thread_at, std::string::npos) << out;
+    ASSERT_NE(main_at, std::string::npos) << out;
+    const std::string of_thread =
+        thread_at < main_at ? out.substr(thread_at, main_at - thread_at) : out.substr(thread_at);
+    const std::string of_main =
+        main_at < thread_at ? out.substr(main_at, thread_at - main_at) : out.substr(main_at);
+    const std::string session_dir = "/corral-" + name_;
+    for (const auto& controller : controllers) {
+        for (const auto& [who, text] :
+             {std::pair{"main thread", of_main}, {"new thread", of_thread}}) {
+            const std::string path = v1_path_in(text, controller);
+            EXPECT_TRUE(path.size() >= session_dir.size() &&
+                        path.compare(path.size() - session_dir.size(), session_dir.size(),
+                                     session_dir) == 0)
+                << "the command's " << who << " is in v1 " << controller << " `" << path
+                << "`, not the session's";
+        }
+    }
+    EXPECT_EQ(cgroups_of_our_threads(), before) << "a caller thread changed cgroups";
+    // The join fds are close-on-exec: the command holds no way into a v1 cgroup of its own.
+    const auto fds_at = out.find("@fds");
+    ASSERT_NE(fds_at, std::string::npos) << out;
+    const std::string open_fds = out.substr(fds_at, out.find('\n', fds_at) - fds_at);
+    EXPECT_EQ(open_fds.find("/tasks"), std::string::npos) << open_fds;
+    EXPECT_EQ(open_fds.find("cgroup.procs"), std::string::npos) << open_fds;
 }
 
 // Issue 11.3: on a pure v2 host the cases above must run the unified backend, with the limit

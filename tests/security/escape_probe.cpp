@@ -326,6 +326,14 @@ int cgroup_escape(const char* token) {
         }
         say(procs, fd);
         if (fd >= 0) close(fd);
+        // v1's per-thread file: corral's own join writes "0" there (limits_hybrid_v1.cpp); a
+        // thread that could do the same in a root cgroup would fork past the session's limits.
+        if (v1) {
+            std::string tasks = std::string(mount_point) + "/tasks";
+            int tfd = open(tasks.c_str(), O_WRONLY | O_CLOEXEC);
+            say(tasks, tfd);
+            if (tfd >= 0) close(tfd);
+        }
         std::string release = std::string(mount_point) + "/release_agent";
         if (v1 && access(release.c_str(), F_OK) == 0) {
             int rfd = open(release.c_str(), O_WRONLY | O_CLOEXEC);

@@ -34,9 +34,10 @@ class ProcessEscape : public SandboxTest, public ::testing::WithParamInterface<c
 };
 
 // A process that moves itself out of the session's cgroup is no longer tracked or killed with it:
-// CVE-2022-0492 (cgroup v1 release_agent written from a container), and plain cgroup.procs moves
-// wherever cgroupfs is writable. The probe tries every cgroup mount it can see, then leaves a
-// setsid'd daemon behind, which must die with the session all the same.
+// CVE-2022-0492 (cgroup v1 release_agent written from a container), and plain cgroup.procs (or
+// v1 `tasks`, a thread at a time) moves wherever cgroupfs is writable. The probe tries every cgroup
+// mount it can see, then leaves a setsid'd daemon behind, which must die with the session all the
+// same.
 TEST_P(ProcessEscape, CannotLeaveTheSessionCgroup_CVE_2022_0492) {
     const std::string token = unique_token();
     auto r = attack(GetParam(), {"cgroup-escape", token});
