@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -26,15 +28,23 @@
 namespace corral {
 namespace {
 
+/// How long a restart waits for a holder to serve what the previous run queued in its store.
+constexpr std::chrono::milliseconds kStoreTakeOverBound{2000};
+
 /// What the holder needs after clone, all computed beforehand.
 struct HolderPlan {
     int flags = 0;
     PreparedMounts mounts;
     std::string hostname;
     int report_fd = -1;
-    int go_fd = -1;        ///< user namespace: wait until the parent wrote the id maps
-    int go_write_fd = -1;  ///< the parent's end, closed at once (see holder_main)
-    int lease_fd = -1;     ///< the uid range's lock: kept open for the holder's whole life
+    int go_fd = -1;            ///< user namespace: wait until the parent wrote the id maps
+    int go_write_fd = -1;      ///< the parent's end, closed at once (see holder_main)
+    int lease_fd = -1;         ///< the uid range's lock: kept open for the holder's whole life
+    int store_holder_fd = -1;  ///< descriptor store: the holder's end (-1: no store)
+    int store_daemon_fd = -1;  ///< and its copy of the daemon's end (descriptor_store.hpp)
+    /// Test seam (SandboxOptions::rehearse_suid_dumpable): what the kernel does on a host with
+    /// fs.suid_dumpable=1 after a credential change, without touching the host's sysctl.
+    bool rehearse_suid_dumpable = false;
     bool drop_groups =
         false;  ///< root wrote the id maps: clear supplementary groups (namespaces.hpp)
 };
@@ -45,31 +55,74 @@ struct HolderPlan {
 }
 
 /// Drops every inherited descriptor (the daemon's sockets, other sessions' pipes) and points
-/// stdio at /dev/null: the holder lives as long as the session and must not keep them open. The
-/// uid range's lock alone stays (as fd 3): while the holder lives, its namespaces do, and no other
-/// session may be given the same host ids (id_range.hpp).
-void release_descriptors(int keep) noexcept {
-    // Out of the way first: with a closed stdin the lock may itself be fd 0, 1 or 2.
-    int moved = keep >= 0 ? ::fcntl(keep, F_DUPFD, 10) : -1;
+/// stdio at /dev/null: the holder lives as long as the session and must not keep them open. What
+/// stays: the uid range's lock as fd 3 (while the holder lives, its namespaces do, and no other
+/// session may be given the same host ids: id_range.hpp), and the descriptor store's two ends at
+/// kStoreHolderFd and kStoreDaemonFd (descriptor_store.hpp).
+void release_descriptors(const HolderPlan& plan) noexcept {
+    const int kept[3] = {plan.lease_fd, plan.store_holder_fd, plan.store_daemon_fd};
+    const int fixed[3] = {3, kStoreHolderFd, kStoreDaemonFd};
+    static_assert(kStoreHolderFd == 4 && kStoreDaemonFd == 5 && kFirstStoreSlot > 5);
+    // Out of the way first: with a closed stdin a kept one may itself be fd 0..5.
+    int moved[3];
+    for (int i = 0; i < 3; ++i) moved[i] = kept[i] >= 0 ? ::fcntl(kept[i], F_DUPFD, 64) : -1;
     int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) {
         for (int i = 0; i < 3; ++i) ::dup2(null, i);
     }
-    unsigned first = 3;
-    if (moved >= 0 && ::dup2(moved, 3) == 3) first = 4;
-    ::close_range(first, ~0U, 0);
+    for (int i = 0; i < 3; ++i) {
+        if (moved[i] < 0 || ::dup2(moved[i], fixed[i]) != fixed[i]) ::close(fixed[i]);
+    }
+    ::close_range(kStoreDaemonFd + 1, ~0U, 0);
+}
+
+/// A credential change (setresuid & co.) makes the kernel reset the dumpable flag to
+/// fs.suid_dumpable, which is 1 on some hosts: a dumpable holder could be ptraced, and its
+/// /proc/1/fd and pidfd_getfd opened, by any process of the session with CAP_SYS_PTRACE in its
+/// user namespace — every held pipe and the store's channel with them (CVE-2019-5736 was runc's
+/// /proc/self/exe reached the same way). So it is set again after every credential change, and
+/// checked before the holder says it is ready and before it serves the store.
+bool stay_non_dumpable() noexcept {
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    return ::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0;
+}
+
+/// Reaps every exited child (PID 1 of a pid namespace inherits the session's orphans).
+void reap_children() noexcept {
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
 }
 
 /// The holder's life after setup. As PID 1 of a pid namespace it reaps every orphan of the
 /// session; it ends only by SIGKILL (Sandbox::stop) or cgroup.kill. All signals stay blocked:
 /// a session-wide SIGTERM must not take the namespaces away from the processes still running.
-[[noreturn]] void hold_forever(bool pid_namespace) noexcept {
+/// With a descriptor store it also serves the store's requests; SIGCHLD then comes through a
+/// signalfd, so one poll() waits for both.
+[[noreturn]] void hold_forever(bool pid_namespace, bool store) noexcept {
     sigset_t all;
     sigfillset(&all);
     ::sigprocmask(SIG_SETMASK, &all, nullptr);
     sigset_t child;
     sigemptyset(&child);
     sigaddset(&child, SIGCHLD);
+    const int children =
+        store && pid_namespace ? ::signalfd(-1, &child, SFD_NONBLOCK | SFD_CLOEXEC) : -1;
+    // Without a signalfd (EMFILE) the store is not served: its slots stay empty, and a restart
+    // adopts the session's processes without their output (take() answers EBADF).
+    if (store && (!pid_namespace || children >= 0)) {
+        for (;;) {
+            reap_children();
+            pollfd ready[2] = {{kStoreHolderFd, POLLIN, 0}, {children, POLLIN, 0}};
+            if (::poll(ready, children >= 0 ? 2 : 1, -1) < 0) continue;
+            if (ready[1].revents != 0) {
+                signalfd_siginfo info;
+                while (::read(children, &info, sizeof info) > 0) {
+                }
+            }
+            if (ready[0].revents & POLLNVAL) break;  // no channel after all: hold on without
+            if (ready[0].revents != 0) serve_store_requests();
+        }
+    }
     for (;;) {
         siginfo_t info;
         ::sigwaitinfo(pid_namespace ? &child : &all, &info);
@@ -96,6 +149,8 @@ void release_descriptors(int keep) noexcept {
         if (n != 1) ::_exit(127);  // the parent gave up
         if (!become_namespace_root(plan.drop_groups))
             holder_fail(plan, "become root of the user namespace", errno);
+        if (plan.rehearse_suid_dumpable) ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        if (!stay_non_dumpable()) holder_fail(plan, "stay non-dumpable", EPERM);
     }
     ::umask(022);
     if (plan.flags & CLONE_NEWNS) {
@@ -105,9 +160,10 @@ void release_descriptors(int keep) noexcept {
         holder_fail(plan, "sethostname", errno);
     if ((plan.flags & CLONE_NEWNET) && !bring_loopback_up())
         holder_fail(plan, "bring up lo", errno);
+    if (!stay_non_dumpable()) holder_fail(plan, "stay non-dumpable", EPERM);
     write_report(plan.report_fd, ChildReport::ready, ::getpid());
-    release_descriptors(plan.lease_fd);
-    hold_forever(plan.flags & CLONE_NEWPID);
+    release_descriptors(plan);
+    hold_forever(plan.flags & CLONE_NEWPID, plan.store_holder_fd >= 0);
 }
 
 Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workdir, int flags,
@@ -215,6 +271,7 @@ Sandbox::Sandbox(Sandbox&& other) noexcept
       adopted_(std::exchange(other.adopted_, false)),
       flags_(std::exchange(other.flags_, 0)),
       pending_report_(std::move(other.pending_report_)),
+      store_(std::move(other.store_)),
       lease_(std::move(other.lease_)),
       identity_(std::exchange(other.identity_, std::nullopt)),
       workdir_warning_(std::move(other.workdir_warning_)) {}
@@ -226,6 +283,7 @@ Sandbox& Sandbox::operator=(Sandbox&& other) noexcept {
         adopted_ = std::exchange(other.adopted_, false);
         flags_ = std::exchange(other.flags_, 0);
         pending_report_ = std::move(other.pending_report_);
+        store_ = std::move(other.store_);
         lease_ = std::move(other.lease_);
         identity_ = std::exchange(other.identity_, std::nullopt);
         workdir_warning_ = std::move(other.workdir_warning_);
@@ -246,7 +304,22 @@ void Sandbox::stop() {
     (void)holder_.send_signal(SIGKILL);
     if (!adopted_) (void)holder_.wait();  // an adopted one is not ours to reap
     holder_ = PidRef{};
+    store_ = DescriptorStore{};
     lease_ = IdRangeLease{};
+}
+
+Status Sandbox::hold_output(int slot, std::span<const int> fds) {
+    if (!keeps_output()) return sys_error(ENOTSUP, "the session's holder keeps no descriptors");
+    return store_.hold(slot, fds);
+}
+
+void Sandbox::release_output(int slot, int count) {
+    if (keeps_output()) store_.release(slot, count);
+}
+
+Result<UniqueFd> Sandbox::take_output(int slot) const {
+    if (!holder_.valid()) return sys_error(ESRCH, "no holder");
+    return DescriptorStore::take(holder_.pidfd(), slot);
 }
 
 bool Sandbox::try_reap() {
@@ -255,6 +328,7 @@ bool Sandbox::try_reap() {
         // waitid would say ECHILD while it still runs: its pidfd is readable once it exited.
         if (!pidfd_exited(holder_.pidfd())) return false;
         holder_ = PidRef{};
+        store_ = DescriptorStore{};
         lease_ = IdRangeLease{};
         return true;
     }
@@ -266,6 +340,7 @@ bool Sandbox::try_reap() {
     // keep a slot of the 4094 and a descriptor.
     holder_ = PidRef{};
     pending_report_.reset();
+    store_ = DescriptorStore{};
     lease_ = IdRangeLease{};
     return true;
 }
@@ -276,6 +351,7 @@ pid_t Sandbox::release() {
     const pid_t pid = holder_.pid();
     holder_ = PidRef{};
     pending_report_.reset();
+    store_ = DescriptorStore{};
     // The holder keeps its own copy of the lease's lock until it has exited, so the slot stays
     // taken exactly as long as the namespaces live; ours can go now.
     lease_ = IdRangeLease{};
@@ -287,17 +363,19 @@ bool Sandbox::needed(const Policy& policy) {
 }
 
 Result<Sandbox> Sandbox::create(const Policy& policy, const Cgroup& holder_cgroup,
-                                const WorkdirBinding& workdir, const std::string& resolv_conf) {
-    auto sandbox = start(policy, holder_cgroup, workdir, resolv_conf);
+                                const WorkdirBinding& workdir, const std::string& resolv_conf,
+                                const SandboxOptions& options) {
+    auto sandbox = start(policy, holder_cgroup, workdir, resolv_conf, options);
     if (!sandbox) return sandbox;
     CORRAL_TRY(sandbox->wait_until_ready(kSetupReportLimit), "");
     return sandbox;
 }
 
 Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup,
-                               const WorkdirBinding& workdir, const std::string& resolv_conf) {
+                               const WorkdirBinding& workdir, const std::string& resolv_conf,
+                               const SandboxOptions& options) {
     int flags = namespace_clone_flags(policy.namespaces);
-    if (flags == 0) return Sandbox{};
+    if (flags == 0 && !options.keep_output) return Sandbox{};
     if (!holder_cgroup.valid()) return plain_error("namespace holder: no cgroup given");
     Sandbox sandbox;
     std::optional<UserNamespaceIds> ids;
@@ -324,6 +402,15 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     auto plan = plan_holder(policy, workdir, flags, reach, resolv_conf);
     if (!plan) return std::move(plan.error());
     plan->lease_fd = sandbox.lease_.valid() ? sandbox.lease_.lock_fd() : -1;
+    plan->rehearse_suid_dumpable = options.rehearse_suid_dumpable;
+    UniqueFd store_holder_end;  // the holder's copy only: ours is closed after the clone
+    if (options.keep_output) {
+        auto store = DescriptorStore::create(store_holder_end);
+        if (!store) return std::move(store.error().context("namespace holder"));
+        sandbox.store_ = std::move(*store);
+        plan->store_holder_fd = store_holder_end.get();
+        plan->store_daemon_fd = sandbox.store_.channel_fd();
+    }
 
     auto report = make_pipe();
     if (!report) return std::move(report.error());
@@ -344,6 +431,7 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     if (pid == 0) holder_main(*plan);
     PidRef holder(pid, UniqueFd(pidfd));
     report->write_end.reset();
+    store_holder_end.reset();
     go.read_end.reset();
 
     if (ids) {
@@ -377,9 +465,10 @@ bool mapped_outside(pid_t pid, const char* map, unsigned id) {
 }  // namespace
 
 Result<Sandbox> Sandbox::adopt(pid_t pid, uint64_t start_ticks, const Policy& policy,
-                               const Cgroup& holder_cgroup, std::optional<HostIdentity> identity) {
+                               const Cgroup& holder_cgroup, std::optional<HostIdentity> identity,
+                               std::vector<std::string>* notes) {
     const int flags = namespace_clone_flags(policy.namespaces);
-    if (flags == 0) return Sandbox{};
+    if (flags == 0 && pid <= 0) return Sandbox{};  // no namespaces, no keeper
     if (!holder_cgroup.valid()) return plain_error("namespace holder: no cgroup given");
     auto holder = open_verified_process(pid, start_ticks, holder_cgroup.path());
     if (!holder) return std::move(holder.error().context("namespace holder"));
@@ -393,6 +482,13 @@ Result<Sandbox> Sandbox::adopt(pid_t pid, uint64_t start_ticks, const Policy& po
     sandbox.holder_ = std::move(*holder);
     sandbox.adopted_ = true;
     sandbox.flags_ = flags;
+    // A holder started without a store (--keep-output=off, or an older daemon) has nothing at
+    // kStoreDaemonFd: pidfd_getfd says EBADF, and the session is adopted without its output.
+    if (auto store = DescriptorStore::take_over(sandbox.holder_.pidfd(), kStoreTakeOverBound)) {
+        sandbox.store_ = std::move(*store);
+    } else if (notes != nullptr && store.error().code != EBADF) {
+        notes->push_back(store.error().describe());
+    }
     return sandbox;
 }
 

@@ -8,12 +8,14 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/cgroup.hpp"
+#include "isolation/descriptor_store.hpp"
 #include "isolation/id_range.hpp"
 #include "isolation/mount_plan.hpp"
 #include "isolation/pid_ref.hpp"
@@ -25,6 +27,18 @@ namespace corral {
 struct HostIdentity {
     uid_t uid = 0;
     gid_t gid = 0;
+};
+
+/// How a holder is started beyond what the policy says.
+struct SandboxOptions {
+    /// Give the holder a descriptor store (descriptor_store.hpp), so a process's output pipes
+    /// outlive the daemon. With a policy that asks for no namespace, a holder without any (a
+    /// "keeper") is started for it alone.
+    bool keep_output = false;
+    /// Test seam: the holder behaves as the kernel does on a host with fs.suid_dumpable=1 (its
+    /// dumpable flag is reset to 1 by its credential change), so a test can prove it becomes
+    /// non-dumpable again without changing the host's sysctl. Never set by the daemon.
+    bool rehearse_suid_dumpable = false;
 };
 
 /// The running holder of a session's namespaces.
@@ -48,7 +62,8 @@ class Sandbox {
     /// `resolv_conf`: the daemon's resolv.conf for isolated networks (compile_mount_plan).
     static Result<Sandbox> create(const Policy& policy, const Cgroup& holder_cgroup,
                                   const WorkdirBinding& workdir,
-                                  const std::string& resolv_conf = {});
+                                  const std::string& resolv_conf = {},
+                                  const SandboxOptions& options = {});
     /// create() waits for the holder's setup as long as it makes progress, within
     /// kSetupReportLimit / kSetupReportCeiling (it runs on corrald's loop; issue 12 item 1,
     /// setup_deadline.hpp).
@@ -57,8 +72,8 @@ class Sandbox {
     /// that failed, ends it and returns the error. Launching into a sandbox that is not ready
     /// yet is an error of the caller.
     static Result<Sandbox> start(const Policy& policy, const Cgroup& holder_cgroup,
-                                 const WorkdirBinding& workdir,
-                                 const std::string& resolv_conf = {});
+                                 const WorkdirBinding& workdir, const std::string& resolv_conf = {},
+                                 const SandboxOptions& options = {});
     /// `limit`: how long to wait while the holder uses no CPU (none: as long as it takes;
     /// setup_deadline.hpp); a holder that has not reported by then (stopped, frozen, a mount that
     /// does not return) is killed and reaped, and the error (ETIMEDOUT) says so.
@@ -67,16 +82,31 @@ class Sandbox {
     /// daemon"): `pid` must still run, have started at `start_ticks` and be in `holder_cgroup`
     /// (open_verified_process). It is not our child: its end is seen through its pidfd and its
     /// exit is collected by whoever it was reparented to. `identity` is what the previous run
-    /// recorded; it must lie inside the holder's own uid/gid maps.
+    /// recorded; it must lie inside the holder's own uid/gid maps. With a policy that asks for
+    /// no namespace, `pid` is a keeper (or -1: nothing to take). When the holder has a
+    /// descriptor store, its channel is taken back too (keeps_output(); `notes` says why not).
     static Result<Sandbox> adopt(pid_t pid, uint64_t start_ticks, const Policy& policy,
-                                 const Cgroup& holder_cgroup, std::optional<HostIdentity> identity);
+                                 const Cgroup& holder_cgroup, std::optional<HostIdentity> identity,
+                                 std::vector<std::string>* notes = nullptr);
 
     /// Whether `policy` asks for any namespace, so create() starts a holder (which needs a cgroup
     /// of its own; a session without one skips creating it).
     static bool needed(const Policy& policy);
+    /// Whether create() starts a process for `policy` with `options`: a holder, or a keeper.
+    static bool needed(const Policy& policy, const SandboxOptions& options) {
+        return needed(policy) || options.keep_output;
+    }
 
-    /// True when there is a holder (some namespace was requested).
+    /// True when there is a holder process (a namespace holder, or a keeper).
     bool active() const { return holder_.valid(); }
+    /// Whether the holder keeps a descriptor store (hold_output works).
+    bool keeps_output() const { return holder_.valid() && store_.valid(); }
+    /// Hands copies of `fds` to the holder's slots `slot`, `slot+1`... (DescriptorStore::hold).
+    Status hold_output(int slot, std::span<const int> fds);
+    /// Lets the holder close slots it keeps.
+    void release_output(int slot, int count);
+    /// A copy of what the holder keeps in `slot`; EBADF: nothing.
+    Result<UniqueFd> take_output(int slot) const;
     /// CLONE_NEW* flags of the namespaces the holder owns (for setns(pidfd, flags)).
     int namespace_flags() const { return flags_; }
     /// pidfd of the holder.
@@ -108,6 +138,7 @@ class Sandbox {
     bool adopted_ = false;  ///< not our child: never waited for, its pidfd tells its end
     int flags_ = 0;
     UniqueFd pending_report_;  ///< read end of the holder's report pipe until it is ready
+    DescriptorStore store_;
     IdRangeLease lease_;
     std::optional<HostIdentity> identity_;
     std::string workdir_warning_;

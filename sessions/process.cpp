@@ -132,7 +132,10 @@ Status Process::launch_into_leaf() {
     // A larger pipe lets a fast writer run ahead of the daemon by more than 64 KiB, so each wake-up
     // moves more bytes (fewer context switches per MiB). The pages are allocated as written and
     // charged to the writer's memory cgroup; best effort (the kernel may refuse the size).
+    // It is also what a writer may put ahead while the daemon is down (its holder keeps the pipe:
+    // isolation/descriptor_store.hpp): then it blocks, and is never given SIGPIPE.
     (void)::fcntl(out_pipe->read_end.get(), F_SETPIPE_SZ, kOutputPipeBytes);
+    (void)::fcntl(err_pipe->read_end.get(), F_SETPIPE_SZ, kOutputPipeBytes);
     out_.pipe.assign(out_pipe->read_end.release());
     out_.eof = false;
     err_.pipe.assign(err_pipe->read_end.release());
@@ -174,6 +177,16 @@ Status Process::launch_on_terminal() {
     out_.eof = false;
     stdin_pipe_.assign(write_end.release());
     return {};
+}
+
+std::vector<int> Process::output_descriptors() {
+    if (setup_.terminal) {
+        if (setup_.terminal->master.valid() && out_.pipe.is_open())
+            return {setup_.terminal->master.get()};
+        return {};
+    }
+    if (!out_.pipe.is_open() || !err_.pipe.is_open()) return {};
+    return {out_.pipe.native_handle(), err_.pipe.native_handle()};
 }
 
 Status Process::resize_terminal(TerminalSize size) {
@@ -240,8 +253,9 @@ ProcessInfo Process::info() const {
         info.usage = *usage;
     }
     if (adopted_) {
-        info.output_lost = true;
-        info.note = kAdoptedNote;
+        info.output_lost = !output_resumed_;
+        info.output_resumed = output_resumed_;
+        info.note = output_resumed_ ? kResumedNote : kAdoptedNote;
     }
     if (restored_) {
         info.reason = restored_->reason;
@@ -250,7 +264,8 @@ ProcessInfo Process::info() const {
         info.error = restored_->error;
         info.note = restored_->note;
         info.duration_ms = restored_->duration_ms;
-        info.output_lost = true;
+        info.output_lost = !output_resumed_;
+        info.output_resumed = output_resumed_;
     }
     for (auto [stats, stream] :
          {std::pair{&info.stdout_stats, &out_}, std::pair{&info.stderr_stats, &err_}}) {

@@ -43,6 +43,18 @@ class ChildReaper;
 inline constexpr const char* kAdoptedNote =
     "started before the daemon restarted (daemon-restart): it is not this daemon's child, so "
     "its exit status cannot be known, and its output pipes ended with the old daemon";
+/// The note on the record of a process a previous run started whose output pipes the session's
+/// holder kept (isolation/descriptor_store.hpp).
+inline constexpr const char* kResumedNote =
+    "started before the daemon restarted (daemon-restart): it is not this daemon's child, so "
+    "its exit status cannot be known; its output was kept by the session's holder and is read "
+    "on (outputResumed): what the old daemon had read is gone, and offsets start at 0 again";
+/// The note on the record of a process that ended while the daemon was down, whose output pipes
+/// the session's holder kept.
+inline constexpr const char* kEndedWhileDownResumedNote =
+    "ended while the daemon was down (daemon-restart): its exit status is unknown; what it wrote "
+    "that the old daemon had not read was kept by the session's holder and is here "
+    "(outputResumed), from offset 0";
 /// The note on the record of a process that ended while the daemon was down.
 inline constexpr const char* kEndedWhileDownNote =
     "ended while the daemon was down (daemon-restart): its exit status and its output since the "
@@ -77,6 +89,18 @@ struct ProcessSetup {
     /// /proc starttime of the main process (pid_ref.hpp: with the pid it names the process for
     /// the journal); filled in at launch, or from the journal for an adopted process.
     uint64_t start_ticks = 0;
+    /// The first of the session holder's slots that keep this process's output descriptors
+    /// (stdout, stderr; a terminal's pty master alone), journalled so a restart takes them back.
+    std::optional<int> held_slot;
+};
+
+/// The output descriptors of a process a previous run started, taken back from the session's
+/// holder (isolation/descriptor_store.hpp): pipes' read ends, or a terminal's pty master.
+struct ResumedOutput {
+    UniqueFd stdout_fd;
+    UniqueFd stderr_fd;
+    UniqueFd pty_master;
+    bool any() const { return stdout_fd.valid() || stderr_fd.valid() || pty_master.valid(); }
 };
 
 /// A started process and its record.
@@ -103,21 +127,31 @@ class Process : public std::enable_shared_from_this<Process> {
     /// descendants are left. It is not our child and its pipes died with the old daemon: the
     /// record becomes final when the leaf is empty (cgroup.events populated 0), with status
     /// unknown and no exit code, unless this run killed it or its timeout (counted from its
-    /// original start) did. Its timeout is armed here.
+    /// original start) did. Its timeout is armed here. With `resumed` output (the session's
+    /// holder kept its pipes), reading goes on from them and the record also waits for their
+    /// end; without, its output after the restart is lost.
     static std::shared_ptr<Process> adopt(boost::asio::io_context& io, ChildReaper& reaper,
                                           ProcessSetup setup,
                                           std::chrono::system_clock::time_point started_at,
-                                          PidRef main, Cgroup leaf, FinishCallback on_finish);
+                                          PidRef main, Cgroup leaf, FinishCallback on_finish,
+                                          ResumedOutput resumed = {});
     /// A final record of a process of a previous run (its exit from the journal, or unknown).
+    /// `resumed`: the output descriptors the session's holder kept of one that ended while the
+    /// daemon was down; what is left in them is read into the record at once.
     static std::shared_ptr<Process> restore(boost::asio::io_context& io, ChildReaper& reaper,
                                             ProcessSetup setup,
                                             std::chrono::system_clock::time_point started_at,
-                                            pid_t pid, RestoredEnd end);
+                                            pid_t pid, RestoredEnd end, ResumedOutput resumed = {});
     ~Process();
 
     const std::string& id() const { return setup_.id; }
     /// The setup it was started with (the journal records it).
     const ProcessSetup& setup() const { return setup_; }
+    /// The descriptors a session's holder should keep copies of: the stdout and stderr read
+    /// ends, or a terminal's pty master. Empty once they are closed (or never opened).
+    std::vector<int> output_descriptors();
+    /// Records where the session's holder keeps them (nullopt: nowhere any more).
+    void set_held_slot(std::optional<int> slot) { setup_.held_slot = slot; }
     /// True once the record is final (exit recorded, output complete or settled).
     bool finished() const { return finished_; }
     /// True while the main process has not exited.
@@ -217,6 +251,8 @@ class Process : public std::enable_shared_from_this<Process> {
     void serve_refusals();
     // process_adoption.cpp
     void watch_adopted_leaf();
+    void attach_resumed_output(ResumedOutput resumed);
+    void drain_resumed_output(ResumedOutput resumed);
     void on_main_exit(std::optional<WaitStatus> status);
     void arm_settle();
     void arm_timeout();
@@ -287,6 +323,7 @@ class Process : public std::enable_shared_from_this<Process> {
     std::optional<std::chrono::steady_clock::time_point> ended_;
 
     bool adopted_ = false;  ///< started by a previous run of the daemon (process_adoption.cpp)
+    bool output_resumed_ = false;  ///< adopted with the pipes the session's holder kept
     std::optional<RestoredEnd> restored_;
     pid_t restored_pid_ = -1;
 

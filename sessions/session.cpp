@@ -129,12 +129,16 @@ Status Session::create_kernel_resources() {
                                         policy_.enforcement);
     if (!limits) return std::move(limits.error().context("limits"));
     limits_ = std::move(*limits);
-    if (Sandbox::needed(policy_)) {
+    // A session without namespaces gets a holder of its own too (a keeper) when the daemon keeps
+    // output across its restarts: in the same leaf, so cgroup.kill of the session ends it.
+    const SandboxOptions options{context_.keep_output, false};
+    if (Sandbox::needed(policy_, options)) {
         auto holder = cgroup_.create_child("holder");
         if (!holder) return std::move(holder.error().context("holder cgroup"));
         holder_cgroup_ = std::move(*holder);
     }
-    auto sandbox = Sandbox::create(policy_, holder_cgroup_, workdir_, context_.egress.resolv_conf);
+    auto sandbox =
+        Sandbox::create(policy_, holder_cgroup_, workdir_, context_.egress.resolv_conf, options);
     if (!sandbox) return std::move(sandbox.error().context("namespaces"));
     sandbox_ = std::move(*sandbox);
     workdir_warning_ = sandbox_.workdir_warning();
@@ -270,6 +274,7 @@ Result<std::shared_ptr<Process>> Session::launch(ProcessSetup setup) {
     auto process =
         Process::start(context_.io, context_.reaper, std::move(setup), finish_callback());
     if (!process) return std::move(process.error());
+    if (!(*process)->finished()) hold_output(**process);
     // Before its id reaches the client; a setup failure is final at once.
     journal_process_started(**process);
     if ((*process)->finished()) journal_process_ended(**process);
@@ -323,6 +328,9 @@ bool Session::any_process_running() const {
 
 void Session::on_process_finished(Process& finished) {
     journal_process_ended(finished);
+    // Only now: a slot given to a new process before this end reached the journal could be
+    // taken back by a restart as this one's.
+    release_output(finished);
     // Posted: the record that just finished is still on the call stack.
     if (!prune_posted_) {
         prune_posted_ = true;

@@ -54,6 +54,9 @@ struct SessionContext {
     size_t max_finished_processes = 256;  ///< finished records kept; older ones answer EIDRM
     EgressEnvironment egress;  ///< hosts override and refusal log of the egress proxy
     SessionJournal* journal = nullptr;    ///< where changes are recorded first (none: nowhere)
+    /// The session's holder keeps its processes' output descriptors, so output written while the
+    /// daemon is down is not lost (isolation/descriptor_store.hpp; corrald --keep-output).
+    bool keep_output = false;
 };
 
 /// The session's own directory on disk: removed (after unmounting a sized workdir) on destruction.
@@ -188,7 +191,21 @@ class Session : public std::enable_shared_from_this<Session> {
     // session_adoption.cpp
     Status rebuild(const JournalSession& record, std::vector<std::string>& notes);
     void adopt_processes(const JournalSession& record, std::vector<std::string>& notes);
+    void adopt_keeper(const JournalSession& record, std::vector<std::string>& notes);
     void reap_unowned_leaves(std::vector<std::string>& notes);
+    // session_held_output.cpp: output descriptors kept by the holder across a daemon restart.
+    /// Hands a just-started process's output descriptors to the holder (before it is journalled).
+    void hold_output(Process& process);
+    /// Lets the holder close a finished process's slots (after its end is journalled).
+    void release_output(Process& process);
+    /// Takes a journalled process's descriptors back from the holder; empty when they are not
+    /// there (or not what they should be), with a note why.
+    ResumedOutput take_output(const JournalProcess& journalled, std::vector<std::string>& notes);
+    /// Lets the holder close the slots of a journalled process that will not be read any more.
+    void release_slots(const JournalProcess& journalled);
+    /// `count` free consecutive slots of the holder's store, or nullopt (its limit reached).
+    std::optional<int> allocate_slots(int count);
+    void free_slots(int first, int count);
     /// Records the session's state in the journal (no journal: nothing).
     Status journal_session() const;
     void journal_process_started(const Process& process) const;
@@ -300,6 +317,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::map<std::string, std::shared_ptr<Process>> processes_;
     std::vector<std::string> process_order_;
     unsigned next_process_ = 1;
+    std::vector<bool> slots_in_use_;  ///< the holder's store slots, by number
     size_t pruned_processes_ = 0;
     bool prune_posted_ = false;
 

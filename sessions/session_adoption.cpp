@@ -47,6 +47,7 @@ JournalSession Session::journal_state() const {
     if (sandbox_.active()) {
         state.holder_pid = sandbox_.holder_pid();
         state.holder_start_ticks = holder_start_ticks_;
+        state.keeper = sandbox_.namespace_flags() == 0;
     }
     if (auto identity = sandbox_.host_identity())
         state.identity = std::pair<uid_t, gid_t>{identity->uid, identity->gid};
@@ -68,6 +69,7 @@ JournalSession Session::journal_state() const {
         if (info.timeout) record.timeout_ms = info.timeout->count();
         record.grace_ms = process->setup().grace.count();
         record.output_cap = process->setup().output_cap;
+        record.held_slot = process->setup().held_slot;
         if (!info.running) {
             record.exit = JournalExit{info.status(), info.exit_code, info.signal,
                                       info.duration_ms, info.error, info.note};
@@ -97,6 +99,7 @@ void Session::journal_process_started(const Process& process) const {
     if (info.timeout) record.timeout_ms = info.timeout->count();
     record.grace_ms = process.setup().grace.count();
     record.output_cap = process.setup().output_cap;
+    record.held_slot = process.setup().held_slot;
     (void)context_.journal->process_started(id_, record);
 }
 
@@ -154,10 +157,12 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
         std::optional<HostIdentity> identity;
         if (record.identity) identity = HostIdentity{record.identity->first, record.identity->second};
         auto sandbox = Sandbox::adopt(record.holder_pid, record.holder_start_ticks, policy_,
-                                      holder_cgroup_, identity);
+                                      holder_cgroup_, identity, &notes);
         if (!sandbox) return std::move(sandbox.error());
         sandbox_ = std::move(*sandbox);
         holder_start_ticks_ = record.holder_start_ticks;
+    } else if (record.holder_pid > 0) {
+        adopt_keeper(record, notes);
     }
     CORRAL_TRY(start_network(), "network");
     // The rules a client set with PATCH .../network, not the policy file's.
@@ -202,6 +207,26 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
     reap_unowned_leaves(notes);
     prune_finished_processes();  // the journal may hold more finished records than the cap
     return {};
+}
+
+// A session without namespaces may have a keeper (it holds output descriptors only): unlike a
+// namespace holder, the session's processes do not need it, so a keeper that is gone (or not
+// the one journalled) costs their output, not the session.
+void Session::adopt_keeper(const JournalSession& record, std::vector<std::string>& notes) {
+    auto holder = Cgroup::adopt(cgroup_.path() + "/holder");
+    if (!holder) {
+        notes.push_back("session " + id_ + ": no keeper: " + holder.error().describe());
+        return;
+    }
+    holder_cgroup_ = std::move(*holder);
+    auto keeper = Sandbox::adopt(record.holder_pid, record.holder_start_ticks, policy_,
+                                 holder_cgroup_, std::nullopt, &notes);
+    if (!keeper) {
+        notes.push_back("session " + id_ + ": keeper not taken: " + keeper.error().describe());
+        return;
+    }
+    sandbox_ = std::move(*keeper);
+    holder_start_ticks_ = record.holder_start_ticks;
 }
 
 // A process whose leaf still holds processes is taken over (running); one whose leaf is empty or
@@ -256,15 +281,24 @@ void Session::adopt_processes(const JournalSession& record, std::vector<std::str
                                 leaf.error().describe());
                 continue;
             }
+            ResumedOutput resumed = take_output(journalled, notes);
+            if (resumed.any()) {
+                setup.held_slot = journalled.held_slot;  // still held there: the next restart's
+            } else {
+                setup.held_slot.reset();
+            }
             process = Process::adopt(context_.io, context_.reaper, std::move(setup),
                                      journalled.started_at, std::move(main), std::move(*leaf),
-                                     finish_callback());
+                                     finish_callback(), std::move(resumed));
         } else {
             Process::RestoredEnd end;
-            end.note = kEndedWhileDownNote;
+            ResumedOutput resumed = take_output(journalled, notes);
+            end.note = resumed.any() ? kEndedWhileDownResumedNote : kEndedWhileDownNote;
             end.duration_ms = 0;
             process = Process::restore(context_.io, context_.reaper, std::move(setup),
-                                       journalled.started_at, journalled.pid, std::move(end));
+                                       journalled.started_at, journalled.pid, std::move(end),
+                                       std::move(resumed));
+            release_slots(journalled);         // read: the holder may let them go
             (void)::rmdir(leaf_path.c_str());  // an empty leaf the old daemon did not remove
             journal_process_ended(*process);
         }

@@ -155,7 +155,8 @@ SessionContext SessionManager::session_context() {
                           config_.port_host,
                           config_.max_finished_processes,
                           config_.egress,
-                          journal_.get()};
+                          journal_.get(),
+                          config_.journal && config_.keep_output};
 }
 
 SessionManager::~SessionManager() {

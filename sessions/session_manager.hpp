@@ -80,6 +80,10 @@ struct SessionManagerConfig {
     /// On start, re-adopt journalled sessions whose cgroup still holds processes (false: end
     /// everything a previous run left, `corrald --recover=reap`).
     bool adopt_sessions = true;
+    /// Sessions' holders keep their processes' output pipes (and ptys), so output written while
+    /// the daemon is down is read after its restart (isolation/descriptor_store.hpp; needs the
+    /// journal). Costs a keeper process per session without namespaces (corrald --keep-output).
+    bool keep_output = false;
     JournalSync journal_sync = JournalSync::none;
     uint64_t journal_compact_at = 1u << 20;  ///< compact once the file is this large (and 2x)
     /// Where journal failures and recovery notes go (corrald: its log); may be empty.

@@ -6,9 +6,10 @@
 
 #include <algorithm>
 
+#include "base/directory_listing.hpp"
 #include "policies/policy_parser.hpp"
-#include "sessions/session.hpp"
 #include "sessions/recovery/session_journal.hpp"
+#include "sessions/session.hpp"
 #include "sessions/session_manager.hpp"
 
 namespace corral {
@@ -19,6 +20,13 @@ bool cgroup_populated(const std::string& dir) {
     if (!cgroup) return false;
     auto populated = cgroup->populated();
     return populated && *populated;
+}
+
+/// Whether a leaf of the session cgroup `dir` other than its holder's holds processes.
+bool populated_besides_holder(const std::string& dir) {
+    for (const auto& name : subdirectory_names(dir))
+        if (name != "holder" && cgroup_populated(dir + "/" + name)) return true;
+    return false;
 }
 
 }  // namespace
@@ -48,7 +56,11 @@ std::map<std::string, JournalSession> SessionManager::read_journalled_sessions(
             continue;
         }
         // The cgroup is found from the id beneath our own instance, never from the journal.
-        if (!cgroup_populated(sessions_cgroup + "/" + sid)) continue;  // ends: daemon-restart
+        // A keeper alone (a `none` session with nothing running) does not count, as an empty
+        // cgroup would not.
+        const std::string dir = sessions_cgroup + "/" + sid;
+        if (!cgroup_populated(dir) || (record.keeper && !populated_besides_holder(dir)))
+            continue;  // ends: daemon-restart
         adoptable.emplace(sid, std::move(record));
     }
     return adoptable;

@@ -131,6 +131,9 @@ struct ProcessInfo {
     /// (exit status unknown, output written while the daemon was down not kept).
     std::string note;
     bool output_lost = false;  ///< its output pipes did not survive a daemon restart
+    /// Adopted after a daemon restart with the output pipes the session's holder kept: reading
+    /// went on from them (offsets start at 0 again; what the old daemon had read is gone).
+    bool output_resumed = false;
     std::chrono::system_clock::time_point started_at;
     uint64_t duration_ms = 0;       ///< until exit (or until now while running)
     std::optional<Millis> timeout;  ///< the effective command timeout

@@ -55,6 +55,7 @@ SessionManagerConfig manager_config(const DaemonOptions& options) {
     config.move_self_to_supervisor_leaf = true;
     config.journal = true;
     config.adopt_sessions = options.recover_adopt;
+    config.keep_output = options.keep_output;
     config.journal_sync = options.journal_sync_data ? JournalSync::data : JournalSync::none;
     config.log = log_line;
     // Sessions must never reach the daemon's socket: a request without a token has full rights.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "isolation/descriptor_store.hpp"
 #include "policies/egress_rules.hpp"
 
 namespace corral {
@@ -56,6 +57,11 @@ JournalProcess parse_process(const json& j) {
     p.timeout_ms = optional_from<int64_t>(j, "timeoutMs");
     p.grace_ms = j.value("graceMs", int64_t{5000});
     p.output_cap = j.value("outputCap", uint64_t{16u << 20});
+    // Only a slot the holder could have been asked to fill: a forged one below (the holder's own
+    // descriptors: its store channel) or out of range is dropped, and the output not resumed.
+    if (auto slot = optional_from<int64_t>(j, "heldSlot");
+        slot && *slot >= kFirstStoreSlot && *slot <= kLastStoreSlot - 1)
+        p.held_slot = static_cast<int>(*slot);
     return p;
 }
 
@@ -71,6 +77,7 @@ void parse_session(const json& j, JournalSession& s) {
     s.restricted_token = j.at("restrictedToken").get<std::string>();
     s.holder_pid = j.value("holderPid", pid_t{-1});
     s.holder_start_ticks = j.value("holderStart", uint64_t{0});
+    s.keeper = j.value("keeper", false);
     if (auto identity = j.find("identity"); identity != j.end() && identity->is_object())
         s.identity = std::pair<uid_t, gid_t>{identity->at("uid").get<uid_t>(),
                                              identity->at("gid").get<gid_t>()};
@@ -117,6 +124,7 @@ json session_record(const JournalSession& s) {
               {"restrictedToken", s.restricted_token},
               {"holderPid", s.holder_pid},
               {"holderStart", s.holder_start_ticks},
+              {"keeper", s.keeper},
               {"nextProcess", s.next_process}};
     if (!s.policy_yaml.empty()) j["policyYaml"] = s.policy_yaml;
     if (!s.workdir.empty()) j["workdir"] = s.workdir;
@@ -142,7 +150,8 @@ json process_record(const std::string& sid, const JournalProcess& p) {
             {"startedAt", to_ms(p.started_at)},
             {"timeoutMs", optional_json(p.timeout_ms)},
             {"graceMs", p.grace_ms},
-            {"outputCap", p.output_cap}};
+            {"outputCap", p.output_cap},
+            {"heldSlot", optional_json(p.held_slot)}};
 }
 
 json exit_record(const std::string& sid, const std::string& proc, const JournalExit& e) {

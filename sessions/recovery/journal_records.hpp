@@ -50,6 +50,9 @@ struct JournalProcess {
     std::optional<int64_t> timeout_ms;
     int64_t grace_ms = 5000;
     uint64_t output_cap = 16u << 20;
+    /// The first slot of the session's holder that keeps its output descriptors (stdout, stderr;
+    /// a terminal's pty master): isolation/descriptor_store.hpp. nullopt: not held.
+    std::optional<int> held_slot;
     std::optional<JournalExit> exit;
 };
 
@@ -67,6 +70,9 @@ struct JournalSession {
     std::string restricted_token;
     pid_t holder_pid = -1;  ///< -1: no namespaces
     uint64_t holder_start_ticks = 0;
+    /// The holder is a keeper (no namespaces; it keeps output descriptors only): it alone does
+    /// not make the session worth re-adopting.
+    bool keeper = false;
     std::optional<std::pair<uid_t, gid_t>> identity;  ///< host ids of a user namespace's user
     unsigned next_process = 1;
     /// The egress rules in force (the policy's, or what PATCH .../network set): a restart must

@@ -163,6 +163,8 @@ nlohmann::json process_json(const ProcessInfo& p) {
     if (!p.error.empty()) j["error"] = p.error;
     if (!p.note.empty()) j["note"] = p.note;
     if (p.output_lost) j["outputLost"] = true;
+    // Said of every process a previous run started: whether its output went on being read.
+    if (p.output_lost || p.output_resumed) j["outputResumed"] = p.output_resumed;
     return j;
 }
 

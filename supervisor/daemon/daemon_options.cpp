@@ -43,6 +43,7 @@ std::string daemon_usage() {
            "               [--body-timeout DUR (30s)] [--idle-timeout DUR (60s)]\n"
            "               [--write-timeout DUR (30s)]\n"
            "               [--max-process-records N (256)] [--recover=adopt|reap (adopt)]\n"
+           "               [--keep-output=on|off (on)]\n"
            "               [--journal-sync=none|data (none)]\n"
            "               [--allow-workdir ROOT]...  (sessions may work in existing\n"
            "                                            directories beneath ROOT: {workdir})\n"
@@ -134,6 +135,10 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             if (!parse_timeout(value, field))
                 return sys_error(EINVAL, name + " `" + value +
                                              "`: expected a duration from 1ms to 1h, e.g. 10s");
+        } else if (name == "--keep-output") {
+            if (value != "on" && value != "off")
+                return sys_error(EINVAL, "--keep-output `" + value + "`: expected on or off");
+            options.keep_output = value == "on";
         } else if (name == "--recover") {
             if (value != "adopt" && value != "reap")
                 return sys_error(EINVAL, "--recover `" + value + "`: expected adopt or reap");

@@ -38,6 +38,8 @@ struct DaemonOptions {
     /// --recover: on start, re-adopt journalled sessions that still run (adopt), or end
     /// everything a previous run left (reap).
     bool recover_adopt = true;
+    /// --keep-output=on|off: sessions' holders keep output pipes across a restart (on).
+    bool keep_output = true;
     bool journal_sync_data = false;  ///< --journal-sync=data: fdatasync every journal record
     bool help = false;
 };

@@ -186,11 +186,16 @@ asio::awaitable<void> ProcessStream::run() {
     } else {
         co_await ex_.begin_ndjson();
     }
-    emit({{"type", "start"},
-          {"id", proc},
-          {"pid", first->pid},
-          {"stdoutOffset", request_.stdout_offset},
-          {"stderrOffset", request_.stderr_offset}});
+    nlohmann::json start = {{"type", "start"},
+                            {"id", proc},
+                            {"pid", first->pid},
+                            {"stdoutOffset", request_.stdout_offset},
+                            {"stderrOffset", request_.stderr_offset}};
+    // Output read on after a daemon restart from the pipes the holder kept: its offsets start at
+    // 0 again (what the old daemon had read died with it), so an offset from before the restart
+    // does not name the same byte.
+    if (first->output_resumed) start["outputResumed"] = true;
+    emit(std::move(start));
     bool interrupted = false;
     for (;;) {
         auto info = sessions_.get_process(request_.session_id, proc);

@@ -19,6 +19,9 @@
 //   escape_probe open-fds PID                 open every /proc/PID/fd/N for reading
 //   escape_probe cgroup-escape TOKEN          move itself to the cgroup roots, then leave a daemon
 //   escape_probe host-pid PID                 kill(PID, SIGKILL), ptrace, pidfd_open, /proc/PID
+//   escape_probe holder-reach                 PID 1's descriptors and memory: pidfd_getfd of
+//                                             fds 0..63, ptrace, /proc/1/mem, process_vm_readv
+//   escape_probe read-pipes                   how many of its own fds are a pipe's read end
 //   escape_probe kill-all                     kill(-1, 0): is any process outside reachable?
 //   escape_probe raw-sockets                  AF_INET SOCK_RAW and AF_PACKET
 //   escape_probe connect-tcp HOST PORT        HOST 127.0.0.1 or ::1
@@ -47,6 +50,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -367,6 +371,50 @@ int host_pid(pid_t pid) {
     return 0;
 }
 
+/// The session's holder (PID 1) keeps the output pipes' read ends of every process and its
+/// descriptor store's channel (isolation/descriptor_store.hpp): none of it may be reachable.
+/// "getfd ok" if any descriptor could be taken, else the last errno.
+int holder_reach() {
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, 1, 0));
+    say("pidfd-open", pidfd);
+    long taken = -1;
+    int error = 0;
+    for (int fd = 0; fd < 64 && pidfd >= 0; ++fd) {
+        const long got = syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        if (got >= 0) {
+            taken = got;
+            close(static_cast<int>(got));
+            break;
+        }
+        if (errno != EBADF || error == 0) error = errno;
+    }
+    if (taken < 0) errno = error == 0 ? EBADF : error;
+    say("getfd", taken);
+    say("ptrace", ptrace(PTRACE_SEIZE, 1, nullptr, nullptr));
+    say("mem", open("/proc/1/mem", O_RDONLY | O_CLOEXEC));
+    // Any address: without permission the answer is EPERM, with it (but unmapped) EFAULT.
+    char byte = 0;
+    iovec local{&byte, 1};
+    iovec remote{reinterpret_cast<void*>(0x10000), 1};
+    say("vm-readv", syscall(SYS_process_vm_readv, 1, &local, 1, &remote, 1, 0));
+    return 0;
+}
+
+/// Counts the descriptors of this process that are a pipe opened for reading (stdin aside).
+int read_pipes() {
+    int count = 0;
+    for (const auto& name : numeric_entries("/proc/self/fd")) {
+        const int fd = std::atoi(name.c_str());
+        struct stat st;
+        if (fd == 0 || fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) continue;
+        const int flags = fcntl(fd, F_GETFL);
+        if (flags >= 0 && (flags & O_ACCMODE) == O_RDONLY) ++count;
+    }
+    std::printf("read-pipes %d\n", count);
+    std::fflush(stdout);
+    return 0;
+}
+
 /// kill(-1, 0) reaches every process the caller may signal except itself and its namespace's init.
 /// Signal 0 so that a broken PID namespace cannot turn the test into a host-wide SIGKILL.
 int kill_all() {
@@ -477,6 +525,8 @@ int main(int argc, char** argv) {
     if (action == "cgroup-escape" && argc == 3) return cgroup_escape(argv[2]);
     if (action == "host-pid" && argc == 3) return host_pid(std::atoi(argv[2]));
     if (action == "kill-all") return kill_all();
+    if (action == "holder-reach") return holder_reach();
+    if (action == "read-pipes") return read_pipes();
     if (action == "fork-bomb" && argc >= 3) return fork_bomb(std::atol(argv[2]));
     if (action == "sleep-as" && argc == 3) {
         leave_daemon(argv[2]);

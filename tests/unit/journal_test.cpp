@@ -100,6 +100,49 @@ TEST_F(JournalTest, RecordsRoundTripAndReplayIntoTheirSessions) {
     EXPECT_EQ(got.processes[0].exit->exit_code, 3);
 }
 
+// The slots of the session holder's descriptor store that keep a process's output (issue 12.2)
+// come back with it; a record from before them has none; a forged slot that would name the
+// holder's own descriptors (its store channel) or lie past the last slot is dropped, not trusted.
+TEST_F(JournalTest, HeldOutputSlotsRoundTripAndForgedOnesAreDropped) {
+    auto journal = Journal::open(path_, 0, JournalSync::none);
+    ASSERT_TRUE(journal) << journal.error().describe();
+    JournalSession keeper = sample_session("s1");
+    keeper.keeper = true;
+    ASSERT_TRUE(journal->append(session_record(keeper)));
+    JournalProcess held;
+    held.id = "p1";
+    held.pid = 4321;
+    held.held_slot = 18;
+    ASSERT_TRUE(journal->append(process_record("s1", held)));
+    JournalProcess plain;
+    plain.id = "p2";
+    plain.pid = 4322;
+    ASSERT_TRUE(journal->append(process_record("s1", plain)));
+    for (int forged : {5, 15, -1, 1 << 20}) {
+        json record = process_record("s1", plain);
+        record["id"] = "p" + std::to_string(3 + (forged & 7));
+        record["heldSlot"] = forged;
+        ASSERT_TRUE(journal->append(record));
+    }
+    auto read = read_journal(path_);
+    ASSERT_TRUE(read) << read.error().describe();
+    std::vector<std::string> notes;
+    auto sessions = replay_journal(read->records, notes);
+    ASSERT_EQ(sessions.count("s1"), 1u);
+    EXPECT_TRUE(sessions.at("s1").keeper);
+    const auto& processes = sessions.at("s1").processes;
+    ASSERT_GE(processes.size(), 3u);
+    EXPECT_EQ(processes[0].held_slot, 18);
+    EXPECT_FALSE(processes[1].held_slot);
+    for (size_t i = 2; i < processes.size(); ++i) EXPECT_FALSE(processes[i].held_slot) << i;
+    // A compaction snapshot keeps it.
+    JournalSession state = sessions.at("s1");
+    bool found = false;
+    for (const json& record : journal_snapshot(state))
+        if (record.value("id", "") == "p1") found = record.at("heldSlot") == 18;
+    EXPECT_TRUE(found);
+}
+
 // A crash can stop a write() anywhere: every prefix of the file must read as the records that
 // are whole in it, the rest ignored with a note, and reopening cuts the torn tail off.
 TEST_F(JournalTest, ATailTornAtAnyByteIsIgnored) {

@@ -34,6 +34,8 @@ export type ProcessRecord = {
   startedAt: string; durationMs: number; timeoutMs?: number; error?: string;
   /** A process a previous run of corrald started: why its record is less than whole. */
   note?: string; outputLost?: boolean;
+  /** Adopted after a restart with the pipes its holder kept: output goes on (offsets from 0). */
+  outputResumed?: boolean;
   usage: Usage; output: { stdout: StreamStats; stderr: StreamStats }; truncated: boolean; stdinOpen: boolean;
   /** A process on a PTY (POST .../terminals): attach to it over its WebSocket. */
   terminal?: boolean;

@@ -46,15 +46,46 @@ void crash_workload(CorraldProcess& daemon, size_t worker, size_t round, CrashLe
     }
 }
 
+namespace {
+
+bool cgroup_populated(const std::string& dir) {
+    std::ifstream events(dir + "/cgroup.events");
+    std::string key;
+    int value = 0;
+    while (events >> key >> value)
+        if (key == "populated") return value == 1;
+    return false;
+}
+
+/// Whether every process in `dir` shares all its namespaces with this test: a keeper.
+bool holds_only_keepers(const std::string& dir) {
+    std::ifstream procs(dir + "/cgroup.procs");
+    for (pid_t pid; procs >> pid;) {
+        for (const char* ns : {"pid", "mnt", "user", "net", "uts", "ipc"}) {
+            std::error_code error;
+            const auto theirs = std::filesystem::read_symlink(
+                "/proc/" + std::to_string(pid) + "/ns/" + ns, error);
+            if (error) continue;  // gone meanwhile
+            if (theirs != std::filesystem::read_symlink(std::string("/proc/self/ns/") + ns))
+                return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
 std::set<std::string> populated_sessions(const CorraldProcess& daemon) {
     std::set<std::string> found;
     const std::string sessions = daemon.instance_cgroup() + "/sessions";
     for (const auto& sid : subdirectory_names(sessions)) {
-        std::ifstream events(sessions + "/" + sid + "/cgroup.events");
-        std::string key;
-        int value = 0;
-        while (events >> key >> value)
-            if (key == "populated" && value == 1) found.insert(sid);
+        const std::string dir = sessions + "/" + sid;
+        if (!cgroup_populated(dir)) continue;
+        bool beyond_keeper = false;
+        for (const auto& leaf : subdirectory_names(dir))
+            beyond_keeper = beyond_keeper || (cgroup_populated(dir + "/" + leaf) &&
+                                              (leaf != "holder" || !holds_only_keepers(dir + "/" + leaf)));
+        if (beyond_keeper) found.insert(sid);
     }
     return found;
 }

@@ -36,7 +36,9 @@ struct CrashLedger {
 /// are r<round>-w<worker>-<n>. Throws when a request fails (the daemon was killed).
 void crash_workload(CorraldProcess& daemon, size_t worker, size_t round, CrashLedger& ledger);
 
-/// The sessions whose cgroup holds processes now (call while the daemon is dead).
+/// The sessions whose cgroup holds processes now (call while the daemon is dead) — other than a
+/// `none` session's keeper alone (--keep-output: a holder in no namespace of its own, which the
+/// daemon does not count as something left running).
 std::set<std::string> populated_sessions(const CorraldProcess& daemon);
 
 /// Everything of corral's on the host that belongs to no session in `owners`: its cgroups, v1
