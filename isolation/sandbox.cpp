@@ -108,7 +108,12 @@ void reap_children() noexcept {
     const int children =
         store && pid_namespace ? ::signalfd(-1, &child, SFD_NONBLOCK | SFD_CLOEXEC) : -1;
     // Without a signalfd (EMFILE) the store is not served: its slots stay empty, and a restart
-    // adopts the session's processes without their output (take() answers EBADF).
+    // adopts the session's processes without their output (take() answers EBADF). Its channel is
+    // closed then, so the daemon's holds fail at once instead of queueing pipes nobody takes.
+    if (store && pid_namespace && children < 0) {
+        ::close(kStoreHolderFd);
+        ::close(kStoreDaemonFd);
+    }
     if (store && (!pid_namespace || children >= 0)) {
         for (;;) {
             reap_children();
@@ -119,7 +124,10 @@ void reap_children() noexcept {
                 while (::read(children, &info, sizeof info) > 0) {
                 }
             }
-            if (ready[0].revents & POLLNVAL) break;  // no channel after all: hold on without
+            // No channel after all, or one hung up for good (the copy of the daemon's end could
+            // not be kept and the daemon is gone): hold on without, rather than spin on POLLHUP.
+            if (ready[0].revents & (POLLNVAL | POLLERR)) break;
+            if ((ready[0].revents & POLLHUP) && !(ready[0].revents & POLLIN)) break;
             if (ready[0].revents != 0) serve_store_requests();
         }
     }
@@ -462,6 +470,28 @@ bool mapped_outside(pid_t pid, const char* map, unsigned id) {
     return false;
 }
 
+/// The first namespace kind in `flags` that `pid` shares with this process ("mnt", "net", ...),
+/// or nullptr when it has its own of every kind asked for. A holder found on restart must really
+/// be in the namespaces the policy asks for: a keeper (no namespaces) adopted for a policy that
+/// now asks for some would have every new process setns into corrald's own mount, pid and network
+/// namespaces (review of issue 12's keepers).
+const char* shared_namespace(pid_t pid, int flags) {
+    static constexpr std::pair<int, const char*> kinds[] = {
+        {CLONE_NEWNS, "mnt"},       {CLONE_NEWPID, "pid"}, {CLONE_NEWNET, "net"},
+        {CLONE_NEWIPC, "ipc"},      {CLONE_NEWUTS, "uts"}, {CLONE_NEWUSER, "user"},
+        {CLONE_NEWCGROUP, "cgroup"}};
+    for (const auto& [flag, name] : kinds) {
+        if (!(flags & flag)) continue;
+        struct stat theirs {
+        }, ours{};
+        const std::string path = "/proc/" + std::to_string(pid) + "/ns/" + name;
+        if (::stat(path.c_str(), &theirs) != 0) return name;  // cannot tell: not its own
+        if (::stat((std::string("/proc/self/ns/") + name).c_str(), &ours) != 0) return name;
+        if (theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino) return name;
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 Result<Sandbox> Sandbox::adopt(pid_t pid, uint64_t start_ticks, const Policy& policy,
@@ -472,6 +502,10 @@ Result<Sandbox> Sandbox::adopt(pid_t pid, uint64_t start_ticks, const Policy& po
     if (!holder_cgroup.valid()) return plain_error("namespace holder: no cgroup given");
     auto holder = open_verified_process(pid, start_ticks, holder_cgroup.path());
     if (!holder) return std::move(holder.error().context("namespace holder"));
+    if (const char* shared = shared_namespace(pid, flags))
+        return plain_error(std::string("namespace holder: its ") + shared +
+                           " namespace is not its own, but the policy asks for one (the policy "
+                           "changed across the restart?)");
     Sandbox sandbox;
     if (flags & CLONE_NEWUSER) {
         if (!identity || !mapped_outside(pid, "uid_map", identity->uid) ||

@@ -7,6 +7,7 @@
 // reparented to. The leaf holds the process and every descendant, and "populated 0" in its
 // cgroup.events is the one end signal that covers all of them.
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,18 +107,26 @@ std::shared_ptr<Process> Process::restore(boost::asio::io_context& io, ChildReap
 }
 
 // A process that ended while the daemon was down left what it wrote since the old daemon's last
-// read in the pipes the holder kept: every writer is gone, so reading until EOF (or EAGAIN, should
-// a descendant outside the leaf still hold a write end) takes at most what a pipe holds, 1 MiB.
+// read in the pipes the holder kept. This runs on start-up, before the API listens, so it reads
+// only what the pipe holds now (FIONREAD; at most a pipe's 1 MiB when that cannot be asked): a
+// process of the same session can still hold a write end (it opened /proc/<pid>/fd/1, or it is
+// a descendant outside the leaf) and keep writing, and "until EOF" would never end (review of
+// issue 12's held output). What it writes later is not this record's.
 void Process::drain_resumed_output(ResumedOutput resumed) {
     if (!resumed.any()) return;
     auto drain = [](int fd, OutputBuffer& buffer) {
         const int flags = ::fcntl(fd, F_GETFL);
         if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return;
+        int pending = 0;
+        size_t left = ::ioctl(fd, FIONREAD, &pending) == 0 && pending >= 0
+                          ? static_cast<size_t>(pending)
+                          : size_t{1} << 20;
         char chunk[64 * 1024];
-        for (;;) {
-            const ssize_t n = ::read(fd, chunk, sizeof chunk);
+        while (left > 0) {
+            const ssize_t n = ::read(fd, chunk, std::min(sizeof chunk, left));
             if (n > 0) {
                 buffer.append(std::string_view(chunk, static_cast<size_t>(n)));
+                left -= static_cast<size_t>(n);
             } else if (n < 0 && errno == EINTR) {
                 continue;
             } else {

@@ -76,9 +76,8 @@ TEST(DaemonRestart, ReadoptsSessionsWithLiveProcessesWithTheirIdsTokensEnvAndPor
     std::vector<Created> created;
     // `default` has a pid/mount/user namespace holder; `none` has none.
     for (const char* policy : {"default", "none"}) {
-        auto made = c.post("/v1/sessions", {{"policy", policy},
-                                            {"env", {{"GREETING", "hello"}}},
-                                            {"ports", 1}});
+        auto made = c.post("/v1/sessions",
+                           {{"policy", policy}, {"env", {{"GREETING", "hello"}}}, {"ports", 1}});
         ASSERT_EQ(made.status, 201u) << made.body;
         Created one{made.json()["id"], made.json()["token"], made.json()["restrictedToken"], {}};
         const std::string s = "/v1/sessions/" + one.id;
@@ -89,9 +88,9 @@ TEST(DaemonRestart, ReadoptsSessionsWithLiveProcessesWithTheirIdsTokensEnvAndPor
         ASSERT_EQ(patched.status, 200u) << patched.body;
         if (std::string(policy) == "default") {
             // Egress rules a client set survive: a restart must not fall back to the policy's.
-            auto narrowed = c.request(
-                "PATCH", s + "/network",
-                json({{"mode", "custom"}, {"allowedHosts", {"example.com"}}}).dump());
+            auto narrowed =
+                c.request("PATCH", s + "/network",
+                          json({{"mode", "custom"}, {"allowedHosts", {"example.com"}}}).dump());
             ASSERT_EQ(narrowed.status, 200u) << narrowed.body;
         }
         auto ran = c.post(s + "/run", {{"command", "exit 7"}});
@@ -136,7 +135,8 @@ TEST(DaemonRestart, ReadoptsSessionsWithLiveProcessesWithTheirIdsTokensEnvAndPor
         auto refused = c.del(s, bearer(one.restricted));
         EXPECT_EQ(refused.status, 403u) << refused.body;
         // The session works: env comes back into new processes, through its namespaces.
-        auto echoed = c.post(s + "/run", {{"command", "echo $GREETING-$LATER"}}, bearer(one.restricted));
+        auto echoed =
+            c.post(s + "/run", {{"command", "echo $GREETING-$LATER"}}, bearer(one.restricted));
         ASSERT_EQ(echoed.status, 200u) << echoed.body;
         EXPECT_EQ(echoed.json()["stdout"], "hello-yes\n");
         EXPECT_EQ(echoed.json()["id"], "p3");  // ids go on from where they were
@@ -203,6 +203,48 @@ TEST(DaemonRestart, WhatEndedWhileTheDaemonWasDownIsUnknownAndEmptySessionsEnd) 
     EXPECT_EQ(c.post("/v1/sessions", {{"id", idle_id}, {"policy", "none"}}).status, 201u);
     EXPECT_EQ(c.del("/v1/sessions/" + idle_id).status, 200u);
     EXPECT_EQ(c.del(k).status, 200u);
+    EXPECT_TRUE(daemon.footprint().empty()) << daemon.footprint().describe();
+}
+
+// A named policy is resolved again on restart. One that asked for no namespaces (the session has
+// a keeper, not a holder) and now asks for some must not have the keeper taken for the holder:
+// every new process would setns into corrald's own mount, pid and network namespaces while the
+// record says it is isolated (review of issue 12's keepers). The session ends instead, its process
+// killed, as any session whose policy no longer fits what is left of it.
+TEST(DaemonRestart, AKeeperIsNeverTakenForTheHolderOfAPolicyThatNowAsksForNamespaces) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    char dir_template[] = "/tmp/corral-test-policies-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir_template), nullptr);
+    const std::filesystem::path policies(dir_template);
+    struct RemoveDir {
+        std::filesystem::path path;
+        ~RemoveDir() { std::filesystem::remove_all(path); }
+    } remove_dir{policies};
+    std::ofstream(policies / "agent.yaml") << "name: agent\nextends: none\n";
+
+    CorraldProcess daemon({"--policy-dir", policies.string()});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    auto made = c.post("/v1/sessions", {{"policy", "agent"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string s = "/v1/sessions/" + made.json()["id"].get<std::string>();
+    auto sleeper = c.post(s + "/processes", {{"argv", {"/bin/sleep", "600"}}});
+    ASSERT_EQ(sleeper.status, 201u) << sleeper.body;
+    const pid_t sleeper_pid = sleeper.json()["pid"].get<pid_t>();
+
+    daemon.kill_hard();
+    // Namespaces without a user namespace: the identity check of a user namespace cannot catch it.
+    std::ofstream(policies / "agent.yaml", std::ios::trunc)
+        << "name: agent\nextends: default\nnamespaces: { user: false }\n";
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+
+    auto got = c.get(s);
+    ASSERT_EQ(got.status, 200u) << got.body;
+    EXPECT_EQ(got.json()["state"], "ended") << got.body;
+    EXPECT_EQ(got.json()["endReason"], "daemon-restart") << got.body;
+    for (int i = 0; i < 500 && alive(sleeper_pid); ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_FALSE(alive(sleeper_pid)) << "the session's process was left running";
     EXPECT_TRUE(daemon.footprint().empty()) << daemon.footprint().describe();
 }
 
@@ -537,12 +579,12 @@ TEST(DaemonRestart, WithKeepOutputOffAResumedStreamEndsWithDaemonRestart) {
     auto final_event = [&] {
         json last;
         HttpClient again = daemon.client();
-        const unsigned status = again.stream_lines(
-            "GET", s + "/processes/p1/stream?offset=" + std::to_string(offset), "", {},
-            [&](const std::string& line) {
-                last = json::parse(line);
-                return true;
-            });
+        const unsigned status =
+            again.stream_lines("GET", s + "/processes/p1/stream?offset=" + std::to_string(offset),
+                               "", {}, [&](const std::string& line) {
+                                   last = json::parse(line);
+                                   return true;
+                               });
         EXPECT_EQ(status, 200u);
         return last;
     };
