@@ -88,6 +88,10 @@ std::string Exchange::header(std::string_view name) const {
     return std::string(it->value());
 }
 
+bool Exchange::unframed_body() const {
+    return parser_.get().version() < 11;
+}
+
 bool Exchange::keep_alive() const {
     // Unread body bytes would be parsed as the next request: close instead.
     return !force_close_ && parser_.is_done() && parser_.get().keep_alive();
@@ -188,24 +192,14 @@ asio::awaitable<void> Exchange::send_pieces(unsigned status, std::string_view co
         co_await bounded([&](auto token) { return http::async_write(socket_, res, token); });
         co_return;
     }
-    http::response<http::empty_body> res{static_cast<http::status>(status), 11};
-    res.set(http::field::content_type, type);
-    res.chunked(true);
-    prepare(res);
-    http::response_serializer<http::empty_body> serializer{res};
-    co_await bounded(
-        [&](auto token) { return http::async_write_header(socket_, serializer, token); });
+    co_await begin_chunked(content_type, /*event_stream=*/false);
     // One piece is made only once the one before it was taken: that is the backpressure.
     do {
-        if (!pending.empty()) {
-            const auto chunk = http::make_chunk(asio::buffer(pending));
-            co_await bounded([&](auto token) { return asio::async_write(socket_, chunk, token); });
-        }
+        co_await send_chunk(pending);
         pending.clear();
         while (more && pending.size() < kResponsePiece) more = next(pending);
     } while (more || !pending.empty());
-    const auto last = http::make_chunk_last();
-    co_await bounded([&](auto token) { return asio::async_write(socket_, last, token); });
+    co_await end_chunked();
 }
 
 asio::awaitable<void> Exchange::send_json(unsigned status, const nlohmann::json& body) {
@@ -286,13 +280,15 @@ asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size, const std::stri
     co_return true;
 }
 
-asio::awaitable<void> Exchange::begin_chunked(std::string_view content_type) {
-    http::response<http::empty_body> res{http::status::ok, 11};
+asio::awaitable<void> Exchange::begin_chunked(std::string_view content_type, bool event_stream,
+                                              unsigned status) {
+    http::response<http::empty_body> res{static_cast<http::status>(status), 11};
     res.set(http::field::content_type,
             beast::string_view(content_type.data(), content_type.size()));
-    res.set(http::field::cache_control, "no-cache");
-    res.chunked(true);
+    if (event_stream) res.set(http::field::cache_control, "no-cache");
+    if (unframed_body()) force_close_ = true;  // the close is the body's end
     prepare(res);
+    res.chunked(!unframed_body());
     http::response_serializer<http::empty_body> serializer{res};
     co_await bounded(
         [&](auto token) { return http::async_write_header(socket_, serializer, token); });
@@ -300,11 +296,17 @@ asio::awaitable<void> Exchange::begin_chunked(std::string_view content_type) {
 
 asio::awaitable<void> Exchange::send_chunk(std::string_view data) {
     if (data.empty()) co_return;
+    if (unframed_body()) {
+        const auto raw = asio::buffer(data.data(), data.size());
+        co_await bounded([&](auto token) { return asio::async_write(socket_, raw, token); });
+        co_return;
+    }
     const auto chunk = http::make_chunk(asio::buffer(data.data(), data.size()));
     co_await bounded([&](auto token) { return asio::async_write(socket_, chunk, token); });
 }
 
 asio::awaitable<void> Exchange::end_chunked() {
+    if (unframed_body()) co_return;  // the connection's close ends the body
     const auto last = http::make_chunk_last();
     co_await bounded([&](auto token) { return asio::async_write(socket_, last, token); });
 }

@@ -119,8 +119,10 @@ class Exchange {
 
     /// Starts a chunked NDJSON response (status 200).
     asio::awaitable<void> begin_ndjson() { return begin_chunked("application/x-ndjson"); }
-    /// Starts a chunked response of `content_type` (status 200, not cached).
-    asio::awaitable<void> begin_chunked(std::string_view content_type);
+    /// Starts a chunked response of `content_type` (`event_stream`: not cached). To an HTTP/1.0
+    /// client the body goes unframed instead and the connection is closed after it.
+    asio::awaitable<void> begin_chunked(std::string_view content_type, bool event_stream = true,
+                                        unsigned status = 200);
     /// Sends lines (each already ending in '\n') as one chunk.
     asio::awaitable<void> send_chunk(std::string_view data);
     /// Ends the chunked response.
@@ -163,6 +165,9 @@ class Exchange {
     std::string method_;
     std::string path_;
     QueryParams query_;
+    /// An HTTP/1.0 client knows no chunked encoding (RFC 9112 7.1: never send it one): a body of
+    /// unknown length goes to it unframed, and the connection's close ends it.
+    bool unframed_body() const;
     bool response_started_ = false;
     bool force_close_ = false;
     bool sent_100_continue_ = false;

@@ -128,8 +128,8 @@ TEST_F(HttpInput, EnvironmentNamesThatAreNotNamesAreRefused) {
         auto ran = c.post(base + "/run", run);
         expect_refused(ran, "env", run.dump());
         EXPECT_EQ(ran.body.find("A=B=v"), std::string::npos) << ran.body;
-        expect_refused(c.request("PATCH", base + "/env", json{{"set", {{name, "v"}}}}.dump()), "set",
-                       name);
+        expect_refused(c.request("PATCH", base + "/env", json{{"set", {{name, "v"}}}}.dump()),
+                       "set", name);
         expect_refused(c.request("PATCH", base + "/env", json{{"unset", {name}}}.dump()), "unset",
                        name);
     }
@@ -279,6 +279,51 @@ TEST_F(HttpInput, RaisesItsOpenFileLimitToTheHardLimit) {
     rlimit theirs{};
     ASSERT_EQ(::prlimit(daemon_->pid(), RLIMIT_NOFILE, nullptr, &theirs), 0);
     EXPECT_EQ(theirs.rlim_cur, mine.rlim_max);
+}
+
+// RFC 9112 section 7.1: a server must not send chunked transfer coding to an HTTP/1.0 client,
+// which reads it as body bytes (`curl --http1.0` saw chunk-size lines in a large log). A body
+// the daemon streams goes to such a client unframed and the connection's close ends it; an
+// HTTP/1.1 client still gets it chunked (review of issue 12.3's streamed responses).
+TEST_F(HttpInput, StreamedBodiesReachAnHttp10ClientUnframedAndWhole) {
+    start();
+    const std::string base = new_session();
+    auto c = client();
+    constexpr size_t kBytes = 200000;  // more than one 64 KiB piece: a streamed body
+    auto made =
+        c.post(base + "/processes",
+               {{"command", "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' a"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string proc = base + "/processes/" + made.json().value("id", "");
+    ASSERT_EQ(c.get(proc + "/wait?timeoutMs=30000").status, 200u);
+
+    for (const std::string target : {proc + "/logs?stream=stdout", proc + "/stream"}) {
+        SCOPED_TRACE(target);
+        RawConnection old_client = RawConnection::unix_socket(daemon_->socket_path());
+        ASSERT_TRUE(old_client.connected());
+        ASSERT_TRUE(old_client.send("GET " + target + " HTTP/1.0\r\nHost: corrald\r\n\r\n"));
+        auto answer = old_client.read_until_close(30s);
+        ASSERT_TRUE(answer.has_value()) << "no answer, or the connection was not closed after it";
+        const std::string head = answer->substr(0, answer->find("\r\n\r\n"));
+        EXPECT_EQ(status_of(*answer), 200u) << head;
+        EXPECT_EQ(head.find("chunked"), std::string::npos) << head;
+        const std::string body = body_of(*answer);
+        EXPECT_NE(body.find(std::string(1000, 'a')), std::string::npos);
+        EXPECT_EQ(body.find("\r\n10000\r\n"), std::string::npos) << "a chunk-size line in the body";
+        if (target.find("/logs") != std::string::npos) {
+            const json logs = json::parse(body, nullptr, false);
+            ASSERT_FALSE(logs.is_discarded()) << body.substr(0, 200);
+            EXPECT_EQ(logs.value("data", "").size(), kBytes);
+        }
+    }
+    // HTTP/1.1 keeps chunked framing for the same body.
+    RawConnection new_client = RawConnection::unix_socket(daemon_->socket_path());
+    ASSERT_TRUE(new_client.send("GET " + proc +
+                                "/logs?stream=stdout HTTP/1.1\r\nHost: corrald\r\nConnection: "
+                                "close\r\n\r\n"));
+    auto answer = new_client.read_until_close(30s);
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_NE(answer->substr(0, answer->find("\r\n\r\n")).find("chunked"), std::string::npos);
 }
 
 }  // namespace
