@@ -160,7 +160,6 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
     if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0)
         child_fail(report_fd, plan.chdir_step.c_str(), errno);
     mark_fds_cloexec(spec.extra_fd >= 3 ? 4 : 3);
-    reset_signals();
     if (spec.confinement != nullptr) {
         int listener = -1;
         if (const char* step =
@@ -210,6 +209,9 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
     // Defence in depth, kept even though redundant for them: one caller that forgets (a test, a
     // future tool) would expose its memory to /proc/N/mem of the sandbox until execve.
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    // Born with every signal blocked (launch_begin): no handler of the caller's may run in this
+    // copy of it. Defaults first, then the mask is cleared.
+    reset_signals();
     if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup
         char go;
         ssize_t n;
@@ -250,38 +252,6 @@ Result<Pipe> make_report_socket() {
 /// Reaps a child that failed setup (it has exited or is about to).
 void reap(const PidRef& child) {
     (void)child.wait();
-}
-
-/// Reads the child's reports until it has exec'd (end of file) or failed. With refusals counted,
-/// the listener report comes first; from then on the calls the child refuses before execve (a
-/// policy may refuse execve or write itself) are answered here, or it would wait forever.
-Result<std::optional<ChildReport>> await_exec(int report_fd, SeccompRefusals* refusals,
-                                              SetupDeadline& deadline) {
-    for (;;) {
-        pollfd fds[2] = {{report_fd, POLLIN, 0}, {refusals ? refusals->fd() : -1, POLLIN, 0}};
-        const nfds_t count =
-            refusals != nullptr && refusals->attached() && !refusals->hung_up() ? 2 : 1;
-        const int ready = ::poll(fds, count, deadline.poll_timeout());
-        if (ready < 0) {
-            if (errno == EINTR) continue;
-            return sys_error("poll the child's report");
-        }
-        if (ready == 0) {
-            // Issue 12 item 1: a child stopped (SIGSTOP) or frozen before execve never reports;
-            // corrald's loop must not wait for it for ever. The caller kills and reaps it.
-            if (!deadline.expired()) continue;  // slow but running: another limit
-            return sys_error(ETIMEDOUT, "the process did not reach execve " + deadline.describe() +
-                                            " (stopped or frozen before it?); it was killed");
-        }
-        if (count == 2 && fds[1].revents != 0) refusals->serve(64);
-        if (fds[0].revents == 0) continue;
-        if (refusals == nullptr) return read_report(report_fd);
-        UniqueFd received;
-        auto report = read_report_with_fd(report_fd, received);
-        if (!report || !*report || (*report)->kind != ChildReport::listener) return report;
-        if (!received) return plain_error("the seccomp listener report came without it");
-        refusals->attach(std::move(received));
-    }
 }
 
 Error failure_error(const ChildReport& report) {
@@ -356,7 +326,7 @@ Result<PidRef> start_child(const LaunchSpec& spec, ChildPlan& plan, int report_f
 
 }  // namespace
 
-Result<PidRef> launch(const LaunchSpec& spec) {
+Result<PendingLaunch> launch_begin(const LaunchSpec& spec) {
     if (spec.argv.empty() || spec.argv[0].empty()) return plain_error("launch: empty argv");
     if (spec.cgroup_fd < 0) return plain_error("launch: no cgroup given");
     ChildPlan plan;
@@ -376,25 +346,96 @@ Result<PidRef> launch(const LaunchSpec& spec) {
         if (!entered) return std::move(entered.error());
         pid_namespace.emplace(std::move(*entered));
     }
+    // Until it resets them, the child has our signal handlers in its copy of our memory: a
+    // signal it got before then (a same-session process may signal it once it is in the
+    // session's user namespace, and stop it there for as long as it likes) would run corrald's
+    // handler in the child, which writes to asio's signal pipe, shared with us: a SIGTERM sent
+    // to the child would stop corrald. So it is born with every signal blocked (as glibc's
+    // posix_spawn does) and clears the mask only after setting every handler to the default.
+    sigset_t all, ours;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &ours);
     auto started = start_child(spec, plan, pipe->write_end.get());
+    ::pthread_sigmask(SIG_SETMASK, &ours, nullptr);
     pid_namespace.reset();
     pipe->write_end.reset();  // EOF once the child has exec'd or exited
     if (!started) return std::move(started.error());
-    PidRef child = std::move(*started);
+    PendingLaunch pending;
+    pending.child = std::move(*started);
+    pending.report = std::move(pipe->read_end);
+    pending.listener_expected = plan.hand_over_listener;
+    return pending;
+}
+
+Result<bool> read_launch_report(PendingLaunch& pending, SeccompRefusals* refusals) {
+    if (!pending.listener_expected) {
+        auto report = read_report(pending.report.get());
+        if (!report) return std::move(report.error());
+        if (*report) return failure_error(**report);
+        return true;
+    }
+    UniqueFd received;
+    auto report = read_report_with_fd(pending.report.get(), received);
+    if (!report) return std::move(report.error());
+    if (!*report) return true;
+    if ((*report)->kind != ChildReport::listener) return failure_error(**report);
+    if (!received) return plain_error("the seccomp listener report came without it");
+    // One listener per launch: a later report is a failure or the end.
+    pending.listener_expected = false;
+    if (refusals != nullptr) refusals->attach(std::move(received));
+    return false;
+}
+
+namespace {
+
+/// The blocking wait of launch(): reads the child's reports until it has exec'd (end of file) or
+/// failed. With refusals counted, the listener report comes first; from then on the calls the
+/// child refuses before execve (a policy may refuse execve or write itself) are answered here,
+/// or it would wait forever.
+Status await_exec(PendingLaunch& pending, SeccompRefusals* refusals, SetupDeadline& deadline) {
+    for (;;) {
+        pollfd fds[2] = {{pending.report.get(), POLLIN, 0},
+                         {refusals ? refusals->fd() : -1, POLLIN, 0}};
+        const nfds_t count =
+            refusals != nullptr && refusals->attached() && !refusals->hung_up() ? 2 : 1;
+        const int ready = ::poll(fds, count, deadline.poll_timeout());
+        if (ready < 0) {
+            if (errno == EINTR) continue;
+            return sys_error("poll the child's report");
+        }
+        if (ready == 0) {
+            if (!deadline.expired()) continue;  // slow but running: another limit
+            return launch_deadline_error(deadline);
+        }
+        if (count == 2 && fds[1].revents != 0) refusals->serve(64);
+        if (fds[0].revents == 0) continue;
+        auto executed = read_launch_report(pending, refusals);
+        if (!executed) return std::move(executed.error());
+        if (*executed) return {};
+    }
+}
+
+}  // namespace
+
+Error launch_deadline_error(const SetupDeadline& deadline) {
+    // Issue 12 item 1: a child stopped (SIGSTOP) or frozen before execve never reports; corrald
+    // must not wait for it for ever. The caller kills it.
+    return sys_error(ETIMEDOUT, "the process did not reach execve " + deadline.describe() +
+                                    " (stopped or frozen before it?); it was killed");
+}
+
+Result<PidRef> launch(const LaunchSpec& spec) {
+    auto pending = launch_begin(spec);
+    if (!pending) return std::move(pending.error());
     SetupDeadline deadline;
-    if (spec.setup_limit) deadline = SetupDeadline(*spec.setup_limit, child.pid());
-    auto report = await_exec(pipe->read_end.get(),
-                             plan.hand_over_listener ? spec.refusals : nullptr, deadline);
-    if (!report) {
-        (void)child.send_signal(SIGKILL);
-        reap(child);
-        return std::move(report.error());
+    if (spec.setup_limit) deadline = SetupDeadline(*spec.setup_limit, pending->child.pid());
+    const bool counting = pending->listener_expected;
+    if (Status done = await_exec(*pending, counting ? spec.refusals : nullptr, deadline); !done) {
+        (void)pending->child.send_signal(SIGKILL);
+        reap(pending->child);
+        return std::move(done.error());
     }
-    if (*report) {
-        reap(child);
-        return failure_error(**report);
-    }
-    return child;
+    return std::move(pending->child);
 }
 
 std::optional<int> exec_failure_exit_code(const Error& launch_error) {

@@ -23,11 +23,14 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/unique_fd.hpp"
 #include "isolation/confinement.hpp"
 #include "isolation/pid_ref.hpp"
 #include "isolation/seccomp_listener.hpp"
 
 namespace corral {
+
+class SetupDeadline;  // setup_deadline.hpp
 
 /// What to start and how.
 struct LaunchSpec {
@@ -66,9 +69,33 @@ struct LaunchFailure {
     int error = 0;
 };
 
-/// Starts the process; on a setup failure, the Error's code is the child's errno and its message
-/// names the step. The returned PidRef is our child (waitid works).
+/// Starts the process and waits until it has exec'd (within spec.setup_limit); on a setup
+/// failure, the Error's code is the child's errno and its message names the step. The returned
+/// PidRef is our child (waitid works). For callers that may block (`corral run`, tests).
 Result<PidRef> launch(const LaunchSpec& spec);
+
+/// A child launch_begin() started that may not have reached execve yet. Its report channel
+/// becomes readable when the child reports (a setup failure, or its seccomp listener) and at end
+/// of file once it has exec'd or died; read_launch_report() reads what is there.
+struct PendingLaunch {
+    PidRef child;     ///< our child
+    UniqueFd report;  ///< the channel's read end (blocking; read it only when readable)
+    /// The first report may carry the seccomp listener (spec.refusals with a notifying filter).
+    bool listener_expected = false;
+};
+
+/// launch() without the wait, for an event loop (issue 12 item 1: corrald's loop must not wait
+/// for a child a same-session process can stop before execve). The caller watches `report`,
+/// calls read_launch_report() when it is readable, applies its own SetupDeadline (killing the
+/// child through its pidfd when it expires: launch_deadline_error()), and reaps the child.
+Result<PendingLaunch> launch_begin(const LaunchSpec& spec);
+/// Reads one report of a pending launch (the channel must be readable: it never waits then).
+/// true: the child has exec'd. false: a listener came (attached to `refusals`, whose calls the
+/// caller now answers) and more is to come. An Error: the setup failed (the child is exiting with
+/// 127, or must be killed when the channel itself failed), in launch()'s form.
+Result<bool> read_launch_report(PendingLaunch& pending, SeccompRefusals* refusals);
+/// The error of a launch whose child did not reach execve within its SetupDeadline.
+Error launch_deadline_error(const SetupDeadline& deadline);
 
 /// When launch() failed at execve, the exit code a shell gives for it (127 not found, 126 found
 /// but not executable: shell_exec_failure_code); nullopt for every other setup failure.

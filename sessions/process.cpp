@@ -39,9 +39,6 @@ LaunchSpec base_launch_spec(const ProcessSetup& setup, const Cgroup& leaf) {
     spec.namespace_flags = setup.namespace_flags;
     spec.new_session = true;
     spec.confinement = setup.confinement;
-    // The launch runs on the event loop: a child stopped or frozen before execve must not hold
-    // every session's API for ever (issue 12 item 1).
-    spec.setup_limit = kSetupReportLimit;
     return spec;
 }
 
@@ -63,7 +60,9 @@ Process::Process(boost::asio::io_context& io, ChildReaper& reaper, ProcessSetup 
       grace_timer_(io),
       settle_timer_(io),
       started_wall_(std::chrono::system_clock::now()),
-      started_(std::chrono::steady_clock::now()) {}
+      started_(std::chrono::steady_clock::now()),
+      launch_watch_(io),
+      launch_timer_(io) {}
 
 Process::~Process() {
     shut_down();
@@ -87,6 +86,7 @@ Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, Chi
     if (auto ticks = process_start_ticks(process->main_.pid()))
         process->setup_.start_ticks = *ticks;
     process->start_watching();
+    process->watch_launch();
     return process;
 }
 
@@ -121,9 +121,10 @@ Status Process::launch_into_leaf() {
     spec.extra_fd = setup_.extra_fd;
     started_wall_ = std::chrono::system_clock::now();
     started_ = std::chrono::steady_clock::now();
-    auto pid = launch(spec);
-    if (!pid) return std::move(pid.error());
-    main_ = std::move(*pid);
+    auto pending = launch_begin(spec);
+    if (!pending) return std::move(pending.error());
+    main_ = std::move(pending->child);
+    pending_launch_ = std::move(*pending);
     launched_ = true;
     reaper_.add_owned(main_.pid());
 
@@ -166,10 +167,11 @@ Status Process::launch_on_terminal() {
     UniqueFd write_end(writing);
     started_wall_ = std::chrono::system_clock::now();
     started_ = std::chrono::steady_clock::now();
-    auto pid = launch(spec);
+    auto pending = launch_begin(spec);
     setup_.terminal->slave.reset();
-    if (!pid) return std::move(pid.error());
-    main_ = std::move(*pid);
+    if (!pending) return std::move(pending.error());
+    main_ = std::move(pending->child);
+    pending_launch_ = std::move(*pending);
     launched_ = true;
     reaper_.add_owned(main_.pid());
     CORRAL_TRY(set_nonblocking(read_end.get()), "pty master");
@@ -233,14 +235,14 @@ ProcessInfo Process::info() const {
     info.cwd = setup_.cwd;
     info.running = !finished_;
     info.reason = reason_;
-    if (main_status_) {
+    if (main_status_ && reason_ != ExitReason::setup_failed) {
         if (main_status_->exited) {
             info.exit_code = main_status_->code;
         } else {
             info.signal = main_status_->code;
         }
     }
-    if (!main_status_ && setup_exit_code_) info.exit_code = setup_exit_code_;
+    if (reason_ == ExitReason::setup_failed) info.exit_code = setup_exit_code_;
     info.error = setup_error_;
     info.started_at = started_wall_;
     const auto end = ended_.value_or(std::chrono::steady_clock::now());
@@ -379,6 +381,8 @@ void Process::shut_down() {
     timeout_timer_.cancel();
     grace_timer_.cancel();
     settle_timer_.cancel();
+    launch_timer_.cancel();
+    launch_watch_.close(ignored);
     exit_watch_.close(ignored);
     leaf_watch_.close(ignored);
     refusal_watch_.close(ignored);

@@ -31,6 +31,7 @@
 #include "isolation/seccomp_listener.hpp"
 #include "isolation/limits.hpp"
 #include "isolation/pid_ref.hpp"
+#include "isolation/setup_deadline.hpp"
 #include "sessions/output_buffer.hpp"
 #include "sessions/output_follower.hpp"
 #include "sessions/session_types.hpp"
@@ -108,8 +109,10 @@ class Process : public std::enable_shared_from_this<Process> {
   public:
     using FinishCallback = std::function<void(Process&)>;
 
-    /// Creates the leaf cgroup and pipes and launches. A launch (setup) failure gives a finished
-    /// record with reason setup-failed; an Error means the daemon could not even try.
+    /// Creates the leaf cgroup and pipes and launches, without waiting for the child to reach
+    /// execve (process_launch.cpp; wait_launched() tells when it has). A setup failure gives a
+    /// record with reason setup-failed: final at once when the clone itself failed, once the
+    /// child has exited when a step in it failed. An Error means the daemon could not even try.
     static Result<std::shared_ptr<Process>> start(boost::asio::io_context& io, ChildReaper& reaper,
                                                   ProcessSetup setup, FinishCallback on_finish);
 
@@ -194,6 +197,13 @@ class Process : public std::enable_shared_from_this<Process> {
     /// Calls `handler` once when a stream grew past its offset or the record is final.
     std::shared_ptr<bool> wait_output(uint64_t stdout_offset, uint64_t stderr_offset,
                                       std::function<void()> handler);
+    /// Calls `handler` once the launch has settled: the process has exec'd, or the record is
+    /// final (a setup failure, or it died before execve). What a spawn answers with.
+    std::shared_ptr<bool> wait_launched(std::function<void()> handler);
+    /// True until the child has exec'd or the record is final.
+    bool launching() const {
+        return pending_launch_ && pending_launch_->report.valid() && !finished_;
+    }
     /// Calls `handler(true)` when the record is final, `handler(false)` after `timeout`.
     std::shared_ptr<bool> wait_exit(std::optional<Millis> timeout,
                                     std::function<void(bool finished)> handler);
@@ -238,6 +248,16 @@ class Process : public std::enable_shared_from_this<Process> {
     Status launch_into_leaf();
     Status launch_on_terminal();
     void record_setup_failure(const Error& error);
+
+    // process_launch.cpp: the child's way to execve, watched on the loop (issue 12 item 1)
+    void watch_launch();
+    void on_launch_report();
+    /// Reads what the report channel holds once the child has exited (it never waits then).
+    void settle_launch_at_exit();
+    void arm_launch_deadline();
+    void arm_launch_timer();
+    void launch_failed(const Error& error);
+    void launch_settled();
     StreamReader& reader(OutputStream stream);
     const StreamReader& reader(OutputStream stream) const;
 
@@ -326,6 +346,14 @@ class Process : public std::enable_shared_from_this<Process> {
     bool output_resumed_ = false;  ///< adopted with the pipes the session's holder kept
     std::optional<RestoredEnd> restored_;
     pid_t restored_pid_ = -1;
+
+    /// The launch until the child has exec'd (or failed): its report channel, watched through
+    /// a duplicate, and the deadline of a child that makes no progress towards execve.
+    std::optional<PendingLaunch> pending_launch_;
+    boost::asio::posix::stream_descriptor launch_watch_;
+    boost::asio::steady_timer launch_timer_;
+    SetupDeadline launch_deadline_;
+    std::vector<std::pair<std::shared_ptr<bool>, std::function<void()>>> launch_waiters_;
 
     std::vector<std::shared_ptr<ExitWaiter>> exit_waiters_;
     std::vector<OutputWaiter> output_waiters_;

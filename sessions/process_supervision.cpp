@@ -149,6 +149,7 @@ void Process::watch_exit() {
 
 void Process::on_main_exit(std::optional<WaitStatus> status) {
     if (main_status_ || main_status_lost_) return;
+    settle_launch_at_exit();  // a failure it reported just before it exited is its record
     if (status) {
         main_status_ = *status;
     } else {
@@ -240,6 +241,8 @@ ExitReason Process::classify() const {
         if (timed_out_) return ExitReason::timeout;
         return killed_by_request_ ? ExitReason::killed : ExitReason::unknown;
     }
+    // It never reached execve (process_launch.cpp): how its setup ended is the record.
+    if (!setup_error_.empty()) return ExitReason::setup_failed;
     if (main_status_lost_) return killed_by_request_ ? ExitReason::killed : ExitReason::signaled;
     EndingContext context;
     context.timed_out = timed_out_;
@@ -257,6 +260,7 @@ void Process::finish() {
     finished_ = true;
     settle_timer_.cancel();
     timeout_timer_.cancel();
+    launch_timer_.cancel();
     if (leaf_.valid()) {
         if (auto usage = leaf_.usage()) final_usage_ = *usage;
     }
@@ -270,6 +274,7 @@ void Process::finish() {
         watch_lingering_leaf();  // removed the moment it is empty, never waited for here
     }
     if (stdin_queue_.empty()) close_stdin();
+    launch_settled();  // died before execve: the spawn answers with the final record
     notify_exit();
     notify_output();
     if (on_finish_) on_finish_(*this);

@@ -275,7 +275,8 @@ Result<std::shared_ptr<Process>> Session::launch(ProcessSetup setup) {
         Process::start(context_.io, context_.reaper, std::move(setup), finish_callback());
     if (!process) return std::move(process.error());
     if (!(*process)->finished()) hold_output(**process);
-    // Before its id reaches the client; a setup failure is final at once.
+    // Before its id reaches the client; a failure to even start is final at once (one in the
+    // child, before execve, comes later on the loop and is journalled as any end).
     journal_process_started(**process);
     if ((*process)->finished()) journal_process_ended(**process);
     processes_[(*process)->id()] = *process;

@@ -168,9 +168,11 @@ class SessionManager {
 
     // --- processes -----------------------------------------------------------------------------
 
-    /// Starts a process in its own leaf cgroup. A setup failure is not an Error: the record comes
-    /// back final with reason setup-failed and `error` set. Errors are for bad requests and a
-    /// session that cannot take processes.
+    /// Starts a process in its own leaf cgroup. A setup failure is not an Error: the record
+    /// becomes final with reason setup-failed and `error` set. The child may not have reached
+    /// execve when this returns (its record says running); the failure comes on the loop, never
+    /// waited for here (process_launch.cpp): async_start_process answers once it has settled.
+    /// Errors are for bad requests and a session that cannot take processes.
     Result<ProcessInfo> start_process(const std::string& sid, const ProcessRequest& request);
     /// All processes of a session, in start order.
     Result<std::vector<ProcessInfo>> list_processes(const std::string& sid);
@@ -200,7 +202,8 @@ class SessionManager {
     using StartHandler = std::function<void(Result<ProcessInfo>)>;
     /// start_process for callers that can wait: with request.shell the command starts once the
     /// commands queued before it in that shell context are done. `handler` runs (posted) with the
-    /// started record or the error; resetting the handle drops a command still queued.
+    /// record once the child has exec'd or its record is final (a setup failure), or with the
+    /// error; resetting the handle drops a command still queued.
     WaitHandle async_start_process(const std::string& sid, const ProcessRequest& request,
                                    StartHandler handler);
 

@@ -11,31 +11,51 @@ WaitHandle SessionManager::async_start_process(const std::string& sid,
                                                StartHandler handler) {
     auto alive = std::make_shared<bool>(true);
     auto shared_handler = std::make_shared<StartHandler>(std::move(handler));
-    auto finish = [this, alive, shared_handler](Result<ProcessInfo> result) {
-        boost::asio::post(io_, [alive, shared_handler, result = std::move(result)]() mutable {
-            if (*alive) (*shared_handler)(std::move(result));
+    auto fail = [this, alive, shared_handler](Error error) {
+        boost::asio::post(io_, [alive, shared_handler, error = std::move(error)]() mutable {
+            if (*alive) (*shared_handler)(std::move(error));
         });
     };
-    if (request.shell.empty()) {
-        finish(start_process(sid, request));
-        return WaitHandle(alive);
-    }
+    // The answer waits until the child has exec'd or its record is final (a setup failure
+    // names its step), on the loop, never blocking it (process_launch.cpp).
+    auto when_launched = [alive, shared_handler](const std::shared_ptr<Process>& process) {
+        std::weak_ptr<Process> weak = process;
+        (void)process->wait_launched([alive, shared_handler, weak] {
+            if (!*alive) return;
+            auto self = weak.lock();
+            if (!self) {
+                (*shared_handler)(sys_error(ENOENT, "the process is gone"));
+                return;
+            }
+            (*shared_handler)(self->info());
+        });
+    };
     auto session = find_active(sid);
     if (!session) {
-        finish(std::move(session.error()));
+        fail(std::move(session.error()));
+        return WaitHandle(alive);
+    }
+    if (request.shell.empty()) {
+        auto process = (*session)->start_process(request);
+        if (!process) {
+            fail(std::move(process.error()));
+        } else {
+            when_launched(*process);
+        }
         return WaitHandle(alive);
     }
     // One flag for both: dropping the handle also takes the command out of the queue.
     Status queued = (*session)->enqueue_shell_command(
-        request, alive, [alive, shared_handler](Result<std::shared_ptr<Process>> started) {
+        request, alive,
+        [alive, shared_handler, when_launched](Result<std::shared_ptr<Process>> started) {
             if (!*alive) return;
             if (!started) {
                 (*shared_handler)(std::move(started.error()));
             } else {
-                (*shared_handler)((*started)->info());
+                when_launched(*started);
             }
         });
-    if (!queued) finish(std::move(queued.error()));
+    if (!queued) fail(std::move(queued.error()));
     return WaitHandle(alive);
 }
 

@@ -404,6 +404,16 @@ void CodeContext::on_channel_closed(const boost::system::error_code& ec) {
 
 void CodeContext::on_process_exit() {
     if (dead_) return;
+    // Its launch failed on the loop (process_launch.cpp): say so as start() does for one that
+    // failed at once.
+    if (process_) {
+        const ProcessInfo record = process_->info();
+        if (record.reason == ExitReason::setup_failed || !record.error.empty()) {
+            die(interpreter_argv(language_).front() +
+                " is not available in the sandbox: " + record.error);
+            return;
+        }
+    }
     die("the interpreter exited");
 }
 

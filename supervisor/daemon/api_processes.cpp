@@ -193,8 +193,9 @@ asio::awaitable<void> Api::spawn(Exchange& ex, const RouteParams& params, const 
                                      "`shell` is for run and exec; a background "
                                      "process does not take a shell context's turn"));
     request.background = true;  // only its own timeoutMs applies
-    const ProcessInfo started = take(sessions_.start_process(params.at("sid"), request));
-    const nlohmann::json reply = process_json(started);
+    const auto started = co_await start_command(ex, params.at("sid"), request);
+    if (!started) co_return;  // not for a spawn: only a queued shell command sees its client go
+    const nlohmann::json reply = process_json(*started);
     co_await ex.send_json(201, reply);
 }
 

@@ -40,9 +40,9 @@ asio::awaitable<void> Api::delete_shell(Exchange& ex, const RouteParams& params,
 asio::awaitable<std::optional<ProcessInfo>> Api::start_command(Exchange& ex,
                                                                 const std::string& sid,
                                                                 const ProcessRequest& request) {
-    // Without a shell context the command starts now, in this turn of the loop: its start event
-    // then goes out before anything the command does can be observed through another request.
-    if (request.shell.empty()) co_return take(sessions_.start_process(sid, request));
+    // Without a shell context the command starts now, in this turn of the loop; with one, once
+    // the commands queued before it are done. Either way the answer waits, on the loop, until
+    // the child has exec'd or its setup failed (a failure names its step).
     // The outcome is kept apart from the wake-up, so a command that starts in the same turn as
     // the client goes away is still known (and stopped) rather than left running unseen.
     auto outcome = std::make_shared<std::optional<Result<ProcessInfo>>>();

@@ -70,8 +70,9 @@ asio::awaitable<void> Api::create_terminal(Exchange& ex, const RouteParams& para
     std::string shell;
     ProcessRequest request = parse_terminal_request(body, &shell);
     if (!shell.empty()) start_in_shell(take(sessions_.get_shell(params.at("sid"), shell)), request);
-    const ProcessInfo started = take(sessions_.start_process(params.at("sid"), request));
-    const nlohmann::json reply = process_json(started);
+    const auto started = co_await start_command(ex, params.at("sid"), request);
+    if (!started) co_return;
+    const nlohmann::json reply = process_json(*started);
     co_await ex.send_json(201, reply);
 }
 
