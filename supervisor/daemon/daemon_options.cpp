@@ -41,7 +41,9 @@ std::string daemon_usage() {
            "               [--policy-dir DIR] [--port-range FIRST-LAST] [--instance NAME]\n"
            "               [--max-connections N (512)] [--header-timeout DUR (10s)]\n"
            "               [--body-timeout DUR (30s)] [--idle-timeout DUR (60s)]\n"
-           "               [--write-timeout DUR (30s)]\n"
+           "               [--write-timeout DUR (30s)] [--min-write-rate SIZE (1Mi)]\n"
+           "                                           (bytes a second a client must take of\n"
+           "                                            a response of known size, on average)\n"
            "               [--max-process-records N (256)] [--recover=adopt|reap (adopt)]\n"
            "               [--keep-output=on|off (on)]\n"
            "               [--journal-sync=none|data (none)]\n"
@@ -135,6 +137,13 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             if (!parse_timeout(value, field))
                 return sys_error(EINVAL, name + " `" + value +
                                              "`: expected a duration from 1ms to 1h, e.g. 10s");
+        } else if (name == "--min-write-rate") {
+            auto rate = parse_size(value);
+            if (!rate || *rate < 1024 || *rate > (uint64_t{1} << 40))
+                return sys_error(EINVAL,
+                                 "--min-write-rate `" + value +
+                                     "`: expected bytes a second from 1Ki to 1Ti, e.g. 1Mi");
+            options.connections.min_write_rate = static_cast<size_t>(*rate);
         } else if (name == "--keep-output") {
             if (value != "on" && value != "off")
                 return sys_error(EINVAL, "--keep-output `" + value + "`: expected on or off");

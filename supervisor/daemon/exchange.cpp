@@ -66,14 +66,15 @@ bool is_client_error(const beast::error_code& ec) {
 
 Exchange::Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser,
                    Listener listener, ReadWatch* watch, std::chrono::milliseconds body_timeout,
-                   std::chrono::milliseconds write_timeout)
+                   std::chrono::milliseconds write_timeout, size_t min_write_rate)
     : socket_(socket),
       buffer_(buffer),
       parser_(parser),
       listener_(listener),
       watch_(watch),
       body_timeout_(body_timeout),
-      write_timeout_(write_timeout) {
+      write_timeout_(write_timeout),
+      min_write_rate_(min_write_rate) {
     const auto& req = parser_.get();
     method_ = std::string(req.method_string());
     auto [path, query] = split_target(std::string_view(req.target().data(), req.target().size()));
@@ -166,9 +167,13 @@ template <class Write>
 asio::awaitable<void> Exchange::bounded(Write write) {
     beast::error_code ec;
     if (watch_) watch_->arm(write_timeout_);
-    co_await write(asio::redirect_error(asio::use_awaitable, ec));
+    const size_t written = co_await write(asio::redirect_error(asio::use_awaitable, ec));
     if (watch_) watch_->disarm();
-    if (!ec || ec == http::error::need_buffer) co_return;
+    if (!ec || ec == http::error::need_buffer) {
+        rate_bytes_ += written;
+        check_rate();
+        co_return;
+    }
     force_close_ = true;
     if (ec == asio::error::operation_aborted && watch_ && watch_->expired())
         throw beast::system_error(asio::error::make_error_code(asio::error::timed_out),
@@ -177,11 +182,32 @@ asio::awaitable<void> Exchange::bounded(Write write) {
     throw beast::system_error(ec);
 }
 
+void Exchange::begin_rate_bound() {
+    rate_since_ = std::chrono::steady_clock::now();
+    rate_bytes_ = 0;
+}
+
+void Exchange::check_rate() {
+    if (!rate_since_ || min_write_rate_ == 0) return;
+    // Allowed: one write timeout, plus the time the bytes taken so far need at the minimum rate.
+    const auto allowed =
+        write_timeout_ + std::chrono::milliseconds(rate_bytes_ * 1000 / min_write_rate_);
+    const auto taken = std::chrono::steady_clock::now() - *rate_since_;
+    if (taken <= allowed) return;
+    force_close_ = true;
+    throw beast::system_error(
+        asio::error::make_error_code(asio::error::timed_out),
+        "the client took " + std::to_string(rate_bytes_) + " response bytes in " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(taken).count()) +
+            " ms, below the minimum of " + std::to_string(min_write_rate_) + " bytes/s");
+}
+
 asio::awaitable<void> Exchange::send_pieces(unsigned status, std::string_view content_type,
                                             const PieceSource& next) {
     std::string pending;
     bool more = true;
     while (more && pending.size() < kResponsePiece) more = next(pending);
+    begin_rate_bound();
     const beast::string_view type(content_type.data(), content_type.size());
     if (!more) {
         http::response<http::string_body> res{static_cast<http::status>(status), 11};
@@ -248,6 +274,7 @@ asio::awaitable<bool> Exchange::send_file(int fd, uint64_t size, const std::stri
     http::response_serializer<http::buffer_body> serializer{res};
     res.body().data = nullptr;
     res.body().more = true;
+    begin_rate_bound();
     co_await bounded(
         [&](auto token) { return http::async_write_header(socket_, serializer, token); });
 

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -72,12 +73,14 @@ bool is_http_parse_error(const beast::error_code& ec);
 /// One request/response exchange.
 class Exchange {
   public:
-    /// `watch` (optional) bounds each wait for body bytes to `body_timeout` and each write of
-    /// the response to `write_timeout`.
+    /// `watch` (optional) bounds each wait for body bytes to `body_timeout`, each write of the
+    /// response to `write_timeout`, and a response of known extent to `min_write_rate` bytes a
+    /// second on average after its first `write_timeout`.
     Exchange(Socket& socket, beast::flat_buffer& buffer, RequestParser& parser, Listener listener,
              ReadWatch* watch = nullptr,
              std::chrono::milliseconds body_timeout = std::chrono::seconds(30),
-             std::chrono::milliseconds write_timeout = std::chrono::seconds(30));
+             std::chrono::milliseconds write_timeout = std::chrono::seconds(30),
+             size_t min_write_rate = 1024 * 1024);
 
     /// Request method ("GET"), path (without query) and decoded query parameters.
     const std::string& method() const { return method_; }
@@ -88,6 +91,8 @@ class Exchange {
     Listener listener() const { return listener_; }
     /// The connection, for watching it while a handler waits (disconnect_watch.hpp).
     Socket& socket() { return socket_; }
+    /// How long one write to the client may wait (a WebSocket bounds its frames by it too).
+    std::chrono::milliseconds write_timeout() const { return write_timeout_; }
 
     /// Reads the whole body; 413 too_large (thrown as ApiFailure) beyond `limit` bytes, at once
     /// when Content-Length says so (the body is then not read; the connection closes). `what`
@@ -150,6 +155,10 @@ class Exchange {
     /// nothing for that long is dropped (timed_out, which is not logged).
     template <class Write>
     asio::awaitable<void> bounded(Write write);
+    /// From here on, the response is held to the minimum rate (send_pieces, send_file).
+    void begin_rate_bound();
+    /// Drops a rate-bound response that has fallen below the minimum rate (timed_out).
+    void check_rate();
     /// The body `next` produces, as one Content-Length response when it is one piece, else
     /// chunked.
     asio::awaitable<void> send_pieces(unsigned status, std::string_view content_type,
@@ -162,6 +171,10 @@ class Exchange {
     ReadWatch* watch_;
     std::chrono::milliseconds body_timeout_;
     std::chrono::milliseconds write_timeout_;
+    size_t min_write_rate_;
+    /// Rate bound of the response being written: when it began and the bytes written since.
+    std::optional<std::chrono::steady_clock::time_point> rate_since_;
+    uint64_t rate_bytes_ = 0;
     std::string method_;
     std::string path_;
     QueryParams query_;

@@ -84,7 +84,7 @@ class HttpServer::Connection {
                 break;
             }
             Exchange exchange(socket_, buffer, parser, listener_, &watch_, limits.body_timeout,
-                              limits.write_timeout);
+                              limits.write_timeout, limits.min_write_rate);
             co_await server_->api_.handle(exchange);
             if (!exchange.keep_alive()) break;
         }

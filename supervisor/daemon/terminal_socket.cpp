@@ -19,8 +19,11 @@ constexpr auto kCloseBound = std::chrono::seconds(5);  // a client that never an
 /// What the socket's two halves share: the reader (client frames) runs as its own coroutine and
 /// hands text replies to the writer, the only one that writes to the socket.
 struct Link : Interruptible {
-    Link(Socket& socket, WaitRegistry& registry)
-        : ws(socket), wake(socket.get_executor(), asio::steady_timer::time_point::max()),
+    Link(Socket& socket, WaitRegistry& registry, std::chrono::milliseconds frame_write_timeout)
+        : ws(socket),
+          wake(socket.get_executor(), asio::steady_timer::time_point::max()),
+          write_bound(socket.get_executor()),
+          write_timeout(frame_write_timeout),
           waits(registry) {
         waits.add(this);
         if (waits.stopping()) interrupted = true;
@@ -52,6 +55,8 @@ struct Link : Interruptible {
 
     WebSocket ws;
     asio::steady_timer wake;
+    asio::steady_timer write_bound;  ///< runs while a frame is being written
+    std::chrono::milliseconds write_timeout;
     WaitRegistry& waits;
     std::deque<std::string> replies;
     bool pending = false;
@@ -129,6 +134,31 @@ asio::awaitable<void> read_frames(std::shared_ptr<Link> link, SessionManager& se
     link->notify();
 }
 
+/// Writes one frame, bounded by corrald's --write-timeout as every HTTP response write is: a
+/// client that stops taking output (it never reads, or reads one byte an hour) is cut off
+/// instead of holding its connection, one of --max-connections, for ever (issue 12 item 4).
+/// Cancelling the socket ends the reader's wait too, so the whole link winds down.
+asio::awaitable<beast::error_code> write_frame(const std::shared_ptr<Link>& link,
+                                               std::string_view data, bool binary) {
+    beast::error_code ec;
+    link->write_bound.expires_after(link->write_timeout);
+    link->write_bound.async_wait([weak = std::weak_ptr(link)](const beast::error_code& error) {
+        auto l = weak.lock();
+        if (error || !l) return;  // cancelled: the write finished in time
+        beast::error_code ignored;
+        l->ws.next_layer().cancel(ignored);
+    });
+    if (binary) {
+        link->ws.binary(true);
+    } else {
+        link->ws.text(true);
+    }
+    co_await link->ws.async_write(asio::buffer(data.data(), data.size()),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+    link->write_bound.cancel();
+    co_return ec;
+}
+
 nlohmann::json exit_frame(const ProcessInfo& info) {
     nlohmann::json frame = {{"type", "exit"},
                             {"status", info.status()},
@@ -146,14 +176,10 @@ asio::awaitable<bool> write_frames(std::shared_ptr<Link> link, SessionManager& s
     uint64_t offset = 0;  // the ring starts where it starts: the scrollback comes first
     WaitHandle waiting;
     for (;;) {
-        beast::error_code ec;
         while (!link->replies.empty()) {
             const std::string text = std::move(link->replies.front());
             link->replies.pop_front();
-            link->ws.text(true);
-            co_await link->ws.async_write(asio::buffer(text),
-                                          asio::redirect_error(asio::use_awaitable, ec));
-            if (ec) co_return false;
+            if (co_await write_frame(link, text, false)) co_return false;
         }
         if (link->reader_done) co_return false;
         if (link->interrupted) {
@@ -167,20 +193,14 @@ asio::awaitable<bool> write_frames(std::shared_ptr<Link> link, SessionManager& s
         }
         if (!chunk->data.empty()) {
             offset = chunk->next_offset;
-            link->ws.binary(true);
-            co_await link->ws.async_write(asio::buffer(chunk->data),
-                                          asio::redirect_error(asio::use_awaitable, ec));
-            if (ec) co_return false;
+            if (co_await write_frame(link, chunk->data, true)) co_return false;
             continue;
         }
         offset = chunk->next_offset;
         auto info = sessions.get_process(sid, proc);
         if (info && !info->running) {
             const std::string text = dump_json(exit_frame(*info));
-            link->ws.text(true);
-            co_await link->ws.async_write(asio::buffer(text),
-                                          asio::redirect_error(asio::use_awaitable, ec));
-            co_return !ec;
+            co_return !co_await write_frame(link, text, false);
         }
         std::weak_ptr<Link> weak = link;
         waiting = sessions.async_wait_output(sid, proc, offset, 0, [weak](Status) {
@@ -195,7 +215,7 @@ asio::awaitable<bool> write_frames(std::shared_ptr<Link> link, SessionManager& s
 asio::awaitable<void> serve_terminal_socket(Exchange& ex, SessionManager& sessions,
                                             WaitRegistry& waits, std::string sid,
                                             std::string proc) {
-    auto link = std::make_shared<Link>(ex.socket(), waits);
+    auto link = std::make_shared<Link>(ex.socket(), waits, ex.write_timeout());
     ex.mark_upgraded();
     link->ws.read_message_max(kFrameLimit);
     link->ws.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {

@@ -655,5 +655,91 @@ TEST(DaemonRobust, ClientsThatDoNotReadLargeResponsesHoldBoundedMemoryAndAreDrop
     EXPECT_EQ(c.del(s).status, 200u);
 }
 
+// Issue 12.3 (review of the bounded responses): the write timeout bounds each write, so a client
+// that took each piece just inside it held a 16 MiB response (and the one copy of a run's output
+// it is made from) for hours. A response of known extent must now average --min-write-rate after
+// its first write timeout. This client takes up to 256 KiB every 300 ms (about 850 KiB/s), so no
+// write waits near the 2 s write timeout: the corrald before this rule served it the whole
+// response; with a minimum of 4 MiB/s it is dropped after a few seconds.
+TEST(DaemonRobust, AClientThatTakesAResponseBelowTheMinimumRateIsDropped) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon({"--write-timeout", "2s", "--min-write-rate", "4Mi"});
+    ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
+    HttpClient c = daemon.client();
+    auto created = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(created.status, 201u) << created.body;
+    const std::string s = "/v1/sessions/" + created.json()["id"].get<std::string>();
+    auto spawned = c.post(s + "/processes", {{"command", "head -c 8388608 /dev/urandom"}});
+    ASSERT_EQ(spawned.status, 201u) << spawned.body;
+    const std::string p = s + "/processes/" + spawned.json()["id"].get<std::string>();
+    auto waited = c.get(p + "/wait?timeoutMs=120000");
+    ASSERT_EQ(waited.status, 200u) << waited.body;
+    // A client that reads at full speed still gets all of it (about 11 MiB of base64).
+    auto whole = c.get(p + "/logs?limit=8388608");
+    ASSERT_EQ(whole.status, 200u);
+    ASSERT_EQ(whole.json()["nextOffset"], 8388608);
+    const size_t body_size = whole.body.size();
+    whole = {};
+
+    const int fd = send_and_never_read(
+        daemon.socket_path(), "GET " + p + "/logs?limit=8388608 HTTP/1.1\r\nHost: corral\r\n\r\n");
+    ASSERT_GE(fd, 0) << "connect/send: " << std::strerror(errno);
+    std::vector<char> piece(64 * 1024);
+    size_t taken = 0;
+    bool ended = false;
+    const auto start = std::chrono::steady_clock::now();
+    while (!ended && std::chrono::steady_clock::now() - start < 30s) {
+        for (size_t this_turn = 0; this_turn < 256 * 1024;) {
+            const ssize_t n = ::recv(fd, piece.data(), piece.size(), MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) ended = true;
+            if (n <= 0) break;
+            this_turn += static_cast<size_t>(n);
+            taken += static_cast<size_t>(n);
+        }
+        std::this_thread::sleep_for(300ms);
+    }
+    ::close(fd);
+    std::printf("slow client took %zu of %zu bytes before the end\n", taken, body_size);
+    EXPECT_TRUE(ended) << "a client below the minimum rate was still served after 30 s";
+    EXPECT_LT(taken, body_size) << "the slow client got the whole response";
+    EXPECT_EQ(c.get("/v1/health").status, 200u);
+    EXPECT_EQ(c.del(s).status, 200u);
+}
+
+// Issue 12.4 (review of the bounded responses): terminal WebSocket frames had no write timeout,
+// so a client that attached to a busy terminal and never read held its connection (one of
+// --max-connections) and a frame for ever: the write waited on a full socket without end. Frames
+// are now bounded by --write-timeout as every HTTP write is.
+TEST(DaemonRobust, ATerminalClientThatNeverReadsIsDroppedAfterTheWriteTimeout) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon({"--write-timeout", "1s"});
+    ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
+    HttpClient c = daemon.client();
+    auto created = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(created.status, 201u) << created.body;
+    const std::string s = "/v1/sessions/" + created.json()["id"].get<std::string>();
+    auto started = c.post(s + "/terminals", {{"command", "yes"}, {"cols", 80}, {"rows", 24}});
+    ASSERT_EQ(started.status, 201u) << started.body;
+    const std::string proc = started.json()["id"];
+    const int fd = send_and_never_read(daemon.socket_path(),
+                                       "GET " + s + "/terminals/" + proc +
+                                           "/ws HTTP/1.1\r\nHost: corral\r\nUpgrade: websocket\r\n"
+                                           "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                                           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n");
+    ASSERT_GE(fd, 0) << "connect/send: " << std::strerror(errno);
+    pollfd watch{fd, POLLRDHUP, 0};
+    const int ready = ::poll(&watch, 1, 60000);
+    EXPECT_EQ(ready, 1) << "a terminal client that never reads was not dropped in 60 s";
+    EXPECT_TRUE(watch.revents & (POLLRDHUP | POLLHUP)) << watch.revents;
+    ::close(fd);
+    // The terminal itself goes on, and the daemon answers.
+    auto info = c.get(s + "/processes/" + proc);
+    EXPECT_EQ(info.status, 200u);
+    EXPECT_EQ(info.json()["status"], "running") << info.body;
+    EXPECT_EQ(c.del(s).status, 200u);
+}
+
 }  // namespace
 }  // namespace corral

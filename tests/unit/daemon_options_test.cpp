@@ -12,19 +12,23 @@ TEST(DaemonOptions, ConnectionLimitsDefaultAndParse) {
     ASSERT_TRUE(defaults) << defaults.error().describe();
     EXPECT_EQ(defaults->connections.max_connections, 512u);
     EXPECT_EQ(defaults->connections.header_timeout, std::chrono::seconds(10));
-    auto set = parse_daemon_options({"--max-connections=3", "--header-timeout", "250ms",
-                                     "--body-timeout=2s", "--idle-timeout=1m"});
+    EXPECT_EQ(defaults->connections.min_write_rate, 1024u * 1024u);
+    auto set =
+        parse_daemon_options({"--max-connections=3", "--header-timeout", "250ms",
+                              "--body-timeout=2s", "--idle-timeout=1m", "--min-write-rate=64Ki"});
     ASSERT_TRUE(set) << set.error().describe();
     EXPECT_EQ(set->connections.max_connections, 3u);
     EXPECT_EQ(set->connections.header_timeout, std::chrono::milliseconds(250));
     EXPECT_EQ(set->connections.body_timeout, std::chrono::seconds(2));
     EXPECT_EQ(set->connections.idle_timeout, std::chrono::minutes(1));
+    EXPECT_EQ(set->connections.min_write_rate, 64u * 1024u);
 }
 
 TEST(DaemonOptions, BadConnectionLimitsNameTheOption) {
     for (const char* bad : {"--max-connections=0", "--max-connections=-1", "--max-connections=x",
                             "--header-timeout=0", "--header-timeout=2h", "--body-timeout=10",
-                            "--idle-timeout=soon"}) {
+                            "--idle-timeout=soon", "--min-write-rate=0", "--min-write-rate=100",
+                            "--min-write-rate=fast", "--min-write-rate=2Ti"}) {
         auto parsed = parse_daemon_options({bad});
         ASSERT_FALSE(parsed) << bad;
         const std::string option = std::string(bad).substr(0, std::string(bad).find('='));
