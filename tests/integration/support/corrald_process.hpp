@@ -97,7 +97,10 @@ class CorraldProcess {
         HttpClient probe = client();
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         while (std::chrono::steady_clock::now() < deadline) {
-            if (probe.can_connect()) return ready_ = true;
+            if (probe.can_connect()) {
+                learn_cgroup_base(probe);
+                return ready_ = true;
+            }
             int status = 0;
             if (::waitpid(pid_, &status, WNOHANG) == pid_) {
                 pid_ = -1;
@@ -192,6 +195,26 @@ class CorraldProcess {
         std::sort(found.begin(), found.end(),
                   [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
         return found;
+    }
+
+    /// Where corrald built its instance is its own decision (isolation/cgroup_placement.hpp):
+    /// beneath this test's cgroup where it may, else at the cgroup2 mount's root (cgroupfs-root,
+    /// e.g. from a login shell's scope on a pure v2 host without systemd) or in a scope systemd
+    /// gave it. /v1/health says where its sessions live, so the footprint and the clean-up look
+    /// there and not at a guess that would find nothing.
+    void learn_cgroup_base(HttpClient& probe) {
+        const auto health = probe.get("/v1/health");
+        if (health.status != 200) return;
+        const auto body = health.json();
+        const auto cgroup = body.find("cgroup");
+        if (cgroup == body.end() || !cgroup->contains("sessions") ||
+            !(*cgroup)["sessions"].is_string())
+            return;
+        const std::string sessions = (*cgroup)["sessions"];
+        const std::string tail = "/" + instance_ + "/sessions";
+        if (sessions.size() > tail.size() &&
+            sessions.compare(sessions.size() - tail.size(), tail.size(), tail) == 0)
+            host_.v2_own = sessions.substr(0, sessions.size() - tail.size());
     }
 
     /// Whatever a failed test (or a daemon that crashed) left: the instance cgroup this test's
