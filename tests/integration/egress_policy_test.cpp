@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 
 #include "tests/integration/support/egress_daemon.hpp"
 #include "tests/integration/support/origin_server.hpp"
@@ -248,17 +249,45 @@ std::string direct_connect_command(const std::string& address, uint16_t port) {
            "    print(errno.errorcode.get(e.errno, e.errno))\n'";
 }
 
-TEST_F(EgressPolicyTest, DirectTcpWithNothingRoutedFailsFast) {
+/// Waits (bounded: only a lost report would reach it) until the session's record counts
+/// `count` refusals; returns the count then. The kernel's reports of refused SYNs reach the
+/// daemon's loop on a socket of their own, so the count may trail the connect() by a moment.
+int wait_refused(const std::function<json()>& record, int count) {
+    int seen = -1;
+    for (int i = 0; i < 500; ++i) {
+        seen = record()["egress"]["refused"].get<int>();
+        if (seen >= count) return seen;
+        ::usleep(10000);
+    }
+    return seen;
+}
+
+// Issue 15: "a refused TCP connect fails fast (ECONNREFUSED), never a hang; every refusal is
+// counted in the session record (egress.refused) and logged".
+TEST_F(EgressPolicyTest, DirectTcpToWhatIsNotAllowedIsRefusedFastCountedAndLogged) {
     const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
-    // The origin's address is the namespace's own loopback inside: nothing listens there.
+    // The origin's address is the namespace's own loopback inside: nothing listens there, and
+    // the session's own loopback is no egress (not counted).
     EXPECT_EQ(run(sid, direct_connect_command("127.0.0.11", registry_->port())),
               "ECONNREFUSED\n||");
-    // Anything else has no route at all: ENETUNREACH at once. 192.0.2.1 is TEST-NET-1
-    // (RFC 5737); with no route in the namespace no packet leaves it.
-    EXPECT_EQ(run(sid, direct_connect_command("192.0.2.1", 80)), "ENETUNREACH\n||");
+    // Anything else is refused in the namespace at once: the SYN is answered with a reset.
+    // 192.0.2.1 is TEST-NET-1 (RFC 5737); no packet leaves the namespace.
+    EXPECT_EQ(run(sid, direct_connect_command("192.0.2.1", 80)), "ECONNREFUSED\n||");
     EXPECT_EQ(run(sid, "curl -sS --noproxy '*' --max-time 20 http://192.0.2.1/ >/dev/null 2>&1; "
                        "echo rc=$?"),
               "rc=7\n||");  // 7: could not connect (28 would be a timeout)
+    EXPECT_EQ(wait_refused([&] { return record(sid); }, 2), 2);
+    EXPECT_NE(daemon_->log().find("egress to 192.0.2.1:80 (direct TCP) refused: 192.0.2.1 is not "
+                                  "in allowedCIDRs"),
+              std::string::npos)
+        << daemon_->log();
+    // The same under deny-all, where nothing at all is open.
+    const auto closed = create("{mode: deny-all}");
+    EXPECT_EQ(run(closed, direct_connect_command("198.51.100.7", 443)), "ECONNREFUSED\n||");
+    EXPECT_EQ(wait_refused([&] { return record(closed); }, 1), 1);
+    EXPECT_NE(daemon_->log().find("egress to 198.51.100.7:443 (direct TCP) refused: mode deny-all"),
+              std::string::npos)
+        << daemon_->log();
     EXPECT_EQ(registry_->accepted(), 0);
 }
 
@@ -281,6 +310,12 @@ TEST_F(EgressPolicyTest, DirectTcpToADeniedAddressIsRefusedAtConnect) {
     EXPECT_EQ(denied_->accepted(), 0);
     EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())),
               "connected hello from cidr\n||");
+    // The refusal was the kernel's, and still counted and logged with the rule that made it.
+    EXPECT_EQ(wait_refused([&] { return record(sid); }, 1), 1);
+    EXPECT_NE(daemon_->log().find("egress to 127.0.0.13:" + std::to_string(denied_->port()) +
+                                  " (direct TCP) refused: deniedCIDRs 127.0.0.13/32"),
+              std::string::npos)
+        << daemon_->log();
 }
 
 TEST_F(EgressPolicyTest, DirectTcpFollowsARunTimeChange) {
