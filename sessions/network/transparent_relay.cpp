@@ -166,7 +166,8 @@ Status TransparentRelay::change_named(const std::vector<IpAddress>& added,
 
 Result<std::unique_ptr<TransparentRelay>> TransparentRelay::start(
     boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns,
-    std::shared_ptr<EgressGate> gate, size_t max_connections) {
+    std::shared_ptr<EgressGate> gate, size_t max_connections,
+    const std::optional<EgressSpec>& left_by) {
     auto listener = netns->tcp_listener({AF_INET, "127.0.0.1", 0});
     if (!listener) return std::move(listener.error().context("transparent relay: listen inside"));
     sockaddr_in bound{};
@@ -193,6 +194,9 @@ Result<std::unique_ptr<TransparentRelay>> TransparentRelay::start(
         !adopted)
         return std::move(adopted.error());
     auto relay = std::make_unique<TransparentRelay>(state, std::move(netns), ntohs(bound.sin_port));
+    // What a previous run left (its table redirects to a relay port nobody serves now): the
+    // first apply replaces it, and its routes, as it would replace this run's own.
+    if (left_by) relay->applied_ = plan_transparent_egress(*left_by, 0);
     if (auto applied = relay->apply(spec); !applied) return std::move(applied.error());
     state->listener.start(state, [raw = state.get()](tcp::socket client) {
         raw->on_accepted(std::move(client));

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 
 #include "base/error.hpp"
@@ -29,10 +30,12 @@ namespace corral {
 class TransparentRelay {
   public:
     /// Listens inside `netns` and applies the routes and nftables rules for the gate's rules.
-    static Result<std::unique_ptr<TransparentRelay>> start(boost::asio::io_context& io,
-                                                           std::shared_ptr<NetnsThread> netns,
-                                                           std::shared_ptr<EgressGate> gate,
-                                                           size_t max_connections = 256);
+    /// `left_by` (a namespace a previous run of the daemon served): the rules that run had in
+    /// force; its nftables table and routes are replaced, whatever the gate's rules are now.
+    static Result<std::unique_ptr<TransparentRelay>> start(
+        boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns,
+        std::shared_ptr<EgressGate> gate, size_t max_connections = 256,
+        const std::optional<EgressSpec>& left_by = std::nullopt);
     /// stop().
     ~TransparentRelay();
     /// Re-plans routes and nftables rules for `spec` (after the gate's rules changed); the
