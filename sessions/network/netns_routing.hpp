@@ -63,8 +63,10 @@ struct TransparentPlan {
 /// everything but the denied and protected ranges, custom its IPv4 allowedCIDRs and name-bound
 /// addresses, deny-all nothing.
 TransparentPlan plan_transparent_egress(const EgressSpec& spec, uint16_t relay_port);
-/// The nftables script for `plan` (pure; replaces the table atomically).
-std::string nft_script(const TransparentPlan& plan);
+/// The nftables script for `plan` (pure). `replace`: the table may exist, and is replaced
+/// atomically (declared and deleted first, in the same batch); false only for a namespace that
+/// never had it.
+std::string nft_script(const TransparentPlan& plan, bool replace = true);
 /// Applies `next` in the calling thread's namespace, replacing `previous` (routes of `previous`
 /// not in `next` are deleted). Fails naming the step (netlink route, nftables).
 Status apply_transparent_egress(const TransparentPlan& previous, const TransparentPlan& next);

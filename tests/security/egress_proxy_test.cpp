@@ -276,8 +276,10 @@ TEST_F(TransparentRelayAbuse, SandboxRedirectingMoreToTheRelayGainsNothing) {
     // What root inside could do: open 127.0.0.22 in the namespace's own rules.
     TransparentPlan forged = plan_transparent_egress(
         {EgressMode::custom, {}, {"127.0.0.21/32", "127.0.0.22/32"}, {}}, relay_->port());
+    const TransparentPlan daemons =
+        plan_transparent_egress({EgressMode::custom, {}, {"127.0.0.21/32"}, {}}, relay_->port());
     auto applied = netns_->run([&]() -> Result<UniqueFd> {
-        if (auto status = apply_transparent_egress({}, forged); !status)
+        if (auto status = apply_transparent_egress(daemons, forged); !status)
             return std::move(status.error());
         return UniqueFd();
     });

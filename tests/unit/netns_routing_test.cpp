@@ -31,6 +31,10 @@ TEST(TransparentPlan, DenyAllRoutesEverythingToARefusalThatIsLogged) {
     EXPECT_EQ(nft_script(TransparentPlan{}),
               "table ip corral_egress {}\ndelete table ip corral_egress\n")
         << "the empty plan drops the table";
+    // A namespace that never had the table gets it without the replacing delete (whose pending
+    // destruction a later close of the nftables socket would wait for).
+    EXPECT_EQ(nft_script(plan, false).rfind("table ip corral_egress {\n  set name_bound", 0), 0u);
+    EXPECT_EQ(nft_script(plan, true).rfind("table ip corral_egress {}\ndelete table", 0), 0u);
 }
 
 TEST(TransparentPlan, AllowAllRoutesEverythingButResetsDeniedAndProtected) {
