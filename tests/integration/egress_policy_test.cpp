@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -338,6 +339,49 @@ TEST_F(EgressPolicyTest, ProxyGoesWithTheSession) {
     const json after = record(sid);
     EXPECT_TRUE(after["egress"]["proxy"].is_null()) << after;
     EXPECT_EQ(after["egress"]["mode"], "custom");
+}
+
+/// corrald's threads and open descriptors, counted from /proc.
+std::pair<size_t, size_t> threads_and_fds(pid_t pid) {
+    auto count = [](const std::string& dir) {
+        size_t n = 0;
+        for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++n;
+        return n;
+    };
+    const std::string base = "/proc/" + std::to_string(pid);
+    return {count(base + "/task"), count(base + "/fd")};
+}
+
+// Issue 15: "Under a session's end, the proxy and relay go with it". The daemon itself is the
+// witness: after an isolated session used its proxy, DNS, relay and a refused direct connect,
+// and ended, corrald has exactly the threads and descriptors it had before (the first session
+// is a warm-up: the resolver's thread pool and the like are made once, on first use).
+TEST_F(EgressPolicyTest, AnEndedSessionLeavesNoThreadOrDescriptorInTheDaemon) {
+    HttpClient c = daemon_->client();
+    auto use_and_end = [&] {
+        const auto sid = create(
+            "{mode: custom, allowedHosts: [registry.example.test], allowedCIDRs: [127.0.0.14/32]}");
+        EXPECT_EQ(curl(sid, url("registry.example.test", *registry_)), "hello from registry 200||");
+        EXPECT_EQ(run(sid, "getent hosts registry.example.test >/dev/null && " +
+                               direct_connect_command("registry.example.test", registry_->port())),
+                  "connected hello from registry\n||");
+        EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())),
+                  "connected hello from cidr\n||");
+        EXPECT_EQ(run(sid, direct_connect_command("192.0.2.1", 80)), "ECONNREFUSED\n||");
+        EXPECT_EQ(wait_refused([&] { return record(sid); }, 1), 1);
+        EXPECT_EQ(c.del("/v1/sessions/" + sid).status, 200u);
+    };
+    use_and_end();
+    const auto before = threads_and_fds(daemon_->pid());
+    use_and_end();
+    // Bounded: anything still closing closes within moments; a leak never does.
+    auto after = threads_and_fds(daemon_->pid());
+    for (int i = 0; i < 200 && after != before; ++i) {
+        ::usleep(10000);
+        after = threads_and_fds(daemon_->pid());
+    }
+    EXPECT_EQ(after.first, before.first) << "threads";
+    EXPECT_EQ(after.second, before.second) << "descriptors";
 }
 
 }  // namespace
