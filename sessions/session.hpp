@@ -40,6 +40,7 @@ namespace corral {
 class ChildReaper;
 class SessionJournal;
 class SessionNetwork;
+struct NetworkLeftovers;
 
 /// What a session needs from the daemon, passed explicitly (no globals).
 struct SessionContext {
@@ -258,7 +259,8 @@ class Session : public std::enable_shared_from_this<Session> {
     void release_resources();
 
     // session_ports.cpp: forwarding leased ports into an isolated network namespace.
-    Status start_network();
+    /// `leftovers`: what a previous run of the daemon left in the namespace (adoption).
+    Status start_network(const NetworkLeftovers* leftovers = nullptr);
     Status forward_port(uint16_t port);
     void unforward_port(uint16_t port);
     void stop_network();

@@ -53,7 +53,10 @@ JournalSession Session::journal_state() const {
         state.identity = std::pair<uid_t, gid_t>{identity->uid, identity->gid};
     state.next_process = next_process_;
     if (works_in_host_dir_) state.workdir = workdir_.host_path;
-    if (network_) state.egress = network_->egress_info().policy;
+    if (network_) {
+        state.egress = network_->egress_info().policy;
+        state.proxy_port = network_->proxy_port();
+    }
     if (state_ == SessionState::ending) state.ending = end_reason_;
     for (const auto& process : processes()) {
         const ProcessInfo info = process->info();
@@ -164,7 +167,12 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
     } else if (record.holder_pid > 0) {
         adopt_keeper(record, notes);
     }
-    CORRAL_TRY(start_network(), "network");
+    // The proxy comes back where the session's processes were told it is, and what the previous
+    // run programmed into the namespace is replaced.
+    NetworkLeftovers leftovers;
+    leftovers.proxy_port = record.proxy_port;
+    leftovers.egress = record.egress ? record.egress : policy_.network.egress;
+    CORRAL_TRY(start_network(&leftovers), "network");
     // The rules a client set with PATCH .../network, not the policy file's.
     if (network_ && record.egress) CORRAL_TRY(network_->set_egress(*record.egress), "egress");
     watch_oom_group();

@@ -10,9 +10,12 @@
 
 namespace corral {
 
-Status Session::start_network() {
+Status Session::start_network(const NetworkLeftovers* leftovers) {
     if (policy_.namespaces.network != NetworkMode::isolated) return {};
-    auto network = SessionNetwork::create(context_.io, sandbox_, policy_, id_, context_.egress);
+    std::optional<NetworkLeftovers> left;
+    if (leftovers) left = *leftovers;
+    auto network =
+        SessionNetwork::create(context_.io, sandbox_, policy_, id_, context_.egress, left);
     if (!network) return std::move(network.error());
     network_ = std::move(*network);
     return {};

@@ -95,6 +95,10 @@ class EgressGate {
     }
     /// Connections refused so far.
     uint64_t refused() const { return refused_; }
+    /// Logs `line` about this session's egress (not a refusal).
+    void log(const std::string& line) const {
+        if (environment_.log) environment_.log("session " + session_id_ + ": " + line);
+    }
 
     /// The addresses the session's DNS resolver handed out for allowed names.
     NameAllowances& allowances() { return allowances_; }

@@ -38,11 +38,12 @@ struct HttpProxyLimits {
 /// One session's HTTP/HTTPS proxy.
 class HttpEgressProxy {
   public:
-    /// Listens inside `netns` on 127.0.0.1 (an ephemeral port) and serves until stop().
+    /// Listens inside `netns` on 127.0.0.1:`port` (0: an ephemeral port) and serves until stop().
     static Result<std::unique_ptr<HttpEgressProxy>> start(boost::asio::io_context& io,
                                                           const std::shared_ptr<NetnsThread>& netns,
                                                           std::shared_ptr<EgressGate> gate,
-                                                          HttpProxyLimits limits = {});
+                                                          HttpProxyLimits limits = {},
+                                                          uint16_t port = 0);
     /// stop().
     ~HttpEgressProxy();
     /// The port inside the namespace.

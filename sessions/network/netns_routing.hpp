@@ -4,23 +4,26 @@
 // is redirected. Every function here must run on the session's NetnsThread (the netlink sockets
 // they open belong to the calling thread's network namespace).
 //
-//   routes:   `local <cidr> dev lo` (RTN_LOCAL in the local table) for each range the egress
-//             rules open (allowedCIDRs; 0.0.0.0/0 under allow-all), so connect() to them is not
-//             ENETUNREACH. Everything else keeps having no route: ENETUNREACH at once.
+//   routes:   `local 0.0.0.0/0 dev lo` (RTN_LOCAL in the local table), in every mode, so a
+//             connect() to any IPv4 address reaches the output hook below, where it is refused
+//             or relayed, and never fails with ENETUNREACH before the daemon could count it.
 //   nftables: table `ip corral_egress`: a filter chain (output, priority -150) that answers a SYN
-//             to deniedCIDRs and to the protected ranges (unless allowedCIDRs names them) with a
-//             TCP reset, so connect() fails with ECONNREFUSED at once; a nat chain (output,
-//             priority -100) that redirects every other TCP connection but loopback to the
-//             daemon's relay listener at 127.0.0.1:<relay_port>, which reads SO_ORIGINAL_DST.
-//   named:    the table's set `name_bound` holds the addresses the session's DNS resolver handed out
-//             for allowed names (name_allowances.hpp); they are redirected to the relay even
-//             inside 127.0.0.0/8 (a hosts-file name may point at a host loopback address), and
-//             those outside loopback get a `local <a>/32 dev lo` route while they are allowed.
+//             to deniedCIDRs, to the protected ranges (unless allowedCIDRs names them) and to
+//             every address the rules do not open (all of them under deny-all) with a TCP reset,
+//             so connect() fails with ECONNREFUSED at once, and logs each such SYN to NFLOG group
+//             `log_group`, from which the daemon counts it (refusal_log.hpp); a nat chain
+//             (output, priority -100) that redirects every other TCP connection but loopback to
+//             the daemon's relay listener at 127.0.0.1:<relay_port>, which reads SO_ORIGINAL_DST.
+//   named:    the table's set `name_bound` holds the addresses the session's DNS resolver
+//             handed out for allowed names (name_allowances.hpp); they are redirected to the
+//             relay even inside 127.0.0.0/8 (a hosts-file name may point at a host loopback
+//             address), and those outside loopback get a `local <a>/32 dev lo` route while they
+//             are allowed (redundant beside 0.0.0.0/0, and harmless).
 //
 // Loopback (127.0.0.0/8) is the session's own and untouched, but for addresses allowedCIDRs names
-// explicitly (127.0.0.14/32: the host's, as through the proxy; never 127.0.0.1). IPv6 gets no routes: it stays
-// ENETUNREACH except through the HTTP proxy. nftables is programmed through libnftables (the
-// library behind the `nft` command), not by running a command.
+// explicitly (127.0.0.14/32: the host's, as through the proxy; never 127.0.0.1). IPv6 gets no
+// routes: it stays ENETUNREACH except through the HTTP proxy. nftables is programmed through
+// libnftables (the library behind the `nft` command), not by running a command.
 
 #include <cstdint>
 #include <string>
@@ -31,9 +34,16 @@
 
 namespace corral {
 
+/// The NFLOG group the refusing rules log to (per namespace, so one number serves every session).
+constexpr uint16_t kRefusalLogGroup = 7117;
+
 /// What the namespace should route and redirect for one rule set.
 struct TransparentPlan {
-    std::vector<Cidr> routes;            ///< IPv4 ranges given a local route
+    std::vector<Cidr> routes;  ///< IPv4 ranges given a local route (0.0.0.0/0)
+    /// IPv4 ranges the rules open to direct TCP (0.0.0.0/0 under allow-all, allowedCIDRs under
+    /// custom, none under deny-all); SYNs to anything else but loopback and `name_bound` get a
+    /// reset.
+    std::vector<Cidr> open;
     std::vector<Cidr> denied;            ///< IPv4 deniedCIDRs: SYNs get a reset
     std::vector<Cidr> protected_ranges;  ///< 0.0.0.0/8, 169.254.0.0/16: SYNs get a reset...
     std::vector<Cidr> protected_open;    ///< ...except in these allowedCIDRs that name them
@@ -46,13 +56,17 @@ struct TransparentPlan {
     bool named = false;
     std::vector<IpAddress> named_addresses;  ///< the `named` set's elements when (re)created
     uint16_t relay_port = 0;
+    uint16_t log_group = kRefusalLogGroup;  ///< NFLOG group of refused SYNs; 0: not logged
 };
 
-/// Computes the plan for `spec` (pure): allow-all routes 0.0.0.0/0, custom routes its IPv4
-/// allowedCIDRs outside loopback, deny-all routes nothing.
+/// Computes the plan for `spec` (pure): every mode routes 0.0.0.0/0 to lo; allow-all opens
+/// everything but the denied and protected ranges, custom its IPv4 allowedCIDRs and name-bound
+/// addresses, deny-all nothing.
 TransparentPlan plan_transparent_egress(const EgressSpec& spec, uint16_t relay_port);
-/// The nftables script for `plan` (pure; replaces the table atomically).
-std::string nft_script(const TransparentPlan& plan);
+/// The nftables script for `plan` (pure). `replace`: the table may exist, and is replaced
+/// atomically (declared and deleted first, in the same batch); false only for a namespace that
+/// never had it.
+std::string nft_script(const TransparentPlan& plan, bool replace = true);
 /// Applies `next` in the calling thread's namespace, replacing `previous` (routes of `previous`
 /// not in `next` are deleted). Fails naming the step (netlink route, nftables).
 Status apply_transparent_egress(const TransparentPlan& previous, const TransparentPlan& next);

@@ -13,11 +13,10 @@ SessionNetwork::~SessionNetwork() {
     stop();
 }
 
-Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(boost::asio::io_context& io,
-                                                               const Sandbox& sandbox,
-                                                               const Policy& policy,
-                                                               const std::string& session_id,
-                                                               EgressEnvironment egress) {
+Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(
+    boost::asio::io_context& io, const Sandbox& sandbox, const Policy& policy,
+    const std::string& session_id, EgressEnvironment egress,
+    const std::optional<NetworkLeftovers>& leftovers) {
     if (!sandbox.active() || !(sandbox.namespace_flags() & CLONE_NEWNET))
         return sys_error(EINVAL, "the session has no network namespace of its own");
     auto netns_fd = open_network_namespace(sandbox.holder_pid(), sandbox.holder_pidfd());
@@ -35,12 +34,24 @@ Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(boost::asio::io_c
     network->allow_ = policy.network.allow;
     network->environment_ = egress;
     network->gate_ = std::make_shared<EgressGate>(session_id, std::move(*rules), std::move(egress));
-    auto proxy = HttpEgressProxy::start(io, network->netns_, network->gate_);
+    auto proxy = Result<std::unique_ptr<HttpEgressProxy>>(sys_error(ENOENT, "no proxy yet"));
+    if (leftovers && leftovers->proxy_port != 0) {
+        proxy =
+            HttpEgressProxy::start(io, network->netns_, network->gate_, {}, leftovers->proxy_port);
+        // Taken meanwhile by a program of the session itself: only processes started before the
+        // restart, which hold the old address, lose their way out; new ones get the new port.
+        if (!proxy)
+            network->log("session " + session_id + ": egress proxy not back at port " +
+                         std::to_string(leftovers->proxy_port) + ": " + proxy.error().describe() +
+                         "; processes started before the restart lose their proxy");
+    }
+    if (!proxy) proxy = HttpEgressProxy::start(io, network->netns_, network->gate_);
     if (!proxy) return std::move(proxy.error());
     network->http_proxy_ = std::move(*proxy);
     // The transparent path is an addition to the proxy, not a condition for the session: on a
     // kernel without nf_tables the session still gets its proxy, and direct TCP stays refused.
-    auto transparent = TransparentRelay::start(io, network->netns_, network->gate_);
+    auto transparent = TransparentRelay::start(io, network->netns_, network->gate_, 256,
+                                               leftovers ? leftovers->egress : std::nullopt);
     if (transparent) {
         network->transparent_ = std::move(*transparent);
     } else {

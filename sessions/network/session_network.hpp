@@ -31,17 +31,26 @@
 
 namespace corral {
 
+/// What a previous run of the daemon left in a session's namespace (a re-adopted session).
+struct NetworkLeftovers {
+    /// The proxy's port inside: the session's processes were given it in HTTP_PROXY, so the
+    /// new proxy listens there again when it can.
+    uint16_t proxy_port = 0;
+    /// The egress rules that run had in force: its routes and nftables table are replaced.
+    std::optional<EgressSpec> egress;
+};
+
 /// Forwarders and egress proxy of one isolated session.
 class SessionNetwork {
   public:
     /// Enters the network namespace of `sandbox`'s holder, starts the forwarders of
     /// `policy.network.allow` and the HTTP egress proxy with `policy.network.egress`. Call only
-    /// for policies with namespaces.network == isolated.
-    static Result<std::unique_ptr<SessionNetwork>> create(boost::asio::io_context& io,
-                                                          const Sandbox& sandbox,
-                                                          const Policy& policy,
-                                                          const std::string& session_id,
-                                                          EgressEnvironment egress);
+    /// for policies with namespaces.network == isolated. `leftovers`: the namespace was served
+    /// by a previous run of the daemon (a re-adopted session).
+    static Result<std::unique_ptr<SessionNetwork>> create(
+        boost::asio::io_context& io, const Sandbox& sandbox, const Policy& policy,
+        const std::string& session_id, EgressEnvironment egress,
+        const std::optional<NetworkLeftovers>& leftovers = std::nullopt);
     /// stop().
     ~SessionNetwork();
 

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "sessions/network/accept_loop.hpp"
+#include "sessions/network/refusal_log.hpp"
 #include "sessions/network/tcp_relay.hpp"
 
 namespace corral {
@@ -36,6 +37,9 @@ struct TransparentRelay::State : std::enable_shared_from_this<State> {
         : io(io), listener(io), gate(std::move(gate)), max(max_connections) {}
 
     void on_accepted(tcp::socket client);
+    /// The namespace's rules reset a SYN to `address`:`port` (RefusalLog); nullopt: some such
+    /// reports were lost.
+    void on_refused(const std::optional<IpAddress>& address, uint16_t port);
     void stop();
 
     boost::asio::io_context& io;
@@ -44,8 +48,20 @@ struct TransparentRelay::State : std::enable_shared_from_this<State> {
     size_t max;
     size_t connecting = 0;
     std::map<TcpRelay*, std::shared_ptr<TcpRelay>> relays;
+    std::unique_ptr<RefusalLog> refusals;
     bool stopped = false;
 };
+
+void TransparentRelay::State::on_refused(const std::optional<IpAddress>& address, uint16_t port) {
+    if (!address)
+        return gate->refuse("unknown destinations (direct TCP)",
+                            "refused in the namespace; the kernel's reports overflowed the "
+                            "daemon's buffer, so the count is short");
+    // The kernel said no; the rules say why (a PATCH racing the SYN aside).
+    const EgressVerdict verdict = gate->check_direct(*address, port);
+    gate->refuse(address->to_string() + ":" + std::to_string(port) + " (direct TCP)",
+                 verdict.allowed ? "not open to direct TCP when it was tried" : verdict.rule);
+}
 
 void TransparentRelay::State::on_accepted(tcp::socket client) {
     sockaddr_in original{};
@@ -94,6 +110,7 @@ void TransparentRelay::State::stop() {
     stopped = true;
     error_code ignored;
     listener.stop();
+    if (refusals) refusals->stop();
     auto open = std::move(relays);
     relays.clear();
     for (auto& [key, relay] : open) relay->close();
@@ -149,7 +166,8 @@ Status TransparentRelay::change_named(const std::vector<IpAddress>& added,
 
 Result<std::unique_ptr<TransparentRelay>> TransparentRelay::start(
     boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns,
-    std::shared_ptr<EgressGate> gate, size_t max_connections) {
+    std::shared_ptr<EgressGate> gate, size_t max_connections,
+    const std::optional<EgressSpec>& left_by) {
     auto listener = netns->tcp_listener({AF_INET, "127.0.0.1", 0});
     if (!listener) return std::move(listener.error().context("transparent relay: listen inside"));
     sockaddr_in bound{};
@@ -158,10 +176,27 @@ Result<std::unique_ptr<TransparentRelay>> TransparentRelay::start(
         return sys_error("transparent relay: getsockname");
     const EgressSpec spec = gate->rules()->spec();
     auto state = std::make_shared<State>(io, std::move(gate), max_connections);
+    // Bound before the rules that log to it exist, so no refusal goes unreported. Without it
+    // (something in the namespace took the group) connections are refused all the same.
+    std::weak_ptr<State> weak = state;
+    auto refusals =
+        RefusalLog::start(io, *netns, kRefusalLogGroup,
+                          [weak](const std::optional<IpAddress>& address, uint16_t port) {
+                              if (auto self = weak.lock(); self && !self->stopped)
+                                  self->on_refused(address, port);
+                          });
+    if (refusals) {
+        state->refusals = std::move(*refusals);
+    } else {
+        state->gate->log("direct TCP refusals will not be counted: " + refusals.error().describe());
+    }
     if (auto adopted = state->listener.adopt(std::move(*listener), AF_INET, "transparent relay");
         !adopted)
         return std::move(adopted.error());
     auto relay = std::make_unique<TransparentRelay>(state, std::move(netns), ntohs(bound.sin_port));
+    // What a previous run left (its table redirects to a relay port nobody serves now): the
+    // first apply replaces it, and its routes, as it would replace this run's own.
+    if (left_by) relay->applied_ = plan_transparent_egress(*left_by, 0);
     if (auto applied = relay->apply(spec); !applied) return std::move(applied.error());
     state->listener.start(state, [raw = state.get()](tcp::socket client) {
         raw->on_accepted(std::move(client));

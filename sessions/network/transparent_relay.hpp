@@ -2,12 +2,13 @@
 // The transparent egress path of one isolated session: TCP from programs that ignore the proxy
 // variables (git over ssh, database clients, anything with its own sockets).
 //
-// The namespace routes the ranges the rules open to `lo` and nftables redirects those
-// connections to this relay's listener at 127.0.0.1:<port> inside (netns_routing.hpp); SYNs to
-// denied ranges get a reset there (ECONNREFUSED at connect()), everything else has no route
-// (ENETUNREACH). The relay reads where each connection was going (SO_ORIGINAL_DST), judges that
-// address again with the session's current EgressRules — the authoritative check: rules the
-// sandbox might rewrite inside its own namespace can only send it more work, never more reach —
+// The namespace routes every IPv4 address to `lo`; nftables answers SYNs to what the rules do not
+// open (deniedCIDRs, protected ranges, anything not allowed) with a reset there (ECONNREFUSED at
+// connect()) and logs each to NFLOG, where this relay's RefusalLog hears it, so it is counted and
+// logged like any refusal; the rest it redirects to this relay's listener at 127.0.0.1:<port>
+// inside (netns_routing.hpp). The relay reads where each connection was going (SO_ORIGINAL_DST),
+// judges that address again with the session's current EgressRules — the authoritative check: rules
+// the sandbox might rewrite inside its own namespace can only send it more work, never more reach —
 // and connects from the daemon's namespace, then relays bytes unchanged. A connection refused
 // here is reset (the program sees ECONNRESET) and counted and logged like a proxy refusal.
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
 
 #include "base/error.hpp"
@@ -28,10 +30,12 @@ namespace corral {
 class TransparentRelay {
   public:
     /// Listens inside `netns` and applies the routes and nftables rules for the gate's rules.
-    static Result<std::unique_ptr<TransparentRelay>> start(boost::asio::io_context& io,
-                                                           std::shared_ptr<NetnsThread> netns,
-                                                           std::shared_ptr<EgressGate> gate,
-                                                           size_t max_connections = 256);
+    /// `left_by` (a namespace a previous run of the daemon served): the rules that run had in
+    /// force; its nftables table and routes are replaced, whatever the gate's rules are now.
+    static Result<std::unique_ptr<TransparentRelay>> start(
+        boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns,
+        std::shared_ptr<EgressGate> gate, size_t max_connections = 256,
+        const std::optional<EgressSpec>& left_by = std::nullopt);
     /// stop().
     ~TransparentRelay();
     /// Re-plans routes and nftables rules for `spec` (after the gate's rules changed); the

@@ -92,6 +92,7 @@ void parse_session(const json& j, JournalSession& s) {
         spec.allowed_cidrs = egress->value("allowedCIDRs", std::vector<std::string>{});
         spec.denied_cidrs = egress->value("deniedCIDRs", std::vector<std::string>{});
         s.egress = std::move(spec);
+        s.proxy_port = egress->value("proxyPort", uint16_t{0});
     }
     if (s.full_token.size() < 16 || s.restricted_token.size() < 16)
         throw std::invalid_argument("tokens too short");
@@ -134,6 +135,7 @@ json session_record(const JournalSession& s) {
                        {"allowedHosts", s.egress->allowed_hosts},
                        {"allowedCIDRs", s.egress->allowed_cidrs},
                        {"deniedCIDRs", s.egress->denied_cidrs}};
+    if (s.egress && s.proxy_port != 0) j["egress"]["proxyPort"] = s.proxy_port;
     return j;
 }
 

@@ -78,6 +78,8 @@ struct JournalSession {
     /// The egress rules in force (the policy's, or what PATCH .../network set): a restart must
     /// not fall back to the policy's rules after a client narrowed (or widened) them.
     std::optional<EgressSpec> egress;
+    /// The egress proxy's port inside the namespace (its processes hold it in HTTP_PROXY); 0: none.
+    uint16_t proxy_port = 0;
     std::string workdir;  ///< a host directory the session works in (request `workdir`), or ""
     std::optional<std::string> ending;  ///< the reason, once it began to end
     std::vector<JournalProcess> processes;  ///< in start order

@@ -297,10 +297,10 @@ class UdpSink {
 };
 
 // UDP other than DNS to the session's resolver has no way out, whatever the rules open (the
-// relay and the proxy are TCP only): under allow-all every address is routed to the session's
-// own loopback, where nothing listens, so a datagram gets ICMP port unreachable (ECONNREFUSED)
-// at once; with nothing routed it is ENETUNREACH. Nothing reaches the host, and since nothing
-// reaches the daemon either, these are not counted as egress refusals.
+// relay and the proxy are TCP only): in every mode every IPv4 address is routed to the session's
+// own loopback (so that refused TCP gets ECONNREFUSED rather than ENETUNREACH), where nothing
+// listens, so a datagram gets ICMP port unreachable (ECONNREFUSED) at once. Nothing reaches the
+// host, and since nothing reaches the daemon either, these are not counted as egress refusals.
 TEST_F(EgressDnsTest, UdpOtherThanDnsIsRefusedFastAndNeverLeaves) {
     UdpSink sink("127.0.0.14");
     ASSERT_NE(sink.port(), 0);
@@ -310,7 +310,7 @@ TEST_F(EgressDnsTest, UdpOtherThanDnsIsRefusedFastAndNeverLeaves) {
     EXPECT_EQ(run(open, udp_to("192.0.2.1", 9)), "ECONNREFUSED\n||");
     EXPECT_EQ(egress(open)["refused"], 0);
     const auto custom = create("{mode: custom, allowedHosts: [registry.example.test]}");
-    EXPECT_EQ(run(custom, udp_to("192.0.2.1", 9)), "ENETUNREACH\n||");
+    EXPECT_EQ(run(custom, udp_to("192.0.2.1", 9)), "ECONNREFUSED\n||");
     // Resolving the allowed name (a name-bound allowance of its address) opens TCP, not UDP.
     EXPECT_EQ(run(custom, "getent hosts registry.example.test >/dev/null; " +
                               udp_to("127.0.0.11", registry_->port())),

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "tests/integration/support/egress_daemon.hpp"
 #include "tests/integration/support/origin_server.hpp"
@@ -248,17 +250,45 @@ std::string direct_connect_command(const std::string& address, uint16_t port) {
            "    print(errno.errorcode.get(e.errno, e.errno))\n'";
 }
 
-TEST_F(EgressPolicyTest, DirectTcpWithNothingRoutedFailsFast) {
+/// Waits (bounded: only a lost report would reach it) until the session's record counts
+/// `count` refusals; returns the count then. The kernel's reports of refused SYNs reach the
+/// daemon's loop on a socket of their own, so the count may trail the connect() by a moment.
+int wait_refused(const std::function<json()>& record, int count) {
+    int seen = -1;
+    for (int i = 0; i < 500; ++i) {
+        seen = record()["egress"]["refused"].get<int>();
+        if (seen >= count) return seen;
+        ::usleep(10000);
+    }
+    return seen;
+}
+
+// Issue 15: "a refused TCP connect fails fast (ECONNREFUSED), never a hang; every refusal is
+// counted in the session record (egress.refused) and logged".
+TEST_F(EgressPolicyTest, DirectTcpToWhatIsNotAllowedIsRefusedFastCountedAndLogged) {
     const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
-    // The origin's address is the namespace's own loopback inside: nothing listens there.
+    // The origin's address is the namespace's own loopback inside: nothing listens there, and
+    // the session's own loopback is no egress (not counted).
     EXPECT_EQ(run(sid, direct_connect_command("127.0.0.11", registry_->port())),
               "ECONNREFUSED\n||");
-    // Anything else has no route at all: ENETUNREACH at once. 192.0.2.1 is TEST-NET-1
-    // (RFC 5737); with no route in the namespace no packet leaves it.
-    EXPECT_EQ(run(sid, direct_connect_command("192.0.2.1", 80)), "ENETUNREACH\n||");
+    // Anything else is refused in the namespace at once: the SYN is answered with a reset.
+    // 192.0.2.1 is TEST-NET-1 (RFC 5737); no packet leaves the namespace.
+    EXPECT_EQ(run(sid, direct_connect_command("192.0.2.1", 80)), "ECONNREFUSED\n||");
     EXPECT_EQ(run(sid, "curl -sS --noproxy '*' --max-time 20 http://192.0.2.1/ >/dev/null 2>&1; "
                        "echo rc=$?"),
               "rc=7\n||");  // 7: could not connect (28 would be a timeout)
+    EXPECT_EQ(wait_refused([&] { return record(sid); }, 2), 2);
+    EXPECT_NE(daemon_->log().find("egress to 192.0.2.1:80 (direct TCP) refused: 192.0.2.1 is not "
+                                  "in allowedCIDRs"),
+              std::string::npos)
+        << daemon_->log();
+    // The same under deny-all, where nothing at all is open.
+    const auto closed = create("{mode: deny-all}");
+    EXPECT_EQ(run(closed, direct_connect_command("198.51.100.7", 443)), "ECONNREFUSED\n||");
+    EXPECT_EQ(wait_refused([&] { return record(closed); }, 1), 1);
+    EXPECT_NE(daemon_->log().find("egress to 198.51.100.7:443 (direct TCP) refused: mode deny-all"),
+              std::string::npos)
+        << daemon_->log();
     EXPECT_EQ(registry_->accepted(), 0);
 }
 
@@ -281,6 +311,12 @@ TEST_F(EgressPolicyTest, DirectTcpToADeniedAddressIsRefusedAtConnect) {
     EXPECT_EQ(denied_->accepted(), 0);
     EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())),
               "connected hello from cidr\n||");
+    // The refusal was the kernel's, and still counted and logged with the rule that made it.
+    EXPECT_EQ(wait_refused([&] { return record(sid); }, 1), 1);
+    EXPECT_NE(daemon_->log().find("egress to 127.0.0.13:" + std::to_string(denied_->port()) +
+                                  " (direct TCP) refused: deniedCIDRs 127.0.0.13/32"),
+              std::string::npos)
+        << daemon_->log();
 }
 
 TEST_F(EgressPolicyTest, DirectTcpFollowsARunTimeChange) {
@@ -303,6 +339,49 @@ TEST_F(EgressPolicyTest, ProxyGoesWithTheSession) {
     const json after = record(sid);
     EXPECT_TRUE(after["egress"]["proxy"].is_null()) << after;
     EXPECT_EQ(after["egress"]["mode"], "custom");
+}
+
+/// corrald's threads and open descriptors, counted from /proc.
+std::pair<size_t, size_t> threads_and_fds(pid_t pid) {
+    auto count = [](const std::string& dir) {
+        size_t n = 0;
+        for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++n;
+        return n;
+    };
+    const std::string base = "/proc/" + std::to_string(pid);
+    return {count(base + "/task"), count(base + "/fd")};
+}
+
+// Issue 15: "Under a session's end, the proxy and relay go with it". The daemon itself is the
+// witness: after an isolated session used its proxy, DNS, relay and a refused direct connect,
+// and ended, corrald has exactly the threads and descriptors it had before (the first session
+// is a warm-up: the resolver's thread pool and the like are made once, on first use).
+TEST_F(EgressPolicyTest, AnEndedSessionLeavesNoThreadOrDescriptorInTheDaemon) {
+    HttpClient c = daemon_->client();
+    auto use_and_end = [&] {
+        const auto sid = create(
+            "{mode: custom, allowedHosts: [registry.example.test], allowedCIDRs: [127.0.0.14/32]}");
+        EXPECT_EQ(curl(sid, url("registry.example.test", *registry_)), "hello from registry 200||");
+        EXPECT_EQ(run(sid, "getent hosts registry.example.test >/dev/null && " +
+                               direct_connect_command("registry.example.test", registry_->port())),
+                  "connected hello from registry\n||");
+        EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())),
+                  "connected hello from cidr\n||");
+        EXPECT_EQ(run(sid, direct_connect_command("192.0.2.1", 80)), "ECONNREFUSED\n||");
+        EXPECT_EQ(wait_refused([&] { return record(sid); }, 1), 1);
+        EXPECT_EQ(c.del("/v1/sessions/" + sid).status, 200u);
+    };
+    use_and_end();
+    const auto before = threads_and_fds(daemon_->pid());
+    use_and_end();
+    // Bounded: anything still closing closes within moments; a leak never does.
+    auto after = threads_and_fds(daemon_->pid());
+    for (int i = 0; i < 200 && after != before; ++i) {
+        ::usleep(10000);
+        after = threads_and_fds(daemon_->pid());
+    }
+    EXPECT_EQ(after.first, before.first) << "threads";
+    EXPECT_EQ(after.second, before.second) << "descriptors";
 }
 
 }  // namespace

@@ -8,6 +8,11 @@
 // "http://allowed@evil/" are Orange Tsai's "A New Era of SSRF" (Black Hat 2017); request
 // smuggling through framing ambiguity is CVE-2019-16276 (Go net/http) and CVE-2020-11724 (nginx).
 #include <gtest/gtest.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_log.h>
+#include <linux/netlink.h>
+
+#include <sstream>
 
 #include "sessions/network/http_proxy.hpp"
 #include "sessions/network/transparent_relay.hpp"
@@ -271,8 +276,10 @@ TEST_F(TransparentRelayAbuse, SandboxRedirectingMoreToTheRelayGainsNothing) {
     // What root inside could do: open 127.0.0.22 in the namespace's own rules.
     TransparentPlan forged = plan_transparent_egress(
         {EgressMode::custom, {}, {"127.0.0.21/32", "127.0.0.22/32"}, {}}, relay_->port());
+    const TransparentPlan daemons =
+        plan_transparent_egress({EgressMode::custom, {}, {"127.0.0.21/32"}, {}}, relay_->port());
     auto applied = netns_->run([&]() -> Result<UniqueFd> {
-        if (auto status = apply_transparent_egress({}, forged); !status)
+        if (auto status = apply_transparent_egress(daemons, forged); !status)
             return std::move(status.error());
         return UniqueFd();
     });
@@ -282,6 +289,77 @@ TEST_F(TransparentRelayAbuse, SandboxRedirectingMoreToTheRelayGainsNothing) {
     EXPECT_TRUE(error == ECONNRESET || error == EPIPE) << std::strerror(error);
     EXPECT_EQ(other_->accepted(), 0);
     EXPECT_EQ(gate_->refused(), 1u);
+}
+
+// Direct TCP refused by the namespace's own rules is counted from what nfnetlink_log reports to
+// the daemon's netlink socket in that namespace (refusal_log.hpp). A program in the session can
+// send to that socket too: only the kernel's messages may count, or a sandbox could forge
+// refusals of any destination into the daemon's log and counts. Precedent: CVE-2009-1185, udev
+// took netlink uevents from user space for the kernel's and ran what they said as root.
+TEST_F(TransparentRelayAbuse, ForgedRefusalReportsFromInsideAreNotCounted) {
+    start_relay({EgressMode::deny_all, {}, {}, {}});
+    // The daemon's NFLOG socket: the one NETLINK_NETFILTER socket of the test's namespace.
+    auto listing = netns_->run([]() -> Result<UniqueFd> {
+        UniqueFd fd(::open("/proc/thread-self/net/netlink", O_RDONLY | O_CLOEXEC));
+        if (!fd) return sys_error("open /proc/thread-self/net/netlink");
+        return fd;
+    });
+    ASSERT_TRUE(listing) << listing.error().describe();
+    std::string table;
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(listing->get(), buffer, sizeof buffer)) > 0;)
+        table.append(buffer, static_cast<size_t>(n));
+    uint32_t daemon_port = 0;
+    std::istringstream lines(table);
+    for (std::string line; std::getline(lines, line);) {
+        std::istringstream fields(line);
+        std::string sk;
+        unsigned protocol = 0;
+        uint32_t port = 0;
+        if (fields >> sk >> protocol >> port && protocol == NETLINK_NETFILTER && port != 0)
+            daemon_port = port;
+    }
+    ASSERT_NE(daemon_port, 0u) << table;
+    // A forged NFULNL_MSG_PACKET "refusing" 203.0.113.66:666 (TEST-NET-3), sent from inside.
+    struct {
+        nlmsghdr header;
+        nfgenmsg generic;
+        nlattr payload_header;
+        uint8_t packet[24];
+    } forged{};
+    forged.header.nlmsg_len = sizeof forged;
+    forged.header.nlmsg_type = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET;
+    forged.payload_header.nla_len = NLA_HDRLEN + sizeof forged.packet;
+    forged.payload_header.nla_type = NFULA_PAYLOAD;
+    forged.packet[0] = 0x45;
+    forged.packet[9] = IPPROTO_TCP;
+    ::inet_pton(AF_INET, "203.0.113.66", &forged.packet[16]);
+    forged.packet[22] = 666 >> 8;
+    forged.packet[23] = 666 & 0xff;
+    auto sent = netns_->run([&]() -> Result<UniqueFd> {
+        UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER));
+        if (!fd) return sys_error("netlink socket");
+        sockaddr_nl to{};
+        to.nl_family = AF_NETLINK;
+        to.nl_pid = daemon_port;
+        for (int i = 0; i < 3; ++i)
+            if (::sendto(fd.get(), &forged, sizeof forged, 0, reinterpret_cast<sockaddr*>(&to),
+                         sizeof to) != static_cast<ssize_t>(sizeof forged))
+                return sys_error("send the forged report");
+        return fd;
+    });
+    ASSERT_TRUE(sent) << sent.error().describe();
+    // Then one real refusal, queued behind the forged reports: once it is counted, they were read.
+    int error = 0;
+    EXPECT_EQ(dial("192.0.2.1", 80, &error), "");
+    EXPECT_EQ(error, ECONNREFUSED) << std::strerror(error);
+    uint64_t refused = 0;
+    for (int i = 0; i < 500 && refused == 0; ++i) {
+        refused = loop_.call([&] { return gate_->refused(); });
+        if (refused == 0) ::usleep(10000);
+    }
+    ::usleep(100000);  // a late forged report would still be counted now
+    EXPECT_EQ(loop_.call([&] { return gate_->refused(); }), 1u) << "the forged reports counted";
 }
 
 }  // namespace

@@ -17,37 +17,60 @@ std::vector<std::string> texts(const std::vector<Cidr>& cidrs) {
     return out;
 }
 
-TEST(TransparentPlan, DenyAllRoutesNothingAndDropsTheTable) {
+// Issue 15: "a refused TCP connect fails fast (ECONNREFUSED) ... every refusal is counted and
+// logged": every mode routes everything to lo, so no connect() fails with ENETUNREACH before the
+// output hook, where deny-all resets (and logs, for the daemon to count) every SYN but loopback's.
+TEST(TransparentPlan, DenyAllRoutesEverythingToARefusalThatIsLogged) {
     auto plan = plan_transparent_egress({EgressMode::deny_all, {}, {"10.0.0.0/8"}, {}}, 4000);
-    EXPECT_TRUE(plan.routes.empty());
-    EXPECT_EQ(nft_script(plan), "table ip corral_egress {}\ndelete table ip corral_egress\n");
+    EXPECT_EQ(texts(plan.routes), std::vector<std::string>{"0.0.0.0/0"});
+    EXPECT_TRUE(plan.open.empty());
+    const std::string script = nft_script(plan);
+    EXPECT_THAT(script, HasSubstr("ip daddr != @name_bound ip daddr 127.0.0.0/8 return\n"
+                                  "    ip daddr != @name_bound tcp flags & (syn|ack) == syn log "
+                                  "group 7117 prefix \"corral-egress\" reject with tcp reset\n"));
+    EXPECT_EQ(nft_script(TransparentPlan{}),
+              "table ip corral_egress {}\ndelete table ip corral_egress\n")
+        << "the empty plan drops the table";
+    // A namespace that never had the table gets it without the replacing delete (whose pending
+    // destruction a later close of the nftables socket would wait for).
+    EXPECT_EQ(nft_script(plan, false).rfind("table ip corral_egress {\n  set name_bound", 0), 0u);
+    EXPECT_EQ(nft_script(plan, true).rfind("table ip corral_egress {}\ndelete table", 0), 0u);
 }
 
 TEST(TransparentPlan, AllowAllRoutesEverythingButResetsDeniedAndProtected) {
     auto plan = plan_transparent_egress({EgressMode::allow_all, {}, {}, {"198.51.100.0/24"}}, 4000);
     EXPECT_EQ(texts(plan.routes), std::vector<std::string>{"0.0.0.0/0"});
     const std::string script = nft_script(plan);
-    EXPECT_THAT(script, HasSubstr("ip daddr { 198.51.100.0/24 } tcp flags & (syn|ack) == syn "
-                                  "reject with tcp reset"));
+    EXPECT_THAT(script, HasSubstr("ip daddr { 198.51.100.0/24 } tcp flags & (syn|ack) == syn log "
+                                  "group 7117 prefix \"corral-egress\" reject with tcp reset"));
+    EXPECT_THAT(script, Not(HasSubstr("ip daddr != @name_bound tcp flags")))
+        << "allow-all refuses only what is denied or protected";
     EXPECT_THAT(script, HasSubstr("ip daddr { 0.0.0.0/8, 169.254.0.0/16 } tcp flags"));
     EXPECT_THAT(script, HasSubstr("ip daddr 127.0.0.0/8 return"));
     EXPECT_THAT(script, HasSubstr("meta l4proto tcp redirect to :4000"));
 }
 
-TEST(TransparentPlan, CustomRoutesItsIpv4CidrsOnly) {
+TEST(TransparentPlan, CustomOpensItsIpv4CidrsOnlyAndRefusesTheRest) {
     auto plan = plan_transparent_egress(
-        {EgressMode::custom, {"a.test"}, {"10.1.0.0/16", "2001:db8::/32", "169.254.169.254/32"}, {}},
+        {EgressMode::custom,
+         {"a.test"},
+         {"10.1.0.0/16", "2001:db8::/32", "169.254.169.254/32", "10.1.2.0/24"},
+         {}},
         4000);
-    EXPECT_EQ(texts(plan.routes),
-              (std::vector<std::string>{"10.1.0.0/16", "169.254.169.254/32"}));
+    EXPECT_EQ(texts(plan.routes), std::vector<std::string>{"0.0.0.0/0"});
+    EXPECT_EQ(texts(plan.open),
+              (std::vector<std::string>{"10.1.0.0/16", "169.254.169.254/32", "10.1.2.0/24"}));
     EXPECT_EQ(texts(plan.protected_open), std::vector<std::string>{"169.254.169.254/32"});
-    EXPECT_THAT(nft_script(plan), HasSubstr("ip daddr { 169.254.169.254/32 } return"));
+    const std::string script = nft_script(plan);
+    EXPECT_THAT(script, HasSubstr("ip daddr { 169.254.169.254/32 } return"));
+    // A range inside another is left out: nftables refuses overlapping intervals in a set.
+    EXPECT_THAT(script, HasSubstr("ip daddr != @name_bound ip daddr != { 10.1.0.0/16, "
+                                  "169.254.169.254/32 } tcp flags & (syn|ack) == syn log"));
 }
 
 TEST(TransparentPlan, NamedHostLoopbackAddressesButNever127001) {
     auto plan = plan_transparent_egress(
         {EgressMode::custom, {}, {"127.0.0.14/32", "127.0.0.0/24", "127.0.0.0/8"}, {}}, 4000);
-    EXPECT_TRUE(plan.routes.empty()) << "loopback is local already";
     EXPECT_EQ(texts(plan.loopback_open), std::vector<std::string>{"127.0.0.14/32"});
     const std::string script = nft_script(plan);
     EXPECT_THAT(script, HasSubstr("ip daddr != { 127.0.0.14/32 } ip daddr 127.0.0.0/8 return"));
@@ -62,7 +85,7 @@ TEST(TransparentPlan, AllowedHostsKeepATableForNameBoundAddresses) {
     EXPECT_FALSE(plain.named);
     auto plan = plan_transparent_egress({EgressMode::custom, {"registry.example.test"}, {}, {}}, 4000);
     EXPECT_TRUE(plan.named);
-    EXPECT_TRUE(plan.routes.empty());
+    EXPECT_TRUE(plan.open.empty());
     plan.named_addresses = {*IpAddress::parse("127.0.0.11"), *IpAddress::parse("2001:db8::1")};
     const std::string script = nft_script(plan);
     EXPECT_THAT(script, HasSubstr("set name_bound {\n    type ipv4_addr;\n    elements = { 127.0.0.11 }\n"));
