@@ -448,6 +448,9 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
             sandbox.workdir_warning_ =
                 idmap_workdir(plan->mounts, ids->identity, policy.user.inherit);
         if (!mapped || ::write(go.write_end.get(), "1", 1) != 1) {
+            // A blocking reap even on corrald's loop, and a short one: the holder has run none of
+            // its setup (it waits for `go`), no process of the session exists to stop it, and
+            // SIGKILL ends it at once, frozen or not (cgroup v2 lets fatal signals through).
             discard(holder);
             if (!mapped) return std::move(mapped.error().context("namespace holder"));
             return sys_error("namespace holder: release");
