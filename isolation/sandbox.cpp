@@ -448,6 +448,9 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
             sandbox.workdir_warning_ =
                 idmap_workdir(plan->mounts, ids->identity, policy.user.inherit);
         if (!mapped || ::write(go.write_end.get(), "1", 1) != 1) {
+            // A blocking reap even on corrald's loop, and a short one: the holder has run none of
+            // its setup (it waits for `go`), no process of the session exists to stop it, and
+            // SIGKILL ends it at once, frozen or not (cgroup v2 lets fatal signals through).
             discard(holder);
             if (!mapped) return std::move(mapped.error().context("namespace holder"));
             return sys_error("namespace holder: release");
@@ -530,24 +533,34 @@ Status Sandbox::wait_until_ready(std::optional<std::chrono::milliseconds> limit)
     if (!pending_report_) return {};
     SetupDeadline deadline;
     if (limit) deadline = SetupDeadline(*limit, holder_.pid());
-    if (Status came =
-            await_report(pending_report_.get(), deadline, "the namespace holder's setup report");
-        !came) {
+    Status came =
+        await_report(pending_report_.get(), deadline, "the namespace holder's setup report");
+    Status ready = came ? read_setup_report()
+                        : Status(std::move(came.error().context("namespace holder (killed)")));
+    if (!ready) {
         pending_report_.reset();
-        discard(holder_);
+        discard(holder_);  // no loop here: the reap may wait
         holder_ = PidRef{};
-        return std::move(came.error().context("namespace holder (killed)"));
     }
+    return ready;
+}
+
+Status Sandbox::read_setup_report() {
+    if (!pending_report_) return {};
     auto message = read_report(pending_report_.get());
+    if (!message && message.error().code == EAGAIN) return std::move(message.error());
     pending_report_.reset();
-    if (!message || !*message || (*message)->kind != ChildReport::ready) {
-        discard(holder_);
-        holder_ = PidRef{};
-        if (!message) return std::move(message.error().context("namespace holder"));
-        if (!*message) return plain_error("namespace holder died during setup");
-        return sys_error((*message)->error, (*message)->step);
-    }
-    return {};
+    if (message && *message && (*message)->kind == ChildReport::ready) return {};
+    begin_stop();  // exiting with 127 after a failure report, or the channel failed
+    if (!message) return std::move(message.error().context("namespace holder"));
+    if (!*message) return plain_error("namespace holder died during setup");
+    return sys_error((*message)->error, (*message)->step);
+}
+
+Error Sandbox::setup_deadline_error(const SetupDeadline& deadline) {
+    return std::move(sys_error(ETIMEDOUT, "the namespace holder's setup report did not come " +
+                                              deadline.describe())
+                         .context("namespace holder (killed)"));
 }
 
 Status probe_idmapped_mount(const std::string& dir) {

@@ -23,6 +23,8 @@
 
 namespace corral {
 
+class SetupDeadline;  // setup_deadline.hpp
+
 /// Who a sandbox's user is on the host.
 struct HostIdentity {
     uid_t uid = 0;
@@ -76,8 +78,23 @@ class Sandbox {
                                  const SandboxOptions& options = {});
     /// `limit`: how long to wait while the holder uses no CPU (none: as long as it takes;
     /// setup_deadline.hpp); a holder that has not reported by then (stopped, frozen, a mount that
-    /// does not return) is killed and reaped, and the error (ETIMEDOUT) says so.
+    /// does not return) is killed and reaped, and the error (ETIMEDOUT) says so. A blocking wait:
+    /// for callers without an event loop (`corral run`, tests); corrald watches
+    /// setup_report_fd() instead.
     Status wait_until_ready(std::optional<std::chrono::milliseconds> limit = std::nullopt);
+    /// wait_until_ready() for an event loop (issue 12 item 1: corrald's loop must not wait for a
+    /// holder that is stopped, frozen or slow): the read end of the holder's report channel while
+    /// its setup has not been reported (-1 once it has, or without a holder). It becomes readable
+    /// when the holder reports, or at end of file when it died; then read_setup_report().
+    int setup_report_fd() const { return pending_report_.get(); }
+    /// Reads the holder's setup report once setup_report_fd() is readable. Ok: the holder is
+    /// ready. EAGAIN: nothing there yet (when the caller made the channel non-blocking), wait
+    /// again. Any other Error names the failed step; the holder has then been sent SIGKILL and is
+    /// left for the caller to reap without waiting (try_reap once holder_pidfd() is readable).
+    Status read_setup_report();
+    /// The error of a holder whose setup report did not come within `deadline` (the caller
+    /// kills it), in wait_until_ready()'s words.
+    static Error setup_deadline_error(const SetupDeadline& deadline);
     /// Takes over the holder a previous run of the daemon started (DESIGN.md "Surviving the
     /// daemon"): `pid` must still run, have started at `start_ticks` and be in `holder_cgroup`
     /// (open_verified_process). It is not our child: its end is seen through its pidfd and its

@@ -25,6 +25,8 @@ Session::Session(SessionContext context, std::string id, Policy policy, EndedCal
       policy_(std::move(policy)),
       on_ended_(std::move(on_ended)),
       created_at_(std::chrono::system_clock::now()),
+      holder_report_watch_(context.io),
+      holder_timer_(context.io),
       session_timer_(context.io),
       idle_timer_(context.io),
       end_timer_(context.io) {}
@@ -40,17 +42,45 @@ Result<std::shared_ptr<Session>> Session::create(SessionContext context, std::st
         new Session(context, std::move(id), std::move(policy), std::move(on_ended)));
     session->set_policy_source(request.policy_yaml.empty() ? request.policy : "",
                                request.policy_yaml);
-    // On failure the shared_ptr dies here and ~Session undoes whatever build() made.
-    CORRAL_TRY(session->build(request), "create session " + session->id_);
+    // On failure the shared_ptr dies here and ~Session undoes whatever build made.
+    const std::string creating = "create session " + session->id_;
+    CORRAL_TRY(session->build_until_holder(request), creating);
+    CORRAL_TRY(session->wait_for_holder(), creating);
+    CORRAL_TRY(session->build_after_holder(request), creating);
     // Journalled before its id and tokens reach anyone: a restart knows every session a client
     // can name.
-    CORRAL_TRY(session->journal_session(), "create session " + session->id_);
+    session->journalled_ = true;
+    CORRAL_TRY(session->journal_session(), creating);
     session->arm_session_timer();
     session->arm_idle_timer();
     return session;
 }
 
-Status Session::build(const CreateSessionRequest& request) {
+Result<std::shared_ptr<Session>> Session::start(SessionContext context, std::string id,
+                                                Policy policy, const CreateSessionRequest& request,
+                                                EndedCallback on_ended) {
+    std::shared_ptr<Session> session(
+        new Session(context, std::move(id), std::move(policy), std::move(on_ended)));
+    session->set_policy_source(request.policy_yaml.empty() ? request.policy : "",
+                               request.policy_yaml);
+    session->state_ = SessionState::starting;
+    // Nothing here waits for a process: a holder that was cloned is ours and has reported
+    // nothing yet. On failure ~Session undoes what was made.
+    CORRAL_TRY(session->build_until_holder(request), "create session " + session->id_);
+    session->start_request_ = request;
+    return session;
+}
+
+Status Session::wait_for_holder() {
+    if (!sandbox_.active()) return {};
+    const pid_t holder = sandbox_.holder_pid();
+    Status ready = sandbox_.wait_until_ready(kSetupReportLimit);
+    if (ready) return ready;
+    context_.reaper.remove_owned(holder);  // killed and reaped by wait_until_ready
+    return std::move(ready.error().context("namespaces").context("set up"));
+}
+
+Status Session::build_until_holder(const CreateSessionRequest& request) {
     auto confinement = compile_confinement(policy_);
     if (!confinement) return std::move(confinement.error().context("policy"));
     confinement_ = std::move(*confinement);
@@ -74,6 +104,12 @@ Status Session::build(const CreateSessionRequest& request) {
         policy_.namespaces.mount ? policy_.workdir.mount : workdir_.host_path;
 
     CORRAL_TRY(create_kernel_resources(), "set up");
+    return {};
+}
+
+// Once the holder is ready: its namespaces can be entered (network, the sandbox's root).
+Status Session::build_after_holder(const CreateSessionRequest& request) {
+    CORRAL_TRY(finish_kernel_resources(), "set up");
     // The workspace and the files the API creates belong to the sandbox's user as the host sees
     // it: a user namespace's leased range (DESIGN.md "Identity"), else the policy's uid.
     std::optional<FileOwner> owner;
@@ -137,15 +173,21 @@ Status Session::create_kernel_resources() {
         if (!holder) return std::move(holder.error().context("holder cgroup"));
         holder_cgroup_ = std::move(*holder);
     }
+    // Started only: its setup report is awaited by the caller (wait_for_holder, await_ready).
     auto sandbox =
-        Sandbox::create(policy_, holder_cgroup_, workdir_, context_.egress.resolv_conf, options);
+        Sandbox::start(policy_, holder_cgroup_, workdir_, context_.egress.resolv_conf, options);
     if (!sandbox) return std::move(sandbox.error().context("namespaces"));
     sandbox_ = std::move(*sandbox);
-    workdir_warning_ = sandbox_.workdir_warning();
     if (sandbox_.active()) {
+        // Its exit is ours to collect (through its pidfd), never the orphan reaper's.
         context_.reaper.add_owned(sandbox_.holder_pid());
         if (auto ticks = process_start_ticks(sandbox_.holder_pid())) holder_start_ticks_ = *ticks;
     }
+    return {};
+}
+
+Status Session::finish_kernel_resources() {
+    workdir_warning_ = sandbox_.workdir_warning();
     CORRAL_TRY(start_network(), "network");
     watch_oom_group();
     return {};

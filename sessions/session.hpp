@@ -22,6 +22,7 @@
 #include "isolation/limits.hpp"
 #include "isolation/mount_plan.hpp"
 #include "isolation/sandbox.hpp"
+#include "isolation/setup_deadline.hpp"
 #include "policies/policy.hpp"
 #include "sessions/session_workdir.hpp"
 #include "sessions/files/file_service.hpp"
@@ -92,11 +93,30 @@ class Session : public std::enable_shared_from_this<Session> {
     /// Called once the session has ended (timer-initiated endings included).
     using EndedCallback = std::function<void(Session&)>;
 
-    /// Builds everything; `policy` is already resolved.
+    /// Builds everything; `policy` is already resolved. Waits for the namespace holder's setup
+    /// with a blocking wait (within kSetupReportLimit): for callers without an event loop. corrald
+    /// uses start() and await_ready().
     static Result<std::shared_ptr<Session>> create(SessionContext context, std::string id,
                                                    Policy policy,
                                                    const CreateSessionRequest& request,
                                                    EndedCallback on_ended);
+    /// create() for an event loop (issue 12 item 1): builds up to starting the namespace holder
+    /// and returns a session in state `starting`, which takes no work; await_ready() does the
+    /// rest. An error means nothing is left.
+    static Result<std::shared_ptr<Session>> start(SessionContext context, std::string id,
+                                                  Policy policy,
+                                                  const CreateSessionRequest& request,
+                                                  EndedCallback on_ended);
+    using ReadyHandler = std::function<void(Status)>;
+    /// Watches the holder's setup report on the loop (its SetupDeadline on a timer), then builds
+    /// the rest and journals the session: `ready` gets ok with the session active. On a failure,
+    /// or when the holder makes no progress for a whole limit, everything made so far is ended
+    /// on the loop (holder killed through its pidfd and its exit awaited there, cgroups, ports and
+    /// the directory removed) and `ready` gets the error naming the step once nothing is left.
+    /// `ready` never runs inside this call.
+    void await_ready(ReadyHandler ready);
+    /// Fails a starting session with `why` (daemon shutdown); no-op once it is no longer starting.
+    void abort_start(Error why);
     /// Takes over a session a previous run of the daemon left running (session_adoption.cpp):
     /// its cgroup, holder, limits, directory, ports (forwarders made anew), tokens, env and
     /// processes, from `record`. `notes` gets what could not be taken and why. An error means
@@ -188,7 +208,18 @@ class Session : public std::enable_shared_from_this<Session> {
 
   private:
     Session(SessionContext context, std::string id, Policy policy, EndedCallback on_ended);
-    Status build(const CreateSessionRequest& request);
+    /// Creation in two halves around the holder's setup: up to Sandbox::start, and after it.
+    Status build_until_holder(const CreateSessionRequest& request);
+    Status build_after_holder(const CreateSessionRequest& request);
+    /// create()'s blocking wait for the holder's setup.
+    Status wait_for_holder();
+    // session_starting.cpp: await_ready's steps.
+    void watch_holder_report();
+    void on_holder_report();
+    void arm_holder_deadline();
+    void stop_holder_watch();
+    void complete_start();
+    void fail_start(Error error);
     // session_adoption.cpp
     Status rebuild(const JournalSession& record, std::vector<std::string>& notes);
     void adopt_processes(const JournalSession& record, std::vector<std::string>& notes);
@@ -215,6 +246,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void wire_setup(ProcessSetup& setup);
     Process::FinishCallback finish_callback();
     Status create_kernel_resources();
+    Status finish_kernel_resources();
     std::string resolve_cwd(const std::string& cwd, const std::string& base) const;
     /// The process setup of `request` before argv/env are decided (id, cwd, timeout, fds...).
     ProcessSetup base_setup(const ProcessRequest& request);
@@ -322,6 +354,16 @@ class Session : public std::enable_shared_from_this<Session> {
     std::vector<bool> slots_in_use_;  ///< the holder's store slots, by number
     size_t pruned_processes_ = 0;
     bool prune_posted_ = false;
+
+    // Starting (await_ready): the request it was created with, who waits, the holder's report
+    // channel and its SetupDeadline.
+    std::optional<CreateSessionRequest> start_request_;
+    ReadyHandler ready_handler_;
+    boost::asio::posix::stream_descriptor holder_report_watch_;
+    boost::asio::steady_timer holder_timer_;
+    SetupDeadline holder_deadline_;
+    /// The journal has (or may have) a record of it: only then are its ending and end recorded.
+    bool journalled_ = false;
 
     boost::asio::steady_timer session_timer_;
     boost::asio::steady_timer idle_timer_;

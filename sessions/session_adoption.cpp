@@ -123,6 +123,7 @@ Result<std::shared_ptr<Session>> Session::adopt(SessionContext context,
         new Session(context, record.id, std::move(policy), std::move(on_ended)));
     session->set_policy_source(record.policy, record.policy_yaml);
     session->created_at_ = record.created_at;
+    session->journalled_ = true;  // its end is recorded, whether it is taken or not
     // On failure ~Session ends what was taken (kill, remove), as a failed create does.
     CORRAL_TRY(session->rebuild(record, notes), "adopt session " + record.id);
     session->arm_session_timer();  // what is left of timeouts.session, from its creation

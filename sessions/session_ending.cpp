@@ -43,7 +43,8 @@ void Session::end(std::string reason, EndHandler handler) {
     state_ = SessionState::ending;
     end_reason_ = std::move(reason);
     end_started_ = std::chrono::steady_clock::now();
-    if (context_.journal) (void)context_.journal->session_ending(id_, end_reason_);
+    // A session that never started (its holder failed) was never journalled: nothing to record.
+    if (context_.journal && journalled_) (void)context_.journal->session_ending(id_, end_reason_);
     if (handler) end_handlers_.emplace_back(std::move(handler), false);
     session_timer_.cancel();
     idle_timer_.cancel();
@@ -230,7 +231,7 @@ void Session::finalize() {
     }
     release_resources();
     state_ = SessionState::ended;
-    if (context_.journal) (void)context_.journal->session_ended(id_);
+    if (context_.journal && journalled_) (void)context_.journal->session_ended(id_);
     ended_at_ = std::chrono::system_clock::now();
     report_.duration_ms =
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -166,6 +166,10 @@ SessionManager::~SessionManager() {
     sessions_.clear();
     for (auto& [sid, session] : sessions) session->end_now();
     sessions.clear();
+    auto starting = std::move(starting_);
+    starting_.clear();
+    for (auto& [sid, session] : starting) session->end_now();
+    starting.clear();
     (void)sessions_cgroup_.remove();
     if (supervisor_cgroup_.valid()) {
         // Move ourselves back where we started so our own leaf can be removed.
@@ -197,6 +201,9 @@ Result<std::string> SessionManager::new_session_id(const std::string& requested)
             return sys_error(EINVAL,
                              "bad session id `" + requested + "` (1-64 of A-Z a-z 0-9 - _)");
         }
+        if (starting_.count(requested) != 0)
+            return sys_error(EEXIST, "session id `" + requested +
+                                         "` is taken (a session with it is being created)");
         auto tomb = tombstones_.find(requested);
         if (sessions_.count(requested) != 0 ||
             (tomb != tombstones_.end() && !tomb->second->reusable)) {
@@ -213,7 +220,8 @@ Result<std::string> SessionManager::new_session_id(const std::string& requested)
         auto token = generate_token();
         if (!token) return std::move(token.error());
         std::string id = "s" + token->substr(4, 12);
-        if (sessions_.count(id) == 0 && tombstones_.count(id) == 0) return id;
+        if (sessions_.count(id) == 0 && starting_.count(id) == 0 && tombstones_.count(id) == 0)
+            return id;
     }
 }
 
@@ -230,8 +238,10 @@ void SessionManager::hide_daemon_paths(Policy& policy) const {
     for (const auto& path : config_.hidden_from_sessions) hide(path);
 }
 
-Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest& request) {
-    size_t live = 0;
+Result<std::string> SessionManager::prepare_creation(const CreateSessionRequest& request,
+                                                     Policy& policy,
+                                                     CreateSessionRequest& resolved) {
+    size_t live = starting_.size();
     for (const auto& [sid, session] : sessions_) live += session->state() != SessionState::ended;
     if (live >= config_.max_sessions) {
         return sys_error(EBUSY, "too many sessions (" + std::to_string(live) + ")");
@@ -241,22 +251,62 @@ Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest
     PolicyParseResult parsed = resolve_policy(config_, request);
     if (!parsed.ok()) return sys_error(EINVAL, "policy: " + parsed.format_errors());
     hide_daemon_paths(*parsed.policy);
+    policy = std::move(*parsed.policy);
 
-    CreateSessionRequest resolved = request;
+    resolved = request;
     if (!request.workdir.empty()) {
         auto bound = resolve_workdir(config_.workdir_roots, request.workdir);
         if (!bound) return std::move(bound.error());
         resolved.bound_workdir = std::move(*bound);
     }
-    auto session = Session::create(session_context(), *id, std::move(*parsed.policy), resolved,
+    return id;
+}
+
+CreatedSession SessionManager::created_record(const Session& session) const {
+    CreatedSession created;
+    created.info = session.info();
+    created.full_token = session.full_token();
+    created.restricted_token = session.restricted_token();
+    return created;
+}
+
+Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest& request) {
+    Policy policy;
+    CreateSessionRequest resolved;
+    auto id = prepare_creation(request, policy, resolved);
+    if (!id) return std::move(id.error());
+    auto session = Session::create(session_context(), *id, std::move(policy), resolved,
                                    [this](Session& ended) { on_session_ended(ended.id()); });
     if (!session) return std::move(session.error());
     sessions_[*id] = *session;
-    CreatedSession created;
-    created.info = (*session)->info();
-    created.full_token = (*session)->full_token();
-    created.restricted_token = (*session)->restricted_token();
-    return created;
+    return created_record(**session);
+}
+
+void SessionManager::async_create_session(const CreateSessionRequest& request,
+                                          CreateHandler handler) {
+    auto answer = [this](CreateHandler handler, Result<CreatedSession> result) {
+        boost::asio::post(
+            io_, [handler = std::move(handler), result = std::move(result)] { handler(result); });
+    };
+    Policy policy;
+    CreateSessionRequest resolved;
+    auto id = prepare_creation(request, policy, resolved);
+    if (!id) return answer(std::move(handler), std::move(id.error()));
+    auto session = Session::start(session_context(), *id, std::move(policy), resolved,
+                                  [this](Session& ended) { on_session_ended(ended.id()); });
+    if (!session) return answer(std::move(handler), std::move(session.error()));
+    starting_[*id] = *session;
+    (*session)->await_ready([this, alive = alive_, sid = *id, answer,
+                             handler = std::move(handler)](Status ready) mutable {
+        if (!*alive) return;
+        auto found = starting_.find(sid);
+        if (found == starting_.end()) return;
+        std::shared_ptr<Session> started = std::move(found->second);
+        starting_.erase(found);
+        if (!ready) return answer(std::move(handler), std::move(ready.error()));
+        sessions_[sid] = started;
+        answer(std::move(handler), created_record(*started));
+    });
 }
 
 std::vector<SessionInfo> SessionManager::list_sessions() {
@@ -284,6 +334,14 @@ Result<SessionInfo> SessionManager::get_session(const std::string& sid) {
     }
     auto tomb = tombstones_.find(sid);
     if (tomb != tombstones_.end()) return tomb->second->info;
+    return unknown_session(sid);
+}
+
+Error SessionManager::unknown_session(const std::string& sid) const {
+    if (starting_.count(sid) != 0)
+        return sys_error(ENOENT, "no session `" + sid +
+                                     "` yet: it is still being created (its namespaces are being "
+                                     "set up)");
     return sys_error(ENOENT, "no session `" + sid + "`");
 }
 
@@ -294,7 +352,7 @@ void SessionManager::end_session(const std::string& sid, EndHandler handler) {
         return;
     }
     auto tomb = tombstones_.find(sid);
-    Result<EndSessionReport> result = sys_error(ENOENT, "no session `" + sid + "`");
+    Result<EndSessionReport> result = unknown_session(sid);
     if (tomb != tombstones_.end()) {
         EndSessionReport report;
         report.id = sid;
@@ -314,12 +372,19 @@ void SessionManager::shutdown(std::function<void()> done) {
     for (const auto& [sid, session] : sessions_) {
         if (session->state() != SessionState::ended) ids.push_back(sid);
     }
-    *remaining = ids.size() + 1;
+    std::vector<std::shared_ptr<Session>> starting;
+    for (const auto& [sid, session] : starting_) starting.push_back(session);
+    *remaining = ids.size() + starting.size() + 1;
     auto one_done = [remaining, finish] {
         if (--*remaining == 0 && *finish) (*finish)();
     };
     for (const auto& sid : ids) {
         sessions_[sid]->end("shutdown", [one_done](Result<EndSessionReport>) { one_done(); });
+    }
+    // A creation under way fails (its creator hears so) and what it made is ended the same way.
+    for (const auto& session : starting) {
+        session->abort_start(sys_error(ESHUTDOWN, "corrald is shutting down"));
+        session->end("shutdown", [one_done](Result<EndSessionReport>) { one_done(); });
     }
     boost::asio::post(io_, one_done);
 }
@@ -354,7 +419,7 @@ Result<std::shared_ptr<Session>> SessionManager::find_any(const std::string& sid
     if (found == sessions_.end()) {
         if (tombstones_.count(sid) != 0)
             return sys_error(ESHUTDOWN, "session `" + sid + "` has ended");
-        return sys_error(ENOENT, "no session `" + sid + "`");
+        return unknown_session(sid);
     }
     return found->second;
 }

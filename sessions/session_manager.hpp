@@ -144,8 +144,16 @@ class SessionManager {
 
     // --- sessions ------------------------------------------------------------------------------
 
-    /// Creates a session; synchronous (milliseconds). Any failure rolls back what was created.
+    /// Creates a session; synchronous: it waits for the namespace holder's setup with a blocking
+    /// wait (up to the setup limit, setup_deadline.hpp), so it is for callers without an event
+    /// loop to keep serving (tests, tools). Any failure rolls back what was created.
     Result<CreatedSession> create_session(const CreateSessionRequest& request);
+    /// create_session for the event loop (issue 12 item 1): nothing waits for the holder's setup
+    /// (Session::await_ready). Until it is ready the session is not listed nor reachable (ENOENT
+    /// "still being created"), and its id is reserved (EEXIST). `handler` runs (posted) with the
+    /// session once it is active and journalled, or with the error naming the failed step once
+    /// everything the creation made is gone again. A shutdown fails the creations under way.
+    void async_create_session(const CreateSessionRequest& request, CreateHandler handler);
     /// Active and ending sessions (not ended ones).
     std::vector<SessionInfo> list_sessions();
     /// One session, including ended ones still remembered (state "ended").
@@ -153,6 +161,9 @@ class SessionManager {
     /// Whether `sid` names a live or recently ended session; a live one counts this as activity
     /// (idle timeout), like get_session, without building its record (which lists every process).
     bool knows_session(const std::string& sid);
+    /// Whether `sid` names a session still being created (async_create_session): it is not known
+    /// yet, and its id is taken.
+    bool is_starting(const std::string& sid) const { return starting_.count(sid) != 0; }
     /// SIGTERM to everything, grace (policy timeouts.grace, a timer), cgroup.kill, wait for
     /// populated 0 on the loop, stop the namespaces, release ports, remove cgroups and the state
     /// dir. Ending an ending/ended session reports already_ended. Unknown sid: ENOENT.
@@ -337,6 +348,12 @@ class SessionManager {
     struct Tombstone;
     Status initialize();
     Result<std::string> new_session_id(const std::string& requested);
+    /// The checks and resolutions both creations share: room, the id, the policy, the workdir.
+    Result<std::string> prepare_creation(const CreateSessionRequest& request, Policy& policy,
+                                         CreateSessionRequest& resolved);
+    CreatedSession created_record(const Session& session) const;
+    /// ENOENT for `sid`, saying so when it is still being created.
+    Error unknown_session(const std::string& sid) const;
     Result<std::shared_ptr<Session>> find_active(const std::string& sid);
     Result<std::shared_ptr<Session>> find_any(const std::string& sid);
     void on_session_ended(const std::string& sid);
@@ -371,6 +388,9 @@ class SessionManager {
     std::unique_ptr<ChildReaper> reaper_;
     std::unique_ptr<SessionJournal> journal_;  ///< before sessions_: they append while they die
     std::map<std::string, std::shared_ptr<Session>> sessions_;  ///< active, ending, recently ended
+    /// Sessions whose holder has not reported its setup yet (async_create_session): their ids are
+    /// taken, nothing else of them is reachable.
+    std::map<std::string, std::shared_ptr<Session>> starting_;
     std::map<std::string, std::shared_ptr<boost::asio::steady_timer>> retention_timers_;
     std::map<std::string, std::unique_ptr<Tombstone>> tombstones_;
     std::vector<std::string> tombstone_order_;

@@ -37,6 +37,8 @@ std::string ProcessInfo::status() const {
 
 std::string_view to_string(SessionState state) {
     switch (state) {
+        case SessionState::starting:
+            return "starting";
         case SessionState::active:
             return "active";
         case SessionState::ending:

@@ -163,9 +163,11 @@ struct PortLeaseInfo {
     std::string url;  ///< http://127.0.0.1:PORT
 };
 
-/// Lifecycle of a session.
-enum class SessionState { active, ending, ended };
-/// "active", "ending", "ended".
+/// Lifecycle of a session. `starting`: its namespace holder has not reported its setup yet
+/// (SessionManager::async_create_session); such a session is not in the registry, takes no work
+/// and its id is reserved.
+enum class SessionState { starting, active, ending, ended };
+/// "starting", "active", "ending", "ended".
 std::string_view to_string(SessionState state);
 
 /// A session record (snapshot).

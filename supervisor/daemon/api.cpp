@@ -114,7 +114,8 @@ asio::awaitable<void> Api::dispatch(Exchange& ex, const Route& route, const Rout
         auto it = params.find("sid");
         const std::string sid = it == params.end() ? "" : it->second;
         if (auto refused = authorize(*caller, route.access, sid)) throw ApiFailure(*refused);
-        if (!sid.empty() && !sessions_.knows_session(sid)) throw ApiFailure(no_such_session(sid));
+        if (!sid.empty() && !sessions_.knows_session(sid))
+            throw ApiFailure(no_such_session(sid, sessions_.is_starting(sid)));
         co_await (this->*route.handler)(ex, params, *caller);
     } catch (const ApiFailure& f) {
         failure = f.error;

@@ -16,7 +16,19 @@ asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&, cons
             forbidden("`workdir` needs the daemon's full rights (the Unix socket, "
                       "without a token)"));
     request.resolved_policy = co_await resolve_session_policy(request);
-    auto created = take(sessions_.create_session(request));
+    // The holder's setup is awaited on the loop, never blocking it (issue 12 item 1): other
+    // requests are served meanwhile, and this one answers once the session is ready or gone.
+    auto event = std::make_shared<AsyncEvent<Result<CreatedSession>>>(
+        co_await asio::this_coro::executor, waits_);
+    sessions_.async_create_session(request,
+                                   [weak = std::weak_ptr(event)](Result<CreatedSession> created) {
+                                       if (auto e = weak.lock()) e->set(std::move(created));
+                                   });
+    auto outcome = co_await event->wait();
+    if (!outcome)
+        throw ApiFailure({503, "shutting_down",
+                          "corrald is shutting down; the session was not created", nullptr});
+    const CreatedSession created = take(std::move(*outcome));
     nlohmann::json out = session_json(created.info);
     out["token"] = created.full_token;
     out["restrictedToken"] = created.restricted_token;

@@ -105,7 +105,12 @@ ApiError bad_request(std::string code, std::string message) {
     return {400, std::move(code), std::move(message), nullptr};
 }
 
-ApiError no_such_session(const std::string& sid) {
+ApiError no_such_session(const std::string& sid, bool being_created) {
+    if (being_created)
+        return {404, "no_such_session",
+                "no such session `" + sid +
+                    "` yet: it is still being created (its namespaces are being set up)",
+                nullptr};
     return {404, "no_such_session", "no such session `" + sid + "`", nullptr};
 }
 

@@ -40,8 +40,8 @@ ApiError api_file_error(const Error& error);
 
 /// A 400 with the given code ("bad_json", "unknown_field", "bad_type", "missing_field", ...).
 ApiError bad_request(std::string code, std::string message);
-/// 404 "no such session `sid`".
-ApiError no_such_session(const std::string& sid);
+/// 404 "no such session `sid`"; `being_created`: it is, and its id is taken (not ready yet).
+ApiError no_such_session(const std::string& sid, bool being_created = false);
 /// 404 for an unknown path.
 ApiError no_such_route(const std::string& method, const std::string& path);
 /// 405 for a known path with the wrong method.

@@ -476,6 +476,160 @@ TEST(DaemonRobust, ASpawnOfAChildFrozenBeforeExecNeverHoldsOtherRequestsAndFails
     EXPECT_EQ(c.del(other).status, 200u);
 }
 
+/// The first pid listed in `procs` (a cgroup.procs file), once there is one: waits until then,
+/// or until `given_up` is set or 60 s passed (-1).
+pid_t first_pid_in(const std::string& procs, const std::atomic<bool>& given_up) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (!given_up && std::chrono::steady_clock::now() < deadline) {
+        if (auto listed = read_file(procs); listed && !listed->empty()) return std::stoi(*listed);
+        std::this_thread::sleep_for(5ms);
+    }
+    return -1;
+}
+
+/// Whether `pid` is gone, or at least no longer a process of session `sid`'s cgroup.
+bool gone_from_session(pid_t pid, const std::string& sid) {
+    auto cgroup = read_file("/proc/" + std::to_string(pid) + "/cgroup");
+    return !cgroup || cgroup->find("/sessions/" + sid + "/") == std::string::npos;
+}
+
+// Issue 12 item 1: creating a session waited on corrald's loop for its namespace holder's setup
+// report (Sandbox::wait_until_ready, a blocking poll of up to the 10 s setup limit, longer while
+// the holder used CPU), so a holder stopped, frozen or stuck in a mount froze every session's API
+// for that long. Here the holder is born frozen (the sessions cgroup is frozen while the creation
+// starts, so the new session's cgroups are born frozen; once the holder is in its leaf, the freeze
+// moves to that session's own cgroup and every other session runs again). While the creation is
+// stuck, /v1/health and another session's run are answered, the session is neither listed nor
+// reachable, and its id is taken (409); after its limit the creation fails naming the step, and
+// nothing of it is left: no cgroup, no holder, no state directory, no journal record, and the id
+// can be used again. On the previous corrald the other requests are answered only after the
+// creation failed: the ordering check fails.
+TEST(DaemonRobust, ASessionWhoseHolderIsFrozenBeforeReadyNeverHoldsOtherRequestsAndLeavesNothing) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
+    HttpClient c = daemon.client();
+    c.set_idle_timeout(120s);
+    auto other_session = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(other_session.status, 201u) << other_session.body;
+    const std::string other = "/v1/sessions/" + other_session.json()["id"].get<std::string>();
+    const testing::CorralFootprint before = daemon.footprint();
+    const std::string sessions = daemon.instance_cgroup() + "/sessions";
+    const std::string stuck = sessions + "/stuck";
+    ASSERT_TRUE(write_file(sessions + "/cgroup.freeze", "1"));
+
+    std::atomic<bool> create_answered{false};
+    testing::HttpResponse created;
+    std::thread creator([&] {
+        HttpClient h = daemon.client();
+        h.set_idle_timeout(120s);
+        created = h.post("/v1/sessions", {{"id", "stuck"}, {"policy", "default"}});
+        create_answered = true;
+    });
+    const pid_t holder = first_pid_in(stuck + "/holder/cgroup.procs", create_answered);
+    const bool moved = holder > 0 && write_file(stuck + "/cgroup.freeze", "1").ok();
+    (void)write_file(sessions + "/cgroup.freeze", "0");
+
+    const bool healthy = c.get("/v1/health").status == 200u;
+    auto ran = c.post(other + "/run", {{"argv", {"/bin/echo", "fine"}}});
+    auto listed = c.get("/v1/sessions");
+    auto looked_up = c.get("/v1/sessions/stuck");
+    auto run_in_stuck = c.post("/v1/sessions/stuck/run", {{"argv", {"/bin/true"}}});
+    auto same_id = c.post("/v1/sessions", {{"id", "stuck"}, {"policy", "none"}});
+    const bool answered_meanwhile = !create_answered;
+    creator.join();
+
+    ASSERT_GT(holder, 0) << "the holder never appeared in its leaf: " << created.body;
+    ASSERT_TRUE(moved);
+    EXPECT_TRUE(answered_meanwhile)
+        << "/v1/health and another session's requests were not answered while a creation was stuck";
+    EXPECT_TRUE(healthy);
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["stdout"], "fine\n") << ran.body;
+    // Starting is not half-usable: not listed, not found, takes no work, its id is taken.
+    ASSERT_EQ(listed.status, 200u) << listed.body;
+    const json listing = listed.json();
+    for (const auto& session : listing["sessions"]) EXPECT_NE(session["id"], "stuck");
+    EXPECT_EQ(looked_up.status, 404u) << looked_up.body;
+    EXPECT_NE(looked_up.error_message().find("still being created"), std::string::npos)
+        << looked_up.body;
+    EXPECT_EQ(run_in_stuck.status, 404u) << run_in_stuck.body;
+    EXPECT_EQ(same_id.status, 409u) << same_id.body;
+
+    // The creation fails after its limit, naming the step.
+    EXPECT_EQ(created.status, 504u) << created.body;
+    EXPECT_NE(created.error_message().find("create session stuck: set up: namespaces: namespace "
+                                           "holder (killed)"),
+              std::string::npos)
+        << created.body;
+    EXPECT_NE(created.error_message().find("setup report did not come within 10000 ms"),
+              std::string::npos)
+        << created.body;
+    // Nothing is left by the time the error is answered.
+    EXPECT_FALSE(std::filesystem::exists(stuck)) << "its cgroup is left";
+    EXPECT_TRUE(gone_from_session(holder, "stuck")) << "its holder " << holder << " is left";
+    EXPECT_FALSE(std::filesystem::exists(daemon.state_dir() + "/sessions/stuck"));
+    EXPECT_EQ(daemon.footprint().describe(), before.describe());
+    auto journal = read_file(daemon.state_dir() + "/journal");
+    ASSERT_TRUE(journal) << journal.error().describe();
+    EXPECT_EQ(journal->find("\"stuck\""), std::string::npos) << *journal;
+    // The id is free again, for a session that works.
+    auto again = c.post("/v1/sessions", {{"id", "stuck"}, {"policy", "default"}});
+    ASSERT_EQ(again.status, 201u) << again.body;
+    auto works = c.post("/v1/sessions/stuck/run", {{"argv", {"/bin/echo", "fine"}}});
+    ASSERT_EQ(works.status, 200u) << works.body;
+    EXPECT_EQ(works.json()["stdout"], "fine\n") << works.body;
+    EXPECT_EQ(c.del("/v1/sessions/stuck").status, 200u);
+    EXPECT_EQ(c.del(other).status, 200u);
+}
+
+// The registry reserves the id of a session being created: of two creations with one id that
+// overlap (the first one's holder is held frozen until the second was answered), one gets 201 and
+// the other 409 at once, not after the first one settled. On the previous corrald the second
+// request was answered only after the first creation's setup limit (it failed, 504) and was then
+// itself created into the frozen sessions cgroup (504 again): never 409.
+TEST(DaemonRobust, TwoOverlappingCreationsWithOneIdGiveOne201AndOne409) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
+    HttpClient c = daemon.client();
+    c.set_idle_timeout(120s);
+    const std::string sessions = daemon.instance_cgroup() + "/sessions";
+    ASSERT_TRUE(write_file(sessions + "/cgroup.freeze", "1"));
+    std::atomic<bool> first_answered{false};
+    testing::HttpResponse first;
+    std::thread creator([&] {
+        HttpClient h = daemon.client();
+        h.set_idle_timeout(120s);
+        first = h.post("/v1/sessions", {{"id", "twin"}, {"policy", "default"}});
+        first_answered = true;
+    });
+    const pid_t holder = first_pid_in(sessions + "/twin/holder/cgroup.procs", first_answered);
+    auto second = c.post("/v1/sessions", {{"id", "twin"}, {"policy", "default"}});
+    const bool answered_while_first_pending = !first_answered;
+    (void)write_file(sessions + "/cgroup.freeze", "0");
+    creator.join();
+
+    ASSERT_GT(holder, 0) << "the first creation's holder never appeared: " << first.body;
+    EXPECT_EQ(second.status, 409u) << second.body;
+    EXPECT_EQ(second.error_code(), "exists") << second.body;
+    EXPECT_TRUE(answered_while_first_pending) << "the second creation waited for the first";
+    ASSERT_EQ(first.status, 201u) << first.body;
+    EXPECT_EQ(first.json()["id"], "twin");
+    auto listed = c.get("/v1/sessions");
+    ASSERT_EQ(listed.status, 200u) << listed.body;
+    size_t twins = 0;
+    const json listing = listed.json();
+    for (const auto& session : listing["sessions"]) twins += session["id"] == "twin" ? 1 : 0;
+    EXPECT_EQ(twins, 1u) << listed.body;
+    auto ran = c.post("/v1/sessions/twin/run", {{"argv", {"/bin/echo", "one"}}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["stdout"], "one\n");
+    EXPECT_EQ(c.del("/v1/sessions/twin").status, 200u);
+}
+
 /// The bits of a "SigBlk:"-style line of /proc/<pid>/status; nullopt when it cannot be read.
 std::optional<uint64_t> signal_mask(pid_t pid, const std::string& field) {
     std::ifstream status("/proc/" + std::to_string(pid) + "/status");

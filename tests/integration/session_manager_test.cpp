@@ -195,6 +195,69 @@ TEST_F(SessionManagerTest, SessionManager_CreatesSessionsFromPresetsWithTokensAn
     }
 }
 
+// Issue 12 item 1: async_create_session never waits for the holder's setup. Until the holder has
+// reported, the session is nowhere to be found, takes no work and its id is taken; once the loop
+// has seen the report, the handler gets it active and it is an ordinary session.
+TEST_F(SessionManagerTest, SessionManager_AsyncCreationIsReachableOnlyOnceReadyAndReservesItsId) {
+    for (const std::string preset : {"none", "default"}) {
+        const std::string sid = "async-" + preset;
+        CreateSessionRequest request;
+        request.policy = preset;
+        request.id = sid;
+        std::optional<Result<CreatedSession>> created;
+        manager_->async_create_session(
+            request, [&](Result<CreatedSession> result) { created.emplace(std::move(result)); });
+        EXPECT_FALSE(created) << "answered inside the call";
+        for (const auto& info : manager_->list_sessions()) EXPECT_NE(info.id, sid);
+        auto looked_up = manager_->get_session(sid);
+        ASSERT_FALSE(looked_up);
+        EXPECT_EQ(looked_up.error().code, ENOENT);
+        EXPECT_NE(looked_up.error().describe().find("still being created"), std::string::npos);
+        ProcessRequest command;
+        command.argv = {"/bin/true"};
+        auto started = manager_->start_process(sid, command);
+        ASSERT_FALSE(started);
+        EXPECT_EQ(started.error().code, ENOENT);
+        auto twin = manager_->create_session(request);
+        ASSERT_FALSE(twin);
+        EXPECT_EQ(twin.error().code, EEXIST) << twin.error().describe();
+
+        ASSERT_TRUE(run_until([&] { return created.has_value(); }));
+        ASSERT_TRUE(*created) << created->error().describe();
+        EXPECT_EQ((*created)->info.id, sid);
+        EXPECT_EQ((*created)->info.state, SessionState::active);
+        auto full = manager_->check_token((*created)->full_token);
+        ASSERT_TRUE(full);
+        EXPECT_EQ(full->session_id, sid);
+        ProcessRequest echo;
+        echo.argv = {"/bin/echo", "ready"};
+        const ProcessInfo echoed = run(sid, echo);
+        EXPECT_EQ(output(sid, echoed.id), "ready\n");
+        end(sid);
+        EXPECT_FALSE(exists(session_cgroup(sid)));
+    }
+}
+
+// A shutdown while a creation waits for its holder fails the creation (ESHUTDOWN) and ends what
+// it made; the shutdown completes, and TearDown finds nothing left.
+TEST_F(SessionManagerTest, SessionManager_ShutdownDuringAnAsyncCreationFailsItAndLeavesNothing) {
+    CreateSessionRequest request;
+    request.policy = "default";
+    request.id = "interrupted";
+    std::optional<Result<CreatedSession>> created;
+    manager_->async_create_session(
+        request, [&](Result<CreatedSession> result) { created.emplace(std::move(result)); });
+    bool shut_down = false;
+    manager_->shutdown([&] { shut_down = true; });
+    ASSERT_TRUE(run_until([&] { return shut_down && created.has_value(); }));
+    ASSERT_FALSE(*created) << "created during a shutdown";
+    EXPECT_EQ(created->error().code, ESHUTDOWN) << created->error().describe();
+    EXPECT_NE(created->error().describe().find("create session interrupted"), std::string::npos)
+        << created->error().describe();
+    EXPECT_FALSE(exists(session_cgroup("interrupted")));
+    EXPECT_FALSE(exists(state_dir_ + "/sessions/interrupted"));
+}
+
 TEST_F(SessionManagerTest, SessionManager_RunsEchoAndCapturesStdoutInBothPresets) {
     for (const std::string preset : {"none", "default"}) {
         CreatedSession session = create(preset);
