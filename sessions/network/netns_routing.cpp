@@ -187,10 +187,17 @@ std::string nft_script(const TransparentPlan& plan, bool replace) {
     if (!open_all)
         script += "    ip daddr != @name_bound" +
                   (plan.open.empty() ? std::string() : " ip daddr != " + set_of(plan.open)) + syn;
-    script += "  }\n  chain relay {\n    type nat hook output priority -100; policy accept;\n" +
-              own_loopback +
-              "    meta l4proto tcp redirect to :" +
-              std::to_string(plan.relay_port) + "\n  }\n}\n";
+    script += "  }\n";
+    // A nat chain turns on connection tracking for the whole namespace, and a sandbox fills
+    // the conntrack table (host-wide memory its cgroup is not charged for) with any UDP it
+    // sends: so the relay chain exists only where something can be relayed. Under deny-all,
+    // or custom that opens nothing, the refuse chain above answers every SYN already.
+    const bool relays = !plan.open.empty() || plan.named || !plan.loopback_open.empty();
+    if (relays)
+        script += "  chain relay {\n    type nat hook output priority -100; policy accept;\n" +
+                  own_loopback + "    meta l4proto tcp redirect to :" +
+                  std::to_string(plan.relay_port) + "\n  }\n";
+    script += "}\n";
     return script;
 }
 

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <chrono>
 #include <cstring>
 
 #include "base/unique_fd.hpp"
@@ -60,6 +61,13 @@ Result<UniqueFd> bind_group(uint16_t group) {
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&local), sizeof local) != 0)
         return sys_error("bind netlink socket (nfnetlink_log)");
     (void)::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &kReceiveBuffer, sizeof kReceiveBuffer);
+    // Connected to the kernel (port id 0), the socket takes unicast from nobody else: a sandbox
+    // that kept CAP_NET_ADMIN over its namespace cannot fill it with forged reports or push
+    // real ones out with ENOBUFS (the recvfrom check below stays as a second line).
+    sockaddr_nl kernel{};
+    kernel.nl_family = AF_NETLINK;
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) != 0)
+        return sys_error("connect netlink socket to the kernel (nfnetlink_log)");
     ConfigRequest request(group);
     const nfulnl_msg_config_cmd bind{NFULNL_CFG_CMD_BIND};
     request.add(NFULA_CFG_CMD, &bind, sizeof bind);
@@ -69,22 +77,35 @@ Result<UniqueFd> bind_group(uint16_t group) {
     request.add(NFULA_CFG_MODE, &mode, sizeof mode);
     const uint32_t one = htonl(1);  // flush every packet at once, not after 100 or a second
     request.add(NFULA_CFG_QTHRESH, &one, sizeof one);
-    sockaddr_nl kernel{};
-    kernel.nl_family = AF_NETLINK;
-    if (::sendto(fd.get(), &request.message, request.message.header.nlmsg_len, 0,
-                 reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
+    if (::send(fd.get(), &request.message, request.message.header.nlmsg_len, 0) < 0)
         return sys_error("send NFLOG bind");
-    pollfd ready{fd.get(), POLLIN, 0};
-    if (::poll(&ready, 1, kAckTimeoutMs) != 1) return sys_error(ETIMEDOUT, "NFLOG bind: no answer");
-    alignas(nlmsghdr) char answer[512];
-    const ssize_t length = ::recv(fd.get(), answer, sizeof answer, 0);
-    if (length < static_cast<ssize_t>(NLMSG_LENGTH(sizeof(nlmsgerr))))
-        return sys_error("NFLOG bind answer");
-    const auto* header = reinterpret_cast<const nlmsghdr*>(answer);
-    if (header->nlmsg_type != NLMSG_ERROR) return sys_error(EPROTO, "NFLOG bind answer type");
-    if (const int error = -reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(header))->error)
-        return sys_error(error, "bind NFLOG group " + std::to_string(group));
-    return fd;
+    // The acknowledgement may come behind packets already logged to the group (a re-adopted
+    // session's old table logs there while the sandbox connects): skip those until it comes.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kAckTimeoutMs);
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        pollfd ready{fd.get(), POLLIN, 0};
+        if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) != 1)
+            return sys_error(ETIMEDOUT, "NFLOG bind: no answer");
+        alignas(nlmsghdr) char answer[16384];
+        const ssize_t length = ::recv(fd.get(), answer, sizeof answer, 0);
+        if (length < 0) {
+            if (errno == EAGAIN || errno == EINTR || errno == ENOBUFS) continue;
+            return sys_error("NFLOG bind answer");
+        }
+        int rest = static_cast<int>(length);
+        for (auto* header = reinterpret_cast<const nlmsghdr*>(answer); NLMSG_OK(header, rest);
+             header = NLMSG_NEXT(header, rest)) {
+            if (header->nlmsg_type != NLMSG_ERROR) continue;  // a logged packet: not the answer
+            if (header->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr)))
+                return sys_error(EPROTO, "NFLOG bind answer");
+            if (const int error = -reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(header))->error)
+                return sys_error(error, "bind NFLOG group " + std::to_string(group));
+            return fd;
+        }
+    }
 }
 
 /// The destination of an IPv4 TCP packet (the payload NFLOG copied), if it is one.

@@ -28,6 +28,13 @@ TEST(TransparentPlan, DenyAllRoutesEverythingToARefusalThatIsLogged) {
     EXPECT_THAT(script, HasSubstr("ip daddr != @name_bound ip daddr 127.0.0.0/8 return\n"
                                   "    ip daddr != @name_bound tcp flags & (syn|ack) == syn log "
                                   "group 7117 prefix \"corral-egress\" reject with tcp reset\n"));
+    // No nat chain where nothing can be relayed: it would turn on connection tracking in the
+    // namespace, a host-wide table that any UDP the sandbox sends fills, uncharged to its
+    // cgroup (issue 15, red-team review of the direct-TCP refusals, finding 1).
+    EXPECT_THAT(script, Not(HasSubstr("type nat")));
+    EXPECT_THAT(script, Not(HasSubstr("redirect")));
+    EXPECT_THAT(nft_script(plan_transparent_egress({EgressMode::custom, {}, {}, {}}, 4000)),
+                Not(HasSubstr("type nat")));
     EXPECT_EQ(nft_script(TransparentPlan{}),
               "table ip corral_egress {}\ndelete table ip corral_egress\n")
         << "the empty plan drops the table";
