@@ -4,12 +4,17 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <nftables/libnftables.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "base/unique_fd.hpp"
 
@@ -89,32 +94,99 @@ Status change_local_route(const Cidr& cidr, bool add) {
     return {};
 }
 
-/// The calling thread's nftables context, made on first use and freed when the thread ends.
-/// Reused because freeing one is what costs: closing its netlink socket after a commit waits
-/// on the kernel (6 to 23 ms measured here), which every session start and every PATCH would
-/// otherwise pay on the daemon's loop. The callers are NetnsThreads, whose namespace never
-/// changes, so the context's socket stays in the right one.
-nft_ctx* thread_nft_context() {
-    thread_local std::unique_ptr<nft_ctx, void (*)(nft_ctx*)> context(nullptr, nft_ctx_free);
-    if (!context) {
-        context.reset(nft_ctx_new(NFT_CTX_DEFAULT));
-        if (!context) return nullptr;
-        nft_ctx_buffer_output(context.get());
-        nft_ctx_buffer_error(context.get());
+/// Runs libnftables on a worker thread with a descriptor table of its own.
+///
+/// Why: libnftables waits for the kernel's answers with select(), whose fd_set holds only
+/// descriptors below FD_SETSIZE (1024), and glibc's fortified FD_SET aborts the process on a
+/// larger one ("bit out of range 0 - FD_SETSIZE on fd_set"). corrald raises RLIMIT_NOFILE and
+/// holds over a thousand descriptors with ~60 sessions, so the netlink socket libnftables opens
+/// got a number above 1024 and corrald died creating the next isolated session
+/// (DaemonRobust.HundredsOfMixedSessionsEndedInParallelNeverHang). The worker unshares its
+/// descriptor table (CLONE_FILES) and closes everything above stderr in its copy, so the
+/// socket is always a low number there and nothing of corrald's is reachable from it.
+///
+/// The worker is started by the NetnsThread, so it lives in the session's network namespace,
+/// and keeps its context for the thread's life: freeing one is what costs (closing its netlink
+/// socket after a commit waits on the kernel, 6 to 23 ms measured here, which every session
+/// start and every PATCH would otherwise pay).
+class NftWorker {
+  public:
+    NftWorker() : thread_([this] { serve(); }) {}
+    ~NftWorker() {
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
+        }
+        wake_.notify_all();
+        thread_.join();
     }
-    return context.get();
-}
+    NftWorker(const NftWorker&) = delete;
+    NftWorker& operator=(const NftWorker&) = delete;
 
+    /// Runs `script` on the worker and returns its outcome.
+    Status run(const std::string& script) {
+        std::unique_lock lock(mutex_);
+        script_ = &script;
+        done_ = false;
+        wake_.notify_all();
+        wake_.wait(lock, [&] { return done_; });
+        return std::move(result_);
+    }
+
+  private:
+    static Status own_descriptor_table() {
+        if (::unshare(CLONE_FILES) != 0) return sys_error("unshare(CLONE_FILES) for nftables");
+        if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
+            return sys_error("close_range in the nftables worker");
+        return {};
+    }
+    static Status run_here(nft_ctx* context, const std::string& script) {
+        const int failed = nft_run_cmd_from_buffer(context, script.c_str());
+        // Read both buffers either way: reading rewinds them for the next command.
+        (void)nft_ctx_get_output_buffer(context);
+        std::string why = nft_ctx_get_error_buffer(context);
+        if (failed == 0) return {};
+        while (!why.empty() && why.back() == '\n') why.pop_back();
+        return sys_error(EINVAL, "nftables: " + why.substr(0, 512));
+    }
+    void serve() {
+        Status ready = own_descriptor_table();
+        std::unique_ptr<nft_ctx, void (*)(nft_ctx*)> context(nullptr, nft_ctx_free);
+        if (ready) {
+            context.reset(nft_ctx_new(NFT_CTX_DEFAULT));
+            if (context) {
+                nft_ctx_buffer_output(context.get());
+                nft_ctx_buffer_error(context.get());
+            } else {
+                ready = sys_error(ENOMEM, "nftables context");
+            }
+        }
+        std::unique_lock lock(mutex_);
+        for (;;) {
+            wake_.wait(lock, [&] { return stopping_ || script_ != nullptr; });
+            if (stopping_) return;
+            result_ = ready ? run_here(context.get(), *script_) : ready;
+            script_ = nullptr;
+            done_ = true;
+            wake_.notify_all();
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    const std::string* script_ = nullptr;
+    Status result_;
+    bool done_ = false;
+    bool stopping_ = false;
+    std::thread thread_;  // last: started once everything it uses exists
+};
+
+/// The calling thread's nftables worker, made on first use and stopped when the thread ends.
+/// The callers are NetnsThreads, whose namespace never changes.
 Status run_nft(const std::string& script) {
-    nft_ctx* context = thread_nft_context();
-    if (!context) return sys_error(ENOMEM, "nftables context");
-    const int failed = nft_run_cmd_from_buffer(context, script.c_str());
-    // Read both buffers either way: reading rewinds them for the next command.
-    (void)nft_ctx_get_output_buffer(context);
-    std::string why = nft_ctx_get_error_buffer(context);
-    if (failed == 0) return {};
-    while (!why.empty() && why.back() == '\n') why.pop_back();
-    return sys_error(EINVAL, "nftables: " + why.substr(0, 512));
+    thread_local std::unique_ptr<NftWorker> worker;
+    if (!worker) worker = std::make_unique<NftWorker>();
+    return worker->run(script);
 }
 
 }  // namespace
