@@ -35,13 +35,21 @@ Session::~Session() {
     if (state_ != SessionState::ended) end_now();
 }
 
-Result<std::shared_ptr<Session>> Session::create(SessionContext context, std::string id,
-                                                 Policy policy, const CreateSessionRequest& request,
-                                                 EndedCallback on_ended) {
+std::shared_ptr<Session> Session::construct(SessionContext context, std::string id, Policy policy,
+                                            const CreateSessionRequest& request,
+                                            EndedCallback on_ended) {
     std::shared_ptr<Session> session(
         new Session(context, std::move(id), std::move(policy), std::move(on_ended)));
     session->set_policy_source(request.policy_yaml.empty() ? request.policy : "",
                                request.policy_yaml);
+    return session;
+}
+
+Result<std::shared_ptr<Session>> Session::create(SessionContext context, std::string id,
+                                                 Policy policy, const CreateSessionRequest& request,
+                                                 EndedCallback on_ended) {
+    auto session = construct(context, std::move(id), std::move(policy), request,
+                             std::move(on_ended));
     // On failure the shared_ptr dies here and ~Session undoes whatever build made.
     const std::string creating = "create session " + session->id_;
     CORRAL_TRY(session->build_until_holder(request), creating);
@@ -59,10 +67,8 @@ Result<std::shared_ptr<Session>> Session::create(SessionContext context, std::st
 Result<std::shared_ptr<Session>> Session::start(SessionContext context, std::string id,
                                                 Policy policy, const CreateSessionRequest& request,
                                                 EndedCallback on_ended) {
-    std::shared_ptr<Session> session(
-        new Session(context, std::move(id), std::move(policy), std::move(on_ended)));
-    session->set_policy_source(request.policy_yaml.empty() ? request.policy : "",
-                               request.policy_yaml);
+    auto session = construct(context, std::move(id), std::move(policy), request,
+                             std::move(on_ended));
     session->state_ = SessionState::starting;
     // Nothing here waits for a process: a holder that was cloned is ours and has reported
     // nothing yet. On failure ~Session undoes what was made.

@@ -208,6 +208,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   private:
     Session(SessionContext context, std::string id, Policy policy, EndedCallback on_ended);
+    /// What create() and start() share: the object with its policy source, nothing built yet.
+    static std::shared_ptr<Session> construct(SessionContext context, std::string id,
+                                              Policy policy, const CreateSessionRequest& request,
+                                              EndedCallback on_ended);
     /// Creation in two halves around the holder's setup: up to Sandbox::start, and after it.
     Status build_until_holder(const CreateSessionRequest& request);
     Status build_after_holder(const CreateSessionRequest& request);
