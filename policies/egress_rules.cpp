@@ -113,9 +113,15 @@ Result<Cidr> parse_cidr(std::string_view text) {
         return sys_error(EINVAL, "`" + std::string(text) + "`: " + why);
     };
     const size_t slash = text.find('/');
-    auto address = IpAddress::parse(text.substr(0, slash));
+    const std::string_view written = text.substr(0, slash);
+    auto address = IpAddress::parse(written);
     if (!address) return bad("expected a CIDR like 10.0.0.0/8, 2001:db8::/32 or an address");
-    const unsigned width = address->family == AF_INET ? 32 : 128;
+    // An IPv4-mapped block (::ffff:10.0.0.0/104) is written in IPv6 notation, so its prefix
+    // counts 128 bits, but its base was normalised to IPv4 (as every address judged is): take
+    // the prefix as written and bring it to the IPv4 block it means. Before, /104 was refused
+    // as "0 to 32" and /8 was silently taken as the IPv4 10.0.0.0/8.
+    const bool mapped = address->family == AF_INET && written.find(':') != std::string_view::npos;
+    const unsigned width = address->family == AF_INET && !mapped ? 32 : 128;
     unsigned prefix = width;
     if (slash != std::string_view::npos) {
         std::string_view digits = text.substr(slash + 1);
@@ -124,13 +130,22 @@ Result<Cidr> parse_cidr(std::string_view text) {
             prefix > width)
             return bad("the prefix length must be a number from 0 to " + std::to_string(width));
     }
+    const unsigned written_prefix = prefix;
+    if (mapped) {
+        // Below /96 the block reaches past ::ffff:0:0/96 into other IPv6 space, which as one
+        // IPv4-judged block it cannot mean; say so rather than judge half of it.
+        if (prefix < 96)
+            return bad("an IPv4-mapped block needs a prefix from 96 to 128 (write the IPv4 "
+                       "block, e.g. 10.0.0.0/8, and any IPv6 block separately)");
+        prefix -= 96;
+    }
+    const unsigned bits = address->family == AF_INET ? 32 : 128;
     Cidr cidr{*address, prefix, std::string(text)};
     // Host bits below the prefix are almost always a typo (10.1.2.3/8 for 10.0.0.0/8); say so
     // rather than guess which of the two was meant.
-    Cidr exact{*address, width, ""};
-    for (unsigned bit = prefix; bit < width; ++bit)
-        if (exact.base.bytes[bit / 8] & (0x80 >> (bit % 8)))
-            return bad("host bits are set below the /" + std::to_string(prefix) +
+    for (unsigned bit = prefix; bit < bits; ++bit)
+        if (cidr.base.bytes[bit / 8] & (0x80 >> (bit % 8)))
+            return bad("host bits are set below the /" + std::to_string(written_prefix) +
                        " prefix (write the network address)");
     return cidr;
 }

@@ -73,6 +73,43 @@ TEST(EgressCidr, Ipv4MappedIpv6IsJudgedAsIpv4) {
     EXPECT_EQ(mapped->to_string(), "169.254.169.254");
 }
 
+// A block written in IPv4-mapped IPv6 notation counts its prefix on 128 bits; every address
+// judged is normalised to IPv4 first, so the block must mean the IPv4 block it names. Before, a
+// deniedCIDRs entry ::ffff:10.0.0.0/104 was refused ("0 to 32") and ::ffff:10.0.0.0/8 was
+// silently read as the IPv4 10.0.0.0/8 (a different, narrower or wider, block than written).
+TEST(EgressCidr, Ipv4MappedBlocksMeanTheIpv4BlockTheyName) {
+    auto mapped = parse_cidr("::ffff:10.0.0.0/104");
+    ASSERT_TRUE(mapped) << mapped.error().describe();
+    EXPECT_EQ(mapped->prefix, 8u);
+    EXPECT_TRUE(mapped->contains(ip("10.200.1.2")));
+    EXPECT_TRUE(mapped->contains(ip("::ffff:10.1.1.1")));
+    EXPECT_FALSE(mapped->contains(ip("11.0.0.1")));
+    auto host = parse_cidr("::ffff:192.0.2.7");
+    ASSERT_TRUE(host);
+    EXPECT_EQ(host->prefix, 32u);
+    EXPECT_TRUE(host->contains(ip("192.0.2.7")));
+    auto bracketed = parse_cidr("[::ffff:192.0.2.0]/120");
+    ASSERT_TRUE(bracketed);
+    EXPECT_TRUE(bracketed->contains(ip("192.0.2.99")));
+
+    for (const char* wide : {"::ffff:10.0.0.0/8", "::ffff:0.0.0.0/95"}) {
+        auto refused = parse_cidr(wide);
+        ASSERT_FALSE(refused) << wide;
+        EXPECT_THAT(refused.error().message, HasSubstr("prefix from 96 to 128")) << wide;
+    }
+    auto host_bits = parse_cidr("::ffff:10.1.2.3/104");
+    ASSERT_FALSE(host_bits);
+    EXPECT_THAT(host_bits.error().message, HasSubstr("below the /104 prefix"));
+    auto too_long = parse_cidr("::ffff:10.0.0.0/129");
+    ASSERT_FALSE(too_long);
+    EXPECT_THAT(too_long.error().message, HasSubstr("from 0 to 128"));
+
+    // As a deniedCIDRs entry it wins over an allowed IPv4 block.
+    auto r = rules({EgressMode::custom, {}, {"10.0.0.0/8"}, {"::ffff:10.9.0.0/112"}});
+    EXPECT_FALSE(r.check_address(ip("10.9.1.1"), 80, false).allowed);
+    EXPECT_TRUE(r.check_address(ip("10.8.1.1"), 80, false).allowed);
+}
+
 TEST(EgressHosts, ValidatesPatterns) {
     for (const char* good : {"registry.npmjs.org", "*.example.com", "Example.COM.", "a_b.test",
                              "localhost", "x-1.example.test"})
