@@ -57,10 +57,14 @@ void TransparentRelay::State::on_refused(const std::optional<IpAddress>& address
         return gate->refuse("unknown destinations (direct TCP)",
                             "refused in the namespace; the kernel's reports overflowed the "
                             "daemon's buffer, so the count is short");
-    // The kernel said no; the rules say why (a PATCH racing the SYN aside).
-    const EgressVerdict verdict = gate->check_direct(*address, port);
-    gate->refuse(address->to_string() + ":" + std::to_string(port) + " (direct TCP)",
-                 verdict.allowed ? "not open to direct TCP when it was tried" : verdict.rule);
+    // The kernel said no; the rules say why (a PATCH racing the SYN aside), asked only when the
+    // refusal is logged.
+    gate->refuse_described([&] {
+        const EgressVerdict verdict = gate->check_direct(*address, port);
+        return std::pair<std::string, std::string>(
+            address->to_string() + ":" + std::to_string(port) + " (direct TCP)",
+            verdict.allowed ? "not open to direct TCP when it was tried" : verdict.rule);
+    });
 }
 
 void TransparentRelay::State::on_accepted(tcp::socket client) {
