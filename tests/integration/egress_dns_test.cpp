@@ -19,6 +19,7 @@
 namespace corral {
 namespace {
 
+using corral::testing::direct_connect_command;
 using corral::testing::EgressHostsDaemon;
 using corral::testing::HttpClient;
 using corral::testing::OriginServer;
@@ -26,25 +27,6 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 
 constexpr uint16_t kPortBase = 20000;  // 20000-21999
-
-/// Python inside the session: connect to `host`:`port` by name, no proxy; prints what the origin
-/// answered, or the errno / getaddrinfo error name.
-std::string connect_by_name(const std::string& host, uint16_t port) {
-    return "/usr/bin/python3 -c '\n"
-           "import socket, errno\n"
-           "try:\n"
-           "    s = socket.create_connection((\"" +
-           host + "\", " + std::to_string(port) +
-           "), 20)\n"
-           "    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\")\n"
-           "    print(\"connected\", s.recv(4096).decode().split(\"\\r\\n\\r\\n\")[-1])\n"
-           "except socket.gaierror as e:\n"
-           "    print(\"gaierror\", e.errno)\n"
-           "except socket.timeout:\n"
-           "    print(\"TIMEOUT\")\n"
-           "except OSError as e:\n"
-           "    print(errno.errorcode.get(e.errno, e.errno))\n'";
-}
 
 class EgressDnsTest : public ::testing::Test {
   protected:
@@ -128,7 +110,7 @@ TEST_F(EgressDnsTest, AllowedNameResolvesInsideAndPlainTcpReachesItWithoutThePro
     EXPECT_EQ(getent(sid, "registry.example.test"),
               "127.0.0.11      registry.example.test\nrc=0\n||");
     // No CIDR rule covers 127.0.0.11: the name-bound allowance DNS granted opens it.
-    EXPECT_EQ(run(sid, connect_by_name("registry.example.test", registry_->port())),
+    EXPECT_EQ(run(sid, direct_connect_command("registry.example.test", registry_->port())),
               "connected hello from registry\n||");
     EXPECT_EQ(registry_->accepted(), 1);
     const json e = egress(sid);
@@ -166,7 +148,7 @@ TEST_F(EgressDnsTest, NameNotAllowedGetsNxdomainAndIsCountedAndLogged) {
     const auto refused = egress(sid)["refused"].get<uint64_t>();
     EXPECT_GE(refused, 1u);
     // EAI_NONAME (-2): a definite "no such name", which tools do not retry.
-    EXPECT_EQ(run(sid, connect_by_name("other.example.test", other_->port())), "gaierror -2\n||");
+    EXPECT_EQ(run(sid, direct_connect_command("other.example.test", other_->port())), "gaierror -2\n||");
     EXPECT_GT(egress(sid)["refused"].get<uint64_t>(), refused);
     EXPECT_EQ(other_->accepted(), 0);
     EXPECT_THAT(daemon_->log(), HasSubstr("egress to other.example.test (DNS) refused: "
@@ -180,7 +162,7 @@ TEST_F(EgressDnsTest, AllowedNameResolvingIntoADeniedCidrIsRefused) {
     EXPECT_GE(egress(sid)["refused"].get<uint64_t>(), 1u);
     EXPECT_THAT(daemon_->log(), HasSubstr("it resolves to 127.0.0.13: deniedCIDRs 127.0.0.13/32"));
     // And the address itself stays closed to direct TCP.
-    EXPECT_EQ(run(sid, connect_by_name("127.0.0.13", denied_->port())), "ECONNREFUSED\n||");
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.13", denied_->port())), "ECONNREFUSED\n||");
     EXPECT_EQ(denied_->accepted(), 0);
 }
 
@@ -188,14 +170,14 @@ TEST_F(EgressDnsTest, PatchChangesTheAnswersOfTheNextQuery) {
     const auto sid = create("{mode: deny-all}");
     EXPECT_EQ(getent(sid, "registry.example.test"), "rc=2\n||");
     ASSERT_EQ(patch(sid, {{"mode", "custom"}, {"allowedHosts", {"registry.example.test"}}}), 200u);
-    EXPECT_EQ(run(sid, connect_by_name("registry.example.test", registry_->port())),
+    EXPECT_EQ(run(sid, direct_connect_command("registry.example.test", registry_->port())),
               "connected hello from registry\n||");
     ASSERT_EQ(patch(sid, {{"mode", "custom"}, {"allowedHosts", {"other.example.test"}}}), 200u);
     EXPECT_EQ(getent(sid, "registry.example.test"), "rc=2\n||");
     // The allowance registry.example.test had went with the rule: its address is the session's
     // own loopback again, where nothing listens.
-    EXPECT_EQ(run(sid, connect_by_name("127.0.0.11", registry_->port())), "ECONNREFUSED\n||");
-    EXPECT_EQ(run(sid, connect_by_name("other.example.test", other_->port())),
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.11", registry_->port())), "ECONNREFUSED\n||");
+    EXPECT_EQ(run(sid, direct_connect_command("other.example.test", other_->port())),
               "connected hello from other\n||");
     EXPECT_EQ(registry_->accepted(), 1);
     EXPECT_EQ(other_->accepted(), 1);
@@ -225,7 +207,7 @@ TEST_F(EgressDnsTest, Ipv6IsNeitherAnsweredNorRouted) {
                   "    print(\"no AAAA\")\n'"),
               "no AAAA\n||");
     // 2001:db8::/32 is the documentation prefix (RFC 3849): nothing is sent anywhere.
-    EXPECT_EQ(run(sid, connect_by_name("2001:db8::1", 80)), "ENETUNREACH\n||");
+    EXPECT_EQ(run(sid, direct_connect_command("2001:db8::1", 80)), "ENETUNREACH\n||");
 }
 
 // Issue 15: two names answering one address kept only the last one granted, so a PATCH that
@@ -237,11 +219,11 @@ TEST_F(EgressDnsTest, AnAddressSharedByTwoNamesStaysOpenWhileEitherIsAllowed) {
               "127.0.0.11      registry.example.test\nrc=0\n||");
     // registry.example.test (granted last) is dropped; alias.example.test still holds the address.
     ASSERT_EQ(patch(sid, {{"mode", "custom"}, {"allowedHosts", {"alias.example.test"}}}), 200u);
-    EXPECT_EQ(run(sid, connect_by_name("127.0.0.11", registry_->port())),
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.11", registry_->port())),
               "connected hello from registry\n||");
     // With neither allowed the address is the session's own loopback again.
     ASSERT_EQ(patch(sid, {{"mode", "custom"}, {"allowedHosts", {"other.example.test"}}}), 200u);
-    EXPECT_EQ(run(sid, connect_by_name("127.0.0.11", registry_->port())), "ECONNREFUSED\n||");
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.11", registry_->port())), "ECONNREFUSED\n||");
     EXPECT_EQ(registry_->accepted(), 1);
 }
 
@@ -343,14 +325,14 @@ class EgressDnsShortTtlTest : public EgressDnsTest {
 TEST_F(EgressDnsShortTtlTest, AnAnsweredAddressClosesAtItsTtlWithoutFurtherTraffic) {
     const auto sid = create("{mode: custom, allowedHosts: [registry.example.test]}");
     EXPECT_EQ(run(sid, "getent hosts registry.example.test >/dev/null && " +
-                           connect_by_name("registry.example.test", registry_->port())),
+                           direct_connect_command("registry.example.test", registry_->port())),
               "connected hello from registry\n||");
     const auto refused = egress(sid)["refused"].get<uint64_t>();
     // Waiting past TTL + grace, with no traffic from the session at all.
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     std::string answer;
     for (int i = 0; i < 20; ++i) {  // a bound for a loaded machine, not a timing
-        answer = run(sid, connect_by_name("127.0.0.11", registry_->port()));
+        answer = run(sid, direct_connect_command("127.0.0.11", registry_->port()));
         if (answer == "ECONNREFUSED\n||") break;
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }

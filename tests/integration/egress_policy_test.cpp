@@ -15,6 +15,7 @@
 namespace corral {
 namespace {
 
+using corral::testing::direct_connect_command;
 using corral::testing::EgressHostsDaemon;
 using corral::testing::HttpClient;
 using corral::testing::OriginServer;
@@ -231,23 +232,6 @@ TEST_F(EgressPolicyTest, HostNetworkSessionHasNoEgressToPatch) {
     auto res = patch(sid, {{"mode", "allow-all"}});
     EXPECT_EQ(res.status, 409u) << res.body;
     EXPECT_EQ(res.error_code(), "not_isolated");
-}
-
-// What a direct connect() (a program ignoring the proxy variables) gets: the errno, printed by
-// python inside the session, with a generous timeout that only a hang would reach.
-std::string direct_connect_command(const std::string& address, uint16_t port) {
-    return "/usr/bin/python3 -c '\n"
-           "import socket, errno\n"
-           "s = socket.socket()\n"
-           "s.settimeout(20)\n"
-           "try:\n"
-           "    s.connect((\"" + address + "\", " + std::to_string(port) + "))\n"
-           "    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\")\n"
-           "    print(\"connected\", s.recv(4096).decode().split(\"\\r\\n\\r\\n\")[-1])\n"
-           "except socket.timeout:\n"
-           "    print(\"TIMEOUT\")\n"
-           "except OSError as e:\n"
-           "    print(errno.errorcode.get(e.errno, e.errno))\n'";
 }
 
 /// Waits (bounded: only a lost report would reach it) until the session's record counts

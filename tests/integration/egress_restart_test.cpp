@@ -22,25 +22,10 @@ namespace {
 
 using nlohmann::json;
 using testing::CorraldProcess;
+using testing::direct_connect_command;
 using testing::HostsFile;
 using testing::HttpClient;
 using testing::OriginServer;
-
-/// The errno name (or "connected BODY") a direct connect() gets, printed by python inside.
-std::string direct_connect(const std::string& host, uint16_t port) {
-    return "/usr/bin/python3 -c '\n"
-           "import socket, errno\n"
-           "try:\n"
-           "    s = socket.create_connection((\"" +
-           host + "\", " + std::to_string(port) +
-           "), timeout=20)\n"
-           "    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\")\n"
-           "    print(\"connected\", s.recv(4096).decode().split(\"\\r\\n\\r\\n\")[-1])\n"
-           "except socket.timeout:\n"
-           "    print(\"TIMEOUT\")\n"
-           "except OSError as e:\n"
-           "    print(errno.errorcode.get(e.errno, e.errno))\n'";
-}
 
 class EgressRestartTest : public ::testing::Test {
   protected:
@@ -132,9 +117,9 @@ TEST_F(EgressRestartTest, ReadoptedSessionStillReachesWhatItMayAndNothingElse) {
 
     // New processes: proxy, DNS + relay for the allowed name, the relay for the CIDR.
     EXPECT_EQ(curl(sid, "registry.example.test", *registry_), "hello from registry 200||");
-    EXPECT_EQ(run(sid, direct_connect("registry.example.test", registry_->port())),
+    EXPECT_EQ(run(sid, direct_connect_command("registry.example.test", registry_->port())),
               "connected hello from registry\n||");
-    EXPECT_EQ(run(sid, direct_connect("127.0.0.14", cidr_->port())),
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())),
               "connected hello from cidr\n||");
     // Still enforced: another name is refused (403 naming it), counted and logged.
     const std::string refused = curl(sid, "other.example.test", *other_);
@@ -147,7 +132,7 @@ TEST_F(EgressRestartTest, ReadoptedSessionStillReachesWhatItMayAndNothingElse) {
     // And PATCH still governs the next connection, on every path.
     ASSERT_EQ(patch(sid, {{"mode", "deny-all"}}).status, 200u);
     EXPECT_NE(curl(sid, "registry.example.test", *registry_).find(" 403||"), std::string::npos);
-    EXPECT_EQ(run(sid, direct_connect("127.0.0.14", cidr_->port())), "ECONNREFUSED\n||");
+    EXPECT_EQ(run(sid, direct_connect_command("127.0.0.14", cidr_->port())), "ECONNREFUSED\n||");
     EXPECT_EQ(cidr_->accepted(), 1);
     EXPECT_EQ(registry_->accepted(), 4);
 

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -15,6 +16,27 @@
 #include "daemon_process.hpp"
 
 namespace corral::testing {
+
+/// A shell command for a session: python connects to `host`:`port` directly (no proxy; a name
+/// is resolved through the session's resolver) and prints "connected BODY" with what the origin
+/// answered, "TIMEOUT" (20 s: only a hang reaches it), "gaierror N", or the errno's name
+/// (ECONNREFUSED for what the namespace refuses).
+inline std::string direct_connect_command(const std::string& host, uint16_t port) {
+    return "/usr/bin/python3 -c '\n"
+           "import socket, errno\n"
+           "try:\n"
+           "    s = socket.create_connection((\"" +
+           host + "\", " + std::to_string(port) +
+           "), 20)\n"
+           "    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\")\n"
+           "    print(\"connected\", s.recv(4096).decode().split(\"\\r\\n\\r\\n\")[-1])\n"
+           "except socket.gaierror as e:\n"
+           "    print(\"gaierror\", e.errno)\n"
+           "except socket.timeout:\n"
+           "    print(\"TIMEOUT\")\n"
+           "except OSError as e:\n"
+           "    print(errno.errorcode.get(e.errno, e.errno))\n'";
+}
 
 /// A temporary /etc/hosts-style file, removed with the object.
 class HostsFile {
