@@ -79,7 +79,7 @@ Result<Confinement> compile_confinement(const Policy& policy) {
     return out;
 }
 
-const char* apply_confinement(const Confinement& c, int* listener) {
+const char* apply_confinement(const Confinement& c, int* listener, int landlock_ruleset) {
     if (const char* step = apply_rlimits(c.rlimits.data(), c.rlimits.size())) return step;
     if (c.drop_capabilities) {
         if (const char* step = drop_bounding_capabilities(c.keep_capabilities, c.last_capability))
@@ -96,7 +96,8 @@ const char* apply_confinement(const Confinement& c, int* listener) {
             return step;
     }
     if (c.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "no_new_privs";
-    if (c.landlock_ruleset.valid() && landlock_restrict(c.landlock_ruleset.get()) != 0)
+    if (c.landlock_ruleset.valid() &&
+        landlock_restrict(landlock_ruleset >= 0 ? landlock_ruleset : c.landlock_ruleset.get()) != 0)
         return "landlock_restrict_self";
     if (listener != nullptr && !c.seccomp_notifying_filter.empty()) {
         *listener = install_seccomp_filter(c.seccomp_notifying_filter.data(),

@@ -60,7 +60,10 @@ Result<Confinement> compile_confinement(const Policy& policy);
 /// descriptor (close-on-exec) lands in *listener; where the kernel refuses one (EBUSY: the caller
 /// already runs under a filter with a listener, as inside another corral; EINVAL/ENOSYS: older
 /// kernels) the filter without a listener is installed instead and *listener stays -1.
-const char* apply_confinement(const Confinement& confinement, int* listener = nullptr);
+/// `landlock_ruleset`: where the ruleset is in the calling thread's table, if not at the
+/// confinement's own number (-1).
+const char* apply_confinement(const Confinement& confinement, int* listener = nullptr,
+                              int landlock_ruleset = -1);
 
 /// Builds the seccomp BPF program for a spec (used by compile_confinement; exposed for tests and
 /// `corral doctor`). Empty vector when the spec's preset is "none" and deny/allow are empty.

@@ -163,7 +163,8 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
     if (spec.confinement != nullptr) {
         int listener = -1;
         if (const char* step =
-                apply_confinement(*spec.confinement, plan.hand_over_listener ? &listener : nullptr))
+                apply_confinement(*spec.confinement, plan.hand_over_listener ? &listener : nullptr,
+                                  spec.landlock_ruleset_fd))
             child_fail(report_fd, step, errno);
         // The first call under the filter; never a marked one (confinement.cpp).
         if (listener >= 0 && !write_listener_report(report_fd, listener))

@@ -51,6 +51,9 @@ struct LaunchSpec {
     /// control works: the terminal's ^C/^Z reach the foreground process group. Needs new_session.
     bool controlling_terminal = false;
     const Confinement* confinement = nullptr;  ///< nullptr: none
+    /// Where the confinement's Landlock ruleset is in the launching thread's descriptor table
+    /// when that is not the confinement's own number (launch_worker.hpp); -1: its own.
+    int landlock_ruleset_fd = -1;
     /// Counts the refusals of the confinement's seccomp filter (issue 17.6): the child installs
     /// the notifying filter with a listener and hands it over before execve, and the launcher
     /// attaches it here (answering the calls the child makes until execve). nullptr, or a

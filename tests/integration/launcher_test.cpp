@@ -8,10 +8,19 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <poll.h>
+#include <sys/resource.h>
+
 #include <atomic>
+#include <filesystem>
+#include <vector>
 
 #include "base/file_io.hpp"
+#include "base/pipe.hpp"
 #include "isolation/cgroup.hpp"
+#include "isolation/confinement.hpp"
+#include "isolation/landlock.hpp"
+#include "isolation/launch_worker.hpp"
 #include "tests/integration/support/test_helpers.hpp"
 
 namespace corral {
@@ -204,6 +213,142 @@ TEST_F(LauncherTest, Launch_ChildThatNeverReachesExecIsKilledAfterTheSetupLimit)
 TEST(LauncherProbe, CloneIntoCgroupIsSupportedOnThisKernel) {
     // Kernel 5.7+ has it; this machine runs a current kernel, so a false here is a probe bug.
     EXPECT_TRUE(clone_into_cgroup_supported());
+}
+
+// ---- corrald's launch worker (isolation/launch_worker.hpp, issue 18) ----
+
+/// What corrald does with a launch: the worker starts it, the caller waits for its report on the
+/// channel the worker passed back, then for the child through the pidfd it passed back.
+std::pair<Result<bool>, PendingLaunch> launch_through_worker(const LaunchSpec& s) {
+    LaunchWorker* worker = LaunchWorker::shared();
+    EXPECT_NE(worker, nullptr);
+    if (worker == nullptr) return {Result<bool>(plain_error("no worker")), PendingLaunch{}};
+    auto pending = worker->launch_begin(s);
+    if (!pending) return {Result<bool>(std::move(pending.error())), PendingLaunch{}};
+    for (;;) {
+        pollfd ready{pending->report.get(), POLLIN, 0};
+        if (::poll(&ready, 1, 30000) != 1)
+            return {Result<bool>(plain_error("no report")), std::move(*pending)};
+        auto executed = read_launch_report(*pending, nullptr);
+        if (!executed || *executed) return {std::move(executed), std::move(*pending)};
+    }
+}
+
+/// Opens `count` more descriptors (raising RLIMIT_NOFILE as corrald does); closed with the vector.
+std::vector<UniqueFd> hold_descriptors(int count) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    std::vector<UniqueFd> held;
+    for (int i = 0; i < count; ++i) {
+        const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) break;
+        held.emplace_back(fd);
+    }
+    EXPECT_EQ(held.size(), static_cast<size_t>(count));
+    return held;
+}
+
+// Issue 18: with 1,000 sessions corrald holds ~12,000 descriptors, and every child copied them
+// all and closed them one by one before execve (a third of a `run`'s CPU in a profile). The
+// worker's table holds only stdio and its socket, however many corrald opened before it started
+// or opens after.
+TEST_F(LauncherTest, LaunchWorker_ItsTableStaysSmallWhateverTheDaemonHolds) {
+    auto before = hold_descriptors(3000);
+    LaunchWorker* worker = LaunchWorker::shared();
+    ASSERT_NE(worker, nullptr);
+    auto count = worker->open_descriptors();
+    ASSERT_TRUE(count) << count.error().describe();
+    EXPECT_LE(*count, 4) << "stdio and the worker's socket only";
+    auto after = hold_descriptors(2000);
+    // A launch in between leaves nothing behind in it either.
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    UniqueFd read_end(fds[0]), write_end(fds[1]);
+    LaunchSpec s = spec({"echo", "through the worker"});
+    s.stdout_fd = write_end.get();
+    auto [executed, pending] = launch_through_worker(s);
+    write_end.reset();
+    ASSERT_TRUE(executed) << executed.error().describe();
+    EXPECT_EQ(drain(read_end.get()), "through the worker\n");
+    auto status = pending.child.wait();
+    ASSERT_TRUE(status) << status.error().describe();
+    EXPECT_TRUE(status->exited);
+    auto again = worker->open_descriptors();
+    ASSERT_TRUE(again);
+    EXPECT_EQ(*again, *count);
+}
+
+// Every descriptor a spec names is the caller's number in the caller's table; the worker must
+// launch with its own copies of each (stdin, stdout, stderr, the extra fd 3, the cgroup, the
+// Landlock ruleset of the confinement), and pass back a pidfd and report channel that work in
+// the caller's table.
+TEST_F(LauncherTest, LaunchWorker_LaunchesWithEveryDescriptorOfTheSpec) {
+    auto held = hold_descriptors(500);  // the spec's numbers are high, the worker's low
+    auto in_pipe = make_pipe(), out_pipe = make_pipe(), err_pipe = make_pipe(),
+         extra_pipe = make_pipe();
+    ASSERT_TRUE(in_pipe && out_pipe && err_pipe && extra_pipe);
+    Pipe& in = *in_pipe;
+    Pipe& out = *out_pipe;
+    Pipe& err = *err_pipe;
+    Pipe& extra = *extra_pipe;
+    ASSERT_EQ(::write(in.write_end.get(), "from stdin\n", 11), 11);
+    in.write_end.reset();
+    Policy policy;
+    const bool landlock = landlock_abi_version() > 0;
+    const std::string allowed = std::filesystem::temp_directory_path() / unique_name();
+    std::filesystem::create_directory(allowed);
+    if (landlock) {
+        policy.landlock.read = {"/usr", "/bin", "/lib", "/lib64", "/etc", "/proc", "/dev"};
+        policy.landlock.write = {allowed, "/dev/null"};
+    }
+    auto confinement = compile_confinement(policy);
+    ASSERT_TRUE(confinement) << confinement.error().describe();
+    LaunchSpec s = spec({"sh", "-c",
+                         "cat; echo to-stderr >&2; echo to-fd3 >&3; "
+                         "cat /proc/self/cgroup; "
+                         "touch " + allowed + "/ok && echo wrote-allowed; "
+                         "touch /var/tmp/corral-landlock-probe 2>/dev/null && echo wrote-outside "
+                         "|| echo refused-outside"});
+    s.stdin_fd = in.read_end.get();
+    s.stdout_fd = out.write_end.get();
+    s.stderr_fd = err.write_end.get();
+    s.extra_fd = extra.write_end.get();
+    s.confinement = &*confinement;
+    auto [executed, pending] = launch_through_worker(s);
+    out.write_end.reset();
+    err.write_end.reset();
+    extra.write_end.reset();
+    ASSERT_TRUE(executed) << executed.error().describe();
+    ASSERT_GE(pending.child.pidfd(), 0) << "the pidfd came back";
+    const std::string stdout_text = drain(out.read_end.get());
+    EXPECT_EQ(drain(err.read_end.get()), "to-stderr\n");
+    EXPECT_EQ(drain(extra.read_end.get()), "to-fd3\n");
+    auto status = pending.child.wait();  // through the pidfd passed back
+    ASSERT_TRUE(status) << status.error().describe();
+    EXPECT_TRUE(status->exited);
+    EXPECT_EQ(stdout_text.rfind("from stdin\n", 0), 0u) << stdout_text;
+    EXPECT_NE(stdout_text.find("0::" + cgroup_rel_ + "\n"), std::string::npos) << stdout_text;
+    EXPECT_NE(stdout_text.find("wrote-allowed\n"), std::string::npos) << stdout_text;
+    if (landlock)  // the ruleset the worker received was the one applied
+        EXPECT_NE(stdout_text.find("refused-outside\n"), std::string::npos) << stdout_text;
+    ::unlink("/var/tmp/corral-landlock-probe");
+    std::filesystem::remove_all(allowed);
+}
+
+// A setup failure comes back through the worker as it does from launch(): step and errno.
+TEST_F(LauncherTest, LaunchWorker_SetupFailureNamesTheStep) {
+    LaunchSpec s = spec({"true"});
+    s.cwd = "/nope-" + unique_name();
+    auto [executed, pending] = launch_through_worker(s);
+    ASSERT_FALSE(executed);
+    EXPECT_EQ(executed.error().code, ENOENT);
+    EXPECT_NE(executed.error().describe().find("chdir"), std::string::npos)
+        << executed.error().describe();
+    auto status = pending.child.wait();
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->code, 127);
 }
 
 }  // namespace

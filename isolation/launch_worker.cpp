@@ -1,0 +1,291 @@
+#include "isolation/launch_worker.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <optional>
+#include <vector>
+
+namespace corral {
+namespace {
+
+// A spec names at most: cgroup, holder pidfd, stdin, stdout, stderr, extra, Landlock ruleset
+// and one `tasks` file per v1 controller (a handful).
+constexpr size_t kMaxDescriptors = 32;
+
+struct Message {
+    uintptr_t job = 0;  ///< the caller's Job (same address space; the caller waits for the answer)
+};
+
+/// Sends `message` with `fds` attached (none: a plain message).
+Status send_with_fds(int socket, const Message& message, const int* fds, size_t count) {
+    iovec data{const_cast<Message*>(&message), sizeof message};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxDescriptors)] = {};
+    msghdr header{};
+    header.msg_iov = &data;
+    header.msg_iovlen = 1;
+    if (count > 0) {
+        header.msg_control = control;
+        header.msg_controllen = CMSG_SPACE(sizeof(int) * count);
+        cmsghdr* rights = CMSG_FIRSTHDR(&header);
+        rights->cmsg_level = SOL_SOCKET;
+        rights->cmsg_type = SCM_RIGHTS;
+        rights->cmsg_len = CMSG_LEN(sizeof(int) * count);
+        std::memcpy(CMSG_DATA(rights), fds, sizeof(int) * count);
+    }
+    for (;;) {
+        if (::sendmsg(socket, &header, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof message))
+            return {};
+        if (errno != EINTR) return sys_error("launch worker: sendmsg");
+    }
+}
+
+/// Receives one message and its descriptors (close-on-exec) into `fds`; the count, or an Error
+/// (EPIPE when the other end is gone).
+Result<size_t> receive_with_fds(int socket, Message& message, int* fds) {
+    iovec data{&message, sizeof message};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxDescriptors)] = {};
+    msghdr header{};
+    header.msg_iov = &data;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+    ssize_t length;
+    do {
+        length = ::recvmsg(socket, &header, MSG_CMSG_CLOEXEC);
+    } while (length < 0 && errno == EINTR);
+    if (length < 0) return sys_error("launch worker: recvmsg");
+    size_t count = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        std::memcpy(fds + count, CMSG_DATA(c), sizeof(int) * std::min(n, kMaxDescriptors - count));
+        count += std::min(n, kMaxDescriptors - count);
+    }
+    if (length == 0) return sys_error(EPIPE, "launch worker: the other end is gone");
+    if (length != static_cast<ssize_t>(sizeof message) || (header.msg_flags & MSG_CTRUNC)) {
+        for (size_t i = 0; i < count; ++i) ::close(fds[i]);
+        return sys_error(EPROTO, "launch worker: a malformed message");
+    }
+    return count;
+}
+
+/// Every descriptor `spec` names, once each, in a fixed order.
+std::vector<int> descriptors_of(const LaunchSpec& spec) {
+    std::vector<int> fds;
+    auto add = [&](int fd) {
+        if (fd >= 0 && std::find(fds.begin(), fds.end(), fd) == fds.end()) fds.push_back(fd);
+    };
+    add(spec.cgroup_fd);
+    add(spec.namespace_holder_pidfd);
+    add(spec.stdin_fd);
+    add(spec.stdout_fd);
+    add(spec.stderr_fd);
+    add(spec.extra_fd);
+    for (int fd : spec.v1_join_fds) add(fd);
+    if (spec.confinement != nullptr && spec.confinement->landlock_ruleset.valid())
+        add(spec.confinement->landlock_ruleset.get());
+    return fds;
+}
+
+int count_open_descriptors() {
+    DIR* dir = ::opendir("/proc/thread-self/fd");
+    if (dir == nullptr) return -1;
+    int count = 0;
+    while (const dirent* entry = ::readdir(dir))
+        if (entry->d_name[0] != '.') ++count;
+    ::closedir(dir);
+    return count - 1;  // the directory's own descriptor
+}
+
+}  // namespace
+
+/// One request: the caller fills `spec` (nullptr: count the worker's descriptors) and
+/// `originals` (the descriptors it attached, in order); the worker fills the rest.
+struct LaunchWorker::Job {
+    const LaunchSpec* spec = nullptr;
+    std::vector<int> originals;
+    std::optional<Error> error;
+    pid_t pid = -1;
+    bool has_pidfd = false;
+    bool listener_expected = false;
+    int descriptors = -1;
+};
+
+LaunchWorker* LaunchWorker::shared() {
+    // Leaked on purpose: the thread outlives every static destructor (it waits in recvmsg), and
+    // launches may happen until the process exits.
+    static LaunchWorker* worker = [] {
+        auto* created = new LaunchWorker();
+        if (Status started = created->start(); !started) {
+            std::fprintf(stderr, "corral: launching without a worker thread: %s\n",
+                         started.error().describe().c_str());
+            return static_cast<LaunchWorker*>(nullptr);
+        }
+        return created;
+    }();
+    return worker;
+}
+
+Status LaunchWorker::start() {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+        return sys_error("launch worker: socketpair");
+    socket_ = UniqueFd(pair[0]);
+    const int theirs = pair[1];
+    std::promise<int> unshared;
+    auto ready = unshared.get_future();
+    thread_ = std::thread([this, theirs, &unshared] {
+        // Signals are for corrald's other threads; launch_begin() blocks them around the clone
+        // anyway.
+        sigset_t all;
+        sigfillset(&all);
+        ::pthread_sigmask(SIG_SETMASK, &all, nullptr);
+        // A table of our own, then nothing of corrald's in it but stdio and our end.
+        if (::unshare(CLONE_FILES) != 0) {
+            unshared.set_value(errno);
+            return;
+        }
+        if (::close_range(3, static_cast<unsigned>(theirs) - 1, 0) != 0 ||
+            ::close_range(static_cast<unsigned>(theirs) + 1, ~0U, 0) != 0) {
+            unshared.set_value(errno);
+            return;
+        }
+        unshared.set_value(0);
+        serve(theirs);
+    });
+    const int error = ready.get();  // the thread's first steps: no wait on anything else
+    ::close(theirs);                // ours only in the worker's table from now on
+    if (error != 0) {
+        thread_.join();
+        return sys_error(error, "launch worker: a descriptor table of its own");
+    }
+    thread_.detach();
+    return {};
+}
+
+void LaunchWorker::serve(int socket) noexcept {
+    for (;;) {
+        Message message;
+        int received[kMaxDescriptors];
+        auto count = receive_with_fds(socket, message, received);
+        if (!count) {
+            if (count.error().code == EPROTO) continue;
+            return;  // corrald's end is gone
+        }
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        auto* job = reinterpret_cast<Job*>(message.job);
+        std::vector<UniqueFd> back;  // the child's report channel, then its pidfd
+        if (job->spec == nullptr)
+            job->descriptors = count_open_descriptors();
+        else
+            back = run(*job, received, *count);
+        for (size_t i = 0; i < *count; ++i) ::close(received[i]);
+        int fds[2];
+        for (size_t i = 0; i < back.size(); ++i) fds[i] = back[i].get();
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        // Our copies close with `back` once they are on their way.
+        if (!send_with_fds(socket, message, fds, back.size())) return;
+    }
+}
+
+std::vector<UniqueFd> LaunchWorker::run(Job& job, const int* received, size_t count) {
+    if (count != job.originals.size()) {
+        job.error = sys_error(EPROTO, "launch worker: " + std::to_string(count) + " of " +
+                                          std::to_string(job.originals.size()) +
+                                          " descriptors arrived");
+        return {};
+    }
+    auto ours = [&](int fd) {
+        if (fd < 0) return fd;
+        for (size_t i = 0; i < count; ++i)
+            if (job.originals[i] == fd) return received[i];
+        return -1;  // not passed: cannot happen (descriptors_of names every one)
+    };
+    LaunchSpec spec = *job.spec;
+    spec.cgroup_fd = ours(spec.cgroup_fd);
+    spec.namespace_holder_pidfd = ours(spec.namespace_holder_pidfd);
+    spec.stdin_fd = ours(spec.stdin_fd);
+    spec.stdout_fd = ours(spec.stdout_fd);
+    spec.stderr_fd = ours(spec.stderr_fd);
+    spec.extra_fd = ours(spec.extra_fd);
+    for (int& fd : spec.v1_join_fds) fd = ours(fd);
+    if (spec.confinement != nullptr && spec.confinement->landlock_ruleset.valid())
+        spec.landlock_ruleset_fd = ours(spec.confinement->landlock_ruleset.get());
+    auto pending = corral::launch_begin(spec);
+    if (!pending) {
+        job.error = std::move(pending.error());
+        return {};
+    }
+    job.pid = pending->child.pid();
+    job.listener_expected = pending->listener_expected;
+    std::vector<UniqueFd> back;
+    back.push_back(std::move(pending->report));
+    if (pending->child.pidfd() >= 0) {
+        const int pidfd = ::fcntl(pending->child.pidfd(), F_DUPFD_CLOEXEC, 3);
+        if (pidfd < 0) {
+            // Without its pidfd the caller could not tell when the child ends: stop it now.
+            (void)pending->child.send_signal(SIGKILL);
+            (void)pending->child.wait();
+            job.error = sys_error("launch worker: dup the child's pidfd");
+            return {};
+        }
+        job.has_pidfd = true;
+        back.emplace_back(pidfd);
+    }
+    return back;
+}
+
+Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
+    Job job;
+    job.spec = &spec;
+    job.originals = descriptors_of(spec);
+    if (job.originals.size() > kMaxDescriptors) return corral::launch_begin(spec);
+    std::lock_guard lock(mutex_);
+    const Message message{reinterpret_cast<uintptr_t>(&job)};
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    CORRAL_TRY(send_with_fds(socket_.get(), message, job.originals.data(), job.originals.size()),
+               "hand the launch to the worker");
+    Message answer;
+    int fds[kMaxDescriptors];
+    auto count = receive_with_fds(socket_.get(), answer, fds);
+    if (!count) return std::move(count.error());
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::vector<UniqueFd> received;
+    for (size_t i = 0; i < *count; ++i) received.emplace_back(fds[i]);
+    if (job.error) return std::move(*job.error);
+    if (received.size() != (job.has_pidfd ? 2u : 1u))
+        return sys_error(EPROTO, "launch worker: the child's descriptors did not arrive");
+    PendingLaunch pending;
+    pending.report = std::move(received[0]);
+    pending.child = PidRef(job.pid, job.has_pidfd ? std::move(received[1]) : UniqueFd());
+    pending.listener_expected = job.listener_expected;
+    return pending;
+}
+
+Result<int> LaunchWorker::open_descriptors() {
+    Job job;
+    std::lock_guard lock(mutex_);
+    const Message message{reinterpret_cast<uintptr_t>(&job)};
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    CORRAL_TRY(send_with_fds(socket_.get(), message, nullptr, 0), "ask the launch worker");
+    Message answer;
+    int fds[kMaxDescriptors];
+    auto count = receive_with_fds(socket_.get(), answer, fds);
+    if (!count) return std::move(count.error());
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (size_t i = 0; i < *count; ++i) ::close(fds[i]);
+    return job.descriptors;
+}
+
+}  // namespace corral

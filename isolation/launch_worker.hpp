@@ -1,0 +1,61 @@
+#pragma once
+// corrald's launches, from a thread whose descriptor table is small.
+//
+// Why: a child gets a copy of its parent's descriptor table, and closes every descriptor it does
+// not keep before execve. corrald holds ~12 descriptors per session (pidfds, pipes, cgroup
+// directories, the holder's store socket), so with 1,000 sessions every `run` copied ~12,000
+// descriptors and then closed them one by one in the child (filp_flush, dnotify_flush,
+// locks_remove_posix per file): a third of corrald's CPU per launch in a profile, and `run` took
+// 3.6-5.9x its time in an idle daemon (issue 18: "it grows ... at 1,000 sessions").
+//
+// The worker thread unshares its descriptor table at start and closes everything in its copy but
+// its end of a socket pair; for each launch the caller passes it the descriptors the LaunchSpec
+// names (SCM_RIGHTS), the worker calls launch_begin() with the spec rewritten to its numbers (the
+// child copies a table of about ten), and passes the child's pidfd and report channel back. The
+// child is still our child (any thread of corrald may wait for it), born in its cgroup by
+// clone3, non-dumpable and with every signal blocked, exactly as launch_begin() makes it.
+//
+// The caller waits for the worker's answer: the worker does what the caller did before (set up,
+// clone3, close), never waits for the child, so the wait is as bounded as the launch was.
+
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/unique_fd.hpp"
+#include "isolation/launcher.hpp"
+
+namespace corral {
+
+class LaunchWorker {
+  public:
+    /// corrald's worker, started on first use; nullptr where it cannot start (the caller then
+    /// launches directly). Never destroyed: its thread waits in recvmsg until the process exits.
+    static LaunchWorker* shared();
+
+    /// launch_begin(spec), from the worker's small descriptor table. Thread-safe.
+    Result<PendingLaunch> launch_begin(const LaunchSpec& spec);
+
+    /// Descriptors open in the worker's table now (for tests: small however many corrald holds).
+    Result<int> open_descriptors();
+
+    LaunchWorker(const LaunchWorker&) = delete;
+    LaunchWorker& operator=(const LaunchWorker&) = delete;
+
+  private:
+    struct Job;
+    LaunchWorker() = default;
+    Status start();
+    void serve(int socket) noexcept;
+    /// Launches job.spec with its descriptors at `received`; the child's report channel and
+    /// pidfd (in this thread's table), the job's fields filled.
+    std::vector<UniqueFd> run(Job& job, const int* received, size_t count);
+
+    std::mutex mutex_;  ///< one job at a time
+    UniqueFd socket_;   ///< our end, in corrald's table
+    std::thread thread_;
+};
+
+}  // namespace corral
