@@ -436,6 +436,25 @@ std::vector<double> run_latencies(DaemonConnection& c, const std::string& sid, i
     return out;
 }
 
+/// Issue 18's "session ready to run": POST /v1/sessions then the first `run` of /bin/true
+/// returning, per sample (the delete after it is not timed). Stops at the first failure.
+std::vector<double> ready_latencies(DaemonConnection& c, const json& create_body, int n,
+                                    std::string* error) {
+    std::vector<double> out;
+    for (int i = 0; i < n && error->empty(); ++i) {
+        double t0 = now_ms();
+        std::string sid = create_session(c, create_body, error);
+        if (sid.empty()) break;
+        Response r = c.request("POST", "/v1/sessions/" + sid + "/run", kRunTrue);
+        if (r.status != 200)
+            *error = "first run: HTTP " + std::to_string(r.status);
+        else
+            out.push_back(now_ms() - t0);
+        delete_session(c, sid);
+    }
+    return out;
+}
+
 void bench_density(const Options& o, int sessions, int runs) {
     std::string group = "density " + std::to_string(sessions) + " idle sessions";
     DaemonConnection c(o.socket);
@@ -444,6 +463,9 @@ void bench_density(const Options& o, int sessions, int runs) {
     if (probe.empty()) return print_failed_row(group, "run latency", "FAILED (" + error + ")");
     long rss_idle = rss_kib(o.daemon_pid);
     auto idle = run_latencies(c, probe, runs);
+    const Tier ready_tier = tiers(o)[3];  // default
+    const int ready_runs = std::max(10, runs / 4);
+    auto ready_idle = ready_latencies(c, ready_tier.create_body, ready_runs, &error);
     std::vector<std::string> ids;
     double t0 = now_ms();
     json sleeper = {{"argv", {"sleep", "3600"}}};
@@ -457,6 +479,9 @@ void bench_density(const Options& o, int sessions, int runs) {
     double fill_s = (now_ms() - t0) / 1000;
     long rss_loaded = rss_kib(o.daemon_pid);
     auto loaded = error.empty() ? run_latencies(c, probe, runs) : std::vector<double>{};
+    auto ready_loaded = error.empty()
+                            ? ready_latencies(c, ready_tier.create_body, ready_runs, &error)
+                            : std::vector<double>{};
     t0 = now_ms();
     for (const auto& sid : ids) delete_session(c, sid);
     double drain_s = (now_ms() - t0) / 1000;
@@ -475,6 +500,16 @@ void bench_density(const Options& o, int sessions, int runs) {
               quantile(idle, 0.5), "baseline");
     print_row(group, "run /bin/true, " + std::to_string(sessions) + " sessions",
               quantile(loaded, 0.5), quantile(loaded, 0.99), "ms", quantile(idle, 0.5), note);
+    // Session ready (create + first run) at the default tier, against the same daemon's run in
+    // an existing session: what a fresh session costs beyond a run.
+    print_row(group, "session ready (" + ready_tier.label + "), idle daemon", quantile(ready_idle, 0.5),
+              quantile(ready_idle, 0.99), "ms", quantile(idle, 0.5),
+              "create + first run; vs run in an existing session, n=" +
+                  std::to_string(ready_idle.size()));
+    print_row(group, "session ready (" + ready_tier.label + "), " + std::to_string(sessions) +
+                         " sessions",
+              quantile(ready_loaded, 0.5), quantile(ready_loaded, 0.99), "ms", quantile(idle, 0.5),
+              "create + first run, n=" + std::to_string(ready_loaded.size()));
 }
 
 }  // namespace
