@@ -125,6 +125,9 @@ struct LaunchWorker::Job {
 LaunchWorker* LaunchWorker::shared() {
     // Leaked on purpose: the thread outlives every static destructor (it waits in recvmsg), and
     // launches may happen until the process exits.
+    // The thread lives in the process that started it: a fork of that process (which has only
+    // the forking thread) launches directly.
+    static const pid_t owner = ::getpid();
     static LaunchWorker* worker = [] {
         auto* created = new LaunchWorker();
         if (Status started = created->start(); !started) {
@@ -134,7 +137,7 @@ LaunchWorker* LaunchWorker::shared() {
         }
         return created;
     }();
-    return worker;
+    return ::getpid() == owner ? worker : nullptr;
 }
 
 Status LaunchWorker::start() {
