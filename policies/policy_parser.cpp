@@ -391,7 +391,8 @@ PolicyParseResult parse_confined_policy(std::string_view yaml, const std::string
         Document{yaml, source_name, "", Link{source_name, source_name}, &confined});
 }
 
-PolicyParseResult load_named_policy(const std::string& name, const std::string& policy_dir) {
+PolicyParseResult load_named_policy(const std::string& name, const std::string& policy_dir,
+                                    PresetSource presets) {
     if (!valid_policy_name(name)) {
         return diagnostic_only(PolicyDiagnostic{
             "<policy>", 0, 0, "policy",
@@ -412,6 +413,13 @@ PolicyParseResult load_named_policy(const std::string& name, const std::string& 
                                  "cannot read policy: " + found.error().describe()});
         }
         if (*found) return parse_outermost(**found);
+    }
+    if (presets != nullptr) {
+        if (auto compiled = presets(name)) {
+            PolicyParseResult result;
+            result.policy = std::move(*compiled);
+            return result;
+        }
     }
     if (auto yaml = preset_yaml(name)) {
         return parse_outermost(

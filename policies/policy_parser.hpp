@@ -22,7 +22,9 @@
 // resolved policy: filesystem changes need namespaces.mount, network.allow needs an isolated
 // network.
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <string_view>
 #include <vector>
 
@@ -78,7 +80,12 @@ PolicyParseResult parse_confined_policy(std::string_view yaml, const std::string
 /// The policy an API caller names: <policy_dir>/NAME.yaml (or .yml, or NAME itself when it ends
 /// so), else the preset NAME; confined as parse_confined_policy(). A name holding `/` (a path) is
 /// refused with a diagnostic on key `policy`.
-PolicyParseResult load_named_policy(const std::string& name, const std::string& policy_dir);
+/// `presets`, when given, supplies a preset's resolved Policy instead of parsing its text (corrald
+/// passes the compiled presets, policies/compiled/, a library above this one); nullopt from it
+/// means: parse the text.
+using PresetSource = std::optional<Policy> (*)(std::string_view name);
+PolicyParseResult load_named_policy(const std::string& name, const std::string& policy_dir,
+                                    PresetSource presets = nullptr);
 
 /// Resolves what a user typed after --policy: an existing file path, else a preset name.
 PolicyParseResult load_policy(const std::string& file_or_preset);

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "isolation/limits.hpp"
+#include "policies/compiled/compiled_presets.hpp"
 #include "policies/policy_parser.hpp"
 #include "sessions/child_reaper.hpp"
 #include "sessions/network/port_pool.hpp"
@@ -191,7 +192,7 @@ static PolicyParseResult resolve_policy(const SessionManagerConfig& config,
     if (request.resolved_policy) return PolicyParseResult{request.resolved_policy, {}};
     if (!request.policy_yaml.empty())
         return parse_confined_policy(request.policy_yaml, "<inline>", config.policy_dir);
-    return load_named_policy(request.policy.empty() ? "default" : request.policy,
+    return load_named_policy_compiled(request.policy.empty() ? "default" : request.policy,
                              config.policy_dir);
 }
 

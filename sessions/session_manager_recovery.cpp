@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "base/directory_listing.hpp"
+#include "policies/compiled/compiled_presets.hpp"
 #include "policies/policy_parser.hpp"
 #include "sessions/recovery/session_journal.hpp"
 #include "sessions/session.hpp"
@@ -98,7 +99,7 @@ void SessionManager::adopt_sessions(std::map<std::string, JournalSession> sessio
         PolicyParseResult parsed =
             !source.policy_yaml.empty()
                 ? parse_confined_policy(source.policy_yaml, "<inline>", config_.policy_dir)
-                : load_named_policy(source.policy.empty() ? "default" : source.policy,
+                : load_named_policy_compiled(source.policy.empty() ? "default" : source.policy,
                                     config_.policy_dir);
         Result<std::shared_ptr<Session>> session =
             sys_error(EINVAL, "its policy no longer resolves: " +

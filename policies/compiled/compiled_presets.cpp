@@ -28,4 +28,9 @@ PolicyParseResult load_policy_compiled(const std::string& file_or_preset) {
     return load_policy(file_or_preset);
 }
 
+PolicyParseResult load_named_policy_compiled(const std::string& name,
+                                             const std::string& policy_dir) {
+    return load_named_policy(name, policy_dir, &compiled_preset);
+}
+
 }  // namespace corral

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "policies/policy_parser.hpp"
@@ -27,6 +31,29 @@ TEST(CompiledPresets, EveryPresetIsCompiledAndEqualsWhatTheParserMakesOfIt) {
         ASSERT_TRUE(loaded.ok());
         EXPECT_TRUE(*loaded.policy == *parsed.policy);
     }
+}
+
+// corrald's named policies (load_named_policy_compiled): a preset comes compiled and equals what
+// the parser makes of it through the same path, while a policy-dir file of a preset's name still
+// wins over the preset, and a path is still refused (issue 10.2).
+TEST(CompiledPresets, NamedPoliciesTakeThePolicyDirFirstThenTheCompiledPreset) {
+    const std::string dir = ::testing::TempDir() + "corral-compiled-named-" +
+                            std::to_string(::getpid());
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/strict.yaml") << "extends: none\nlimits: { pids: 5 }\n";
+    for (const auto& name : preset_names()) {
+        SCOPED_TRACE(name);
+        PolicyParseResult parsed = load_named_policy(name, "");
+        ASSERT_TRUE(parsed.ok()) << parsed.format_errors();
+        PolicyParseResult compiled = load_named_policy_compiled(name, "");
+        ASSERT_TRUE(compiled.ok()) << compiled.format_errors();
+        EXPECT_TRUE(*compiled.policy == *parsed.policy);
+    }
+    PolicyParseResult overridden = load_named_policy_compiled("strict", dir);
+    ASSERT_TRUE(overridden.ok()) << overridden.format_errors();
+    EXPECT_EQ(overridden.policy->limits.pids, 5u) << "the policy dir's strict.yaml wins";
+    EXPECT_EQ(load_named_policy_compiled("../strict", dir).diagnostics.size(), 1u);
+    std::filesystem::remove_all(dir);
 }
 
 // Compiled entries are used only for the very texts they were compiled from: a generated file
