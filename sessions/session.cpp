@@ -85,7 +85,8 @@ Status Session::build_until_holder(const CreateSessionRequest& request) {
     if (!confinement) return std::move(confinement.error().context("policy"));
     confinement_ = std::move(*confinement);
 
-    auto directory = SessionDirectory::create(context_.sessions_dir, id_, policy_.workdir.size);
+    auto directory = SessionDirectory::create(context_.sessions_dir, id_, policy_.workdir.size,
+                                              context_.remover);
     if (!directory) return std::move(directory.error());
     directory_ = std::move(*directory);
     if (request.bound_workdir) {

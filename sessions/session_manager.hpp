@@ -49,6 +49,7 @@ class PortPool;
 class ChildReaper;
 class SessionJournal;
 struct SessionContext;
+class TreeRemover;
 
 /// Daemon-wide settings of the manager.
 struct SessionManagerConfig {
@@ -373,6 +374,8 @@ class SessionManager {
     void adopt_sessions(std::map<std::string, JournalSession> sessions,
                         const LeftoverScope& scope);
     std::vector<nlohmann::json> journal_snapshot_records() const;
+    /// Gives the directories start-up clean-up discarded to the remover.
+    void remove_discarded_leftovers();
 
     boost::asio::io_context& io_;
     SessionManagerConfig config_;
@@ -386,6 +389,9 @@ class SessionManager {
     std::unique_ptr<PortPool> ports_;
     std::unique_ptr<LimitBackend> limits_;
     std::unique_ptr<ChildReaper> reaper_;
+    /// Deletes ended sessions' directories (and those a previous run left) off the loop; before
+    /// sessions_, which hand it their directories as they die.
+    std::unique_ptr<TreeRemover> remover_;
     std::unique_ptr<SessionJournal> journal_;  ///< before sessions_: they append while they die
     std::map<std::string, std::shared_ptr<Session>> sessions_;  ///< active, ending, recently ended
     /// Sessions whose holder has not reported its setup yet (async_create_session): their ids are
