@@ -165,6 +165,8 @@ class SessionManager {
     /// Whether `sid` names a session still being created (async_create_session): it is not known
     /// yet, and its id is taken.
     bool is_starting(const std::string& sid) const { return starting_.count(sid) != 0; }
+    /// Sessions being created (async_create_session), which list_sessions() does not list yet.
+    size_t starting_count() const { return starting_.size(); }
     /// SIGTERM to everything, grace (policy timeouts.grace, a timer), cgroup.kill, wait for
     /// populated 0 on the loop, stop the namespaces, release ports, remove cgroups and the state
     /// dir. Ending an ending/ended session reports already_ended. Unknown sid: ENOENT.

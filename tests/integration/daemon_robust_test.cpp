@@ -538,6 +538,7 @@ TEST(DaemonRobust, ASessionWhoseHolderIsFrozenBeforeReadyNeverHoldsOtherRequests
     auto looked_up = c.get("/v1/sessions/stuck");
     auto run_in_stuck = c.post("/v1/sessions/stuck/run", {{"argv", {"/bin/true"}}});
     auto same_id = c.post("/v1/sessions", {{"id", "stuck"}, {"policy", "none"}});
+    auto metrics = c.get("/metrics");
     const bool answered_meanwhile = !create_answered;
     creator.join();
 
@@ -557,6 +558,15 @@ TEST(DaemonRobust, ASessionWhoseHolderIsFrozenBeforeReadyNeverHoldsOtherRequests
         << looked_up.body;
     EXPECT_EQ(run_in_stuck.status, 404u) << run_in_stuck.body;
     EXPECT_EQ(same_id.status, 409u) << same_id.body;
+    // ... but /metrics counts it, as starting (it used to count only active and ending ones).
+    ASSERT_EQ(metrics.status, 200u) << metrics.body;
+    EXPECT_NE(metrics.body.find("corral_sessions{state=\"starting\"} 1\n"), std::string::npos)
+        << metrics.body;
+    EXPECT_NE(metrics.body.find("corral_sessions{state=\"active\"} 1\n"), std::string::npos)
+        << metrics.body;
+    auto after = c.get("/metrics");
+    EXPECT_NE(after.body.find("corral_sessions{state=\"starting\"} 0\n"), std::string::npos)
+        << after.body;
 
     // The creation fails after its limit, naming the step.
     EXPECT_EQ(created.status, 504u) << created.body;
