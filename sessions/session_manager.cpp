@@ -356,10 +356,11 @@ Error SessionManager::unknown_session(const std::string& sid) const {
     return sys_error(ENOENT, "no session `" + sid + "`");
 }
 
-void SessionManager::end_session(const std::string& sid, EndHandler handler) {
+void SessionManager::end_session(const std::string& sid, EndHandler handler,
+                                 std::string reason) {
     auto found = sessions_.find(sid);
     if (found != sessions_.end()) {
-        found->second->end("api", std::move(handler));
+        found->second->end(std::move(reason), std::move(handler));
         return;
     }
     auto tomb = tombstones_.find(sid);

@@ -170,7 +170,8 @@ class SessionManager {
     /// SIGTERM to everything, grace (policy timeouts.grace, a timer), cgroup.kill, wait for
     /// populated 0 on the loop, stop the namespaces, release ports, remove cgroups and the state
     /// dir. Ending an ending/ended session reports already_ended. Unknown sid: ENOENT.
-    void end_session(const std::string& sid, EndHandler handler);
+    /// `reason` becomes the session's endReason.
+    void end_session(const std::string& sid, EndHandler handler, std::string reason = "api");
     /// Sets/unsets session env variables for later commands; returns the new session env.
     Result<std::map<std::string, std::string>> patch_env(const std::string& sid,
                                                          const EnvPatch& patch);

@@ -1010,5 +1010,51 @@ TEST(DaemonRobust, ADiscardedDirectoryIsDeletedAtTheNextStartAndNothingNotCorral
     std::filesystem::remove_all(foreign);
 }
 
+// Issue 12 (review): a client that left during POST /v1/sessions never got the new session's
+// tokens, yet the session was created and ran on, owned by nobody, until its timeouts. Here the
+// creation is held (the holder is born frozen), the client closes its connection, then the
+// creation goes on: the session is created and then ended (endReason client-gone), and nothing
+// of it is left. On the previous corrald it stayed active: the wait below times out.
+TEST(DaemonRobust, ASessionWhoseCreatorLeftBeforeTheAnswerIsEndedAndLeavesNothing) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
+    HttpClient c = daemon.client();
+    const std::string sessions = daemon.instance_cgroup() + "/sessions";
+    ASSERT_TRUE(write_file(sessions + "/cgroup.freeze", "1"));
+    struct Thaw {
+        std::string path;
+        ~Thaw() { (void)write_file(path, "0"); }
+    } thaw{sessions + "/cgroup.freeze"};
+    const std::string body = R"({"id": "left", "policy": "default"})";
+    const int client = send_and_never_read(
+        daemon.socket_path(), "POST /v1/sessions HTTP/1.1\r\nHost: corral\r\nContent-Type: "
+                              "application/json\r\nContent-Length: " +
+                                  std::to_string(body.size()) + "\r\n\r\n" + body);
+    ASSERT_GE(client, 0);
+    std::atomic<bool> given_up{false};
+    const pid_t holder = first_pid_in(sessions + "/left/holder/cgroup.procs", given_up);
+    ::close(client);
+    ASSERT_GT(holder, 0) << "the creation never started";
+    // The creation is still held: the daemon sees the client go before it has anything to say.
+    EXPECT_EQ(c.get("/v1/sessions/left").status, 404u);
+    ASSERT_TRUE(write_file(sessions + "/cgroup.freeze", "0"));
+
+    json record;
+    EXPECT_TRUE(eventually(
+        [&] {
+            auto got = c.get("/v1/sessions/left");
+            if (got.status != 200u) return false;
+            record = got.json();
+            return record["state"] == "ended";
+        },
+        60s))
+        << record.dump();
+    EXPECT_EQ(record["endReason"], "client-gone") << record.dump();
+    EXPECT_TRUE(eventually([&] { return daemon.footprint().empty(); }, 60s))
+        << daemon.footprint().describe();
+}
+
 }  // namespace
 }  // namespace corral
