@@ -914,6 +914,13 @@ std::vector<std::string> discarded_in(const std::string& dir) {
     return found;
 }
 
+/// Creates (or replaces) the file `path` with `content`.
+bool make_file(const std::string& path, const std::string& content) {
+    std::ofstream out(path, std::ios::trunc);
+    out << content;
+    return static_cast<bool>(out);
+}
+
 /// Waits (bounded, only to catch hangs) until `done()`; its last answer.
 bool eventually(const std::function<bool()>& done, std::chrono::seconds bound = 120s) {
     const auto deadline = std::chrono::steady_clock::now() + bound;
@@ -941,7 +948,7 @@ TEST(DaemonRobust, AnEndedSessionsManyFilesAreDeletedOffTheLoopAndNothingIsLeft)
     c.set_idle_timeout(300s);
     const std::string outside = daemon.state_dir() + "/../outside";
     std::filesystem::create_directories(outside);
-    ASSERT_TRUE(write_file(outside + "/keep", "kept"));
+    ASSERT_TRUE(make_file(outside + "/keep", "kept"));
     auto created = c.post("/v1/sessions", {{"id", "many"}, {"policy", "none"}});
     ASSERT_EQ(created.status, 201u) << created.body;
     const std::string command = "mkdir -p a/b/c && touch a/b/c/f && ln -s '" + outside +
@@ -988,13 +995,13 @@ TEST(DaemonRobust, ADiscardedDirectoryIsDeletedAtTheNextStartAndNothingNotCorral
     std::string deep = discarded;
     for (int level = 0; level < 150; ++level) deep += "/d";
     std::filesystem::create_directories(deep);
-    ASSERT_TRUE(write_file(deep + "/f", "x"));
+    ASSERT_TRUE(make_file(deep + "/f", "x"));
     for (int i = 0; i < 1000; ++i)
-        ASSERT_TRUE(write_file(discarded + "/f" + std::to_string(i), ""));
+        ASSERT_TRUE(make_file(discarded + "/f" + std::to_string(i), ""));
     std::filesystem::create_directories(foreign);
-    ASSERT_TRUE(write_file(foreign + "/mine", "not corral's"));
+    ASSERT_TRUE(make_file(foreign + "/mine", "not corral's"));
     std::filesystem::create_directories(outside);
-    ASSERT_TRUE(write_file(outside + "/keep", "kept"));
+    ASSERT_TRUE(make_file(outside + "/keep", "kept"));
     std::filesystem::create_directory_symlink(outside, discarded + "/link");
     std::filesystem::create_directory_symlink(outside, deep + "/link");
 
