@@ -10,6 +10,7 @@
 #include <atomic>
 #include <vector>
 
+#include "base/openat2.hpp"
 #include "base/unique_fd.hpp"
 
 namespace corral {
@@ -28,6 +29,17 @@ struct Level {
 /// when it is something else.
 int open_directory(int dir_fd, const char* name) {
     return ::openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/// open_directory() for an entry inside the tree, which must also not be a mount point: a bind
+/// mount of the same file system has the same st_dev, so only the kernel can tell (EXDEV).
+int open_subdirectory(int dir_fd, const char* name) {
+    open_how how{};
+    how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    const int fd = openat2_retrying(dir_fd, name, how);
+    if (fd < 0 && errno == ENOSYS) return open_directory(dir_fd, name);  // before 5.6: st_dev only
+    return fd;
 }
 
 bool is_directory_entry(int dir_fd, const dirent& entry) {
@@ -85,7 +97,12 @@ Result<Pass> empty_one_pass(std::vector<Level>& levels, dev_t device, uint64_t& 
             }
             continue;
         }
-        UniqueFd child(open_directory(level.fd.get(), entry->d_name));
+        UniqueFd child(open_subdirectory(level.fd.get(), entry->d_name));
+        if (!child && errno == EXDEV) {
+            result = sys_error(EXDEV, "`" + name + "` in `" + level.name +
+                                          "` is a mount point: left with what is beneath it");
+            break;
+        }
         if (!child && (errno == ENOTDIR || errno == ELOOP)) {
             // Replaced by something else since it was listed: removed as what it is now.
             if (::unlinkat(level.fd.get(), entry->d_name, 0) == 0 || errno == ENOENT) continue;

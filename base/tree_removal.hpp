@@ -34,7 +34,8 @@ bool is_discarded_name(const std::string& name);
 Result<std::string> discard_directory(const std::string& dir);
 
 /// Deletes `name` in the directory `parent_fd` and everything beneath it: a symlink is removed,
-/// never followed; a directory on another file system (a mount point) is an error and is left.
+/// never followed; a mount point beneath (another file system, or a bind mount: openat2's
+/// RESOLVE_NO_XDEV) is an error, and it is left with everything above it.
 /// Descriptors stay bounded however deep the tree: a directory nested deeper than a fixed depth
 /// is moved up to the top of the tree (a rename) and deleted from there. `keep_going` is asked
 /// before each entry; when it says no, ECANCELED comes back and the rest stays.

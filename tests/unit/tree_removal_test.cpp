@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -88,6 +90,30 @@ TEST_F(TreeRemoval, AStopLeavesTheRestAndALaterCallFinishes) {
     EXPECT_TRUE(fs::exists(top));
     ASSERT_TRUE(remove_tree_at(parent.get(), "tree"));
     EXPECT_FALSE(fs::exists(top));
+}
+
+// A bind mount of the same file system has the same st_dev as the tree: only openat2's
+// RESOLVE_NO_XDEV tells it apart. What is mounted is never entered; the removal stops there.
+TEST_F(TreeRemoval, ABindMountBeneathIsNeverEntered) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (a bind mount)";
+    const fs::path outside = fs::path(dir_) / "outside";
+    fs::create_directories(outside);
+    touch(outside / "keep");
+    const fs::path tree = fs::path(dir_) / "tree";
+    fs::create_directories(tree / "inner");
+    touch(tree / "file");
+    ASSERT_EQ(::mount(outside.c_str(), (tree / "inner").c_str(), nullptr, MS_BIND, nullptr), 0)
+        << std::strerror(errno);
+    struct Unmount {
+        std::string point;
+        ~Unmount() { ::umount2(point.c_str(), MNT_DETACH); }
+    } unmount{(tree / "inner").string()};
+    UniqueFd parent(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    auto removed = remove_tree_at(parent.get(), "tree");
+    ASSERT_FALSE(removed);
+    EXPECT_EQ(removed.error().code, EXDEV) << removed.error().describe();
+    EXPECT_TRUE(fs::exists(outside / "keep"));
+    EXPECT_TRUE(fs::exists(tree / "inner" / "keep"));
 }
 
 TEST_F(TreeRemoval, ASmallTreeGoesAtOnceALargeOneIsDiscardedUnderTheMark) {
