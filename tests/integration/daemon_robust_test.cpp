@@ -937,8 +937,10 @@ bool eventually(const std::function<bool()>& done, std::chrono::seconds bound = 
 // name) and deleted on a thread. Here a session makes 200,000 files, a nested tree and a link to
 // a directory outside; once its DELETE is answered, /v1/health and a new session are answered
 // while the discarded directory still exists (the deletion is still under way: an ordering, not
-// a timing, check), and in the end nothing is left, the outside directory untouched. On the
-// previous corrald the DELETE was answered only after the files were gone: the check fails.
+// a timing, check). Then corrald is killed mid-deletion: the next start deletes the rest in the
+// background, and the old id makes a new session while it does. In the end nothing is left, the
+// outside directory untouched. On the previous corrald the DELETE was answered only after the
+// files were gone: the first check fails.
 TEST(DaemonRobust, AnEndedSessionsManyFilesAreDeletedOffTheLoopAndNothingIsLeft) {
     std::string why;
     if (!can_run(why)) GTEST_SKIP() << why;
@@ -969,6 +971,19 @@ TEST(DaemonRobust, AnEndedSessionsManyFilesAreDeletedOffTheLoopAndNothingIsLeft)
     EXPECT_EQ(another.status, 201u) << another.body;
     EXPECT_FALSE(std::filesystem::exists(daemon.state_dir() + "/sessions/many"));
     EXPECT_EQ(c.del("/v1/sessions/another").status, 200u);
+
+    // A crash in the middle of the deletion: the next start finds the discarded directory by its
+    // mark and deletes the rest while it serves, and the old id makes a new session meanwhile.
+    daemon.kill_hard();
+    const bool crashed_mid_deletion = !discarded_in(daemon.state_dir() + "/sessions").empty();
+    ASSERT_TRUE(daemon.start()) << "corrald did not start again:\n" << daemon.log();
+    HttpClient again = daemon.client();
+    auto same_id = again.post("/v1/sessions", {{"id", "many"}, {"policy", "none"}});
+    const bool still_deleting = !discarded_in(daemon.state_dir() + "/sessions").empty();
+    EXPECT_EQ(same_id.status, 201u) << same_id.body;
+    EXPECT_TRUE(crashed_mid_deletion && still_deleting)
+        << "the deletion was over before the crash or before the same id was taken again";
+    EXPECT_EQ(again.del("/v1/sessions/many").status, 200u);
 
     EXPECT_TRUE(eventually([&] { return daemon.footprint().empty(); }))
         << daemon.footprint().describe();
