@@ -89,8 +89,8 @@ Result<Pass> empty_one_pass(std::vector<Level>& levels, dev_t device, uint64_t& 
             continue;
         }
         if (levels.size() >= kMaxDepth) {
-            if (auto status = move_to_top(level.fd.get(), entry->d_name, levels.front().fd.get(),
-                                          moved);
+            if (auto status =
+                    move_to_top(level.fd.get(), entry->d_name, levels.front().fd.get(), moved);
                 !status) {
                 result = std::move(status.error());
                 break;
@@ -127,7 +127,8 @@ Result<Pass> empty_one_pass(std::vector<Level>& levels, dev_t device, uint64_t& 
 }  // namespace
 
 bool is_discarded_name(const std::string& name) {
-    return name.rfind(kDiscardedPrefix, 0) == 0 && name.size() > std::string(kDiscardedPrefix).size();
+    return name.rfind(kDiscardedPrefix, 0) == 0 &&
+           name.size() > std::string(kDiscardedPrefix).size();
 }
 
 Result<std::string> discard_directory(const std::string& dir) {
@@ -181,8 +182,7 @@ Status remove_tree_at(int parent_fd, const std::string& name,
     return {};
 }
 
-Result<std::optional<std::string>> remove_or_discard(const std::string& path,
-                                                     size_t max_entries) {
+Result<std::optional<std::string>> remove_or_discard(const std::string& path, size_t max_entries) {
     size_t budget = max_entries;
     auto removed = remove_tree_at(AT_FDCWD, path, [&budget] { return budget-- > 0; });
     if (removed) return std::optional<std::string>();
@@ -245,9 +245,9 @@ void TreeRemover::run() {
         const auto slash = dir.find_last_of('/');
         UniqueFd parent(::open(slash == 0 ? "/" : dir.substr(0, slash).c_str(),
                                O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        if (parent) (void)remove_tree_at(parent.get(), dir.substr(slash + 1), [this] {
-            return keep_going();
-        });
+        if (parent)
+            (void)remove_tree_at(parent.get(), dir.substr(slash + 1),
+                                 [this] { return keep_going(); });
         std::lock_guard lock(mutex_);
         busy_ = 0;
     }

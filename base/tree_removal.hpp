@@ -30,7 +30,8 @@ inline constexpr const char* kDiscardedPrefix = ".corral-discarded-";
 bool is_discarded_name(const std::string& name);
 
 /// Renames the directory `dir` to `<parent>/.corral-discarded-<name>-<n>` (never replacing
-/// anything) and returns the new path. Does not follow `dir` if it is a symlink (rename never does).
+/// anything) and returns the new path. Does not follow `dir` if it is a symlink (rename never
+/// does).
 Result<std::string> discard_directory(const std::string& dir);
 
 /// Deletes `name` in the directory `parent_fd` and everything beneath it: a symlink is removed,

@@ -256,9 +256,9 @@ Result<size_t> Cgroup::kill_all(KillMethod method, std::chrono::milliseconds fal
 Result<size_t> Cgroup::kill_by_freezing(std::chrono::milliseconds bound) {
     const auto deadline = Clock::now() + bound;
     auto remaining = [&deadline] {
-        return std::max(std::chrono::milliseconds(0),
-                        std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                              Clock::now()));
+        return std::max(
+            std::chrono::milliseconds(0),
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
     };
     constexpr int max_rounds = 100;
     size_t total = 0;

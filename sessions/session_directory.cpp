@@ -66,8 +66,7 @@ Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_di
 }
 
 Result<SessionDirectory> SessionDirectory::adopt(const std::string& sessions_dir,
-                                                 const std::string& sid,
-                                                 TreeRemover* remover) {
+                                                 const std::string& sid, TreeRemover* remover) {
     SessionDirectory directory;
     directory.remover_ = remover;
     const std::string dir = sessions_dir + "/" + sid;
