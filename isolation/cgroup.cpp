@@ -233,7 +233,7 @@ Result<size_t> Cgroup::signal_all(int signal) {
     return signal_pids(*list, signal);
 }
 
-Result<size_t> Cgroup::kill_all(KillMethod method) {
+Result<size_t> Cgroup::kill_all(KillMethod method, std::chrono::milliseconds fallback_bound) {
     auto seen = pids();
     size_t count = seen ? seen->size() : 0;
     if (method != KillMethod::freeze_and_signal) {
@@ -242,7 +242,7 @@ Result<size_t> Cgroup::kill_all(KillMethod method) {
         if (status.error().code != ENOENT || method == KillMethod::kill_file)
             return std::move(status.error().context(path_));
     }
-    auto killed = kill_by_freezing();
+    auto killed = kill_by_freezing(fallback_bound);
     if (!killed) return std::move(killed.error());
     return std::max(count, *killed);
 }
@@ -250,24 +250,34 @@ Result<size_t> Cgroup::kill_all(KillMethod method) {
 // Without cgroup.kill, a tree that forks in a loop would always have a new child we have not
 // signalled yet. Freezing the subtree first stops every task (new children are born frozen), so
 // one pass over cgroup.procs sees them all and the pids cannot be recycled under us (frozen
-// tasks do not exit). SIGKILL is delivered on thaw. Repeat until the kernel says empty.
-Result<size_t> Cgroup::kill_by_freezing() {
+// tasks do not exit). SIGKILL is delivered on thaw. Repeat until the kernel says empty, within
+// `bound` of waiting in all: a task in uninterruptible sleep delays "frozen 1" and its exit, and
+// on corrald's loop nothing may wait for it (issue 12; it used to be up to 100 rounds of 1.2 s).
+Result<size_t> Cgroup::kill_by_freezing(std::chrono::milliseconds bound) {
+    const auto deadline = Clock::now() + bound;
+    auto remaining = [&deadline] {
+        return std::max(
+            std::chrono::milliseconds(0),
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    };
     constexpr int max_rounds = 100;
     size_t total = 0;
     for (int round = 0; round < max_rounds; ++round) {
         auto state = populated();
         if (!state) return std::move(state.error().context("kill by freezing"));
         if (!*state) return total;
+        if (round > 0 && remaining().count() == 0) break;
         CORRAL_TRY(write_file(dir_.get(), "cgroup.freeze", "1"), "kill by freezing " + path_);
-        // A task in uninterruptible sleep can delay "frozen 1"; kill what we see regardless.
-        (void)wait_for_event("frozen", 1, std::chrono::seconds(1));
+        // Frozen or not by then, what is listed is killed.
+        (void)wait_for_event("frozen", 1, std::min(remaining(), std::chrono::milliseconds(1000)));
         auto list = pids();
         if (list) total += signal_pids(*list, SIGKILL);
         CORRAL_TRY(write_file(dir_.get(), "cgroup.freeze", "0"), "thaw " + path_);
-        (void)wait_until_empty(std::chrono::milliseconds(200));
+        (void)wait_until_empty(std::min(remaining(), std::chrono::milliseconds(200)));
     }
-    return sys_error(EBUSY, "cgroup `" + path_ + "` still populated after " +
-                                std::to_string(max_rounds) + " freeze-and-kill rounds");
+    auto state = populated();
+    if (state && !*state) return total;
+    return sys_error(EBUSY, "cgroup `" + path_ + "` still populated after freeze-and-kill rounds");
 }
 
 Result<ResourceUsage> Cgroup::usage() const {
@@ -309,7 +319,7 @@ Status Cgroup::remove(std::chrono::milliseconds timeout) {
         dir_.reset();  // removed now, or already (e.g. by a parent's remove())
         return {};
     }
-    CORRAL_TRY(kill_all(), "remove cgroup");
+    (void)kill_all(KillMethod::automatic, timeout);  // the wait below says whether it worked
     CORRAL_TRY(wait_until_empty(timeout), "remove cgroup");
     CORRAL_TRY(remove_tree(parent.get(), base_name(path_), path_), "remove cgroup");
     dir_.reset();

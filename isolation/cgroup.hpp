@@ -119,7 +119,14 @@ class Cgroup {
     /// Kills every process in the subtree: cgroup.kill, or freeze -> SIGKILL each pid -> thaw,
     /// repeated until empty, where the kernel has no cgroup.kill. Returns how many were signalled
     /// (best effort count of pids seen). `method` exists so tests can force the fallback.
-    Result<size_t> kill_all(KillMethod method = KillMethod::automatic);
+    /// `fallback_bound`: how long the fallback may wait in all (for "frozen", for the killed to
+    /// exit); at least one round is always made. The default keeps corrald's event loop free
+    /// (issue 12): its callers there wait for "populated 0" on the loop anyway; one with no loop
+    /// to keep free (start-up clean-up) gives more. EBUSY when the bound passed still populated.
+    Result<size_t> kill_all(KillMethod method = KillMethod::automatic,
+                            std::chrono::milliseconds fallback_bound = kLoopKillBound);
+    /// The fallback's default bound (kill_all).
+    static constexpr std::chrono::milliseconds kLoopKillBound{50};
     /// Sends `signal` to every process of the subtree (graceful stop). Returns the count.
     Result<size_t> signal_all(int signal);
     /// Every pid in the subtree (cgroup.procs of each descendant).
@@ -153,7 +160,7 @@ class Cgroup {
 
   private:
     static Result<Cgroup> open_dir(const std::string& dir, bool owned);
-    Result<size_t> kill_by_freezing();
+    Result<size_t> kill_by_freezing(std::chrono::milliseconds bound);
 
     std::string path_;
     UniqueFd dir_;

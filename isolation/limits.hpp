@@ -79,6 +79,11 @@ class SessionLimits {
     /// True when the policy asked for oom_group but the kernel cannot do it (v1): the caller
     /// ends the whole session itself when read_events() shows a new OOM kill.
     virtual bool supervisor_must_end_session_on_oom() const = 0;
+    /// Once the session's v2 cgroup is empty: one pass of removing the backend's own cgroups
+    /// (killing anything still in them); true once none is left. Never waits, so an event loop
+    /// can call it again on a timer while a killed task is still exiting (v1 says nothing when
+    /// a cgroup empties). Destruction removes what is left, waiting a bounded time.
+    virtual bool try_remove_cgroups() { return true; }
 };
 
 /// A way of applying limits on this host.

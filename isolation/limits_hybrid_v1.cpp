@@ -39,6 +39,7 @@ struct V1Cgroup {
     std::string controller;
     std::string path;
     UniqueFd dir;
+    bool removed = false;
 };
 
 std::optional<uint64_t> read_number(int dir_fd, const char* file) {
@@ -51,18 +52,25 @@ std::optional<uint64_t> read_number(int dir_fd, const char* file) {
     }
 }
 
-/// Kills what is still in a v1 cgroup we created, then removes it. The session's processes are
-/// also in its v2 cgroup, which the caller empties first, so normally nothing is left. v1 has
-/// no populated notification, hence the short bounded retry when a killed task is still exiting.
+/// Kills what is still in a v1 cgroup we created, then tries to remove it once: true when it is
+/// gone (or cannot be removed for another reason than tasks still in it: nothing to wait for).
+/// The session's processes are also in its v2 cgroup, which the caller empties first, so
+/// normally nothing is left; a killed task still exiting makes rmdir fail with EBUSY.
+bool kill_and_try_remove(const V1Cgroup& cgroup) {
+    if (auto procs = read_file(cgroup.dir.get(), "cgroup.procs")) {
+        std::istringstream pids(*procs);
+        for (pid_t pid; pids >> pid;)
+            if (pid > 0) ::kill(pid, SIGKILL);
+    }
+    return ::rmdir(cgroup.path.c_str()) == 0 || errno != EBUSY;
+}
+
+/// kill_and_try_remove until done, for up to 2 s. v1 has no populated notification, hence the
+/// polling; only where no event loop runs (daemon teardown, callers without one): corrald's
+/// loop retries on a timer instead (SessionLimits::try_remove_cgroups).
 void kill_and_remove(const V1Cgroup& cgroup) {
     for (int attempt = 0; attempt < 200; ++attempt) {
-        if (auto procs = read_file(cgroup.dir.get(), "cgroup.procs")) {
-            std::istringstream pids(*procs);
-            for (pid_t pid; pids >> pid;)
-                if (pid > 0) ::kill(pid, SIGKILL);
-        }
-        if (::rmdir(cgroup.path.c_str()) == 0 || errno == ENOENT) return;
-        if (errno != EBUSY) return;
+        if (kill_and_try_remove(cgroup)) return;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 }
@@ -77,10 +85,19 @@ class HybridSessionLimits : public SessionLimits {
           end_on_oom_(end_on_oom) {}
 
     ~HybridSessionLimits() override {
-        join_fds_.clear();
-        oom_eventfd_.reset();
-        oom_control_.reset();
-        for (auto it = v1_.rbegin(); it != v1_.rend(); ++it) kill_and_remove(*it);
+        close_watches();
+        for (auto it = v1_.rbegin(); it != v1_.rend(); ++it)
+            if (!it->removed) kill_and_remove(*it);
+    }
+
+    bool try_remove_cgroups() override {
+        close_watches();
+        bool all_removed = true;
+        for (auto it = v1_.rbegin(); it != v1_.rend(); ++it) {
+            if (!it->removed) it->removed = kill_and_try_remove(*it);
+            all_removed = all_removed && it->removed;
+        }
+        return all_removed;
     }
 
     /// Opens the join fds and arms the OOM eventfd and the pids.events watch.
@@ -150,6 +167,12 @@ class HybridSessionLimits : public SessionLimits {
     bool supervisor_must_end_session_on_oom() const override { return end_on_oom_; }
 
   private:
+    void close_watches() {
+        join_fds_.clear();
+        oom_eventfd_.reset();
+        oom_control_.reset();
+    }
+
     const V1Cgroup* find(const std::string& controller) const {
         for (const auto& cgroup : v1_)
             if (cgroup.controller == controller) return &cgroup;

@@ -448,10 +448,15 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
             sandbox.workdir_warning_ =
                 idmap_workdir(plan->mounts, ids->identity, policy.user.inherit);
         if (!mapped || ::write(go.write_end.get(), "1", 1) != 1) {
-            // A blocking reap even on corrald's loop, and a short one: the holder has run none of
-            // its setup (it waits for `go`), no process of the session exists to stop it, and
-            // SIGKILL ends it at once, frozen or not (cgroup v2 lets fatal signals through).
-            discard(holder);
+            // The holder has run none of its setup (it waits for `go`) and SIGKILL ends it at
+            // once, frozen or not (cgroup v2 lets fatal signals through). corrald's reaper of
+            // unowned children collects it on SIGCHLD; a caller without one reaps it here, a
+            // short blocking wait.
+            if (options.caller_reaps_children) {
+                (void)holder.send_signal(SIGKILL);
+            } else {
+                discard(holder);
+            }
             if (!mapped) return std::move(mapped.error().context("namespace holder"));
             return sys_error("namespace holder: release");
         }

@@ -41,6 +41,10 @@ struct SandboxOptions {
     /// dumpable flag is reset to 1 by its credential change), so a test can prove it becomes
     /// non-dumpable again without changing the host's sysctl. Never set by the daemon.
     bool rehearse_suid_dumpable = false;
+    /// The caller reaps exited children it does not own (corrald's ChildReaper, on SIGCHLD): a
+    /// holder that start() has to give up before its setup is killed and left to it, never
+    /// waited for (issue 12: nothing on the event loop waits for a process).
+    bool caller_reaps_children = false;
 };
 
 /// The running holder of a session's namespaces.

@@ -91,7 +91,8 @@ Status Session::build_until_holder(const CreateSessionRequest& request) {
     if (!confinement) return std::move(confinement.error().context("policy"));
     confinement_ = std::move(*confinement);
 
-    auto directory = SessionDirectory::create(context_.sessions_dir, id_, policy_.workdir.size);
+    auto directory = SessionDirectory::create(context_.sessions_dir, id_, policy_.workdir.size,
+                                              context_.remover);
     if (!directory) return std::move(directory.error());
     directory_ = std::move(*directory);
     if (request.bound_workdir) {
@@ -173,7 +174,9 @@ Status Session::create_kernel_resources() {
     limits_ = std::move(*limits);
     // A session without namespaces gets a holder of its own too (a keeper) when the daemon keeps
     // output across its restarts: in the same leaf, so cgroup.kill of the session ends it.
-    const SandboxOptions options{context_.keep_output, false};
+    SandboxOptions options;
+    options.keep_output = context_.keep_output;
+    options.caller_reaps_children = true;  // context_.reaper: the holder is not owned yet
     if (Sandbox::needed(policy_, options)) {
         auto holder = cgroup_.create_child("holder");
         if (!holder) return std::move(holder.error().context("holder cgroup"));

@@ -41,6 +41,7 @@ namespace corral {
 class ChildReaper;
 class SessionJournal;
 class SessionNetwork;
+class TreeRemover;
 struct NetworkLeftovers;
 
 /// What a session needs from the daemon, passed explicitly (no globals).
@@ -59,9 +60,12 @@ struct SessionContext {
     /// The session's holder keeps its processes' output descriptors, so output written while the
     /// daemon is down is not lost (isolation/descriptor_store.hpp; corrald --keep-output).
     bool keep_output = false;
+    /// Deletes ended sessions' directories off the event loop (none: deleted where they end).
+    TreeRemover* remover = nullptr;
 };
 
-/// The session's own directory on disk: removed (after unmounting a sized workdir) on destruction.
+/// The session's own directory on disk: removed (after unmounting a sized workdir) on destruction,
+/// off the event loop when a TreeRemover is given (base/tree_removal.hpp).
 class SessionDirectory {
   public:
     SessionDirectory() = default;
@@ -70,20 +74,24 @@ class SessionDirectory {
     ~SessionDirectory();
     /// Creates <sessions_dir>/<sid>/root; with `size`, mounts a tmpfs of that size on root.
     static Result<SessionDirectory> create(const std::string& sessions_dir, const std::string& sid,
-                                           std::optional<uint64_t> size);
+                                           std::optional<uint64_t> size,
+                                           TreeRemover* remover = nullptr);
     /// Takes over the directory a previous run of the daemon made (and its corral-workdir tmpfs).
-    static Result<SessionDirectory> adopt(const std::string& sessions_dir, const std::string& sid);
+    static Result<SessionDirectory> adopt(const std::string& sessions_dir, const std::string& sid,
+                                          TreeRemover* remover = nullptr);
     const std::string& root() const { return root_; }
     /// Gives <sid> and its root to the session's host identity (both stay 0700/0755), so the
     /// sandbox can write its workspace and no other host user can reach what it plants there.
     Status hand_to(uid_t uid, gid_t gid);
-    /// Unmounts and removes everything (idempotent).
+    /// Unmounts and removes everything (idempotent); with a remover, the directory is renamed
+    /// out of the way here and deleted on the remover's thread.
     Status remove();
 
   private:
     std::string dir_;
     std::string root_;
     bool mounted_ = false;
+    TreeRemover* remover_ = nullptr;
 };
 
 /// One session.

@@ -140,7 +140,7 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
     auto confinement = compile_confinement(policy_);
     if (!confinement) return std::move(confinement.error().context("policy"));
     confinement_ = std::move(*confinement);
-    auto directory = SessionDirectory::adopt(context_.sessions_dir, id_);
+    auto directory = SessionDirectory::adopt(context_.sessions_dir, id_, context_.remover);
     if (!directory) return std::move(directory.error());
     directory_ = std::move(*directory);
     workdir_.host_path = directory_.root();

@@ -1,21 +1,24 @@
 // A session's directory under the state dir: <state>/sessions/<sid>/root is its working directory
 // (the file API's root). With workdir.size the root is a tmpfs of that size, so one session cannot
 // fill the host's disk.
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <system_error>
 #include <utility>
 
+#include "base/tree_removal.hpp"
 #include "sessions/recovery/recovery.hpp"
 #include "sessions/session.hpp"
 
 namespace corral {
 
 SessionDirectory::SessionDirectory(SessionDirectory&& other) noexcept
-    : dir_(std::move(other.dir_)), root_(std::move(other.root_)), mounted_(other.mounted_) {
+    : dir_(std::move(other.dir_)),
+      root_(std::move(other.root_)),
+      mounted_(other.mounted_),
+      remover_(other.remover_) {
     other.dir_.clear();
     other.root_.clear();
     other.mounted_ = false;
@@ -27,6 +30,7 @@ SessionDirectory& SessionDirectory::operator=(SessionDirectory&& other) noexcept
         dir_ = std::exchange(other.dir_, {});
         root_ = std::exchange(other.root_, {});
         mounted_ = std::exchange(other.mounted_, false);
+        remover_ = other.remover_;
     }
     return *this;
 }
@@ -37,8 +41,10 @@ SessionDirectory::~SessionDirectory() {
 
 Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_dir,
                                                   const std::string& sid,
-                                                  std::optional<uint64_t> size) {
+                                                  std::optional<uint64_t> size,
+                                                  TreeRemover* remover) {
     SessionDirectory directory;
+    directory.remover_ = remover;
     const std::string dir = sessions_dir + "/" + sid;
     // 0700: no other host user may reach the session's files (issue 10 item 4: a setuid file
     // planted in a workspace). A session running as another uid gets the dir (hand_to).
@@ -60,8 +66,9 @@ Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_di
 }
 
 Result<SessionDirectory> SessionDirectory::adopt(const std::string& sessions_dir,
-                                                 const std::string& sid) {
+                                                 const std::string& sid, TreeRemover* remover) {
     SessionDirectory directory;
+    directory.remover_ = remover;
     const std::string dir = sessions_dir + "/" + sid;
     struct stat st {};
     // lstat: a link in our own state dir is not one of ours.
@@ -92,17 +99,27 @@ Status SessionDirectory::hand_to(uid_t uid, gid_t gid) {
     return {};
 }
 
-// Unmounting first matters: remove_all on a still-mounted tmpfs would only empty it and then fail.
-// remove_all never follows symlinks, so a link a session planted cannot redirect the deletion.
+// Unmounting first matters: the tmpfs's files go with it, and the deletion never leaves the
+// directory's file system. With a remover, a small directory (the common case) is deleted here
+// and a larger one is renamed to a discarded name (O(1), so the id's directory is free at once)
+// and deleted on the remover's thread: issue 12, a session's 500k files held the event loop for
+// seconds. Without one (no event loop to keep free) it is all deleted here. Neither follows a
+// symlink, so a link a session planted cannot redirect the deletion.
 Status SessionDirectory::remove() {
+    // A few hundred unlinks are well under a millisecond; beyond, the thread takes over.
+    constexpr size_t kEntriesRemovedHere = 256;
     if (dir_.empty()) return {};
     if (mounted_) {
         if (::umount2(root_.c_str(), MNT_DETACH) != 0) return sys_error("umount `" + root_ + "`");
         mounted_ = false;
     }
-    std::error_code error;
-    std::filesystem::remove_all(dir_, error);
-    if (error) return sys_error(error.value(), "remove `" + dir_ + "`");
+    if (remover_ != nullptr) {
+        auto discarded = remove_or_discard(dir_, kEntriesRemovedHere);
+        if (!discarded) return std::move(discarded.error());
+        if (*discarded) remover_->remove(std::move(**discarded));
+    } else {
+        CORRAL_TRY(remove_tree_at(AT_FDCWD, dir_), "");
+    }
     dir_.clear();
     return {};
 }

@@ -24,6 +24,37 @@ namespace {
 // means something is stuck in the kernel (D state), and the session is torn down anyway.
 constexpr std::chrono::seconds kKillBound{10};
 
+/// A session's limit cgroups that could not all be removed at once (hybrid v1: a killed task
+/// still exiting, which v1 does not announce): tried again on a timer, every 10 ms for 2 s and
+/// then every second for as long as the daemon runs, never waited for on the loop. Should the
+/// loop stop first, destroying the limits removes the rest with a bounded wait (no loop then).
+class LimitsRetirement : public std::enable_shared_from_this<LimitsRetirement> {
+  public:
+    LimitsRetirement(boost::asio::io_context& io, std::unique_ptr<SessionLimits> limits)
+        : timer_(io), limits_(std::move(limits)) {}
+
+    void try_again_later() {
+        constexpr int kQuickAttempts = 200;
+        timer_.expires_after(attempts_ < kQuickAttempts ? std::chrono::milliseconds(10)
+                                                        : std::chrono::milliseconds(1000));
+        timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+            if (error) return;
+            ++self->attempts_;
+            if (!self->limits_->try_remove_cgroups()) self->try_again_later();
+        });
+    }
+
+  private:
+    boost::asio::steady_timer timer_;
+    std::unique_ptr<SessionLimits> limits_;
+    int attempts_ = 0;
+};
+
+void retire_limits(boost::asio::io_context& io, std::unique_ptr<SessionLimits> limits) {
+    if (!limits || limits->try_remove_cgroups()) return;
+    std::make_shared<LimitsRetirement>(io, std::move(limits))->try_again_later();
+}
+
 }  // namespace
 
 void Session::end(std::string reason, EndHandler handler) {
@@ -275,7 +306,7 @@ void Session::release_resources() {
     holder_cgroup_ = Cgroup{};
     if (!cgroup_.remove(kNoWait)) cgroup_.leave();
     cgroup_ = Cgroup{};
-    limits_.reset();
+    retire_limits(context_.io, std::move(limits_));
     // An ended session's record stays readable for the retention window (and a tombstone
     // longer); it must not hold descriptors meanwhile (issue 12: ~1.5 per ended session, held
     // 60 s, took a daemon ending hundreds a minute towards its descriptor limit). The file

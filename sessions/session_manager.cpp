@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "base/tree_removal.hpp"
 #include "isolation/limits.hpp"
 #include "policies/compiled/compiled_presets.hpp"
 #include "policies/policy_parser.hpp"
@@ -138,11 +139,20 @@ Status SessionManager::initialize() {
     ports_ = std::move(*pool);
     limits_ = make_limit_backend(host_);
     reaper_ = std::make_unique<ChildReaper>(io_, config_.set_child_subreaper);
+    remover_ = std::make_unique<TreeRemover>();
     if (config_.journal) {
         CORRAL_TRY(open_journal(journal_bytes), "journal");
         adopt_sessions(std::move(adoptable), scope);
     }
+    remove_discarded_leftovers();
     return {};
+}
+
+// Start-up clean-up renames what it reaps out of the way (and finds what a previous run had
+// renamed but not yet deleted); the deletion itself runs while this run already answers.
+void SessionManager::remove_discarded_leftovers() {
+    for (auto& dir : leftovers_.discarded) remover_->remove(std::move(dir));
+    leftovers_.discarded.clear();
 }
 
 SessionContext SessionManager::session_context() {
@@ -157,7 +167,8 @@ SessionContext SessionManager::session_context() {
                           config_.max_finished_processes,
                           config_.egress,
                           journal_.get(),
-                          config_.journal && config_.keep_output};
+                          config_.journal && config_.keep_output,
+                          remover_.get()};
 }
 
 SessionManager::~SessionManager() {
@@ -346,10 +357,11 @@ Error SessionManager::unknown_session(const std::string& sid) const {
     return sys_error(ENOENT, "no session `" + sid + "`");
 }
 
-void SessionManager::end_session(const std::string& sid, EndHandler handler) {
+void SessionManager::end_session(const std::string& sid, EndHandler handler,
+                                 std::string reason) {
     auto found = sessions_.find(sid);
     if (found != sessions_.end()) {
-        found->second->end("api", std::move(handler));
+        found->second->end(std::move(reason), std::move(handler));
         return;
     }
     auto tomb = tombstones_.find(sid);

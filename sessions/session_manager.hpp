@@ -49,6 +49,7 @@ class PortPool;
 class ChildReaper;
 class SessionJournal;
 struct SessionContext;
+class TreeRemover;
 
 /// Daemon-wide settings of the manager.
 struct SessionManagerConfig {
@@ -164,10 +165,13 @@ class SessionManager {
     /// Whether `sid` names a session still being created (async_create_session): it is not known
     /// yet, and its id is taken.
     bool is_starting(const std::string& sid) const { return starting_.count(sid) != 0; }
+    /// Sessions being created (async_create_session), which list_sessions() does not list yet.
+    size_t starting_count() const { return starting_.size(); }
     /// SIGTERM to everything, grace (policy timeouts.grace, a timer), cgroup.kill, wait for
     /// populated 0 on the loop, stop the namespaces, release ports, remove cgroups and the state
     /// dir. Ending an ending/ended session reports already_ended. Unknown sid: ENOENT.
-    void end_session(const std::string& sid, EndHandler handler);
+    /// `reason` becomes the session's endReason.
+    void end_session(const std::string& sid, EndHandler handler, std::string reason = "api");
     /// Sets/unsets session env variables for later commands; returns the new session env.
     Result<std::map<std::string, std::string>> patch_env(const std::string& sid,
                                                          const EnvPatch& patch);
@@ -373,6 +377,8 @@ class SessionManager {
     void adopt_sessions(std::map<std::string, JournalSession> sessions,
                         const LeftoverScope& scope);
     std::vector<nlohmann::json> journal_snapshot_records() const;
+    /// Gives the directories start-up clean-up discarded to the remover.
+    void remove_discarded_leftovers();
 
     boost::asio::io_context& io_;
     SessionManagerConfig config_;
@@ -386,6 +392,9 @@ class SessionManager {
     std::unique_ptr<PortPool> ports_;
     std::unique_ptr<LimitBackend> limits_;
     std::unique_ptr<ChildReaper> reaper_;
+    /// Deletes ended sessions' directories (and those a previous run left) off the loop; before
+    /// sessions_, which hand it their directories as they die.
+    std::unique_ptr<TreeRemover> remover_;
     std::unique_ptr<SessionJournal> journal_;  ///< before sessions_: they append while they die
     std::map<std::string, std::shared_ptr<Session>> sessions_;  ///< active, ending, recently ended
     /// Sessions whose holder has not reported its setup yet (async_create_session): their ids are

@@ -58,8 +58,16 @@ class NetnsThread {
     NetnsThread& operator=(const NetnsThread&) = delete;
 
     /// Runs `job` on the namespace thread and returns its result; blocks the caller for the
-    /// job's duration only (jobs are socket()/bind()/listen(), never blocking I/O). Fails with
-    /// ESHUTDOWN after stop(). Thread-safe.
+    /// job's duration only. Fails with ESHUTDOWN after stop(). Thread-safe.
+    ///
+    /// Most jobs are socket()/bind()/listen() (microseconds). The transparent egress path's
+    /// nftables and route changes also run here (TransparentRelay::apply and change_named:
+    /// libnftables, 7-13 ms a time), and corrald's loop waits for them at session creation, at
+    /// PATCH .../network and for each DNS answer that opens a name's addresses. They stay
+    /// synchronous for now (issue 12 review item 5): the DNS answer must not reach the sandbox
+    /// before its addresses are open (its first connect would be refused), and PATCH answers once
+    /// the new rules are in force, so making them asynchronous means a completion posted back to
+    /// the loop that the resolver's reply and the PATCH handler both await.
     Result<UniqueFd> run(std::function<Result<UniqueFd>()> job);
     /// A TCP socket inside the namespace.
     Result<UniqueFd> tcp_socket(int family);

@@ -20,7 +20,9 @@
 
 #include "base/directory_listing.hpp"
 #include "base/file_io.hpp"
+#include "base/tree_removal.hpp"
 #include "isolation/cgroup.hpp"
+#include "sessions/recovery/journal_records.hpp"
 
 namespace corral {
 namespace {
@@ -167,6 +169,9 @@ void reap_v1_cgroups(const LeftoverScope& scope, const std::set<std::string>& si
     }
 }
 
+// A directory of more than a few thousand entries is renamed out of the way (report.discarded)
+// rather than deleted here: a session that made 500k files would hold the start for seconds; the
+// daemon deletes it off its loop.
 void reap_session_directory(const std::string& dir, LeftoverReport& report) {
     const auto mounts = mounts_below(dir);
     for (const auto& [point, kind] : mounts) {
@@ -183,13 +188,22 @@ void reap_session_directory(const std::string& dir, LeftoverReport& report) {
         }
         ++report.mounts_removed;
     }
-    std::error_code error;
-    std::filesystem::remove_all(dir, error);
-    if (error) {
-        report.left.push_back("remove `" + dir + "`: " + error.message());
+    constexpr size_t kEntriesRemovedHere = 4096;
+    auto discarded = remove_or_discard(dir, kEntriesRemovedHere);
+    if (!discarded) {
+        report.left.push_back(discarded.error().describe());
         return;
     }
+    if (*discarded) report.discarded.push_back(std::move(**discarded));
     ++report.directories_removed;
+}
+
+/// Session ids with a state directory: names that are not session ids (discarded directories,
+/// anything not corral's) are not sessions.
+std::vector<std::string> session_directory_names(const std::string& sessions_dir) {
+    auto names = subdirectory_names(sessions_dir);
+    std::erase_if(names, [](const std::string& name) { return !valid_journal_session_id(name); });
+    return names;
 }
 
 }  // namespace
@@ -242,7 +256,7 @@ LeftoverReport reap_leftovers(const LeftoverScope& scope, const std::set<std::st
     const std::string sessions_dir = scope.state_dir + "/sessions";
     std::set<std::string> sids;
     for (const auto& sid : subdirectory_names(sessions_cgroup)) sids.insert(sid);
-    for (const auto& sid : subdirectory_names(sessions_dir)) sids.insert(sid);
+    for (const auto& sid : session_directory_names(sessions_dir)) sids.insert(sid);
     for (const auto& sid : keep) sids.erase(sid);
     report.sessions.assign(sids.begin(), sids.end());
     for (const auto& sid : sids) {
@@ -268,8 +282,15 @@ LeftoverReport reap_leftovers(const LeftoverScope& scope, const std::set<std::st
     }
     reap_cgroup_tree(scope.instance_dir + "/supervisor", report);
     reap_v1_cgroups(scope, sids, report);
-    for (const auto& sid : subdirectory_names(sessions_dir))
+    for (const auto& sid : session_directory_names(sessions_dir))
         if (keep.count(sid) == 0) reap_session_directory(sessions_dir + "/" + sid, report);
+    // What a previous run had discarded but not yet deleted when it stopped (only names with
+    // corral's mark: anything else in the state dir is left alone).
+    for (const auto& name : subdirectory_names(sessions_dir))
+        if (is_discarded_name(name) &&
+            std::find(report.discarded.begin(), report.discarded.end(),
+                      sessions_dir + "/" + name) == report.discarded.end())
+            report.discarded.push_back(sessions_dir + "/" + name);
     return report;
 }
 

@@ -12,7 +12,12 @@
 //   - v1 cgroups are `corral-<instance>-<sid>` for a sid that still has a v2 session cgroup or a
 //     state directory of this instance (the v1 cgroups live shorter than both);
 //   - mounts are the `corral-workdir` tmpfs on <state>/sessions/<sid>/root; a session directory
-//     with any other mount beneath it is left alone (removing it would descend into that mount).
+//     with any other mount beneath it is left alone (removing it would descend into that mount);
+//   - session directories are <state>/sessions/<sid> for a valid session id; a small one is
+//     deleted here, a larger one renamed to `.corral-discarded-<sid>-…` (base/tree_removal.hpp)
+//     and deleted by the daemon off its loop, and so is any directory with that mark a previous
+//     run discarded but had not yet deleted.
+//     Any other name in <state>/sessions is not corral's and is left alone.
 
 #include <chrono>
 #include <cstddef>
@@ -63,7 +68,10 @@ struct LeftoverReport {
     size_t processes_killed = 0;        ///< processes (holders included) in its cgroups
     size_t cgroups_removed = 0;         ///< v2 and v1
     size_t mounts_removed = 0;
-    size_t directories_removed = 0;     ///< session state directories
+    size_t directories_removed = 0;     ///< session state directories (discarded)
+    /// Discarded directories (absolute paths) to delete off the loop: the session directories
+    /// reaped here and those a previous run had discarded.
+    std::vector<std::string> discarded;
     std::vector<std::string> left;      ///< what could not be removed, and why
 };
 

@@ -3,6 +3,7 @@
 #include "policies/policy_parser.hpp"
 #include "supervisor/daemon/api.hpp"
 #include "supervisor/daemon/api_json.hpp"
+#include "supervisor/daemon/disconnect_watch.hpp"
 
 namespace corral::daemon {
 
@@ -24,15 +25,34 @@ asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&, cons
                                    [weak = std::weak_ptr(event)](Result<CreatedSession> created) {
                                        if (auto e = weak.lock()) e->set(std::move(created));
                                    });
+    // A client that leaves before the answer never gets the session's tokens: nobody could use
+    // or end it, and it would hold its resources until its timeouts. The creation is let finish
+    // (cutting the holder's setup short would gain nothing), then the session is ended.
+    auto gone = std::make_shared<bool>(false);
+    std::optional<DisconnectWatch> watch;
+    watch.emplace(ex.socket(), [gone] { *gone = true; });
     auto outcome = co_await event->wait();
+    watch.reset();
     if (!outcome)
         throw ApiFailure({503, "shutting_down",
                           "corrald is shutting down; the session was not created", nullptr});
     const CreatedSession created = take(std::move(*outcome));
+    auto end_unclaimed = [this, sid = created.info.id] {
+        sessions_.end_session(sid, [](Result<EndSessionReport>) {}, "client-gone");
+    };
+    if (*gone) {
+        end_unclaimed();
+        co_return;
+    }
     nlohmann::json out = session_json(created.info);
     out["token"] = created.full_token;
     out["restrictedToken"] = created.restricted_token;
-    co_await ex.send_json(201, out);
+    try {
+        co_await ex.send_json(201, out);
+    } catch (...) {
+        end_unclaimed();  // the answer did not reach the client
+        throw;
+    }
 }
 
 asio::awaitable<void> Api::list_sessions(Exchange& ex, const RouteParams&, const Caller& caller) {

@@ -149,7 +149,9 @@ TEST_F(CgroupTest, Cgroup_FreezeFallbackKillsATreeThatForksInALoop) {
     ASSERT_TRUE(pids);
     ASSERT_GE(pids->size(), 1u);
 
-    auto killed = cgroup_.kill_all(KillMethod::freeze_and_signal);
+    // No event loop to keep free here: the fallback may take its time (corrald's default bound
+    // is Cgroup::kLoopKillBound).
+    auto killed = cgroup_.kill_all(KillMethod::freeze_and_signal, 10s);
     ASSERT_TRUE(killed) << killed.error().describe();
     auto empty = cgroup_.wait_until_empty(10s);
     ASSERT_TRUE(empty) << empty.error().describe();

@@ -392,6 +392,47 @@ TEST_F(LimitsTest, Limits_LaunchedCommandHasTheV1CgroupsOnEveryThreadAndTheCalle
     EXPECT_EQ(open_fds.find("cgroup.procs"), std::string::npos) << open_fds;
 }
 
+// Issue 12: removing a session's v1 cgroups slept on corrald's event loop (10 ms at a time, up to
+// 2 s per controller) while a killed task was still exiting; v1 says nothing when a cgroup empties.
+// try_remove_cgroups() is one pass that never waits: right after it killed a task with 256 MiB to
+// give back, the exiting task still holds the cgroups and the pass says so; passes repeated (as
+// corrald repeats them on a timer) find them gone, and destruction has nothing left to wait for.
+TEST_F(LimitsTest, Limits_V1CgroupsOfAnExitingTaskGoByPassesThatNeverWait) {
+    if (host_.layout != CgroupLayout::hybrid) GTEST_SKIP() << "no v1 cgroups here";
+    if (!backend_->support().get(LimitKind::memory).enforceable)
+        GTEST_SKIP() << "no v1 memory controller here";
+    Limits limits;
+    limits.memory = 1ull << 30;
+    ASSERT_TRUE(apply(limits, Enforcement::best_effort));
+    int touched[2];
+    ASSERT_EQ(::pipe2(touched, O_CLOEXEC), 0);
+    UniqueFd touched_read(touched[0]), touched_write(touched[1]);
+    constexpr size_t kBytes = 256u << 20;
+    PidRef child = start([&] {
+        std::vector<char> memory(kBytes, 1);  // every page touched
+        (void)!::write(touched_write.get(), "t", 1);
+        for (;;) ::pause();
+    });
+    ASSERT_TRUE(child.valid());
+    touched_write.reset();
+    char byte = 0;
+    ASSERT_EQ(::read(touched_read.get(), &byte, 1), 1) << "the child did not touch its memory";
+
+    EXPECT_FALSE(limits_->try_remove_cgroups())
+        << "the v1 cgroups were gone right after the kill: nothing was left to retry";
+    bool removed = false;
+    for (int pass = 0; pass < 1000 && !removed; ++pass) {
+        std::this_thread::sleep_for(10ms);
+        removed = limits_->try_remove_cgroups();
+    }
+    EXPECT_TRUE(removed) << "v1 cgroups still there after 10 s of passes";
+    for (const auto& [controller, dir] : host_.v1_own)
+        EXPECT_FALSE(exists(dir + "/corral-" + name_)) << controller << " cgroup left";
+    auto status = child.wait();
+    ASSERT_TRUE(status) << status.error().describe();
+    EXPECT_FALSE(status->exited) << "the child was not killed";
+}
+
 // Issue 11.3: on a pure v2 host the cases above must run the unified backend, with the limit
 // files on the session and the child in a leaf below it, not silently another path.
 TEST_F(LimitsTest, Limits_UnifiedHostUsesTheV2PathWithTheChildInALeaf) {
