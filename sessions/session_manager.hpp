@@ -210,13 +210,24 @@ class SessionManager {
     WaitHandle async_wait_process(const std::string& sid, const std::string& proc,
                                   std::optional<Millis> timeout, WaitHandler handler);
 
-    using StartHandler = std::function<void(Result<ProcessInfo>)>;
+    /// What async_start_process answers with: the record once the launch settled, and the hold
+    /// on its output when the start asked for one.
+    struct StartedProcess {
+        ProcessInfo info;
+        /// Follows both streams from offset 0, taken before the pipes were first read; null
+        /// unless asked for.
+        std::shared_ptr<OutputFollower> follower;
+    };
+    using StartHandler = std::function<void(Result<StartedProcess>)>;
     /// start_process for callers that can wait: with request.shell the command starts once the
     /// commands queued before it in that shell context are done. `handler` runs (posted) with the
     /// record once the child has exec'd or its record is final (a setup failure), or with the
-    /// error; resetting the handle drops a command still queued.
+    /// error; resetting the handle drops a command still queued. With `follow_output` the start
+    /// holds every byte of the output from offset 0 for a stream that must see them all (exec):
+    /// its reader comes only turns of the loop after the launch settled, and a fast writer's
+    /// output read meanwhile beyond the cap would be dropped before it could hold it back.
     WaitHandle async_start_process(const std::string& sid, const ProcessRequest& request,
-                                   StartHandler handler);
+                                   StartHandler handler, bool follow_output = false);
 
     // --- shell contexts (session_manager_shells.cpp) ---------------------------------------
 

@@ -176,11 +176,15 @@ asio::awaitable<void> ProcessStream::run() {
     const std::string& proc = request_.process_id;
     auto first = sessions_.get_process(request_.session_id, proc);
     if (!first) throw ApiFailure(api_error(first.error()));  // before the response: plain 404
-    // Before the first co_await, so an exec's first output is held for us, not dropped.
-    if (auto follower = sessions_.follow_output(request_.session_id, proc, request_.want_stdout,
-                                                request_.stdout_offset, request_.want_stderr,
-                                                request_.stderr_offset))
+    // An exec's hold was taken when it started; any other stream's is taken before the first
+    // co_await.
+    if (request_.follower) {
+        follower_ = request_.follower;
+    } else if (auto follower = sessions_.follow_output(
+                   request_.session_id, proc, request_.want_stdout, request_.stdout_offset,
+                   request_.want_stderr, request_.stderr_offset)) {
         follower_ = std::move(*follower);
+    }
     if (request_.binary) {
         co_await ex_.begin_chunked(kBinaryStreamType);
     } else {
