@@ -272,6 +272,9 @@ class SessionManager {
     Result<OutputChunk> read_output(const std::string& sid, const std::string& proc,
                                     OutputStream stream, uint64_t offset,
                                     size_t max_bytes = 1 << 20);
+    /// read_output without copying the bytes (OutputView: use them before the loop runs on).
+    Result<OutputView> view_output(const std::string& sid, const std::string& proc,
+                                   OutputStream stream, uint64_t offset, size_t max_bytes);
     /// A stream's head and tail (all of it when under the cap): a `run` result's stdout/stderr.
     Result<OutputBuffer::Excerpt> output_excerpt(const std::string& sid, const std::string& proc,
                                                  OutputStream stream);

@@ -105,6 +105,16 @@ Result<OutputChunk> SessionManager::read_output(const std::string& sid, const st
     return (*process)->read(stream, offset, max_bytes);
 }
 
+Result<OutputView> SessionManager::view_output(const std::string& sid, const std::string& proc,
+                                               OutputStream stream, uint64_t offset,
+                                               size_t max_bytes) {
+    auto session = find_any(sid);
+    if (!session) return std::move(session.error());
+    auto process = (*session)->process(proc);
+    if (!process) return std::move(process.error());
+    return (*process)->view(stream, offset, max_bytes);
+}
+
 Result<OutputBuffer::Excerpt> SessionManager::output_excerpt(const std::string& sid,
                                                              const std::string& proc,
                                                              OutputStream stream) {
