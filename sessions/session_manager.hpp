@@ -44,6 +44,7 @@ namespace corral {
 class FileService;
 struct FileTarget;
 class LimitBackend;
+class Process;
 class Session;
 class PortPool;
 class ChildReaper;
@@ -370,6 +371,8 @@ class SessionManager {
     Error unknown_session(const std::string& sid) const;
     Result<std::shared_ptr<Session>> find_active(const std::string& sid);
     Result<std::shared_ptr<Session>> find_any(const std::string& sid);
+    /// A process of a session in any state (its output outlives the session's activity).
+    Result<std::shared_ptr<Process>> find_process(const std::string& sid, const std::string& proc);
     void on_session_ended(const std::string& sid);
     void remember_tombstone(const SessionInfo& info, bool reusable = false);
     /// Tombstones for the sessions a previous run left (ended: "daemon-restart").
