@@ -65,7 +65,7 @@ void OutputBuffer::append(std::string_view bytes) {
 OutputBuffer::Room OutputBuffer::room(std::size_t max) {
     Room room;
     const std::size_t n = storage_.size();
-    if (cap_ == 0 || n != cap_) return room;  // keeps nothing, or still growing: append()
+    if (cap_ == 0 || n != cap_) return room;           // keeps nothing, or still growing: append()
     if (!truncated()) max = std::min(max, n - size_);  // the first drop saves the head: append()
     max = std::min(max, n);
     if (max == 0) return room;

@@ -7,8 +7,8 @@
 namespace corral {
 
 WaitHandle SessionManager::async_start_process(const std::string& sid,
-                                               const ProcessRequest& request,
-                                               StartHandler handler, bool follow_output) {
+                                               const ProcessRequest& request, StartHandler handler,
+                                               bool follow_output) {
     auto alive = std::make_shared<bool>(true);
     auto shared_handler = std::make_shared<StartHandler>(std::move(handler));
     auto fail = [this, alive, shared_handler](Error error) {
