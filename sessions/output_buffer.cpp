@@ -62,6 +62,30 @@ void OutputBuffer::append(std::string_view bytes) {
     size_ += bytes.size();
 }
 
+OutputBuffer::Room OutputBuffer::room(std::size_t max) {
+    Room room;
+    const std::size_t n = storage_.size();
+    if (cap_ == 0 || n != cap_) return room;           // keeps nothing, or still growing: append()
+    if (!truncated()) max = std::min(max, n - size_);  // the first drop saves the head: append()
+    max = std::min(max, n);
+    if (max == 0) return room;
+    const std::size_t tail = (head_ + size_) % n;
+    const std::size_t first = std::min(max, n - tail);
+    room.parts[0] = {storage_.data() + tail, first};
+    room.parts[1] = {storage_.data(), max - first};
+    room.count = max > first ? 2 : 1;
+    return room;
+}
+
+void OutputBuffer::commit(std::size_t count) {
+    const std::size_t n = storage_.size();
+    if (count == 0 || n == 0) return;
+    const std::size_t overflow = size_ + count > n ? size_ + count - n : 0;
+    head_ = (head_ + overflow) % n;  // the oldest `overflow` bytes were written over
+    size_ += count - overflow;
+    total_ += count;
+}
+
 // Copies `count` retained bytes starting `logical_pos` bytes after the oldest one.
 void OutputBuffer::copy_out(std::size_t logical_pos, std::size_t count, char* out) const {
     if (count == 0) return;
@@ -72,21 +96,35 @@ void OutputBuffer::copy_out(std::size_t logical_pos, std::size_t count, char* ou
     std::memcpy(out + first, storage_.data(), count - first);
 }
 
-OutputBuffer::Slice OutputBuffer::read(uint64_t offset, std::size_t max) const {
-    Slice slice;
+OutputBuffer::View OutputBuffer::view(uint64_t offset, std::size_t max) const {
+    View view;
     if (offset >= end_offset()) {
-        slice.offset = end_offset();
-        return slice;
+        view.offset = end_offset();
+        return view;
     }
     if (offset < start_offset()) {
-        slice.skipped = start_offset() - offset;
+        view.skipped = start_offset() - offset;
         offset = start_offset();
     }
-    slice.offset = offset;
-    std::size_t pos = static_cast<std::size_t>(offset - start_offset());
-    std::size_t count = std::min(max, size_ - pos);
-    slice.bytes.resize(count);
-    copy_out(pos, count, slice.bytes.data());
+    view.offset = offset;
+    const std::size_t pos = static_cast<std::size_t>(offset - start_offset());
+    const std::size_t count = std::min(max, size_ - pos);
+    if (count == 0) return view;
+    const std::size_t n = storage_.size();
+    const std::size_t begin = (head_ + pos) % n;
+    const std::size_t first = std::min(count, n - begin);
+    view.parts[0] = std::string_view(storage_.data() + begin, first);
+    view.parts[1] = std::string_view(storage_.data(), count - first);
+    return view;
+}
+
+OutputBuffer::Slice OutputBuffer::read(uint64_t offset, std::size_t max) const {
+    const View view = this->view(offset, max);
+    Slice slice;
+    slice.offset = view.offset;
+    slice.skipped = view.skipped;
+    slice.bytes.reserve(view.size());
+    slice.bytes.append(view.parts[0]).append(view.parts[1]);
     return slice;
 }
 

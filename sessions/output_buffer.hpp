@@ -24,6 +24,8 @@
 //
 // Thread-compatible: no internal locking (the daemon touches it from its one event-loop thread).
 
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -51,11 +53,36 @@ class OutputBuffer {
         uint64_t omitted = 0;  ///< bytes between head and tail that are kept by neither
     };
 
+    /// Result of view(): like a Slice, but the bytes stay where the ring keeps them (one span, or
+    /// two where they wrap around), valid until the next append or commit.
+    struct View {
+        uint64_t offset = 0;   ///< absolute offset of the first byte
+        uint64_t skipped = 0;  ///< as Slice::skipped
+        std::string_view parts[2];
+        std::size_t size() const { return parts[0].size() + parts[1].size(); }
+    };
+
+    /// Where the next write of up to `max` bytes may go in place (issue 18: a pipe is read
+    /// straight into the ring, not through a scratch buffer and a copy): up to two spans of the
+    /// storage, at most `max` bytes, to be followed by commit(n) with the bytes really written.
+    /// The oldest retained bytes the spans cover are dropped by that commit. None (count 0) while
+    /// the storage is still growing, or when this write would be the first drop (which saves the
+    /// head first): append() then.
+    struct Room {
+        iovec parts[2] = {};
+        int count = 0;
+    };
+
     /// A buffer that retains at most `cap` bytes (cap 0 retains nothing, but still counts).
     explicit OutputBuffer(std::size_t cap);
 
     /// Appends bytes written by the process; drops the oldest retained bytes beyond the cap.
     void append(std::string_view bytes);
+
+    /// See Room. The bytes there are not part of the buffer until commit().
+    Room room(std::size_t max);
+    /// Takes `count` (<= what room() offered) bytes written into the room as appended.
+    void commit(std::size_t count);
 
     /// Bytes ever appended (== end_offset()).
     uint64_t total_written() const { return total_; }
@@ -78,6 +105,8 @@ class OutputBuffer {
     /// start_offset() and reports `skipped`; an offset at or beyond end_offset() returns no bytes
     /// with `offset` = the requested offset clamped to end_offset() (the caller waits for more).
     Slice read(uint64_t offset, std::size_t max) const;
+    /// read() without copying the bytes (View).
+    View view(uint64_t offset, std::size_t max) const;
     /// All retained bytes, oldest first (what a `run` result's stdout/stderr carries).
     std::string contents() const;
     /// The stream's first cap/2 bytes and its last cap - cap/2 bytes once it passed the cap (what

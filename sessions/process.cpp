@@ -403,6 +403,19 @@ void Process::shut_down() {
     }
 }
 
+OutputView Process::view(OutputStream stream, uint64_t offset, size_t max) const {
+    const StreamReader& source = reader(stream);
+    const OutputBuffer::View bytes = source.buffer.view(offset, max);
+    OutputView view;
+    view.offset = bytes.offset;
+    view.skipped = bytes.skipped;
+    view.parts[0] = bytes.parts[0];
+    view.parts[1] = bytes.parts[1];
+    view.next_offset = view.offset + view.size();
+    view.eof = source.eof && view.next_offset >= source.buffer.end_offset();
+    return view;
+}
+
 OutputChunk Process::read(OutputStream stream, uint64_t offset, size_t max) const {
     const StreamReader& source = reader(stream);
     OutputBuffer::Slice slice = source.buffer.read(offset, max);

@@ -1,6 +1,7 @@
 // Watching a running process on the event loop: output pipes, the pidfd (exit status), the
 // command timeout, and turning all of that into one final record.
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,8 +15,8 @@
 namespace corral {
 namespace {
 
-constexpr size_t kReadChunk = 256 * 1024;
-constexpr int kReadsPerTurn = 4;  // 1 MiB from one pipe, then other handlers get a turn
+constexpr size_t kReadChunk = 256 * 1024;  // through the scratch buffer
+constexpr size_t kBytesPerTurn = 1 << 20;  // from one pipe, then other handlers get a turn
 // How long a record waits for EOF after the main process exited, for descendants that hold the
 // pipes (`cmd &`). A `run` of such a command returns after this; later output is still kept.
 constexpr std::chrono::milliseconds kSettleWindow{500};
@@ -50,24 +51,35 @@ void Process::start_watching() {
 // The daemon reads even when nobody listens: the OutputBuffer keeps the latest bytes within the
 // cap and counts what it dropped, so the process never blocks on a full pipe (unless a live
 // stream follows it: room_to_read). Reads until the pipe is empty before waiting for it again —
-// asio's epoll is edge-triggered — and yields to other work after a few chunks.
+// asio's epoll is edge-triggered — and yields to other work after kBytesPerTurn. Once the ring
+// has grown to its cap, the pipe is read straight into it (OutputBuffer::room): one copy, the
+// kernel's, instead of a read into scratch and a copy into the ring (issue 18).
 void Process::read_more(OutputStream stream) {
     StreamReader& source = reader(stream);
-    for (int round = 0; source.pipe.is_open(); ++round) {
+    for (size_t taken = 0; source.pipe.is_open();) {
         const size_t room = room_to_read(stream);
         if (room == 0) {
             source.paused = true;  // resume_reading() goes on once the follower caught up
             return;
         }
-        if (round == kReadsPerTurn) {
+        if (taken >= kBytesPerTurn) {
             boost::asio::post(io_,
                               [self = shared_from_this(), stream] { self->read_more(stream); });
             return;
         }
+        const size_t want = std::min(room, kBytesPerTurn - taken);
+        const OutputBuffer::Room in_place = source.buffer.room(want);
         const ssize_t n =
-            ::read(source.pipe.native_handle(), read_scratch(), std::min(kReadChunk, room));
+            in_place.count > 0
+                ? ::readv(source.pipe.native_handle(), in_place.parts, in_place.count)
+                : ::read(source.pipe.native_handle(), read_scratch(), std::min(kReadChunk, want));
         if (n > 0) {
-            source.buffer.append(std::string_view(read_scratch(), static_cast<size_t>(n)));
+            if (in_place.count > 0) {
+                source.buffer.commit(static_cast<size_t>(n));
+            } else {
+                source.buffer.append(std::string_view(read_scratch(), static_cast<size_t>(n)));
+            }
+            taken += static_cast<size_t>(n);
             notify_output();
             continue;
         }

@@ -44,6 +44,7 @@ namespace corral {
 class FileService;
 struct FileTarget;
 class LimitBackend;
+class Process;
 class Session;
 class PortPool;
 class ChildReaper;
@@ -214,13 +215,24 @@ class SessionManager {
     WaitHandle async_wait_process(const std::string& sid, const std::string& proc,
                                   std::optional<Millis> timeout, WaitHandler handler);
 
-    using StartHandler = std::function<void(Result<ProcessInfo>)>;
+    /// What async_start_process answers with: the record once the launch settled, and the hold
+    /// on its output when the start asked for one.
+    struct StartedProcess {
+        ProcessInfo info;
+        /// Follows both streams from offset 0, taken before the pipes were first read; null
+        /// unless asked for.
+        std::shared_ptr<OutputFollower> follower;
+    };
+    using StartHandler = std::function<void(Result<StartedProcess>)>;
     /// start_process for callers that can wait: with request.shell the command starts once the
     /// commands queued before it in that shell context are done. `handler` runs (posted) with the
     /// record once the child has exec'd or its record is final (a setup failure), or with the
-    /// error; resetting the handle drops a command still queued.
+    /// error; resetting the handle drops a command still queued. With `follow_output` the start
+    /// holds every byte of the output from offset 0 for a stream that must see them all (exec):
+    /// its reader comes only turns of the loop after the launch settled, and a fast writer's
+    /// output read meanwhile beyond the cap would be dropped before it could hold it back.
     WaitHandle async_start_process(const std::string& sid, const ProcessRequest& request,
-                                   StartHandler handler);
+                                   StartHandler handler, bool follow_output = false);
 
     // --- shell contexts (session_manager_shells.cpp) ---------------------------------------
 
@@ -265,6 +277,9 @@ class SessionManager {
     Result<OutputChunk> read_output(const std::string& sid, const std::string& proc,
                                     OutputStream stream, uint64_t offset,
                                     size_t max_bytes = 1 << 20);
+    /// read_output without copying the bytes (OutputView: use them before the loop runs on).
+    Result<OutputView> view_output(const std::string& sid, const std::string& proc,
+                                   OutputStream stream, uint64_t offset, size_t max_bytes);
     /// A stream's head and tail (all of it when under the cap): a `run` result's stdout/stderr.
     Result<OutputBuffer::Excerpt> output_excerpt(const std::string& sid, const std::string& proc,
                                                  OutputStream stream);
@@ -360,6 +375,8 @@ class SessionManager {
     Error unknown_session(const std::string& sid) const;
     Result<std::shared_ptr<Session>> find_active(const std::string& sid);
     Result<std::shared_ptr<Session>> find_any(const std::string& sid);
+    /// A process of a session in any state (its output outlives the session's activity).
+    Result<std::shared_ptr<Process>> find_process(const std::string& sid, const std::string& proc);
     void on_session_ended(const std::string& sid);
     void remember_tombstone(const SessionInfo& info, bool reusable = false);
     /// Tombstones for the sessions a previous run left (ended: "daemon-restart").

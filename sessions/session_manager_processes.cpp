@@ -95,22 +95,33 @@ WaitHandle SessionManager::async_wait_process(const std::string& sid, const std:
         }));
 }
 
+Result<std::shared_ptr<Process>> SessionManager::find_process(const std::string& sid,
+                                                              const std::string& proc) {
+    auto session = find_any(sid);
+    if (!session) return std::move(session.error());
+    return (*session)->process(proc);
+}
+
 Result<OutputChunk> SessionManager::read_output(const std::string& sid, const std::string& proc,
                                                 OutputStream stream, uint64_t offset,
                                                 size_t max_bytes) {
-    auto session = find_any(sid);
-    if (!session) return std::move(session.error());
-    auto process = (*session)->process(proc);
+    auto process = find_process(sid, proc);
     if (!process) return std::move(process.error());
     return (*process)->read(stream, offset, max_bytes);
+}
+
+Result<OutputView> SessionManager::view_output(const std::string& sid, const std::string& proc,
+                                               OutputStream stream, uint64_t offset,
+                                               size_t max_bytes) {
+    auto process = find_process(sid, proc);
+    if (!process) return std::move(process.error());
+    return (*process)->view(stream, offset, max_bytes);
 }
 
 Result<OutputBuffer::Excerpt> SessionManager::output_excerpt(const std::string& sid,
                                                              const std::string& proc,
                                                              OutputStream stream) {
-    auto session = find_any(sid);
-    if (!session) return std::move(session.error());
-    auto process = (*session)->process(proc);
+    auto process = find_process(sid, proc);
     if (!process) return std::move(process.error());
     return (*process)->excerpt(stream);
 }
@@ -118,9 +129,7 @@ Result<OutputBuffer::Excerpt> SessionManager::output_excerpt(const std::string& 
 Result<std::shared_ptr<OutputFollower>> SessionManager::follow_output(
     const std::string& sid, const std::string& proc, bool want_stdout, uint64_t stdout_offset,
     bool want_stderr, uint64_t stderr_offset) {
-    auto session = find_any(sid);
-    if (!session) return std::move(session.error());
-    auto process = (*session)->process(proc);
+    auto process = find_process(sid, proc);
     if (!process) return std::move(process.error());
     return (*process)->follow(want_stdout, stdout_offset, want_stderr, stderr_offset);
 }

@@ -7,8 +7,8 @@
 namespace corral {
 
 WaitHandle SessionManager::async_start_process(const std::string& sid,
-                                               const ProcessRequest& request,
-                                               StartHandler handler) {
+                                               const ProcessRequest& request, StartHandler handler,
+                                               bool follow_output) {
     auto alive = std::make_shared<bool>(true);
     auto shared_handler = std::make_shared<StartHandler>(std::move(handler));
     auto fail = [this, alive, shared_handler](Error error) {
@@ -18,16 +18,21 @@ WaitHandle SessionManager::async_start_process(const std::string& sid,
     };
     // The answer waits until the child has exec'd or its record is final (a setup failure
     // names its step), on the loop, never blocking it (process_launch.cpp).
-    auto when_launched = [alive, shared_handler](const std::shared_ptr<Process>& process) {
+    // The hold is taken here, in the turn that started the process: its pipes are first read
+    // in a later one (Process::start_watching). Dropped with the answer when nobody takes it.
+    auto when_launched = [alive, shared_handler,
+                          follow_output](const std::shared_ptr<Process>& process) {
+        std::shared_ptr<OutputFollower> follower;
+        if (follow_output) follower = process->follow(true, 0, true, 0);
         std::weak_ptr<Process> weak = process;
-        (void)process->wait_launched([alive, shared_handler, weak] {
+        (void)process->wait_launched([alive, shared_handler, weak, follower] {
             if (!*alive) return;
             auto self = weak.lock();
             if (!self) {
                 (*shared_handler)(sys_error(ENOENT, "the process is gone"));
                 return;
             }
-            (*shared_handler)(self->info());
+            (*shared_handler)(StartedProcess{self->info(), follower});
         });
     };
     auto session = find_active(sid);

@@ -157,6 +157,18 @@ struct OutputChunk {
     bool eof = false;          ///< true when next_offset is the end and the stream is closed
 };
 
+/// A slice of a process's output left where the process keeps it (SessionManager::view_output):
+/// the bytes are valid only until the event loop runs on (the next read of the pipe may write
+/// over them), so they are used, or copied, at once.
+struct OutputView {
+    uint64_t offset = 0;        ///< as OutputChunk
+    uint64_t next_offset = 0;   ///< offset + size()
+    uint64_t skipped = 0;       ///< as OutputChunk
+    bool eof = false;           ///< as OutputChunk
+    std::string_view parts[2];  ///< the bytes, in order (two where they wrap around the ring)
+    size_t size() const { return parts[0].size() + parts[1].size(); }
+};
+
 /// One leased port.
 struct PortLeaseInfo {
     uint16_t port = 0;

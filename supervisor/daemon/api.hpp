@@ -81,9 +81,11 @@ class Api {
     asio::awaitable<void> get_shell(Exchange&, const RouteParams&, const Caller&);
     asio::awaitable<void> delete_shell(Exchange&, const RouteParams&, const Caller&);
     /// Starts a run/exec command — in its shell context's turn when it names one — and returns
-    /// its record; nullopt when the client went away (or corrald stopped) before it started.
-    asio::awaitable<std::optional<ProcessInfo>> start_command(Exchange& ex, const std::string& sid,
-                                                              const ProcessRequest& request);
+    /// its record (and with `follow_output` the hold on every byte of its output: exec's
+    /// stream); nullopt when the client went away (or corrald stopped) before it started.
+    asio::awaitable<std::optional<SessionManager::StartedProcess>> start_command(
+        Exchange& ex, const std::string& sid, const ProcessRequest& request,
+        bool follow_output = false);
 
     // api_terminals.cpp
     asio::awaitable<void> create_terminal(Exchange&, const RouteParams&, const Caller&);

@@ -141,15 +141,15 @@ asio::awaitable<void> Api::run(Exchange& ex, const RouteParams& params, const Ca
     const ProcessRequest request = parse_process_request(body);
     const auto started = co_await start_command(ex, sid, request);
     if (!started) co_return;  // the client is gone; so is its command
+    const std::string& proc = started->info.id;
     std::optional<DisconnectWatch> watch;
     if (!request.detach_on_disconnect) {
-        watch.emplace(ex.socket(), [this, sid, proc = started->id] {
-            (void)sessions_.stop_process(sid, proc, false);
-        });
+        watch.emplace(ex.socket(),
+                      [this, sid, proc] { (void)sessions_.stop_process(sid, proc, false); });
     }
-    auto outcome = co_await await_process(sid, started->id, std::nullopt);
+    auto outcome = co_await await_process(sid, proc, std::nullopt);
     watch.reset();
-    if (!outcome) throw ApiFailure(shutting_down_while(started->id));
+    if (!outcome) throw ApiFailure(shutting_down_while(proc));
     const ProcessInfo info = take(std::move(outcome->first));
     nlohmann::json out = process_json(info);
     std::vector<PieceSource> sources;
@@ -165,22 +165,25 @@ asio::awaitable<void> Api::exec(Exchange& ex, const RouteParams& params, const C
     const std::string& sid = params.at("sid");
     const std::string body = co_await ex.read_body(kJsonBodyLimit);
     const ProcessRequest request = parse_process_request(body);
-    const auto started = co_await start_command(ex, sid, request);
+    // The stream must see every byte from offset 0: the start holds them for it (its first
+    // reads come before this coroutine resumes).
+    auto started = co_await start_command(ex, sid, request, /*follow_output=*/true);
     if (!started) co_return;
-    StreamRequest stream{sid, started->id};
+    const std::string proc = started->info.id;
+    StreamRequest stream{sid, proc};
     stream.binary = wants_binary_stream(ex);
+    stream.follower = std::move(started->follower);
     std::optional<DisconnectWatch> watch;
     if (!request.detach_on_disconnect) {
         // A quiet command writes nothing that could fail: watch the socket as well.
-        watch.emplace(ex.socket(), [this, sid, proc = started->id] {
-            (void)sessions_.stop_process(sid, proc, false);
-        });
+        watch.emplace(ex.socket(),
+                      [this, sid, proc] { (void)sessions_.stop_process(sid, proc, false); });
     }
     try {
         co_await stream_process(ex, sessions_, waits_, stream);
     } catch (...) {
         // The stream broke (the client went away mid-write).
-        if (!request.detach_on_disconnect) (void)sessions_.stop_process(sid, started->id, false);
+        if (!request.detach_on_disconnect) (void)sessions_.stop_process(sid, proc, false);
         throw;
     }
 }
@@ -195,7 +198,7 @@ asio::awaitable<void> Api::spawn(Exchange& ex, const RouteParams& params, const 
     request.background = true;  // only its own timeoutMs applies
     const auto started = co_await start_command(ex, params.at("sid"), request);
     if (!started) co_return;  // not for a spawn: only a queued shell command sees its client go
-    const nlohmann::json reply = process_json(*started);
+    const nlohmann::json reply = process_json(started->info);
     co_await ex.send_json(201, reply);
 }
 

@@ -37,21 +37,22 @@ asio::awaitable<void> Api::delete_shell(Exchange& ex, const RouteParams& params,
     co_await ex.send_json(200, reply);
 }
 
-asio::awaitable<std::optional<ProcessInfo>> Api::start_command(Exchange& ex,
-                                                                const std::string& sid,
-                                                                const ProcessRequest& request) {
+asio::awaitable<std::optional<SessionManager::StartedProcess>> Api::start_command(
+    Exchange& ex, const std::string& sid, const ProcessRequest& request, bool follow_output) {
     // Without a shell context the command starts now, in this turn of the loop; with one, once
     // the commands queued before it are done. Either way the answer waits, on the loop, until
     // the child has exec'd or its setup failed (a failure names its step).
     // The outcome is kept apart from the wake-up, so a command that starts in the same turn as
     // the client goes away is still known (and stopped) rather than left running unseen.
-    auto outcome = std::make_shared<std::optional<Result<ProcessInfo>>>();
+    auto outcome = std::make_shared<std::optional<Result<SessionManager::StartedProcess>>>();
     auto event = std::make_shared<AsyncEvent<bool>>(co_await asio::this_coro::executor, waits_);
     WaitHandle handle = sessions_.async_start_process(
-        sid, request, [outcome, weak = std::weak_ptr(event)](Result<ProcessInfo> started) {
+        sid, request,
+        [outcome, weak = std::weak_ptr(event)](Result<SessionManager::StartedProcess> started) {
             outcome->emplace(std::move(started));
             if (auto e = weak.lock()) e->set(true);
-        });
+        },
+        follow_output);
     bool gone = false;
     std::optional<DisconnectWatch> watch;
     if (!request.shell.empty() && !request.detach_on_disconnect) {
@@ -68,12 +69,12 @@ asio::awaitable<std::optional<ProcessInfo>> Api::start_command(Exchange& ex,
         throw ApiFailure({503, "shutting_down",
                           "corrald is shutting down; the command had not started", nullptr});
     }
-    ProcessInfo info = take(std::move(**outcome));
+    SessionManager::StartedProcess started = take(std::move(**outcome));
     if (gone) {
-        (void)sessions_.stop_process(sid, info.id, false);
+        (void)sessions_.stop_process(sid, started.info.id, false);
         co_return std::nullopt;
     }
-    co_return info;
+    co_return started;
 }
 
 }  // namespace corral::daemon

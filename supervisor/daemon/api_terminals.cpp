@@ -72,7 +72,7 @@ asio::awaitable<void> Api::create_terminal(Exchange& ex, const RouteParams& para
     if (!shell.empty()) start_in_shell(take(sessions_.get_shell(params.at("sid"), shell)), request);
     const auto started = co_await start_command(ex, params.at("sid"), request);
     if (!started) co_return;
-    const nlohmann::json reply = process_json(*started);
+    const nlohmann::json reply = process_json(started->info);
     co_await ex.send_json(201, reply);
 }
 

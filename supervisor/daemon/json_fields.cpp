@@ -1,5 +1,6 @@
 #include "supervisor/daemon/json_fields.hpp"
 
+#include <cstdint>
 #include <cstring>
 
 namespace corral::daemon {
@@ -336,7 +337,8 @@ namespace {
 
 /// Bytes JSON escaping adds to `bytes`: a control character other than \b \f \n \r \t becomes
 /// six (\u0000), a quote or backslash two.
-size_t json_escape_overhead(std::string_view bytes) {
+/// Bytes JSON escaping adds to `bytes`; it stops counting once that is past `enough`.
+size_t json_escape_overhead(std::string_view bytes, size_t enough = SIZE_MAX) {
     size_t extra = 0;
     for (const char ch : bytes) {
         const auto c = static_cast<unsigned char>(ch);
@@ -344,6 +346,7 @@ size_t json_escape_overhead(std::string_view bytes) {
             extra += 1;
         else if (c < 0x20)
             extra += 5;
+        if (extra > enough) break;
     }
     return extra;
 }
@@ -354,7 +357,8 @@ size_t json_escape_overhead(std::string_view bytes) {
 // readable, binary-looking output (a run of NULs is six times its size as JSON text, and slow to
 // encode) goes as base64.
 bool send_as_text(std::string_view bytes) {
-    return json_escape_overhead(bytes) <= bytes.size() && is_valid_utf8(bytes);
+    // The verdict is known once the overhead passes the size (a NUL stream: a fifth of the way).
+    return json_escape_overhead(bytes, bytes.size()) <= bytes.size() && is_valid_utf8(bytes);
 }
 
 void TextCheck::feed(std::string_view bytes) {

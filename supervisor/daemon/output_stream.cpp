@@ -10,7 +10,7 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kFlushAt = 256 * 1024;
 // Binary frames carry bytes as they are, so a stream reads and sends in larger pieces: fewer
 // frames, fewer chunked-encoding headers, fewer socket writes per byte.
-constexpr size_t kBinaryReadChunk = 256 * 1024;
+constexpr size_t kBinaryReadChunk = 1024 * 1024;
 constexpr size_t kBinaryFlushAt = 1024 * 1024;
 enum FrameType : uint8_t { kJsonFrame = 0, kStdoutFrame = 1, kStderrFrame = 2 };
 
@@ -59,24 +59,20 @@ class ProcessStream {
             pending_ += '\n';
         }
     }
-    void emit_output(const Cursor& c, uint64_t offset, uint64_t skipped, std::string_view data) {
-        if (request_.binary) {
-            emit_output_frame(c, offset, skipped, data);
-        } else {
-            emit_output_line(c, offset, skipped, data);
-        }
-    }
-    /// Binary: a gap is its own JSON event, then the bytes as they are.
-    void emit_output_frame(const Cursor& c, uint64_t offset, uint64_t skipped,
-                           std::string_view data) {
-        if (skipped != 0)
-            emit({{"type", "skipped"}, {"stream", c.name}, {"offset", offset}, {"skipped", skipped}});
-        if (data.empty()) return;
+    /// Binary: a gap is its own JSON event, then the bytes as they are, copied once: from the
+    /// process's buffer into the frame (issue 18).
+    void emit_output_frame(const Cursor& c, const OutputView& view) {
+        if (view.skipped != 0)
+            emit({{"type", "skipped"},
+                  {"stream", c.name},
+                  {"offset", view.offset},
+                  {"skipped", view.skipped}});
+        if (view.size() == 0) return;
         ++seq_;
         pending_ += static_cast<char>(c.stream == OutputStream::out ? kStdoutFrame : kStderrFrame);
-        append_be(pending_, 8 + data.size(), 4);
-        append_be(pending_, offset, 8);
-        pending_ += data;
+        append_be(pending_, 8 + view.size(), 4);
+        append_be(pending_, view.offset, 8);
+        pending_.append(view.parts[0]).append(view.parts[1]);
     }
     /// An output event, written by hand: it carries nearly all of a stream's bytes, and building
     /// it as a json object copies and re-scans each chunk (fields as nlohmann would order them).
@@ -103,14 +99,17 @@ class ProcessStream {
         pending_ += "\"}\n";
     }
     asio::awaitable<void> flush() {
-        std::string out = std::move(pending_);
+        // Nothing else writes to pending_ while this coroutine waits, and keeping its capacity
+        // spares an allocation (and its page faults) per flush.
+        co_await ex_.send_chunk(pending_);
         pending_.clear();
-        co_await ex_.send_chunk(out);
         // Sent: the process may now write what the buffer can hold beyond it.
         if (follower_) follower_->advance(cursors_[0].sent, cursors_[1].sent);
     }
     /// Reads everything available now into events; false when the process record is gone.
     asio::awaitable<bool> drain(bool final_record);
+    asio::awaitable<bool> drain_text(Cursor& c, bool final_record);
+    asio::awaitable<bool> drain_frames(Cursor& c);
     void emit_exit(const ProcessInfo& info);
     void emit_error(const std::string& code, const std::string& message, bool running);
     asio::awaitable<std::optional<Status>> wait_for_output();
@@ -128,26 +127,45 @@ class ProcessStream {
 asio::awaitable<bool> ProcessStream::drain(bool final_record) {
     for (auto& c : cursors_) {
         if (!c.wanted) continue;
-        for (;;) {
-            auto chunk = sessions_.read_output(request_.session_id, request_.process_id, c.stream,
-                                               c.sent,
-                                               request_.binary ? kBinaryReadChunk : kReadChunk);
-            if (!chunk) co_return false;
-            c.eof = chunk->eof;
-            std::string_view data = chunk->data;
-            // Hold back a trailing partial character while more bytes may complete it (text
-            // only: binary frames carry bytes, and a character split across two is the client's).
-            if (!request_.binary && !chunk->eof && !final_record)
-                data = data.substr(0, utf8_complete_prefix(data));
-            c.seen = chunk->next_offset;
-            if (data.empty() && chunk->skipped == 0) break;
-            emit_output(c, chunk->offset, chunk->skipped, data);
-            c.sent = chunk->offset + data.size();
-            if (pending_.size() >= (request_.binary ? kBinaryFlushAt : kFlushAt)) co_await flush();
-            if (data.size() < chunk->data.size()) break;  // held back: wait for the rest
-        }
+        const bool read = request_.binary ? co_await drain_frames(c)
+                                          : co_await drain_text(c, final_record);
+        if (!read) co_return false;
     }
     co_return true;
+}
+
+asio::awaitable<bool> ProcessStream::drain_text(Cursor& c, bool final_record) {
+    for (;;) {
+        auto chunk = sessions_.read_output(request_.session_id, request_.process_id, c.stream,
+                                           c.sent, kReadChunk);
+        if (!chunk) co_return false;
+        c.eof = chunk->eof;
+        std::string_view data = chunk->data;
+        // Hold back a trailing partial character while more bytes may complete it.
+        if (!chunk->eof && !final_record) data = data.substr(0, utf8_complete_prefix(data));
+        c.seen = chunk->next_offset;
+        if (data.empty() && chunk->skipped == 0) co_return true;
+        emit_output_line(c, chunk->offset, chunk->skipped, data);
+        c.sent = chunk->offset + data.size();
+        if (pending_.size() >= kFlushAt) co_await flush();
+        if (data.size() < chunk->data.size()) co_return true;  // held back: wait for the rest
+    }
+}
+
+// Frames carry bytes, so nothing is held back (a character split across two is the client's).
+// The view is used before the next co_await: the pipe may be read into the ring meanwhile.
+asio::awaitable<bool> ProcessStream::drain_frames(Cursor& c) {
+    for (;;) {
+        auto view = sessions_.view_output(request_.session_id, request_.process_id, c.stream,
+                                          c.sent, kBinaryReadChunk);
+        if (!view) co_return false;
+        c.eof = view->eof;
+        c.seen = view->next_offset;
+        if (view->size() == 0 && view->skipped == 0) co_return true;
+        emit_output_frame(c, *view);
+        c.sent = view->next_offset;
+        if (pending_.size() >= kBinaryFlushAt) co_await flush();
+    }
 }
 
 void ProcessStream::emit_exit(const ProcessInfo& info) {
@@ -176,11 +194,15 @@ asio::awaitable<void> ProcessStream::run() {
     const std::string& proc = request_.process_id;
     auto first = sessions_.get_process(request_.session_id, proc);
     if (!first) throw ApiFailure(api_error(first.error()));  // before the response: plain 404
-    // Before the first co_await, so an exec's first output is held for us, not dropped.
-    if (auto follower = sessions_.follow_output(request_.session_id, proc, request_.want_stdout,
-                                                request_.stdout_offset, request_.want_stderr,
-                                                request_.stderr_offset))
+    // An exec's hold was taken when it started; any other stream's is taken before the first
+    // co_await.
+    if (request_.follower) {
+        follower_ = request_.follower;
+    } else if (auto follower = sessions_.follow_output(
+                   request_.session_id, proc, request_.want_stdout, request_.stdout_offset,
+                   request_.want_stderr, request_.stderr_offset)) {
         follower_ = std::move(*follower);
+    }
     if (request_.binary) {
         co_await ex_.begin_chunked(kBinaryStreamType);
     } else {

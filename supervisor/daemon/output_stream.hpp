@@ -48,6 +48,9 @@ struct StreamRequest {
     bool want_stdout = true;
     bool want_stderr = true;
     bool binary = false;  ///< frames of application/vnd.corral.stream instead of NDJSON
+    /// The hold on the output taken when the process started (exec: it follows both streams
+    /// from offset 0); null: the stream takes its own at the offsets above.
+    std::shared_ptr<OutputFollower> follower;
 };
 
 /// The content type of the binary framing, as clients ask for it in `Accept`.

@@ -45,6 +45,7 @@ struct Options {
     std::set<std::string> only;
     double kill_baseline_ms = 0;  ///< raw cgroup.kill median from corral_bench_cgroup, same run
     bool quick = std::getenv("CORRAL_BENCH_QUICK") != nullptr;
+    int output_rounds = 3;  ///< --output-rounds: pipe/NDJSON/binary rounds of the output group
 };
 
 /// A tier: its label and the session-create body naming the policy.
@@ -374,7 +375,7 @@ StreamRun run_exec_stream(DaemonConnection& c, const std::string& sid, long long
 // A plain pipe, the NDJSON stream and the binary frames, alternating round by round so load
 // changes hit all three alike; medians of the rounds.
 void bench_output(const Options& o, long long bytes) {
-    constexpr int kRounds = 3;
+    const int kRounds = std::max(1, o.output_rounds);
     std::string group = "output head -c " + std::to_string(bytes >> 20) + "M /dev/zero";
     const double mib = static_cast<double>(bytes) / (1 << 20);
     DaemonConnection c(o.socket);
@@ -528,11 +529,13 @@ int main(int argc, char** argv) {
             o.only.insert(argv[i + 1]);
         else if (a == "--kill-baseline")
             o.kill_baseline_ms = std::atof(argv[i + 1]);
+        else if (a == "--output-rounds")
+            o.output_rounds = std::atoi(argv[i + 1]);
     }
     if (o.socket.empty() || o.daemon_pid <= 0 || o.policy_dir.empty()) {
         std::fprintf(stderr,
                      "usage: %s --socket PATH --daemon-pid PID --policy-dir DIR [--only "
-                     "run|churn|kill|output|density]\n",
+                     "run|churn|kill|output|density] [--output-rounds N]\n",
                      argv[0]);
         return 2;
     }

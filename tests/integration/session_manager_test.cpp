@@ -584,6 +584,51 @@ TEST_F(SessionManagerTest, SessionManager_StalledStreamDoesNotHoldUpTheSessionsE
     EXPECT_EQ(report.killed_process_ids.size(), 1u);
 }
 
+TEST_F(SessionManagerTest, SessionManager_AStartThatFollowsItsOutputHoldsEveryByteForALateReader) {
+    // An exec's stream must see every byte from offset 0. Its reader turns up some turns of the
+    // loop after the launch settled (the request's coroutine resumes, the response begins);
+    // output a fast writer put out meanwhile beyond the cap was read and dropped before anything
+    // held it back (DaemonApi.Exec_SlowReaderGetsEveryByteOfOutputBeyondTheCap failed rarely
+    // under load: 1 MiB of 8 skipped). Here the reader comes as late as can be: once the writer
+    // filled the buffer to its cap or ended, and the loop ran on a while after that.
+    CreatedSession session = create("", "name: small\nextends: none\nlimits: { output: 64Ki }\n");
+    const std::string sid = session.info.id;
+    constexpr uint64_t kBytes = 4u << 20;  // beyond the cap and the 1 MiB pipe
+    ProcessRequest request;
+    request.command = "head -c " + std::to_string(kBytes) + " /dev/zero";
+    std::optional<Result<SessionManager::StartedProcess>> started;
+    auto handle = manager_->async_start_process(
+        sid, request,
+        [&](Result<SessionManager::StartedProcess> result) { started = std::move(result); },
+        /*follow_output=*/true);
+    ASSERT_TRUE(run_until([&] { return started.has_value(); })) << "the start never answered";
+    ASSERT_TRUE(*started) << (*started).error().describe();
+    const std::string proc = (*started)->info.id;
+    const std::shared_ptr<OutputFollower> follower = (*started)->follower;
+    ASSERT_TRUE(follower) << "the start took no hold";
+    const auto record = [&] { return manager_->get_process(sid, proc); };
+    ASSERT_TRUE(run_until([&] {
+        auto info = record();
+        return !info || !info->running || info->stdout_stats.total_bytes >= (64u << 10);
+    })) << "the writer never filled the buffer";
+    run_until([&] { return !record() || !record()->running; }, 300ms);  // the loop runs on
+    uint64_t at = 0, skipped = 0;
+    bool eof = false;
+    ASSERT_TRUE(run_until([&] {
+        auto chunk = manager_->read_output(sid, proc, OutputStream::out, at, 1 << 20);
+        if (!chunk) return true;
+        skipped += chunk->skipped;
+        at = chunk->next_offset;
+        eof = chunk->eof;
+        follower->advance(at, 0);
+        return eof;
+    })) << "the reader never reached the end";
+    EXPECT_TRUE(eof);
+    EXPECT_EQ(skipped, 0u) << "output was dropped before the reader came";
+    EXPECT_EQ(at, kBytes);
+    end(sid);
+}
+
 TEST_F(SessionManagerTest, SessionManager_LeafOfAProcessGoesWhenItsLastDescendantExits) {
     CreatedSession session = create("none");
     const std::string sid = session.info.id;

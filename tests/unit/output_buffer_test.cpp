@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -177,6 +178,68 @@ TEST(OutputBuffer, ReadsAcrossTheWrapPoint) {
         auto slice = buffer.read(off, 5);
         EXPECT_EQ(slice.offset, off);
         EXPECT_EQ(slice.bytes, pattern(off, std::min<uint64_t>(5, 35 - off)));
+    }
+}
+
+/// Writes `bytes` the way the daemon reads a pipe: into the ring's room where it offers one,
+/// else through append(). Returns whether the room was used.
+bool write_in_place(OutputBuffer& buffer, std::string_view bytes) {
+    OutputBuffer::Room room = buffer.room(bytes.size());
+    if (room.count == 0) {
+        buffer.append(bytes);
+        return false;
+    }
+    std::size_t copied = 0;
+    for (int i = 0; i < room.count; ++i) {
+        std::memcpy(room.parts[i].iov_base, bytes.data() + copied, room.parts[i].iov_len);
+        copied += room.parts[i].iov_len;
+    }
+    buffer.commit(copied);
+    if (copied < bytes.size()) buffer.append(bytes.substr(copied));
+    return true;
+}
+
+TEST(OutputBuffer, WritesInPlaceOnlyOnceGrownAndAfterTheHeadWasSaved) {
+    OutputBuffer buffer(16);
+    EXPECT_EQ(buffer.room(4).count, 0) << "still growing: append()";
+    buffer.append(pattern(0, 12));
+    buffer.append(pattern(12, 4));  // storage now 16 bytes, full, nothing dropped yet
+    EXPECT_EQ(buffer.room(4).count, 0) << "the first drop saves the head: append()";
+    buffer.append(pattern(16, 1));
+    OutputBuffer::Room room = buffer.room(100);
+    EXPECT_EQ(room.parts[0].iov_len + room.parts[1].iov_len, 16u) << "at most the cap";
+    EXPECT_EQ(OutputBuffer(0).room(4).count, 0) << "a cap of 0 keeps nothing";
+}
+
+TEST(OutputBuffer, InPlaceWritesKeepOffsetsContentsAndTheHead) {
+    // Chunk sizes that wrap the ring at every position, against the same stream appended.
+    for (std::size_t chunk : {1u, 3u, 5u, 7u, 16u, 17u}) {
+        OutputBuffer in_place(16), appended(16);
+        uint64_t written = 0;
+        bool used_room = false;
+        while (written < 200) {
+            used_room = write_in_place(in_place, pattern(written, chunk)) || used_room;
+            appended.append(pattern(written, chunk));
+            written += chunk;
+        }
+        EXPECT_TRUE(used_room) << chunk;
+        EXPECT_EQ(in_place.total_written(), written) << chunk;
+        EXPECT_EQ(in_place.start_offset(), appended.start_offset()) << chunk;
+        EXPECT_EQ(in_place.contents(), appended.contents()) << chunk;
+        EXPECT_EQ(in_place.excerpt().head, pattern(0, 8)) << chunk;
+        EXPECT_EQ(in_place.excerpt().tail, appended.excerpt().tail) << chunk;
+    }
+}
+
+TEST(OutputBuffer, ViewsAreTheBytesReadWouldCopy) {
+    OutputBuffer buffer(16);
+    for (int i = 0; i < 5; ++i) buffer.append(pattern(i * 7, 7));  // 35 bytes, wraps twice
+    for (uint64_t off = 10; off < 36; ++off) {
+        auto view = buffer.view(off, 9);
+        auto slice = buffer.read(off, 9);
+        EXPECT_EQ(view.offset, slice.offset) << off;
+        EXPECT_EQ(view.skipped, slice.skipped) << off;
+        EXPECT_EQ(std::string(view.parts[0]) + std::string(view.parts[1]), slice.bytes) << off;
     }
 }
 
