@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "base/tree_removal.hpp"
+#include "isolation/launch_worker.hpp"
 #include "isolation/limits.hpp"
 #include "policies/compiled/compiled_presets.hpp"
 #include "policies/policy_parser.hpp"
@@ -61,6 +62,10 @@ SessionManager::SessionManager(boost::asio::io_context& io, SessionManagerConfig
                                CgroupHost host)
     : io_(io), config_(std::move(config)), host_(std::move(host)) {
     if (!config_.egress.refused_total) config_.egress.refused_total = std::make_shared<uint64_t>(0);
+    // The launch worker (one thread for the process) starts with the manager, not at the first
+    // launch: its cost is paid at start, and a thread that appeared during a session's life would
+    // look like one the session left behind.
+    (void)LaunchWorker::shared();
 }
 
 Result<std::unique_ptr<SessionManager>> SessionManager::create(boost::asio::io_context& io,
