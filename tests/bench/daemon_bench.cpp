@@ -1,6 +1,7 @@
 // corrald benchmarks, against a daemon scripts/bench.sh started for this run:
 //   run     POST /run of /bin/true over kept-alive connections, 1/2/8 clients (req/s, p50, p99)
-//           against bare posix_spawn+wait of /bin/true in this process
+//           against issue 18's baseline, a bare fork+exec of the same command over a kept-alive
+//           connection (fork_exec_server.hpp), and bare posix_spawn+wait in this process
 //   churn   session create + delete per tier
 //   kill    DELETE of a session holding 1,000 processes (half setsid'd and reparented), to the
 //           response (the daemon answers once cgroup.events says populated 0), checked empty
@@ -30,6 +31,7 @@
 #include "tests/bench/bench_report.hpp"
 #include "tests/bench/cgroup_tree.hpp"
 #include "tests/bench/daemon_client.hpp"
+#include "tests/bench/fork_exec_server.hpp"
 
 extern char** environ;
 
@@ -105,9 +107,24 @@ double bare_spawn_median(int runs) {
 
 const std::string kRunTrue = R"({"argv":["/bin/true"]})";
 
+/// The same request to ForkExecServer over one kept-alive connection: issue 18's baseline for a
+/// daemon `run` (transport included, nothing of corral's). Empty when it cannot be measured.
+std::vector<double> fork_exec_server_samples(const ForkExecServer& server, int runs) {
+    if (!server.running()) return {};
+    DaemonConnection c(server.socket_path());
+    std::vector<double> samples;
+    for (int i = 0; i < runs + 10; ++i) {
+        double t = now_ms();
+        Response r = c.request("POST", "/run", kRunTrue);
+        if (r.status != 200 || r.body.find("\"exitCode\":0") == std::string::npos) return {};
+        if (i >= 10) samples.push_back(now_ms() - t);  // the first ten warm it up
+    }
+    return samples;
+}
+
 /// `clients` threads, one kept-alive connection each, `per_client` runs of /bin/true each.
 void bench_run(const Options& o, const std::string& tier, const json& create_body, int clients,
-               int per_client, double baseline) {
+               int per_client, double baseline, double spawn) {
     std::string group = "daemon run /bin/true (" + tier + ")";
     std::string label = std::to_string(clients) + (clients == 1 ? " client" : " clients");
     DaemonConnection admin(o.socket);
@@ -139,10 +156,11 @@ void bench_run(const Options& o, const std::string& tier, const json& create_bod
     if (failures) return print_failed_row(group, label, "FAILED (" + first_failure + ")");
     std::vector<double> all;
     for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
-    char note[64];
-    std::snprintf(note, sizeof note, "%.0f req/s, n=%zu", all.size() / (elapsed / 1000),
-                  all.size());
-    print_row(group, label, quantile(all, 0.5), quantile(all, 0.99), "ms", baseline, note);
+    char note[96];
+    const double median = quantile(all, 0.5);
+    std::snprintf(note, sizeof note, "%.0f req/s, n=%zu; %.2fx posix_spawn", all.size() / (elapsed / 1000),
+                  all.size(), spawn > 0 ? median / spawn : 0.0);
+    print_row(group, label, median, quantile(all, 0.99), "ms", baseline, note);
 }
 
 void bench_churn(const Options& o, int runs) {
@@ -547,10 +565,24 @@ int main(int argc, char** argv) {
     const int runs = o.quick ? 50 : 300;
     double bare = bare_spawn_median(100);
     if (wants("run")) {
+        // Forked before any thread of ours exists.
+        ForkExecServer server;
+        const auto server_samples = fork_exec_server_samples(server, runs);
+        const double served = server_samples.empty() ? 0 : quantile(server_samples, 0.5);
+        const std::string group = "daemon run /bin/true";
+        if (served > 0)
+            print_row(group, "bare fork+exec server, kept-alive (baseline)", served,
+                      quantile(server_samples, 0.99), "ms", served,
+                      "issue 18's baseline: fork, exec, pipes, waitpid, no sandbox");
+        else
+            print_failed_row(group, "bare fork+exec server", "FAILED (could not serve)");
+        print_row(group, "bare posix_spawn+wait, in process", bare, bare, "ms", served,
+                  "no transport");
         auto all = tiers(o);
         for (int clients : {1, 2, 8})
-            bench_run(o, all[0].label, all[0].create_body, clients, runs / clients + 1, bare);
-        bench_run(o, all[3].label, all[3].create_body, 1, runs, bare);
+            bench_run(o, all[0].label, all[0].create_body, clients, runs / clients + 1, served,
+                      bare);
+        bench_run(o, all[3].label, all[3].create_body, 1, runs, served, bare);
     }
     if (wants("churn")) bench_churn(o, o.quick ? 20 : 100);
     if (wants("kill")) {
