@@ -234,7 +234,7 @@ const Process::StreamReader& Process::reader(OutputStream stream) const {
     return stream == OutputStream::out ? out_ : err_;
 }
 
-ProcessInfo Process::info() const {
+ProcessInfo Process::info(bool read_usage) const {
     ProcessInfo info;
     info.id = setup_.id;
     info.terminal = setup_.terminal != nullptr;
@@ -260,6 +260,8 @@ ProcessInfo Process::info() const {
     info.timeout = setup_.timeout;
     if (finished_ || !leaf_.valid()) {
         info.usage = final_usage_;
+    } else if (!read_usage) {
+        // left zero: the caller said it does not answer with it
     } else if (auto usage = leaf_.usage()) {
         info.usage = *usage;
     }

@@ -218,7 +218,8 @@ class SessionManager {
     /// What async_start_process answers with: the record once the launch settled, and the hold
     /// on its output when the start asked for one.
     struct StartedProcess {
-        ProcessInfo info;
+        ProcessInfo info;  ///< its `usage` is not read (zero): answer with get_process's
+
         /// Follows both streams from offset 0, taken before the pipes were first read; null
         /// unless asked for.
         std::shared_ptr<OutputFollower> follower;

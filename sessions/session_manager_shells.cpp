@@ -32,7 +32,9 @@ WaitHandle SessionManager::async_start_process(const std::string& sid,
                 (*shared_handler)(sys_error(ENOENT, "the process is gone"));
                 return;
             }
-            (*shared_handler)(StartedProcess{self->info(), follower});
+            // Without usage: run and exec use the id only; a spawn or terminal answer reads
+            // the record again (get_process).
+            (*shared_handler)(StartedProcess{self->info(/*read_usage=*/false), follower});
         });
     };
     auto session = find_active(sid);

@@ -2,6 +2,7 @@
 // server on one io_context, and runs until SIGINT/SIGTERM, when it stops accepting, ends every
 // stream truthfully, ends every session (kill trees, remove cgroups) and exits 0.
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -203,6 +204,12 @@ int main(int argc, char** argv) {
         std::perror("corrald: prctl(PR_SET_DUMPABLE, 0)");
         return 1;
     }
+    // glibc gives each thread that allocates an arena of its own, up to 8 per CPU, and an arena
+    // keeps its pages while anything in it lives. corrald's work is on its loop thread; the
+    // others (two per isolated session: its NetnsThread and nftables worker) allocate little and
+    // seldom, so they share: with 100 `default` sessions corrald held 32.7 MB (39.6 MB at a
+    // second hundred) with an arena per thread, 26.8 (28.2) MB with two arenas.
+    (void)::mallopt(M_ARENA_MAX, 2);
     auto options = parse_daemon_options(std::vector<std::string>(argv + 1, argv + argc));
     if (!options) {
         std::fprintf(stderr, "corrald: %s\n%s", options.error().describe().c_str(),

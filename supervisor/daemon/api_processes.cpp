@@ -198,7 +198,8 @@ asio::awaitable<void> Api::spawn(Exchange& ex, const RouteParams& params, const 
     request.background = true;  // only its own timeoutMs applies
     const auto started = co_await start_command(ex, params.at("sid"), request);
     if (!started) co_return;  // not for a spawn: only a queued shell command sees its client go
-    const nlohmann::json reply = process_json(started->info);
+    auto record = sessions_.get_process(params.at("sid"), started->info.id);  // with its usage
+    const nlohmann::json reply = process_json(record ? *record : started->info);
     co_await ex.send_json(201, reply);
 }
 

@@ -72,7 +72,8 @@ asio::awaitable<void> Api::create_terminal(Exchange& ex, const RouteParams& para
     if (!shell.empty()) start_in_shell(take(sessions_.get_shell(params.at("sid"), shell)), request);
     const auto started = co_await start_command(ex, params.at("sid"), request);
     if (!started) co_return;
-    const nlohmann::json reply = process_json(started->info);
+    auto record = sessions_.get_process(params.at("sid"), started->info.id);  // with its usage
+    const nlohmann::json reply = process_json(record ? *record : started->info);
     co_await ex.send_json(201, reply);
 }
 
