@@ -89,7 +89,7 @@ Status Session::journal_session() const {
 
 void Session::journal_process_started(const Process& process) const {
     if (!context_.journal) return;
-    const ProcessInfo info = process.info();
+    const ProcessInfo info = process.info(/*read_usage=*/false);  // the record has no usage
     JournalProcess record;
     record.id = info.id;
     record.pid = info.pid;
