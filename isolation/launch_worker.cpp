@@ -16,6 +16,8 @@
 #include <optional>
 #include <vector>
 
+#include "isolation/setup_watchdog.hpp"
+
 namespace corral {
 namespace {
 
@@ -174,6 +176,11 @@ Status LaunchWorker::start() {
         return sys_error(error, "launch worker: a descriptor table of its own");
     }
     thread_.detach();
+    // The thread that bounds the setups of the worker's children that share our memory
+    // (setup_watchdog.hpp), started now rather than at a session's first launch, where a new
+    // thread would look like one the session left behind.
+    if (Status watchdog = start_setup_watchdog(); !watchdog)
+        std::fprintf(stderr, "corral: %s; launches with a setup limit fork\n", watchdog.error().describe().c_str());
     return {};
 }
 
