@@ -180,7 +180,8 @@ Status LaunchWorker::start() {
     // (setup_watchdog.hpp), started now rather than at a session's first launch, where a new
     // thread would look like one the session left behind.
     if (Status watchdog = start_setup_watchdog(); !watchdog)
-        std::fprintf(stderr, "corral: %s; launches with a setup limit fork\n", watchdog.error().describe().c_str());
+        std::fprintf(stderr, "corral: %s; launches with a setup limit fork\n",
+                     watchdog.error().describe().c_str());
     return {};
 }
 
