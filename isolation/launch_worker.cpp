@@ -233,6 +233,7 @@ std::vector<UniqueFd> LaunchWorker::run(Job& job, const int* received, size_t co
     for (int& fd : spec.v1_join_fds) fd = ours(fd);
     if (spec.confinement != nullptr && spec.confinement->landlock_ruleset.valid())
         spec.landlock_ruleset_fd = ours(spec.confinement->landlock_ruleset.get());
+    if (!spec.setup_limit) spec.setup_limit = kSetupReportLimit;  // see launch_worker.hpp
     auto pending = corral::launch_begin(spec);
     if (!pending) {
         job.error = std::move(pending.error());

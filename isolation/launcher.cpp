@@ -473,8 +473,10 @@ std::optional<Result<PidRef>> start_child_sharing_memory(const LaunchSpec& spec,
 
 bool launch_may_share_memory(const LaunchSpec& spec, int suid_dumpable) {
     if (!spec.may_share_memory) return false;
-    // corrald's pid and user namespace: no holder to join, nothing to unshare.
-    if (spec.namespace_holder_pidfd >= 0 || spec.namespace_flags != 0) return false;
+    // corrald's pid and user namespace: no namespace to join (child_main joins the holder's
+    // namespace_flags; a holder without any, a `none` session's output keeper, is joined to
+    // nothing, and the pid namespace of our children is ours).
+    if (spec.namespace_flags != 0) return false;
     if (hands_over_listener(spec)) return false;
     // corrald's credentials: no uid/gid change, no capability dropped.
     if (spec.confinement != nullptr &&

@@ -92,7 +92,8 @@ struct LaunchSpec {
     /// How long launch() waits for the child to reach execve without it making progress
     /// (kSetupReportLimit in corrald, setup_deadline.hpp): a child stopped or frozen before it is
     /// killed after this, and launch() fails with ETIMEDOUT. nullopt: as long as it takes
-    /// (`corral run`, whose only work is this child).
+    /// (`corral run`, whose only work is this child). launch_begin() applies it to a child that
+    /// shares our memory (setup_watchdog.hpp), which suspends it until the child has exec'd.
     std::optional<std::chrono::milliseconds> setup_limit;
     /// false: start the child as a copy of our memory (fork) even where
     /// launch_may_share_memory() allows sharing it (tests compare the two paths).

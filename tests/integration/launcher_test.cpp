@@ -386,8 +386,11 @@ TEST(LaunchMayShareMemory, AdmitsOnlyChildrenThatNothingButOurCredentialsCanStop
     holder.namespace_holder_pidfd = 4;
     holder.namespace_flags = CLONE_NEWPID | CLONE_NEWNS;
     EXPECT_FALSE(launch_may_share_memory(holder, 0));
-    holder.namespace_flags = 0;
+    holder.namespace_flags = CLONE_NEWNET;
     EXPECT_FALSE(launch_may_share_memory(holder, 0));
+    // A `none` session's output keeper is its holder, with no namespace to join.
+    holder.namespace_flags = 0;
+    EXPECT_TRUE(launch_may_share_memory(holder, 0));
     LaunchSpec userns = none;
     userns.namespace_flags = CLONE_NEWUSER;
     EXPECT_FALSE(launch_may_share_memory(userns, 0));
