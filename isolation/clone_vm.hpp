@@ -8,7 +8,9 @@
 // call fn(arg) on the stack given in clone_args and end the child with SYS_exit: it never
 // returns through a frame of ours.
 //
-// x86_64 only; elsewhere clone_on_stack_available() is false and callers fork as before.
+// x86_64 only; elsewhere clone_on_stack_available() is false and callers fork as before. Also
+// false under AddressSanitizer: the child's instrumented frames would poison shadow memory for a
+// stack ASan does not know, shadow shared with the parent, and _exit leaves it poisoned.
 
 #include <linux/sched.h>
 #include <sys/types.h>
@@ -21,7 +23,9 @@ namespace corral {
 
 /// Whether clone3_on_stack() exists on this architecture (compiled in: x86_64).
 constexpr bool clone_on_stack_available() noexcept {
-#if defined(__x86_64__)
+#if defined(__SANITIZE_ADDRESS__)
+    return false;
+#elif defined(__x86_64__)
     return true;
 #else
     return false;

@@ -431,7 +431,7 @@ class SharedMemoryLaunchTest : public LauncherTest {
     void SetUp() override {
         LauncherTest::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        if (!clone_on_stack_available()) GTEST_SKIP() << "clone3_on_stack is x86_64 only";
+        if (!clone_on_stack_available()) GTEST_SKIP() << "no clone3_on_stack in this build (x86_64 only, not under ASan)";
         if (!launch_may_share_memory(spec({"true"})))
             GTEST_SKIP() << "this host's suid_dumpable keeps launches forking";
     }
@@ -532,12 +532,12 @@ void count_signal(int) {
     signals_received.fetch_add(1, std::memory_order_relaxed);
 }
 
-// The hazards of a child on our memory (glibc bug 10354-style: a vfork child that ran on, or
-// wrote to, what the parent and its other threads use; posix_spawn's own history): while one
-// thread hammers the allocator (whose locks a child calling malloc could find held) and another
-// keeps signalling the process (whose handlers must never run in the child), 2,000 launches
-// through the worker all start, all exit with the status their command chose, and leave no
-// descriptor behind.
+// The hazards of a child on our memory, as glibc met them when posix_spawn moved to CLONE_VM |
+// CLONE_VFORK on a stack of its own (sourceware bug 10354, and the signal-handler and stack
+// fixes that followed): while one thread hammers the allocator (whose locks a child calling
+// malloc could find held) and another keeps signalling the process (whose handlers must never
+// run in the child), 2,000 launches through the worker all start, all exit with the status
+// their command chose, and leave no descriptor behind.
 TEST_F(SharedMemoryLaunchTest, TwoThousandLaunchesBesideMallocAndSignalStorms) {
     LaunchWorker* worker = LaunchWorker::shared();
     ASSERT_NE(worker, nullptr);
