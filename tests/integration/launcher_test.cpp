@@ -431,7 +431,8 @@ class SharedMemoryLaunchTest : public LauncherTest {
     void SetUp() override {
         LauncherTest::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        if (!clone_on_stack_available()) GTEST_SKIP() << "no clone3_on_stack in this build (x86_64 only, not under ASan)";
+        if (!clone_on_stack_available())
+            GTEST_SKIP() << "no clone3_on_stack in this build (x86_64 only, not under ASan)";
         if (!launch_may_share_memory(spec({"true"})))
             GTEST_SKIP() << "this host's suid_dumpable keeps launches forking";
     }
