@@ -16,6 +16,8 @@
 #include <optional>
 #include <vector>
 
+#include "isolation/setup_watchdog.hpp"
+
 namespace corral {
 namespace {
 
@@ -174,6 +176,12 @@ Status LaunchWorker::start() {
         return sys_error(error, "launch worker: a descriptor table of its own");
     }
     thread_.detach();
+    // The thread that bounds the setups of the worker's children that share our memory
+    // (setup_watchdog.hpp), started now rather than at a session's first launch, where a new
+    // thread would look like one the session left behind.
+    if (Status watchdog = start_setup_watchdog(); !watchdog)
+        std::fprintf(stderr, "corral: %s; launches with a setup limit fork\n",
+                     watchdog.error().describe().c_str());
     return {};
 }
 
@@ -225,6 +233,7 @@ std::vector<UniqueFd> LaunchWorker::run(Job& job, const int* received, size_t co
     for (int& fd : spec.v1_join_fds) fd = ours(fd);
     if (spec.confinement != nullptr && spec.confinement->landlock_ruleset.valid())
         spec.landlock_ruleset_fd = ours(spec.confinement->landlock_ruleset.get());
+    if (!spec.setup_limit) spec.setup_limit = kSetupReportLimit;  // see launch_worker.hpp
     auto pending = corral::launch_begin(spec);
     if (!pending) {
         job.error = std::move(pending.error());

@@ -16,7 +16,10 @@
 // clone3, non-dumpable and with every signal blocked, exactly as launch_begin() makes it.
 //
 // The caller waits for the worker's answer: the worker does what the caller did before (set up,
-// clone3, close), never waits for the child, so the wait is as bounded as the launch was.
+// clone3, close), never waits for the child, so the wait is as bounded as the launch was. A
+// child that shares corrald's memory (launcher.hpp, issue 18) suspends the worker until it has
+// exec'd: where the spec names no setup limit, the worker gives it kSetupReportLimit, which the
+// setup watchdog applies (setup_watchdog.hpp), so the caller's wait stays bounded.
 
 #include <memory>
 #include <mutex>

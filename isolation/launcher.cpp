@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,9 +26,11 @@
 #include "base/pipe.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
+#include "isolation/clone_vm.hpp"
 #include "isolation/exit_reason.hpp"
 #include "isolation/namespaces.hpp"
 #include "isolation/setup_deadline.hpp"
+#include "isolation/setup_watchdog.hpp"
 
 namespace corral {
 namespace {
@@ -130,6 +133,35 @@ void reset_signals() noexcept {
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
+#if defined(__x86_64__)
+/// The kernel's struct sigaction on x86_64 (glibc's differs): SIG_DFL needs no restorer.
+struct KernelSigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)();
+    uint64_t mask;
+};
+#endif
+
+/// reset_signals() for a child sharing our memory, with raw system calls: glibc's sigaction
+/// refuses its internal signals 32 and 33 (SIGCANCEL, SIGSETXID), whose handlers in the child's
+/// copy of the table would otherwise run on corrald's memory (the setxid handler counts down a
+/// word another corrald thread waits on) if one arrived between the unblocking and execve.
+void reset_signals_sharing_memory() noexcept {
+#if defined(__x86_64__)
+    KernelSigaction dfl{};
+    dfl.handler = SIG_DFL;
+    for (int sig = 1; sig <= 64; ++sig) {
+        if (sig == SIGKILL || sig == SIGSTOP) continue;
+        ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof(uint64_t));
+    }
+    const uint64_t none = 0;
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
+#else
+    reset_signals();
+#endif
+}
+
 /// Every descriptor above stdio becomes close-on-exec: the daemon's sockets and other sessions'
 /// pipes must not leak into a sandboxed command, while the report pipe stays usable until exec.
 void mark_fds_cloexec(int first) noexcept {
@@ -149,8 +181,8 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
     return ::dup2(spec.extra_fd, 3) == 3;
 }
 
-[[noreturn]] void exec_child(const LaunchSpec& spec, const ChildPlan& plan,
-                             int report_fd) noexcept {
+[[noreturn]] void exec_child(const LaunchSpec& spec, const ChildPlan& plan, int report_fd,
+                             volatile int* reached_execve) noexcept {
     if (!setup_stdio(spec)) child_fail(report_fd, "set up stdio", errno);
     if (spec.extra_fd >= 3 && !setup_extra_fd(spec, report_fd))
         child_fail(report_fd, "set up fd 3", errno);
@@ -170,6 +202,9 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
         if (listener >= 0 && !write_listener_report(report_fd, listener))
             child_fail(report_fd, "hand the seccomp listener over", errno);
     }
+    // Sharing our memory: tells the parent, once it runs again, that a child gone without a
+    // report got this far (exec'd, or died in or after execve like any command may).
+    if (reached_execve != nullptr) *reached_execve = 1;
     int error = ENOENT;
     bool saw_eacces = false;
     for (const auto& candidate : plan.candidates) {
@@ -203,16 +238,31 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
 /// The child: joins the v1 cgroups and the session's namespaces, then becomes the command. It
 /// was born in the session's pid namespace (the parent entered it for its children, see
 /// PidNamespaceForChildren); every other namespace applies to the caller itself.
+/// `reached_execve` non-null: the child shares our memory (CLONE_VM | CLONE_VFORK, launcher.hpp)
+/// and sets it just before execve.
 [[noreturn]] void child_main(const LaunchSpec& spec, const ChildPlan& plan, int report_fd,
-                             int release_fd) noexcept {
-    // Until execve this is a copy of the caller's memory. corrald and corral are non-dumpable
-    // from main() (fork keeps it); repeat it for any other caller of the launcher (issue 10.1).
-    // Defence in depth, kept even though redundant for them: one caller that forgets (a test, a
-    // future tool) would expose its memory to /proc/N/mem of the sandbox until execve.
-    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    // Born with every signal blocked (launch_begin): no handler of the caller's may run in this
-    // copy of it. Defaults first, then the mask is cleared.
-    reset_signals();
+                             int release_fd, volatile int* reached_execve) noexcept {
+    if (reached_execve == nullptr) {
+        // Until execve this is a copy of the caller's memory. corrald and corral are
+        // non-dumpable from main() (fork keeps it); repeat it for any other caller of the
+        // launcher (issue 10.1). Defence in depth, kept even though redundant for them: one
+        // caller that forgets (a test, a future tool) would expose its memory to /proc/N/mem of
+        // the sandbox until execve.
+        ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        // Born with every signal blocked (launch_begin): no handler of the caller's may run in
+        // this copy of it. Defaults first, then the mask is cleared.
+        reset_signals();
+    } else {
+        // Not here: dumpability is a flag of the mm, and until execve our mm *is* the caller's,
+        // so PR_SET_DUMPABLE 0 would make corrald itself non-dumpable for good (for corrald and
+        // corral a no-op, for any other caller a lasting change). Nothing is exposed by leaving
+        // it: launch_may_share_memory() admits only a child with the caller's own credentials
+        // and namespaces, so whoever may open its /proc/N/mem or /proc/N/exe (CVE-2019-5736)
+        // until execve may open the caller's already, and it is the same memory and the same
+        // binary; execve then gives the child a fresh mm, whose dumpability the kernel sets
+        // from the new program (setuid, unreadable) as for any exec.
+        reset_signals_sharing_memory();
+    }
     if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup
         char go;
         ssize_t n;
@@ -231,7 +281,22 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
         if ((flags & CLONE_NEWUSER) && !become_namespace_root(host_root))
             child_fail(report_fd, "become root of the user namespace", errno);
     }
-    exec_child(spec, plan, report_fd);
+    exec_child(spec, plan, report_fd, reached_execve);
+}
+
+/// What a child sharing our memory gets (clone3_on_stack's argument). It lives in the suspended
+/// launching thread's frame; `reached_execve` is the only word of it the child writes, and the
+/// parent reads it only once the child has exec'd or exited.
+struct SharedMemoryChild {
+    const LaunchSpec* spec = nullptr;
+    const ChildPlan* plan = nullptr;
+    int report_fd = -1;
+    volatile int reached_execve = 0;
+};
+
+int shared_memory_child(void* arg) noexcept {
+    auto* child = static_cast<SharedMemoryChild*>(arg);
+    child_main(*child->spec, *child->plan, child->report_fd, -1, &child->reached_execve);
 }
 
 // ---- parent side ----
@@ -253,6 +318,12 @@ Result<Pipe> make_report_socket() {
 /// Reaps a child that failed setup (it has exited or is about to).
 void reap(const PidRef& child) {
     (void)child.wait();
+}
+
+/// Whether the child hands its seccomp listener over before execve (launcher.hpp).
+bool hands_over_listener(const LaunchSpec& spec) {
+    return spec.refusals != nullptr && spec.confinement != nullptr &&
+           !spec.confinement->seccomp_notifying_filter.empty();
 }
 
 Error failure_error(const ChildReport& report) {
@@ -298,7 +369,7 @@ class PidNamespaceForChildren {
 Result<PidRef> start_child(const LaunchSpec& spec, ChildPlan& plan, int report_fd) {
     int pidfd = -1;
     pid_t pid = clone3_fork(CLONE_PIDFD, spec.cgroup_fd, &pidfd);
-    if (pid == 0) child_main(spec, plan, report_fd, -1);
+    if (pid == 0) child_main(spec, plan, report_fd, -1, nullptr);
     if (pid > 0) return PidRef(pid, UniqueFd(pidfd));
     if (errno != ENOSYS && errno != E2BIG && errno != EINVAL)
         return sys_error("clone3 into cgroup");
@@ -307,7 +378,7 @@ Result<PidRef> start_child(const LaunchSpec& spec, ChildPlan& plan, int report_f
     if (!release) return std::move(release.error());
     pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
     if (pid < 0) return sys_error("clone");
-    if (pid == 0) child_main(spec, plan, report_fd, release->read_end.get());
+    if (pid == 0) child_main(spec, plan, report_fd, release->read_end.get(), nullptr);
     release->read_end.reset();
     auto fd = pidfd_open(pid);
     PidRef child(pid, fd ? std::move(*fd) : UniqueFd());
@@ -325,7 +396,105 @@ Result<PidRef> start_child(const LaunchSpec& spec, ChildPlan& plan, int report_f
     return child;
 }
 
+/// Whether the cgroup is frozen (cgroup.events): a child born there would not run until thawed,
+/// and one sharing our memory would hold us until then. corrald freezes a session's cgroup only
+/// in its freeze-and-kill fallback (no cgroup.kill), never for long; the watchdog covers a
+/// freeze that comes after this look.
+bool cgroup_frozen(int cgroup_fd) {
+    auto events = read_file(cgroup_fd, "cgroup.events");
+    return events && events->find("frozen 1") != std::string::npos;
+}
+
+/// Starts the child sharing our memory (launcher.hpp: only where launch_may_share_memory()). The
+/// calling thread is suspended until the child has exec'd or exited. nullopt: this kernel cannot
+/// (no clone3 or CLONE_INTO_CGROUP), fork instead.
+std::optional<Result<PidRef>> start_child_sharing_memory(const LaunchSpec& spec,
+                                                         const ChildPlan& plan,
+                                                         const Pipe& channel) {
+    auto stack = thread_child_stack();
+    if (!stack) return Result<PidRef>(std::move(stack.error()));
+    SharedMemoryChild child;
+    child.spec = &spec;
+    child.plan = &plan;
+    child.report_fd = channel.write_end.get();
+    // The kernel writes the pid and pidfd here before the child runs: the watchdog, which
+    // applies spec.setup_limit while we are suspended, reads them from another thread.
+    WatchedLaunch watched;
+    clone_args args{};
+    args.flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_PARENT_SETTID | CLONE_INTO_CGROUP;
+    args.pidfd = reinterpret_cast<uintptr_t>(&watched.pidfd);
+    args.parent_tid = reinterpret_cast<uintptr_t>(&watched.pid);
+    args.cgroup = static_cast<uint64_t>(spec.cgroup_fd);
+    args.exit_signal = SIGCHLD;
+    args.stack = reinterpret_cast<uintptr_t>(stack->base);
+    args.stack_size = stack->size;
+    // Every signal blocked across the clone, as for a fork (launch_begin), and with a raw
+    // system call: glibc's sigprocmask leaves its internal 32 and 33 unblocked, whose handlers
+    // must not run in a child on our memory before it has reset them.
+    uint64_t all = ~uint64_t{0}, ours = 0;
+    if (spec.setup_limit) {
+        watched.limit = *spec.setup_limit;
+        arm_setup_watchdog(watched);
+    }
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &ours, sizeof all);
+    const pid_t pid = clone3_on_stack(args, shared_memory_child, &child);
+    const int clone_errno = errno;
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &ours, nullptr, sizeof ours);
+    std::optional<SetupDeadline> expired;
+    if (spec.setup_limit) expired = disarm_setup_watchdog(watched);
+    if (pid < 0) {
+        if (clone_errno == ENOSYS || clone_errno == E2BIG || clone_errno == EINVAL)
+            return std::nullopt;
+        return Result<PidRef>(sys_error(clone_errno, "clone3 into cgroup, sharing memory"));
+    }
+    PidRef started(pid, UniqueFd(watched.pidfd));
+    if (expired) {  // killed by the watchdog before execve: as launch() after its limit
+        reap(started);
+        return Result<PidRef>(launch_deadline_error(*expired));
+    }
+    if (child.reached_execve != 0) return Result<PidRef>(std::move(started));
+    // Gone before execve. With a report (a setup step failed), the caller reads it as usual;
+    // without one it was killed (SIGKILL from another thread or a same-credentials process):
+    // it never ran the command, so that is the launch's failure, not the command's.
+    pollfd report{channel.read_end.get(), POLLIN, 0};
+    if (::poll(&report, 1, 0) == 1 && (report.revents & POLLIN))
+        return Result<PidRef>(std::move(started));
+    auto status = started.wait();
+    std::string how = "exited";
+    if (status && !status->exited)
+        how = "killed by signal " + std::to_string(status->code);
+    else if (status)
+        how = "exited with " + std::to_string(status->code);
+    return Result<PidRef>(
+        sys_error(ECANCELED, "the process " + how + " before execve, without a report"));
+}
+
 }  // namespace
+
+bool launch_may_share_memory(const LaunchSpec& spec, int suid_dumpable) {
+    if (!spec.may_share_memory) return false;
+    // corrald's pid and user namespace: no namespace to join (child_main joins the holder's
+    // namespace_flags; a holder without any, a `none` session's output keeper, is joined to
+    // nothing, and the pid namespace of our children is ours).
+    if (spec.namespace_flags != 0) return false;
+    if (hands_over_listener(spec)) return false;
+    // corrald's credentials: no uid/gid change, no capability dropped.
+    if (spec.confinement != nullptr &&
+        (spec.confinement->change_ids || spec.confinement->drop_capabilities))
+        return false;
+    // 0 (never dumpable after a credential change) and 2 (only root may dump) keep a shared mm
+    // as closed as corrald's; 1, or a value we could not read, would not.
+    return suid_dumpable == 0 || suid_dumpable == 2;
+}
+
+bool launch_may_share_memory(const LaunchSpec& spec) {
+    static const int suid_dumpable = [] {
+        auto text = read_file("/proc/sys/fs/suid_dumpable");
+        if (!text || text->empty() || (*text)[0] < '0' || (*text)[0] > '2') return -1;
+        return (*text)[0] - '0';
+    }();
+    return launch_may_share_memory(spec, suid_dumpable);
+}
 
 Result<PendingLaunch> launch_begin(const LaunchSpec& spec) {
     if (spec.argv.empty() || spec.argv[0].empty()) return plain_error("launch: empty argv");
@@ -336,11 +505,21 @@ Result<PendingLaunch> launch_begin(const LaunchSpec& spec) {
     plan.envp = c_array(spec.env);
     plan.chdir_step = "chdir `" + spec.cwd + "`";
     plan.exec_step = std::string(kExecStep) + spec.argv[0] + "`";
-    plan.hand_over_listener = spec.refusals != nullptr && spec.confinement != nullptr &&
-                              !spec.confinement->seccomp_notifying_filter.empty();
+    plan.hand_over_listener = hands_over_listener(spec);
 
     auto pipe = plan.hand_over_listener ? make_report_socket() : make_pipe();
     if (!pipe) return std::move(pipe.error());
+    if (clone_on_stack_available() && launch_may_share_memory(spec) &&
+        (!spec.setup_limit || start_setup_watchdog()) && !cgroup_frozen(spec.cgroup_fd)) {
+        if (auto shared = start_child_sharing_memory(spec, plan, *pipe)) {
+            pipe->write_end.reset();  // EOF: it has exec'd or exited
+            if (!*shared) return std::move(shared->error());
+            PendingLaunch pending;
+            pending.child = std::move(**shared);
+            pending.report = std::move(pipe->read_end);
+            return pending;
+        }
+    }
     std::optional<PidNamespaceForChildren> pid_namespace;
     if (spec.namespace_holder_pidfd >= 0 && (spec.namespace_flags & CLONE_NEWPID)) {
         auto entered = PidNamespaceForChildren::enter(spec.namespace_holder_pidfd);

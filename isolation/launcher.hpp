@@ -14,6 +14,36 @@
 // pair, over which the child sends its seccomp listener (SCM_RIGHTS) as the first call after
 // installing its filter, before execve. The listener is close-on-exec, so the command never holds
 // it: a process holding its own listener could answer its own refused calls with "continue".
+//
+// Sharing memory (issue 18): fork's copy of corrald's address space was half of corrald's CPU per
+// launch (copy_page_range at the clone, unmapping the copy at execve, copy-on-write faults in
+// corrald afterwards). Where launch_may_share_memory() allows it, the child is started with
+// CLONE_VM | CLONE_VFORK (clone_vm.hpp) instead: nothing is copied, and the launching thread is
+// suspended until the child has exec'd or exited. The rule, because that suspension reaches
+// corrald's loop (it waits for the launch worker, launch_worker.hpp):
+//
+//   Share memory only where nothing that cannot already stop corrald can stop or stall the child
+//   before execve.
+//
+// A child stopped before execve is otherwise bounded by spec.setup_limit (issue 12 item 1); a
+// suspended launcher cannot apply one. So the child must keep corrald's credentials, user
+// namespace and pid namespace up to execve: no namespaces to join (a session's processes could
+// signal, ptrace or freeze a child in their namespaces), no uid/gid or capability change (a
+// process of the new identity, or one with fewer capabilities, could stop or ptrace it; a uid
+// change makes the kernel set the shared mm's dumpability from suid_dumpable), and no seccomp
+// listener to hand over (its refused calls before execve are answered by the launcher, which is
+// suspended: the child would wait for ever). With /proc/sys/fs/suid_dumpable 1 it never shares: any
+// credential change the kernel makes on the child's behalf would then make corrald's own mm
+// dumpable. In practice: sessions of the `none` preset and `corral run --policy none`. Everything
+// else forks as before.
+//
+// What a child sharing our memory may do before execve (child_main): only system calls and
+// writes to its own stack (and the one word that says it reached execve), never malloc/free
+// (corrald's other threads keep running and may hold the allocator's locks) or anything another
+// thread reads; errno and TLS are the suspended launcher's. Its signal handlers are a copy (no
+// CLONE_SIGHAND), reset to the defaults before it unblocks the signals every launch blocks
+// across the clone (glibc's internal 32 and 33 too). It cannot make itself non-dumpable as a
+// forked child does: the flag belongs to the mm, which is corrald's until execve.
 
 #include <sys/types.h>
 
@@ -62,9 +92,21 @@ struct LaunchSpec {
     /// How long launch() waits for the child to reach execve without it making progress
     /// (kSetupReportLimit in corrald, setup_deadline.hpp): a child stopped or frozen before it is
     /// killed after this, and launch() fails with ETIMEDOUT. nullopt: as long as it takes
-    /// (`corral run`, whose only work is this child).
+    /// (`corral run`, whose only work is this child). launch_begin() applies it to a child that
+    /// shares our memory (setup_watchdog.hpp), which suspends it until the child has exec'd.
     std::optional<std::chrono::milliseconds> setup_limit;
+    /// false: start the child as a copy of our memory (fork) even where
+    /// launch_may_share_memory() allows sharing it (tests compare the two paths).
+    bool may_share_memory = true;
 };
+
+/// Whether spec's child may share our memory until execve (CLONE_VM | CLONE_VFORK; the rule is
+/// at the top of this file): no namespaces to join, no identity or capability change, no seccomp
+/// listener to hand over, and /proc/sys/fs/suid_dumpable (read once) not 1. launch_begin()
+/// shares where this allows and the architecture has clone3_on_stack() (clone_vm.hpp).
+bool launch_may_share_memory(const LaunchSpec& spec);
+/// The same decision with suid_dumpable's value given (-1: unknown, never shares).
+bool launch_may_share_memory(const LaunchSpec& spec, int suid_dumpable);
 
 /// A setup failure inside the child: which step, which errno.
 struct LaunchFailure {

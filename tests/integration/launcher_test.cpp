@@ -5,19 +5,23 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-#include <poll.h>
-#include <sys/resource.h>
-
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "base/file_io.hpp"
 #include "base/pipe.hpp"
 #include "isolation/cgroup.hpp"
+#include "isolation/clone_vm.hpp"
 #include "isolation/confinement.hpp"
 #include "isolation/landlock.hpp"
 #include "isolation/launch_worker.hpp"
@@ -227,8 +231,11 @@ std::pair<Result<bool>, PendingLaunch> launch_through_worker(const LaunchSpec& s
     if (!pending) return {Result<bool>(std::move(pending.error())), PendingLaunch{}};
     for (;;) {
         pollfd ready{pending->report.get(), POLLIN, 0};
-        if (::poll(&ready, 1, 30000) != 1)
-            return {Result<bool>(plain_error("no report")), std::move(*pending)};
+        int n;
+        do {
+            n = ::poll(&ready, 1, 30000);
+        } while (n < 0 && errno == EINTR);
+        if (n != 1) return {Result<bool>(plain_error("no report")), std::move(*pending)};
         auto executed = read_launch_report(*pending, nullptr);
         if (!executed || *executed) return {std::move(executed), std::move(*pending)};
     }
@@ -351,6 +358,305 @@ TEST_F(LauncherTest, LaunchWorker_SetupFailureNamesTheStep) {
     auto status = pending.child.wait();
     ASSERT_TRUE(status);
     EXPECT_EQ(status->code, 127);
+}
+
+// ---- Launches that share our memory (CLONE_VM | CLONE_VFORK; issue 18) ----
+
+// Issue 18: the rule of launcher.hpp. Only a child that keeps our credentials, user and pid
+// namespace up to execve, and needs no seccomp listener served before it, may suspend the
+// launcher; every other spec forks as before.
+TEST(LaunchMayShareMemory, AdmitsOnlyChildrenThatNothingButOurCredentialsCanStop) {
+    LaunchSpec none;  // a `none` session's process: no namespaces, no confinement to speak of
+    none.argv = {"true"};
+    none.cgroup_fd = 3;
+    EXPECT_TRUE(launch_may_share_memory(none, 0));
+    EXPECT_TRUE(launch_may_share_memory(none, 2));
+    Confinement inherit;  // `user: inherit`, `capabilities: inherit`: rlimits, no_new_privs only
+    inherit.drop_capabilities = false;
+    inherit.change_ids = false;
+    none.confinement = &inherit;
+    EXPECT_TRUE(launch_may_share_memory(none, 0));
+
+    // suid_dumpable 1: a credential change the kernel makes on the child's behalf would make our
+    // mm dumpable (commit_creds sets it from suid_dumpable); unknown counts as 1.
+    EXPECT_FALSE(launch_may_share_memory(none, 1));
+    EXPECT_FALSE(launch_may_share_memory(none, -1));
+
+    LaunchSpec holder = none;  // joins a session's namespaces (maybe a user namespace)
+    holder.namespace_holder_pidfd = 4;
+    holder.namespace_flags = CLONE_NEWPID | CLONE_NEWNS;
+    EXPECT_FALSE(launch_may_share_memory(holder, 0));
+    holder.namespace_flags = CLONE_NEWNET;
+    EXPECT_FALSE(launch_may_share_memory(holder, 0));
+    // A `none` session's output keeper is its holder, with no namespace to join.
+    holder.namespace_flags = 0;
+    EXPECT_TRUE(launch_may_share_memory(holder, 0));
+    LaunchSpec userns = none;
+    userns.namespace_flags = CLONE_NEWUSER;
+    EXPECT_FALSE(launch_may_share_memory(userns, 0));
+
+    Confinement other_user = {};
+    other_user.drop_capabilities = false;
+    other_user.change_ids = true;  // `user: {uid: 65534}`
+    other_user.uid = 65534;
+    LaunchSpec changes_ids = none;
+    changes_ids.confinement = &other_user;
+    EXPECT_FALSE(launch_may_share_memory(changes_ids, 0));
+    Confinement fewer_caps = {};
+    fewer_caps.drop_capabilities = true;
+    LaunchSpec drops_caps = none;
+    drops_caps.confinement = &fewer_caps;
+    EXPECT_FALSE(launch_may_share_memory(drops_caps, 0));
+
+    // A seccomp listener handed over before execve: its refused calls wait for the launcher.
+    Confinement counted = {};
+    counted.drop_capabilities = false;
+    counted.seccomp_filter = {sock_filter{0x06, 0, 0, 0x7fff0000}};
+    counted.seccomp_notifying_filter = counted.seccomp_filter;
+    SeccompRefusals refusals(nullptr);
+    LaunchSpec listener = none;
+    listener.confinement = &counted;
+    listener.refusals = &refusals;
+    EXPECT_FALSE(launch_may_share_memory(listener, 0));
+    listener.refusals = nullptr;  // the same filter without a listener: nothing to serve
+    EXPECT_TRUE(launch_may_share_memory(listener, 0));
+
+    LaunchSpec opted_out = none;
+    opted_out.may_share_memory = false;
+    EXPECT_FALSE(launch_may_share_memory(opted_out, 0));
+}
+
+class SharedMemoryLaunchTest : public LauncherTest {
+  protected:
+    void SetUp() override {
+        LauncherTest::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        if (!clone_on_stack_available())
+            GTEST_SKIP() << "no clone3_on_stack in this build (x86_64 only, not under ASan)";
+        if (!launch_may_share_memory(spec({"true"})))
+            GTEST_SKIP() << "this host's suid_dumpable keeps launches forking";
+    }
+    /// Another leaf of ours, frozen: a child that joins it (its cgroup.procs is given as a "v1
+    /// tasks file", which the child writes "0" to) stops there before execve, with the launcher
+    /// suspended, however the launch is done.
+    Cgroup frozen_leaf() {
+        auto host = discover_cgroup_host();
+        EXPECT_TRUE(host);
+        auto leaf = Cgroup::create(host->v2_own, unique_name());
+        EXPECT_TRUE(leaf) << leaf.error().describe();
+        if (!leaf) return {};
+        EXPECT_TRUE(write_file(leaf->path() + "/cgroup.freeze", "1"));
+        return std::move(*leaf);
+    }
+    const std::string data_file_ = "/tmp/" + unique_name() + ".txt";
+    /// Thaws, kills what is in it and removes `leaf`, even after a failed assertion.
+    static void remove_leaf(Cgroup& leaf) {
+        if (!leaf.valid()) return;
+        (void)write_file(leaf.path() + "/cgroup.kill", "1");
+        (void)write_file(leaf.path() + "/cgroup.freeze", "0");
+        (void)leaf.wait_until_empty(std::chrono::seconds(10));
+        auto removed = leaf.remove();
+        EXPECT_TRUE(removed) << removed.error().describe();
+    }
+};
+
+/// Descriptors open in this process now.
+int open_descriptor_count() {
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        (void)entry;
+        ++count;
+    }
+    return count - 1;  // the iterator's own
+}
+
+// Issue 18: a child sharing our memory reports a failed step (step name and errno) exactly as a
+// forked one does; only the way it was started differs.
+TEST_F(SharedMemoryLaunchTest, SetupFailuresReportTheStepAndErrnoAsTheForkPathDoes) {
+    {  // mode 0644: execve says EACCES
+        UniqueFd file(::open(data_file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+        ASSERT_TRUE(file.valid());
+    }
+    struct Cleanup {
+        const std::string& path;
+        ~Cleanup() { ::unlink(path.c_str()); }
+    } cleanup{data_file_};
+    for (bool share : {true, false}) {
+        SCOPED_TRACE(share ? "sharing memory" : "forked");
+        LaunchSpec bad_cwd = spec({"true"});
+        bad_cwd.cwd = "/nonexistent-corral-dir";
+        bad_cwd.may_share_memory = share;
+        auto child = launch(bad_cwd);
+        ASSERT_FALSE(child);
+        EXPECT_EQ(child.error().code, ENOENT);
+        EXPECT_EQ(child.error().message, "chdir `/nonexistent-corral-dir`");
+
+        LaunchSpec not_executable = spec({data_file_});
+        not_executable.may_share_memory = share;
+        child = launch(not_executable);
+        ASSERT_FALSE(child);
+        EXPECT_EQ(child.error().code, EACCES);
+        EXPECT_EQ(child.error().message, "execve `" + data_file_ + "`");
+        ASSERT_TRUE(exec_failure_exit_code(child.error()));
+        EXPECT_EQ(*exec_failure_exit_code(child.error()), 126);
+
+        LaunchSpec missing = spec({"corral-no-such-program"});
+        missing.may_share_memory = share;
+        child = launch(missing);
+        ASSERT_FALSE(child);
+        EXPECT_EQ(child.error().code, ENOENT);
+        EXPECT_EQ(child.error().message, "execve `corral-no-such-program`");
+    }
+    auto [out, status] = run(spec({"echo", "still fine"}));
+    EXPECT_EQ(out, "still fine\n");
+}
+
+// CVE-2019-5736 (runc: /proc/<pid>/exe of a not-yet-exec'd child opened from inside the
+// container) and issue 10.1 are why a forked child makes itself non-dumpable. A child sharing our
+// memory must not: the flag is the mm's, so it would change ours for good. Our own flag is what
+// it was after many shared launches, whichever it was.
+TEST_F(SharedMemoryLaunchTest, LeavesTheCallersDumpableFlagAsItWas) {
+    const int before = ::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    for (int dumpable : {1, 0}) {
+        ASSERT_EQ(::prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0), 0);
+        for (int i = 0; i < 20; ++i) {
+            auto [out, status] = run(spec({"true"}));
+            EXPECT_TRUE(status.exited && status.code == 0);
+        }
+        EXPECT_EQ(::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), dumpable);
+    }
+    ::prctl(PR_SET_DUMPABLE, before, 0, 0, 0);
+}
+
+std::atomic<int> signals_received{0};
+void count_signal(int) {
+    signals_received.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The hazards of a child on our memory, as glibc met them when posix_spawn moved to CLONE_VM |
+// CLONE_VFORK on a stack of its own (sourceware bug 10354, and the signal-handler and stack
+// fixes that followed): while one thread hammers the allocator (whose locks a child calling
+// malloc could find held) and another keeps signalling the process (whose handlers must never
+// run in the child), 2,000 launches through the worker all start, all exit with the status
+// their command chose, and leave no descriptor behind.
+TEST_F(SharedMemoryLaunchTest, TwoThousandLaunchesBesideMallocAndSignalStorms) {
+    LaunchWorker* worker = LaunchWorker::shared();
+    ASSERT_NE(worker, nullptr);
+    struct sigaction handler {
+    }, previous{};
+    handler.sa_handler = count_signal;
+    sigemptyset(&handler.sa_mask);
+    handler.sa_flags = SA_RESTART;
+    ASSERT_EQ(::sigaction(SIGUSR1, &handler, &previous), 0);
+    std::atomic<bool> stop{false};
+    struct Storm {  // joins the threads and restores SIGUSR1 even after a failed assertion
+        std::atomic<bool>& stop;
+        struct sigaction previous;
+        std::vector<std::thread> threads;
+        ~Storm() {
+            stop = true;
+            for (auto& t : threads) t.join();
+            ::sigaction(SIGUSR1, &previous, nullptr);
+        }
+    } storm{stop, previous, {}};
+    const int descriptors_before = open_descriptor_count();
+    storm.threads.emplace_back([&stop] {
+        std::vector<void*> blocks(64, nullptr);
+        for (unsigned i = 0; !stop; ++i) {
+            void*& block = blocks[i % blocks.size()];
+            std::free(block);
+            block = std::malloc(16 + (i * 7919) % 65536);
+        }
+        for (void* block : blocks) std::free(block);
+    });
+    storm.threads.emplace_back([&stop] {
+        while (!stop) {
+            ::kill(::getpid(), SIGUSR1);
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    });
+    for (int i = 0; i < 2000; ++i) {
+        const int code = i % 7;
+        LaunchSpec s = spec({"/bin/sh", "-c", "exit " + std::to_string(code)});
+        auto [executed, pending] = launch_through_worker(s);
+        ASSERT_TRUE(executed) << "launch " << i << ": " << executed.error().describe();
+        auto status = pending.child.wait();
+        ASSERT_TRUE(status) << status.error().describe();
+        ASSERT_TRUE(status->exited) << "launch " << i << " died of signal " << status->code;
+        ASSERT_EQ(status->code, code) << "launch " << i;
+    }
+    stop = true;
+    EXPECT_GT(signals_received.load(), 0);
+    EXPECT_EQ(open_descriptor_count(), descriptors_before);
+}
+
+// Issue 18 (and issue 12 item 1): a child that dies before execve without a report (killed by
+// another thread, as a same-credentials process could) is the launch's failure, not a command
+// that ran; the worker, suspended until then, goes on launching.
+TEST_F(SharedMemoryLaunchTest, AChildKilledBeforeExecFailsTheLaunchAndTheWorkerGoesOn) {
+    Cgroup stuck = frozen_leaf();
+    struct Cleanup {
+        Cgroup& leaf;
+        ~Cleanup() { remove_leaf(leaf); }
+    } cleanup{stuck};
+    ASSERT_TRUE(stuck.valid());
+    UniqueFd procs(::openat(stuck.dir_fd(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    ASSERT_TRUE(procs.valid());
+    LaunchSpec s = spec({"true"});
+    s.v1_join_fds = {procs.get()};
+    std::atomic<bool> killed{false};
+    std::thread killer([&] {
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (std::chrono::steady_clock::now() < give_up) {
+            auto listed = read_file(stuck.path() + "/cgroup.procs");
+            if (listed && !listed->empty()) {
+                killed = ::kill(std::stoi(*listed), SIGKILL) == 0;
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    });
+    auto [executed, pending] = launch_through_worker(s);
+    killer.join();
+    ASSERT_TRUE(killed) << "the child never reached the frozen leaf";
+    ASSERT_FALSE(executed) << "a child killed before execve passed for one that ran";
+    EXPECT_EQ(executed.error().code, ECANCELED) << executed.error().describe();
+    EXPECT_NE(executed.error().message.find("killed by signal 9 before execve"), std::string::npos)
+        << executed.error().describe();
+    LaunchSpec next = spec({"/bin/sh", "-c", "exit 3"});
+    auto [ran, after] = launch_through_worker(next);
+    ASSERT_TRUE(ran) << ran.error().describe();
+    auto status = after.child.wait();
+    ASSERT_TRUE(status);
+    EXPECT_TRUE(status->exited && status->code == 3);
+}
+
+// Issue 12 item 1 for a suspended launcher: a child stopped before execve is killed by the setup
+// watchdog after its limit, and the launch fails as a forked one does, in about that time.
+TEST_F(SharedMemoryLaunchTest, AChildStuckBeforeExecIsKilledAfterTheSetupLimit) {
+    Cgroup stuck = frozen_leaf();
+    struct Cleanup {
+        Cgroup& leaf;
+        ~Cleanup() { remove_leaf(leaf); }
+    } cleanup{stuck};
+    ASSERT_TRUE(stuck.valid());
+    UniqueFd procs(::openat(stuck.dir_fd(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    ASSERT_TRUE(procs.valid());
+    LaunchSpec s = spec({"true"});
+    s.v1_join_fds = {procs.get()};
+    s.setup_limit = std::chrono::milliseconds(300);
+    const auto asked = std::chrono::steady_clock::now();
+    auto [executed, pending] = launch_through_worker(s);
+    const auto took = std::chrono::steady_clock::now() - asked;
+    ASSERT_FALSE(executed);
+    EXPECT_EQ(executed.error().code, ETIMEDOUT) << executed.error().describe();
+    EXPECT_NE(executed.error().describe().find("did not reach execve within 300 ms"),
+              std::string::npos)
+        << executed.error().describe();
+    EXPECT_LT(took, std::chrono::seconds(30));  // a hang, not a timing
+    auto listed = read_file(stuck.path() + "/cgroup.procs");
+    ASSERT_TRUE(listed);
+    EXPECT_EQ(*listed, "") << "the child was left behind";
 }
 
 }  // namespace
