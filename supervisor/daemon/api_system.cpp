@@ -50,6 +50,11 @@ asio::awaitable<void> Api::health(Exchange& ex, const RouteParams&, const Caller
     cgroup["sessions"] = sessions_.sessions_cgroup_path();
     layers["cloneIntoCgroup"] = cgroup.value("cloneIntoCgroup", false);
     layers["limits"] = cgroup.value("limits", nlohmann::json::object());
+    // corrald --prepare: each pool's size, what is ready and what is being prepared.
+    nlohmann::json prepared = nlohmann::json::object();
+    for (const auto& [name, pool] : sessions_.prepared_pools())
+        prepared[name] = {
+            {"target", pool.target}, {"ready", pool.ready}, {"preparing", pool.preparing}};
     nlohmann::json body = {
         {"status", "ok"},
         {"version", CORRAL_VERSION},
@@ -57,6 +62,7 @@ asio::awaitable<void> Api::health(Exchange& ex, const RouteParams&, const Caller
         {"cgroup", std::move(cgroup)},
         {"layers", std::move(layers)},
         {"sessions", sessions_.list_sessions().size()},
+        {"prepared", std::move(prepared)},
         {"portRange",
          {{"first", sessions_.config().port_first}, {"last", sessions_.config().port_last}}}};
     co_await ex.send_json(200, body);
