@@ -15,6 +15,7 @@
 // created normally, as is every request when the pool is empty.
 #include <algorithm>
 
+#include "policies/compiled/compiled_presets.hpp"
 #include "policies/policy_parser.hpp"
 #include "sessions/session.hpp"
 #include "sessions/session_manager.hpp"
@@ -69,7 +70,7 @@ std::shared_ptr<Session> SessionManager::take_prepared(const CreateSessionReques
     // sessions were built from another policy than the one this client asks for.
     std::optional<Policy> current = request.resolved_policy;
     if (!current) {
-        PolicyParseResult parsed = load_named_policy(name, config_.policy_dir);
+        PolicyParseResult parsed = load_named_policy_compiled(name, config_.policy_dir);
         if (!parsed.ok()) return nullptr;
         current = std::move(*parsed.policy);
     }
@@ -140,9 +141,9 @@ void SessionManager::refill_pools() {
 }
 
 void SessionManager::prepare_one(const std::string& policy_name, PreparedPool& pool) {
-    // Resolved as POST /v1/sessions resolves it (the parser, not the compiled presets), so a claim
-    // compares like with like.
-    PolicyParseResult parsed = load_named_policy(policy_name, config_.policy_dir);
+    // Resolved as POST /v1/sessions resolves it (a policy-dir file, else the compiled preset), so
+    // a claim compares like with like.
+    PolicyParseResult parsed = load_named_policy_compiled(policy_name, config_.policy_dir);
     if (!parsed.ok()) {
         if (config_.log)
             config_.log("prepare `" + policy_name + "`: policy: " + parsed.format_errors());
