@@ -37,7 +37,9 @@ struct Instance {
     std::string label;
     std::unique_ptr<CorraldProcess> daemon;
     std::string socket;
-    std::vector<double> idle, loaded;
+    std::vector<double> idle, loaded;                ///< create + first run
+    std::vector<double> idle_create, loaded_create;  ///< the create alone
+    std::vector<double> idle_run, loaded_run;        ///< a later run in the sample's session
     std::vector<std::string> filler;
 };
 
@@ -56,16 +58,25 @@ void wait_for_pool(DaemonConnection& c, size_t target) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
-/// One sample: create `default`, first run of /bin/true; the delete after it is not timed.
-bool sample(DaemonConnection& c, std::vector<double>& out) {
+/// One sample: create `default`, first run of /bin/true (timed together, and the create alone),
+/// then a second run (timed alone: what a run costs once the session has run something); the
+/// delete after it is not timed.
+bool sample(DaemonConnection& c, std::vector<double>& ready, std::vector<double>& create,
+            std::vector<double>& later) {
     const double t0 = now_ms();
     Response made = c.request("POST", "/v1/sessions", R"({"policy":"default"})");
+    const double t1 = now_ms();
     if (made.status != 201) return false;
     const std::string sid = json::parse(made.body, nullptr, false).value("id", "");
-    Response ran = c.request("POST", "/v1/sessions/" + sid + "/run", R"({"argv":["/bin/true"]})");
+    const std::string run = "/v1/sessions/" + sid + "/run";
+    Response ran = c.request("POST", run, R"({"argv":["/bin/true"]})");
     const double elapsed = now_ms() - t0;
     if (ran.status != 200) return false;
-    out.push_back(elapsed);
+    ready.push_back(elapsed);
+    create.push_back(t1 - t0);
+    const double t2 = now_ms();
+    if (c.request("POST", run, R"({"argv":["/bin/true"]})").status != 200) return false;
+    later.push_back(now_ms() - t2);
     return c.request("DELETE", "/v1/sessions/" + sid).status / 100 == 2;
 }
 
@@ -88,7 +99,7 @@ void print_pair(const std::string& group, const Instance& pool, const Instance& 
     print_row(group, "without a pool", base, quantile(none.*samples, 0.99), "ms", base,
               "baseline, n=" + std::to_string((none.*samples).size()));
     print_row(group, pool.label, quantile(pool.*samples, 0.5), quantile(pool.*samples, 0.99), "ms",
-              base, "create + first run, n=" + std::to_string((pool.*samples).size()));
+              base, "n=" + std::to_string((pool.*samples).size()));
 }
 
 }  // namespace
@@ -129,17 +140,28 @@ int main(int argc, char** argv) {
         for (int s = 0; s < samples; ++s) {
             for (int i = 0; i < 2; ++i) {
                 wait_for_pool(pooled, static_cast<size_t>(prepare));
-                auto& out = phase == 0 ? instances[i].idle : instances[i].loaded;
-                if (!sample(*connections[i], out)) {
+                Instance& one = instances[i];
+                const bool idle = phase == 0;
+                if (!sample(*connections[i], idle ? one.idle : one.loaded,
+                            idle ? one.idle_create : one.loaded_create,
+                            idle ? one.idle_run : one.loaded_run)) {
                     std::fprintf(stderr, "sample against %s failed\n", instances[i].label.c_str());
                     return 1;
                 }
             }
         }
     }
+    const std::string loaded = std::to_string(sessions) + " sessions";
     print_pair("session ready (default), idle daemon", instances[0], instances[1], &Instance::idle);
-    print_pair("session ready (default), " + std::to_string(sessions) + " sessions", instances[0],
-               instances[1], &Instance::loaded);
+    print_pair("session ready (default), " + loaded, instances[0], instances[1], &Instance::loaded);
+    print_pair("create alone (default), idle daemon", instances[0], instances[1],
+               &Instance::idle_create);
+    print_pair("create alone (default), " + loaded, instances[0], instances[1],
+               &Instance::loaded_create);
+    print_pair("second run (default), idle daemon", instances[0], instances[1],
+               &Instance::idle_run);
+    print_pair("second run (default), " + loaded, instances[0], instances[1],
+               &Instance::loaded_run);
     for (int i = 0; i < 2; ++i)
         for (const auto& sid : instances[i].filler)
             connections[i]->request("DELETE", "/v1/sessions/" + sid);
