@@ -488,6 +488,7 @@ Result<std::shared_ptr<Session>> SessionManager::find_any(const std::string& sid
 // tombstone so that a late DELETE still says "already ended".
 void SessionManager::on_session_ended(const std::string& sid) {
     if (sessions_.count(sid) == 0) return;  // a prepared session nobody claimed: nothing to keep
+    refill_after_end();  // room again for prepared sessions that waited for it
     if (auto waiters = end_waiters_.find(sid); waiters != end_waiters_.end()) {
         for (auto& [alive, handler] : waiters->second)
             boost::asio::post(io_, [alive, handler = std::move(handler), sid] {

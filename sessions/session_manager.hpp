@@ -409,6 +409,8 @@ class SessionManager {
     /// Prepared sessions never make a client's creation fail: at the limit, one goes.
     void make_room_for_client();
     void schedule_refill(Millis delay);
+    /// A session ended: a pool that waited for room may refill.
+    void refill_after_end();
     void refill_pools();
     void prepare_one(const std::string& policy_name, PreparedPool& pool);
     /// Ends every prepared session (shutdown); `one_done` runs once per session as it ends:

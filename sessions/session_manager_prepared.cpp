@@ -129,6 +129,15 @@ void SessionManager::schedule_refill(Millis delay) {
     });
 }
 
+void SessionManager::refill_after_end() {
+    for (const auto& [name, pool] : pools_) {
+        if (pool.ready.size() + pool.preparing.size() < pool.target) {
+            schedule_refill(kRefillDelay);
+            return;
+        }
+    }
+}
+
 // One session per pool at a time: each one's holder setup runs while the loop serves requests,
 // and the next starts once it is ready.
 void SessionManager::refill_pools() {
