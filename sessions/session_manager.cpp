@@ -333,7 +333,8 @@ void SessionManager::async_create_session(const CreateSessionRequest& request,
         boost::asio::post(
             io_, [handler = std::move(handler), result = std::move(result)] { handler(result); });
     };
-    if (Status room = check_room(); !room) return answer(std::move(handler), std::move(room.error()));
+    if (Status room = check_room(); !room)
+        return answer(std::move(handler), std::move(room.error()));
     // A prepared session when the request asks for nothing its holder's setup decided (issue 18).
     if (auto prepared = take_prepared(request)) {
         Status claimed = prepared->claim(request);
@@ -488,7 +489,7 @@ Result<std::shared_ptr<Session>> SessionManager::find_any(const std::string& sid
 // tombstone so that a late DELETE still says "already ended".
 void SessionManager::on_session_ended(const std::string& sid) {
     if (sessions_.count(sid) == 0) return;  // a prepared session nobody claimed: nothing to keep
-    refill_after_end();  // room again for prepared sessions that waited for it
+    refill_after_end();                     // room again for prepared sessions that waited for it
     if (auto waiters = end_waiters_.find(sid); waiters != end_waiters_.end()) {
         for (auto& [alive, handler] : waiters->second)
             boost::asio::post(io_, [alive, handler = std::move(handler), sid] {

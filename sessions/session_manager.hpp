@@ -33,10 +33,10 @@
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
 #include "sessions/contexts/code_context_types.hpp"
-#include "sessions/recovery/journal.hpp"
-#include "sessions/recovery/journal_records.hpp"
 #include "sessions/output_buffer.hpp"
 #include "sessions/output_follower.hpp"
+#include "sessions/recovery/journal.hpp"
+#include "sessions/recovery/journal_records.hpp"
 #include "sessions/recovery/recovery.hpp"
 #include "sessions/session_types.hpp"
 

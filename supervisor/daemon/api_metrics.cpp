@@ -1,6 +1,7 @@
 // GET /metrics: Prometheus text. Gauges are read from the session manager at scrape time (live
 // sessions: starting — being created, not listed yet —, active and ending; and prepared ones,
-// corrald --prepare, ready to be claimed); the request histogram is counted by Api::handle as requests end.
+// corrald --prepare, ready to be claimed); the request histogram is counted by Api::handle as
+// requests end.
 //
 // The one lifetime counter, corral_egress_refused_total, is kept by the egress gates themselves
 // (EgressEnvironment::refused_total) as they refuse, so refusals of ended sessions stay counted.

@@ -295,8 +295,8 @@ TEST_F(SessionManagerTest, SessionManager_PreparedSessionsGiveWayToClientsAtTheS
     CreateSessionRequest from_pool;
     from_pool.policy = "none";
     std::optional<Result<CreatedSession>> claimed;
-    manager->async_create_session(
-        from_pool, [&](Result<CreatedSession> r) { claimed.emplace(std::move(r)); });
+    manager->async_create_session(from_pool,
+                                  [&](Result<CreatedSession> r) { claimed.emplace(std::move(r)); });
     ASSERT_TRUE(run_until([&] { return claimed.has_value(); }));
     ASSERT_TRUE(*claimed) << claimed->error().describe();
     EXPECT_EQ(manager->list_sessions().size(), 1u);

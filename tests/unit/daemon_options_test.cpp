@@ -66,8 +66,8 @@ TEST(DaemonOptions, PrepareTakesNamedPoliciesWithABoundedCount) {
     ASSERT_TRUE(set) << set.error().describe();
     EXPECT_EQ(set->prepare.at("default"), 8u);
     EXPECT_EQ(set->prepare.at("ci-job"), kMaxPrepared);
-    for (const char* bad : {"default", "default=", "=3", "default=0", "default=65",
-                            "default=-1", "default=x", "../x=1", "/etc/p=1", ".hidden=1"}) {
+    for (const char* bad : {"default", "default=", "=3", "default=0", "default=65", "default=-1",
+                            "default=x", "../x=1", "/etc/p=1", ".hidden=1"}) {
         auto parsed = parse_daemon_options({"--prepare", bad});
         ASSERT_FALSE(parsed) << bad;
         EXPECT_NE(parsed.error().message.find("--prepare"), std::string::npos)
