@@ -348,6 +348,43 @@ TEST(PreparedSessions, APolicyFileChangedSincePreparationDiscardsThePreparedSess
     EXPECT_EQ(run_stdout(c, again.json()["id"], "echo $WHICH"), "second\n");
 }
 
+// A claimed session's life starts at the claim: a prepared session that waited longer than its
+// policy's session and idle timeouts is handed out active, and those timeouts end it afterwards.
+TEST(PreparedSessions, TimeoutsCountFromTheClaimNotFromThePreparation) {
+    std::string why;
+    if (!can_run(why)) GTEST_SKIP() << why;
+    char dir[] = "/tmp/corral-prepared-timeouts-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    struct RemoveDir {
+        std::string path;
+        ~RemoveDir() { std::filesystem::remove_all(path); }
+    } remove_dir{dir};
+    std::ofstream(std::string(dir) + "/brief.yaml")
+        << "name: brief\nextends: none\ntimeouts: { session: 2s, idle: 2s }\n";
+    CorraldProcess daemon({"--policy-dir", dir, "--prepare", "brief=1"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, "brief", 1)) << pool(c, "brief") << daemon.log();
+    std::this_thread::sleep_for(3s);  // longer than both timeouts
+    ASSERT_EQ(ready(c, "brief"), 1u) << "a prepared session's timeout ended it";
+    const std::set<std::string> prepared = session_dirs(daemon);
+    auto made = c.post("/v1/sessions", {{"policy", "brief"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string sid = made.json()["id"];
+    EXPECT_TRUE(prepared.count(sid));
+    EXPECT_EQ(run_stdout(c, sid, "echo alive"), "alive\n");
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(c.get("/v1/sessions/" + sid).json()["state"], "active");
+    json ended;
+    for (int i = 0; i < 500; ++i) {
+        ended = c.get("/v1/sessions/" + sid).json();
+        if (ended["state"] == "ended") break;
+        std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_EQ(ended["state"], "ended") << ended;
+    EXPECT_TRUE(ended["endReason"] == "timeout" || ended["endReason"] == "idle") << ended;
+}
+
 // Prepared sessions are never journalled: after a kill -9 the restart (here without --prepare)
 // leaves nothing of them: no holder, no cgroup, no directory. A shutdown ends them too.
 TEST(PreparedSessions, KillNineAndRestartLeaveNothingOfThemAndShutdownEndsThem) {
