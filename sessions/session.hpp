@@ -44,6 +44,10 @@ class SessionNetwork;
 class TreeRemover;
 struct NetworkLeftovers;
 
+/// The file a prepared session (Session::mark_prepared) keeps in <state>/sessions/<sid>/ until it
+/// is claimed.
+inline constexpr const char* kPreparedMarker = ".prepared";
+
 /// What a session needs from the daemon, passed explicitly (no globals).
 struct SessionContext {
     boost::asio::io_context& io;

@@ -120,13 +120,14 @@ Status SessionManager::initialize() {
     std::set<std::string> keep;
     for (const auto& [sid, record] : adoptable) keep.insert(sid);
     const LeftoverScope scope{state_dir, instance_dir, config_.instance_name, host_.v1_own};
+    const std::set<std::string> never_claimed = prepared_leftovers(state_dir);
     leftovers_ = reap_leftovers(scope, keep);
     for (const auto& sid : journal_known) {
         if (keep.count(sid) == 0 && std::find(leftovers_.sessions.begin(), leftovers_.sessions.end(),
                                               sid) == leftovers_.sessions.end())
             leftovers_.sessions.push_back(sid);
     }
-    remember_reaped_sessions();
+    remember_reaped_sessions(never_claimed);
     auto instance = Cgroup::adopt(instance_dir);
     if (!instance) return std::move(instance.error().context("instance cgroup"));
     instance_cgroup_ = std::move(*instance);
@@ -528,10 +529,27 @@ WaitHandle SessionManager::async_wait_session_end(const std::string& sid,
     return WaitHandle(alive);
 }
 
-void SessionManager::remember_reaped_sessions() {
+// Prepared sessions a previous run left (never claimed: their marker is still there) were no
+// client's: reaped with the rest, they leave no "ended" record either (issue 18).
+std::set<std::string> SessionManager::prepared_leftovers(const std::string& state_dir) {
+    std::set<std::string> found;
+    std::error_code error;
+    const std::filesystem::path sessions = state_dir + "/sessions";
+    for (auto it = std::filesystem::directory_iterator(sessions, error);
+         !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+        const std::string sid = it->path().filename();
+        struct stat st;
+        const std::string marker = it->path().string() + "/" + kPreparedMarker;
+        if (valid_session_id(sid) && ::lstat(marker.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+            found.insert(sid);
+    }
+    return found;
+}
+
+void SessionManager::remember_reaped_sessions(const std::set<std::string>& never_claimed) {
     const auto now = std::chrono::system_clock::now();
     for (const auto& sid : leftovers_.sessions) {
-        if (!valid_session_id(sid)) continue;
+        if (!valid_session_id(sid) || never_claimed.count(sid) != 0) continue;
         SessionInfo info;
         info.id = sid;
         info.state = SessionState::ended;

@@ -430,8 +430,11 @@ class SessionManager {
     Result<std::shared_ptr<Process>> find_process(const std::string& sid, const std::string& proc);
     void on_session_ended(const std::string& sid);
     void remember_tombstone(const SessionInfo& info, bool reusable = false);
-    /// Tombstones for the sessions a previous run left (ended: "daemon-restart").
-    void remember_reaped_sessions();
+    /// Tombstones for the sessions a previous run left (ended: "daemon-restart"), but for those
+    /// in `never_claimed` (prepared sessions no client had).
+    void remember_reaped_sessions(const std::set<std::string>& never_claimed);
+    /// The ids of prepared sessions a previous run left unclaimed (their marker is there).
+    static std::set<std::string> prepared_leftovers(const std::string& state_dir);
     /// Adds the daemon's state dir and hidden_from_sessions to the policy's hidden paths.
     void hide_daemon_paths(Policy& policy) const;
     SessionContext session_context();

@@ -8,9 +8,22 @@
 // anything a client asked for, holds no tokens (they are made at claim), is not journalled (a
 // restart reaps it with everything unowned), and is handed out once: claim() refuses a session
 // that is not an untouched prepared one, and the manager removes it from the pool before.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "sessions/session.hpp"
 
 namespace corral {
+namespace {
+
+/// <state>/sessions/<sid>/.prepared while a prepared session is nobody's: a restart after a crash
+/// reaps such a session like any unowned one and keeps no "ended" record of an id no client had
+/// (SessionManager::remember_reaped_sessions). Beside the session's root, never inside it.
+std::string prepared_marker(const std::string& root) {
+    return root.substr(0, root.rfind('/')) + "/" + kPreparedMarker;
+}
+
+}  // namespace
 
 void Session::complete_preparation() {
     Status built = build_request_independent(*start_request_);
@@ -18,6 +31,13 @@ void Session::complete_preparation() {
         fail_start(std::move(built.error().context("set up")));
         return;
     }
+    const std::string marker = prepared_marker(directory_.root());
+    const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fail_start(sys_error("create `" + marker + "`").context("set up"));
+        return;
+    }
+    ::close(fd);
     start_request_.reset();
     state_ = SessionState::active;  // still nobody's: only the manager's pool holds it
     auto ready = std::move(ready_handler_);
@@ -31,6 +51,9 @@ Status Session::claim(const CreateSessionRequest& request) {
         !full_token_.empty() || journalled_)
         return sys_error(EINVAL, "session `" + id_ + "` is not an unclaimed prepared session");
     prepared_ = false;
+    const std::string marker = prepared_marker(directory_.root());
+    if (::unlink(marker.c_str()) != 0 && errno != ENOENT)
+        return sys_error("claim prepared session " + id_ + ": remove `" + marker + "`");
     CORRAL_TRY(apply_request(request), "claim prepared session " + id_);
     created_at_ = std::chrono::system_clock::now();  // its life starts now, for the client
     // Journalled before its id and tokens reach anyone, as every creation is.
