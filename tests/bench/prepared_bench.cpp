@@ -10,6 +10,7 @@
 // waits as long, so both see the same pauses.
 //
 //   corral_bench_prepared [--samples N (100)] [--sessions N (1000)] [--prepare N (8)]
+//                         [--settle-ms N (0): a pause after the pool is full, before a sample]
 // Prints ROW lines (bench_report.hpp): medians and p99 in ms, the pool's against no pool's.
 
 #include <unistd.h>
@@ -52,10 +53,13 @@ size_t pool_ready(DaemonConnection& c) {
     return body["prepared"]["default"].value("ready", size_t{0});
 }
 
-void wait_for_pool(DaemonConnection& c, size_t target) {
+/// Waits until the pool is full, then `settle` more (the last preparation's background work, the
+/// previous sample's deletion, before the next sample of either instance).
+void wait_for_pool(DaemonConnection& c, size_t target, std::chrono::milliseconds settle) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (target > 0 && pool_ready(c) < target && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(settle);
 }
 
 /// One sample: create `default`, first run of /bin/true (timed together, and the create alone),
@@ -105,12 +109,13 @@ void print_pair(const std::string& group, const Instance& pool, const Instance& 
 }  // namespace
 
 int main(int argc, char** argv) {
-    int samples = 100, sessions = 1000, prepare = 8;
+    int samples = 100, sessions = 1000, prepare = 8, settle_ms = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         if (a == "--samples") samples = std::atoi(argv[i + 1]);
         if (a == "--sessions") sessions = std::atoi(argv[i + 1]);
         if (a == "--prepare") prepare = std::atoi(argv[i + 1]);
+        if (a == "--settle-ms") settle_ms = std::atoi(argv[i + 1]);
     }
     std::vector<Instance> instances(2);
     instances[0].label = "--prepare default=" + std::to_string(prepare);
@@ -139,7 +144,8 @@ int main(int argc, char** argv) {
         }
         for (int s = 0; s < samples; ++s) {
             for (int i = 0; i < 2; ++i) {
-                wait_for_pool(pooled, static_cast<size_t>(prepare));
+                wait_for_pool(pooled, static_cast<size_t>(prepare),
+                              std::chrono::milliseconds(settle_ms));
                 Instance& one = instances[i];
                 const bool idle = phase == 0;
                 if (!sample(*connections[i], idle ? one.idle : one.loaded,
