@@ -116,6 +116,13 @@ Status Session::build_until_holder(const CreateSessionRequest& request) {
 
 // Once the holder is ready: its namespaces can be entered (network, the sandbox's root).
 Status Session::build_after_holder(const CreateSessionRequest& request) {
+    CORRAL_TRY(build_request_independent(request), "set up");
+    return apply_request(request);
+}
+
+// Everything that depends on the policy alone (and on the ports and workdir fixed at the holder's
+// setup): what a prepared session has built before any client asked for it.
+Status Session::build_request_independent(const CreateSessionRequest& request) {
     CORRAL_TRY(finish_kernel_resources(), "set up");
     // The workspace and the files the API creates belong to the sandbox's user as the host sees
     // it: a user namespace's leased range (DESIGN.md "Identity"), else the policy's uid.
@@ -145,9 +152,15 @@ Status Session::build_after_holder(const CreateSessionRequest& request) {
         leased_.push_back(*port);
         CORRAL_TRY(forward_port(*port), "network.ports");
     }
+    return {};
+}
 
+// What the creation request itself asks for (env, cwd, command timeout) and the tokens: done at
+// claim for a prepared session, so its tokens never existed before a client asked for it.
+Status Session::apply_request(const CreateSessionRequest& request) {
     env_ = request.env;
     cwd_ = resolve_cwd(request.cwd, workdir_.inside_path);
+    command_timeout_.reset();
     if (request.command_timeout) {
         if (request.command_timeout->count() > 0) command_timeout_ = request.command_timeout;
     } else {

@@ -44,6 +44,10 @@ class SessionNetwork;
 class TreeRemover;
 struct NetworkLeftovers;
 
+/// The file a prepared session (Session::mark_prepared) keeps in <state>/sessions/<sid>/ until it
+/// is claimed.
+inline constexpr const char* kPreparedMarker = ".prepared";
+
 /// What a session needs from the daemon, passed explicitly (no globals).
 struct SessionContext {
     boost::asio::io_context& io;
@@ -125,6 +129,18 @@ class Session : public std::enable_shared_from_this<Session> {
     void await_ready(ReadyHandler ready);
     /// Fails a starting session with `why` (daemon shutdown); no-op once it is no longer starting.
     void abort_start(Error why);
+    /// Makes a session just returned by start() a prepared one (session_prepared.cpp, issue 18):
+    /// await_ready() then builds only what its policy alone decides (network, file service, path
+    /// space, the policy's ports) and leaves it `active` but unjournalled, tokenless and without
+    /// timers, for the manager's pool, where no route reaches it.
+    void mark_prepared() { prepared_ = true; }
+    /// Whether it is a prepared session nobody has claimed yet.
+    bool prepared() const { return prepared_; }
+    /// Hands a prepared session to the client whose creation `request` takes it: applies env,
+    /// cwd and the command timeout, makes fresh tokens, restarts createdAt, journals it and arms
+    /// its timers. EINVAL when it is not an unclaimed, untouched prepared session (each is handed
+    /// out once). On an error the caller ends it.
+    Status claim(const CreateSessionRequest& request);
     /// Takes over a session a previous run of the daemon left running (session_adoption.cpp):
     /// its cgroup, holder, limits, directory, ports (forwarders made anew), tokens, env and
     /// processes, from `record`. `notes` gets what could not be taken and why. An error means
@@ -223,6 +239,12 @@ class Session : public std::enable_shared_from_this<Session> {
     /// Creation in two halves around the holder's setup: up to Sandbox::start, and after it.
     Status build_until_holder(const CreateSessionRequest& request);
     Status build_after_holder(const CreateSessionRequest& request);
+    /// build_after_holder's halves: what the policy alone decides, and what the request asks
+    /// for (env, cwd, command timeout) with the tokens.
+    Status build_request_independent(const CreateSessionRequest& request);
+    Status apply_request(const CreateSessionRequest& request);
+    /// complete_start() of a prepared session (session_prepared.cpp).
+    void complete_preparation();
     /// create()'s blocking wait for the holder's setup.
     Status wait_for_holder();
     // session_starting.cpp: await_ready's steps.
@@ -376,6 +398,8 @@ class Session : public std::enable_shared_from_this<Session> {
     SetupDeadline holder_deadline_;
     /// The journal has (or may have) a record of it: only then are its ending and end recorded.
     bool journalled_ = false;
+    /// Prepared for the pool and not claimed yet (mark_prepared, claim).
+    bool prepared_ = false;
 
     boost::asio::steady_timer session_timer_;
     boost::asio::steady_timer idle_timer_;

@@ -120,13 +120,14 @@ Status SessionManager::initialize() {
     std::set<std::string> keep;
     for (const auto& [sid, record] : adoptable) keep.insert(sid);
     const LeftoverScope scope{state_dir, instance_dir, config_.instance_name, host_.v1_own};
+    const std::set<std::string> never_claimed = prepared_leftovers(state_dir);
     leftovers_ = reap_leftovers(scope, keep);
     for (const auto& sid : journal_known) {
         if (keep.count(sid) == 0 && std::find(leftovers_.sessions.begin(), leftovers_.sessions.end(),
                                               sid) == leftovers_.sessions.end())
             leftovers_.sessions.push_back(sid);
     }
-    remember_reaped_sessions();
+    remember_reaped_sessions(never_claimed);
     auto instance = Cgroup::adopt(instance_dir);
     if (!instance) return std::move(instance.error().context("instance cgroup"));
     instance_cgroup_ = std::move(*instance);
@@ -150,6 +151,11 @@ Status SessionManager::initialize() {
         adopt_sessions(std::move(adoptable), scope);
     }
     remove_discarded_leftovers();
+    for (const auto& [name, count] : config_.prepared) pools_[name].target = count;
+    if (!pools_.empty()) {
+        refill_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+        schedule_refill(Millis(0));
+    }
     return {};
 }
 
@@ -187,6 +193,17 @@ SessionManager::~SessionManager() {
     starting_.clear();
     for (auto& [sid, session] : starting) session->end_now();
     starting.clear();
+    auto pools = std::move(pools_);
+    pools_.clear();
+    for (auto& [name, pool] : pools) {
+        for (auto& entry : pool.ready) entry.session->end_now();
+        for (auto& [sid, entry] : pool.preparing) entry.session->end_now();
+    }
+    pools.clear();
+    auto discarding = std::move(discarding_);
+    discarding_.clear();
+    for (auto& [sid, session] : discarding) session->end_now();
+    discarding.clear();
     (void)sessions_cgroup_.remove();
     if (supervisor_cgroup_.valid()) {
         // Move ourselves back where we started so our own leaf can be removed.
@@ -218,7 +235,8 @@ Result<std::string> SessionManager::new_session_id(const std::string& requested)
             return sys_error(EINVAL,
                              "bad session id `" + requested + "` (1-64 of A-Z a-z 0-9 - _)");
         }
-        if (starting_.count(requested) != 0)
+        // A prepared session's id is random (48 bits) and nobody's yet: taken, like a starting one.
+        if (starting_.count(requested) != 0 || is_prepared(requested))
             return sys_error(EEXIST, "session id `" + requested +
                                          "` is taken (a session with it is being created)");
         auto tomb = tombstones_.find(requested);
@@ -237,7 +255,8 @@ Result<std::string> SessionManager::new_session_id(const std::string& requested)
         auto token = generate_token();
         if (!token) return std::move(token.error());
         std::string id = "s" + token->substr(4, 12);
-        if (sessions_.count(id) == 0 && starting_.count(id) == 0 && tombstones_.count(id) == 0)
+        if (sessions_.count(id) == 0 && starting_.count(id) == 0 && tombstones_.count(id) == 0 &&
+            !is_prepared(id))
             return id;
     }
 }
@@ -255,14 +274,24 @@ void SessionManager::hide_daemon_paths(Policy& policy) const {
     for (const auto& path : config_.hidden_from_sessions) hide(path);
 }
 
+size_t SessionManager::live_count() const {
+    size_t live = starting_.size();
+    for (const auto& [sid, session] : sessions_) live += session->state() != SessionState::ended;
+    return live;
+}
+
+Status SessionManager::check_room() const {
+    const size_t live = live_count();
+    if (live >= config_.max_sessions)
+        return sys_error(EBUSY, "too many sessions (" + std::to_string(live) + ")");
+    return {};
+}
+
 Result<std::string> SessionManager::prepare_creation(const CreateSessionRequest& request,
                                                      Policy& policy,
                                                      CreateSessionRequest& resolved) {
-    size_t live = starting_.size();
-    for (const auto& [sid, session] : sessions_) live += session->state() != SessionState::ended;
-    if (live >= config_.max_sessions) {
-        return sys_error(EBUSY, "too many sessions (" + std::to_string(live) + ")");
-    }
+    if (Status room = check_room(); !room) return std::move(room.error());
+    make_room_for_client();
     auto id = new_session_id(request.id);
     if (!id) return std::move(id.error());
     PolicyParseResult parsed = resolve_policy(config_, request);
@@ -305,6 +334,18 @@ void SessionManager::async_create_session(const CreateSessionRequest& request,
         boost::asio::post(
             io_, [handler = std::move(handler), result = std::move(result)] { handler(result); });
     };
+    if (Status room = check_room(); !room)
+        return answer(std::move(handler), std::move(room.error()));
+    // A prepared session when the request asks for nothing its holder's setup decided (issue 18).
+    if (auto prepared = take_prepared(request)) {
+        Status claimed = prepared->claim(request);
+        if (claimed) {
+            sessions_[prepared->id()] = prepared;
+            return answer(std::move(handler), created_record(*prepared));
+        }
+        if (config_.log) config_.log("prepared session: " + claimed.error().describe());
+        discard_prepared(std::move(prepared), "claim-failed");  // and a normal creation
+    }
     Policy policy;
     CreateSessionRequest resolved;
     auto id = prepare_creation(request, policy, resolved);
@@ -392,10 +433,13 @@ void SessionManager::shutdown(std::function<void()> done) {
     }
     std::vector<std::shared_ptr<Session>> starting;
     for (const auto& [sid, session] : starting_) starting.push_back(session);
-    *remaining = ids.size() + starting.size() + 1;
+    // Prepared sessions are nobody's: they end with the daemon (never journalled, so a restart
+    // would not have them either). Counted before any end starts.
+    *remaining = ids.size() + starting.size() + 1 + prepared_total() + discarding_.size();
     auto one_done = [remaining, finish] {
         if (--*remaining == 0 && *finish) (*finish)();
     };
+    end_prepared(one_done);
     for (const auto& sid : ids) {
         sessions_[sid]->end("shutdown", [one_done](Result<EndSessionReport>) { one_done(); });
     }
@@ -445,6 +489,8 @@ Result<std::shared_ptr<Session>> SessionManager::find_any(const std::string& sid
 // An ended session stays readable (records, output) for the retention window, then shrinks to a
 // tombstone so that a late DELETE still says "already ended".
 void SessionManager::on_session_ended(const std::string& sid) {
+    if (sessions_.count(sid) == 0) return;  // a prepared session nobody claimed: nothing to keep
+    refill_after_end();                     // room again for prepared sessions that waited for it
     if (auto waiters = end_waiters_.find(sid); waiters != end_waiters_.end()) {
         for (auto& [alive, handler] : waiters->second)
             boost::asio::post(io_, [alive, handler = std::move(handler), sid] {
@@ -483,10 +529,27 @@ WaitHandle SessionManager::async_wait_session_end(const std::string& sid,
     return WaitHandle(alive);
 }
 
-void SessionManager::remember_reaped_sessions() {
+// Prepared sessions a previous run left (never claimed: their marker is still there) were no
+// client's: reaped with the rest, they leave no "ended" record either (issue 18).
+std::set<std::string> SessionManager::prepared_leftovers(const std::string& state_dir) {
+    std::set<std::string> found;
+    std::error_code error;
+    const std::filesystem::path sessions = state_dir + "/sessions";
+    for (auto it = std::filesystem::directory_iterator(sessions, error);
+         !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+        const std::string sid = it->path().filename();
+        struct stat st;
+        const std::string marker = it->path().string() + "/" + kPreparedMarker;
+        if (valid_session_id(sid) && ::lstat(marker.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+            found.insert(sid);
+    }
+    return found;
+}
+
+void SessionManager::remember_reaped_sessions(const std::set<std::string>& never_claimed) {
     const auto now = std::chrono::system_clock::now();
     for (const auto& sid : leftovers_.sessions) {
-        if (!valid_session_id(sid)) continue;
+        if (!valid_session_id(sid) || never_claimed.count(sid) != 0) continue;
         SessionInfo info;
         info.id = sid;
         info.state = SessionState::ended;

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,10 +33,10 @@
 #include "base/error.hpp"
 #include "isolation/cgroup.hpp"
 #include "sessions/contexts/code_context_types.hpp"
-#include "sessions/recovery/journal.hpp"
-#include "sessions/recovery/journal_records.hpp"
 #include "sessions/output_buffer.hpp"
 #include "sessions/output_follower.hpp"
+#include "sessions/recovery/journal.hpp"
+#include "sessions/recovery/journal_records.hpp"
 #include "sessions/recovery/recovery.hpp"
 #include "sessions/session_types.hpp"
 
@@ -90,6 +91,17 @@ struct SessionManagerConfig {
     uint64_t journal_compact_at = 1u << 20;  ///< compact once the file is this large (and 2x)
     /// Where journal failures and recovery notes go (corrald: its log); may be empty.
     std::function<void(const std::string&)> log;
+    /// corrald --prepare POLICY=N (issue 18): sessions of each named policy (a preset or a file
+    /// of the policy dir) kept prepared, for creations that ask for nothing else
+    /// (session_manager_prepared.cpp). Empty: none.
+    std::map<std::string, size_t> prepared;
+};
+
+/// One policy's prepared sessions (GET /v1/health).
+struct PreparedPoolInfo {
+    size_t target = 0;     ///< --prepare POLICY=N
+    size_t ready = 0;      ///< prepared and waiting for a claim
+    size_t preparing = 0;  ///< being prepared now
 };
 
 /// What start-up took over from a previous run (session_manager_recovery.cpp).
@@ -168,6 +180,11 @@ class SessionManager {
     bool is_starting(const std::string& sid) const { return starting_.count(sid) != 0; }
     /// Sessions being created (async_create_session), which list_sessions() does not list yet.
     size_t starting_count() const { return starting_.size(); }
+    /// Prepared sessions ready to be claimed, all pools together (never listed, never counted as
+    /// sessions by the API).
+    size_t prepared_count() const;
+    /// Each --prepare policy's pool.
+    std::map<std::string, PreparedPoolInfo> prepared_pools() const;
     /// SIGTERM to everything, grace (policy timeouts.grace, a timer), cgroup.kill, wait for
     /// populated 0 on the loop, stop the namespaces, release ports, remove cgroups and the state
     /// dir. Ending an ending/ended session reports already_ended. Unknown sid: ENOENT.
@@ -366,6 +383,40 @@ class SessionManager {
 
   private:
     struct Tombstone;
+    /// A prepared session and the policy as it was resolved when it was prepared (before the
+    /// daemon's paths were hidden), compared with the request's at claim.
+    struct PreparedSession {
+        std::shared_ptr<Session> session;
+        Policy resolved;
+    };
+    struct PreparedPool {
+        size_t target = 0;
+        std::deque<PreparedSession> ready;
+        std::map<std::string, PreparedSession> preparing;  ///< by id
+    };
+    /// Live sessions a client may count: starting, active and ending (not prepared ones).
+    size_t live_count() const;
+    /// EBUSY when a client's creation would pass max_sessions.
+    Status check_room() const;
+    // session_manager_prepared.cpp
+    bool is_prepared(const std::string& sid) const;
+    size_t prepared_total() const;
+    /// A prepared session for `request`, out of its pool, or null: the request names something a
+    /// holder's setup decides, the pool is empty, or the policy changed (those are discarded).
+    std::shared_ptr<Session> take_prepared(const CreateSessionRequest& request);
+    /// Ends a prepared session nobody will get; `done` (may be empty) once it has ended.
+    void discard_prepared(std::shared_ptr<Session> session, std::string reason,
+                          std::function<void()> done = {});
+    /// Prepared sessions never make a client's creation fail: at the limit, one goes.
+    void make_room_for_client();
+    void schedule_refill(Millis delay);
+    /// A session ended: a pool that waited for room may refill.
+    void refill_after_end();
+    void refill_pools();
+    void prepare_one(const std::string& policy_name, PreparedPool& pool);
+    /// Ends every prepared session (shutdown); `one_done` runs once per session as it ends:
+    /// prepared_total() + discarding_.size() times, as they were before the call.
+    void end_prepared(const std::function<void()>& one_done);
     Status initialize();
     Result<std::string> new_session_id(const std::string& requested);
     /// The checks and resolutions both creations share: room, the id, the policy, the workdir.
@@ -380,8 +431,11 @@ class SessionManager {
     Result<std::shared_ptr<Process>> find_process(const std::string& sid, const std::string& proc);
     void on_session_ended(const std::string& sid);
     void remember_tombstone(const SessionInfo& info, bool reusable = false);
-    /// Tombstones for the sessions a previous run left (ended: "daemon-restart").
-    void remember_reaped_sessions();
+    /// Tombstones for the sessions a previous run left (ended: "daemon-restart"), but for those
+    /// in `never_claimed` (prepared sessions no client had).
+    void remember_reaped_sessions(const std::set<std::string>& never_claimed);
+    /// The ids of prepared sessions a previous run left unclaimed (their marker is there).
+    static std::set<std::string> prepared_leftovers(const std::string& state_dir);
     /// Adds the daemon's state dir and hidden_from_sessions to the policy's hidden paths.
     void hide_daemon_paths(Policy& policy) const;
     SessionContext session_context();
@@ -424,6 +478,13 @@ class SessionManager {
     /// async_wait_session_end's handlers by session, each with its WaitHandle's alive flag.
     std::map<std::string, std::vector<std::pair<std::shared_ptr<bool>, StatusHandler>>>
         end_waiters_;
+    /// --prepare pools by policy name, prepared sessions being discarded (until they ended), the
+    /// refill's timer (refills never run on a creation's path).
+    std::map<std::string, PreparedPool> pools_;
+    std::map<std::string, std::shared_ptr<Session>> discarding_;
+    std::unique_ptr<boost::asio::steady_timer> refill_timer_;
+    bool refill_armed_ = false;
+    bool shutting_down_ = false;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

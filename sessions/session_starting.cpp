@@ -108,6 +108,10 @@ void Session::stop_holder_watch() {
 void Session::complete_start() {
     if (state_ != SessionState::starting || !start_request_) return;
     stop_holder_watch();
+    if (prepared_) {
+        complete_preparation();
+        return;
+    }
     Status built = build_after_holder(*start_request_);
     if (built) {
         journalled_ = true;  // even a failed append may have left part of a record

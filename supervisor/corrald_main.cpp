@@ -20,6 +20,7 @@
 #include "isolation/cgroup.hpp"
 #include "isolation/host_probe.hpp"
 #include "isolation/systemd_scope.hpp"
+#include "policies/policy_parser.hpp"
 #include "sessions/network/egress_hosts.hpp"
 #include "sessions/session_manager.hpp"
 #include "supervisor/daemon/api.hpp"
@@ -164,6 +165,17 @@ int run(const DaemonOptions& options) {
         log_line("egress names from `" + options.egress_hosts_file + "` (" +
                  std::to_string(config.egress.hosts->names.size()) + " names)");
     }
+    // --prepare names a policy as POST /v1/sessions would: one that does not resolve (no such
+    // preset or file, or a file with errors) stops the start with the flag named.
+    for (const auto& [name, count] : options.prepare) {
+        PolicyParseResult parsed = load_named_policy(name, options.policy_dir);
+        if (!parsed.ok())
+            return fail(plain_error("--prepare " + name + "=" + std::to_string(count) +
+                                    ": policy `" + name + "`: " + parsed.format_errors()));
+        log_line("keeping " + std::to_string(count) + " session(s) of policy `" + name +
+                 "` prepared");
+    }
+    config.prepared = options.prepare;
     auto sessions = SessionManager::create(io, std::move(config), *host);
     if (!sessions) return fail(sessions.error().context("start session manager"));
     log_adoption((*sessions)->adoption());

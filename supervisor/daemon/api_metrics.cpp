@@ -1,5 +1,7 @@
 // GET /metrics: Prometheus text. Gauges are read from the session manager at scrape time (live
-// sessions: starting — being created, not listed yet —, active and ending); the request histogram is counted by Api::handle as requests end.
+// sessions: starting — being created, not listed yet —, active and ending; and prepared ones,
+// corrald --prepare, ready to be claimed); the request histogram is counted by Api::handle as
+// requests end.
 //
 // The one lifetime counter, corral_egress_refused_total, is kept by the egress gates themselves
 // (EgressEnvironment::refused_total) as they refuse, so refusals of ended sessions stay counted.
@@ -21,7 +23,7 @@ constexpr const char* kStatuses[] = {"running", "exited",  "signaled", "timeout"
 
 struct LiveCounts {
     std::map<std::string, uint64_t> sessions_by_state{
-        {"starting", 0}, {"active", 0}, {"ending", 0}};
+        {"starting", 0}, {"active", 0}, {"ending", 0}, {"prepared", 0}};
     std::map<std::string, uint64_t> processes_by_status;
     uint64_t running = 0;
     uint64_t oom_kills = 0;
@@ -33,6 +35,8 @@ LiveCounts count_live(SessionManager& sessions) {
     LiveCounts c;
     for (const char* status : kStatuses) c.processes_by_status[status] = 0;
     c.sessions_by_state["starting"] = sessions.starting_count();
+    // Prepared sessions (--prepare) are nobody's yet: counted apart, never as active ones.
+    c.sessions_by_state["prepared"] = sessions.prepared_count();
     for (const SessionInfo& s : sessions.list_sessions()) {
         ++c.sessions_by_state[std::string(to_string(s.state))];
         c.oom_kills += s.usage.oom_kills;

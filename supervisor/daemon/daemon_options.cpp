@@ -1,5 +1,6 @@
 #include "supervisor/daemon/daemon_options.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include "policies/units.hpp"
@@ -34,6 +35,14 @@ bool parse_timeout(const std::string& text, std::chrono::milliseconds* out) {
     return true;
 }
 
+/// A named policy, as POST /v1/sessions takes it: [A-Za-z0-9._-], no path, not hidden.
+bool valid_policy_name(const std::string& name) {
+    if (name.empty() || name.size() > 128 || name[0] == '.') return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    });
+}
+
 }  // namespace
 
 std::string daemon_usage() {
@@ -47,6 +56,9 @@ std::string daemon_usage() {
            "               [--max-process-records N (256)] [--recover=adopt|reap (adopt)]\n"
            "               [--keep-output=on|off (on)]\n"
            "               [--journal-sync=none|data (none)]\n"
+           "               [--prepare POLICY=N]...  (keep N (1-64) sessions of named policy\n"
+           "                                            POLICY prepared: creations that ask for\n"
+           "                                            nothing else take one; off by default)\n"
            "               [--allow-workdir ROOT]...  (sessions may work in existing\n"
            "                                            directories beneath ROOT: {workdir})\n"
            "               [--egress-hosts-file FILE]  (hosts-file names for the egress proxy,\n"
@@ -156,6 +168,22 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             if (value != "none" && value != "data")
                 return sys_error(EINVAL, "--journal-sync `" + value + "`: expected none or data");
             options.journal_sync_data = value == "data";
+        } else if (name == "--prepare") {
+            const size_t eq = value.rfind('=');
+            const std::string policy = eq == std::string::npos ? "" : value.substr(0, eq);
+            const std::string number = eq == std::string::npos ? "" : value.substr(eq + 1);
+            size_t count = 0;
+            auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), count);
+            if (!valid_policy_name(policy) || number.empty() || ec != std::errc() ||
+                end != number.data() + number.size() || count < 1 || count > kMaxPrepared)
+                return sys_error(EINVAL, "--prepare `" + value +
+                                             "`: expected POLICY=N, a policy name (a preset or a "
+                                             "file of --policy-dir, no path) and N from 1 to " +
+                                             std::to_string(kMaxPrepared));
+            if (options.prepare.count(policy) != 0)
+                return sys_error(
+                    EINVAL, "--prepare `" + value + "`: policy `" + policy + "` is given twice");
+            options.prepare[policy] = count;
         } else if (name == "--max-process-records") {
             size_t count = 0;
             auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), count);

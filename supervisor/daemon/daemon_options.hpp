@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct DaemonOptions {
     /// --keep-output=on|off: sessions' holders keep output pipes across a restart (on).
     bool keep_output = true;
     bool journal_sync_data = false;  ///< --journal-sync=data: fdatasync every journal record
+    /// --prepare POLICY=N (repeatable; issue 18): N (1-64) sessions of named policy POLICY kept
+    /// prepared for creations that ask for nothing else. The names are checked at start-up.
+    std::map<std::string, size_t> prepare;
     bool help = false;
 };
 
@@ -48,5 +52,7 @@ struct DaemonOptions {
 Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args);
 /// The usage text.
 std::string daemon_usage();
+/// The most sessions one --prepare policy may keep prepared.
+inline constexpr size_t kMaxPrepared = 64;
 
 }  // namespace corral::daemon

@@ -238,6 +238,77 @@ TEST_F(SessionManagerTest, SessionManager_AsyncCreationIsReachableOnlyOnceReadyA
     }
 }
 
+// Issue 18: prepared sessions (SessionManagerConfig::prepared, corrald --prepare) never make a
+// client's creation fail. They do not count against max_sessions for clients; at the limit one
+// is ended to make room, the pool is not refilled while there is no room, and it refills once
+// clients' sessions are gone. A claim moves a prepared session to the clients' count.
+TEST_F(SessionManagerTest, SessionManager_PreparedSessionsGiveWayToClientsAtTheSessionLimit) {
+    auto host =
+        discover_placed_cgroup_host(PlacementOptions{false, "corral-test", scope_requester()});
+    ASSERT_TRUE(host) << host.error().describe();
+    char tmpl[] = "/tmp/corral-sm-prepared-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const std::string state_dir = tmpl;
+    SessionManagerConfig config;
+    config.state_dir = state_dir;
+    config.instance_name = unique_instance();
+    config.port_first = static_cast<uint16_t>(10000 + (::getpid() % 500) * 10);
+    config.port_last = static_cast<uint16_t>(config.port_first + 9);
+    config.ended_retention = 200ms;
+    config.max_sessions = 3;
+    config.prepared = {{"none", 2}};
+    const std::string instance = host->v2_own + "/" + config.instance_name;
+    auto created = SessionManager::create(io_, config, *host);
+    ASSERT_TRUE(created) << created.error().describe();
+    std::unique_ptr<SessionManager> manager = std::move(*created);
+    auto pool = [&] { return manager->prepared_pools().at("none"); };
+    ASSERT_TRUE(run_until([&] { return pool().ready == 2 && pool().preparing == 0; }));
+    auto create_async = [&](const std::string& id) {
+        CreateSessionRequest request;
+        request.policy = "none";
+        request.id = id;
+        std::optional<Result<CreatedSession>> result;
+        manager->async_create_session(
+            request, [&](Result<CreatedSession> r) { result.emplace(std::move(r)); });
+        EXPECT_TRUE(run_until([&] { return result.has_value(); }));
+        return result.value_or(Result<CreatedSession>(sys_error(EIO, "no answer")));
+    };
+    // Three clients' sessions (ids of their own: not from the pool) all succeed.
+    for (const std::string id : {"client-1", "client-2", "client-3"}) {
+        auto made = create_async(id);
+        EXPECT_TRUE(made) << id << ": " << made.error().describe();
+    }
+    // The limit is the clients': a fourth is refused, and the pool has made room and stays empty.
+    auto fourth = create_async("client-4");
+    ASSERT_FALSE(fourth);
+    EXPECT_EQ(fourth.error().code, EBUSY);
+    run_until([] { return false; }, 300ms);  // a refill would have come by now
+    EXPECT_EQ(pool().ready + pool().preparing, 0u);
+    EXPECT_EQ(manager->list_sessions().size(), 3u);
+    // Room again: the pool refills, and a claim counts as a client's session.
+    for (const std::string id : {"client-1", "client-2", "client-3"}) {
+        std::optional<Result<EndSessionReport>> ended;
+        manager->end_session(id, [&](Result<EndSessionReport> r) { ended.emplace(std::move(r)); });
+        ASSERT_TRUE(run_until([&] { return ended.has_value(); }));
+    }
+    ASSERT_TRUE(run_until([&] { return pool().ready == 2; }));
+    CreateSessionRequest from_pool;
+    from_pool.policy = "none";
+    std::optional<Result<CreatedSession>> claimed;
+    manager->async_create_session(from_pool,
+                                  [&](Result<CreatedSession> r) { claimed.emplace(std::move(r)); });
+    ASSERT_TRUE(run_until([&] { return claimed.has_value(); }));
+    ASSERT_TRUE(*claimed) << claimed->error().describe();
+    EXPECT_EQ(manager->list_sessions().size(), 1u);
+    bool shut_down = false;
+    manager->shutdown([&] { shut_down = true; });
+    ASSERT_TRUE(run_until([&] { return shut_down; }));
+    manager.reset();
+    EXPECT_FALSE(exists(instance)) << instance << " left behind";
+    EXPECT_TRUE(child_cgroups(state_dir + "/sessions").empty()) << "session dirs left";
+    std::filesystem::remove_all(state_dir);
+}
+
 // A shutdown while a creation waits for its holder fails the creation (ESHUTDOWN) and ends what
 // it made; the shutdown completes, and TearDown finds nothing left.
 TEST_F(SessionManagerTest, SessionManager_ShutdownDuringAnAsyncCreationFailsItAndLeavesNothing) {

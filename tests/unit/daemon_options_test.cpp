@@ -52,3 +52,31 @@ TEST(DaemonOptions, EgressIdleTimeout) {
 
 }  // namespace
 }  // namespace corral::daemon
+
+namespace corral::daemon {
+namespace {
+
+// Issue 18: --prepare POLICY=N, repeatable, off by default; N from 1 to kMaxPrepared; a policy
+// name, never a path.
+TEST(DaemonOptions, PrepareTakesNamedPoliciesWithABoundedCount) {
+    auto defaults = parse_daemon_options({});
+    ASSERT_TRUE(defaults);
+    EXPECT_TRUE(defaults->prepare.empty());
+    auto set = parse_daemon_options({"--prepare", "default=8", "--prepare=ci-job=64"});
+    ASSERT_TRUE(set) << set.error().describe();
+    EXPECT_EQ(set->prepare.at("default"), 8u);
+    EXPECT_EQ(set->prepare.at("ci-job"), kMaxPrepared);
+    for (const char* bad : {"default", "default=", "=3", "default=0", "default=65", "default=-1",
+                            "default=x", "../x=1", "/etc/p=1", ".hidden=1"}) {
+        auto parsed = parse_daemon_options({"--prepare", bad});
+        ASSERT_FALSE(parsed) << bad;
+        EXPECT_NE(parsed.error().message.find("--prepare"), std::string::npos)
+            << parsed.error().message;
+    }
+    auto twice = parse_daemon_options({"--prepare", "none=1", "--prepare", "none=2"});
+    ASSERT_FALSE(twice);
+    EXPECT_NE(twice.error().message.find("twice"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace corral::daemon

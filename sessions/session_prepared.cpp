@@ -1,0 +1,67 @@
+// Prepared sessions (issue 18, "A session ready to run"): corrald --prepare POLICY=N keeps sessions
+// built ahead of any request, so a creation that asks for nothing a holder's setup decides takes
+// one instead of waiting for namespaces, mounts and the network (SessionManager's pool).
+//
+// Security, for a boundary product: a prepared session is state that waits to be handed to some
+// tenant, which is what "warm pool" reuse bugs get wrong (a pooled sandbox that carried one
+// tenant's files, processes or credentials to the next). Here a prepared session has never run
+// anything a client asked for, holds no tokens (they are made at claim), is not journalled (a
+// restart reaps it with everything unowned), and is handed out once: claim() refuses a session
+// that is not an untouched prepared one, and the manager removes it from the pool before.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "sessions/session.hpp"
+
+namespace corral {
+namespace {
+
+/// <state>/sessions/<sid>/.prepared while a prepared session is nobody's: a restart after a crash
+/// reaps such a session like any unowned one and keeps no "ended" record of an id no client had
+/// (SessionManager::remember_reaped_sessions). Beside the session's root, never inside it.
+std::string prepared_marker(const std::string& root) {
+    return root.substr(0, root.rfind('/')) + "/" + kPreparedMarker;
+}
+
+}  // namespace
+
+void Session::complete_preparation() {
+    Status built = build_request_independent(*start_request_);
+    if (!built) {
+        fail_start(std::move(built.error().context("set up")));
+        return;
+    }
+    const std::string marker = prepared_marker(directory_.root());
+    const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fail_start(sys_error("create `" + marker + "`").context("set up"));
+        return;
+    }
+    ::close(fd);
+    start_request_.reset();
+    state_ = SessionState::active;  // still nobody's: only the manager's pool holds it
+    auto ready = std::move(ready_handler_);
+    ready_handler_ = nullptr;
+    if (ready) ready(Status{});
+}
+
+Status Session::claim(const CreateSessionRequest& request) {
+    // Handed out once, and only untouched: no process ever ran in it, no token ever existed.
+    if (!prepared_ || state_ != SessionState::active || next_process_ != 1 || !processes_.empty() ||
+        !full_token_.empty() || journalled_)
+        return sys_error(EINVAL, "session `" + id_ + "` is not an unclaimed prepared session");
+    prepared_ = false;
+    const std::string marker = prepared_marker(directory_.root());
+    if (::unlink(marker.c_str()) != 0 && errno != ENOENT)
+        return sys_error("claim prepared session " + id_ + ": remove `" + marker + "`");
+    CORRAL_TRY(apply_request(request), "claim prepared session " + id_);
+    created_at_ = std::chrono::system_clock::now();  // its life starts now, for the client
+    // Journalled before its id and tokens reach anyone, as every creation is.
+    journalled_ = true;
+    CORRAL_TRY(journal_session(), "claim prepared session " + id_);
+    arm_session_timer();
+    arm_idle_timer();
+    return {};
+}
+
+}  // namespace corral
