@@ -102,6 +102,8 @@ export type FileEntry = {
 export type Health = {
   status: string; version: string; instance: string; cgroup: Record<string, unknown>;
   layers: Record<string, unknown>; sessions: number; portRange: { first: number; last: number };
+  /** corrald --prepare POLICY=N: per policy, the pool's size and what is ready or being prepared. */
+  prepared?: Record<string, { target: number; ready: number; preparing: number }>;
 };
 
 /** Egress policy (PATCH /v1/sessions/{sid}/network). */
