@@ -121,6 +121,7 @@ struct LaunchWorker::Job {
     pid_t pid = -1;
     bool has_pidfd = false;
     bool listener_expected = false;
+    bool exec_reached = false;
     int descriptors = -1;
 };
 
@@ -241,6 +242,7 @@ std::vector<UniqueFd> LaunchWorker::run(Job& job, const int* received, size_t co
     }
     job.pid = pending->child.pid();
     job.listener_expected = pending->listener_expected;
+    job.exec_reached = pending->exec_reached;
     std::vector<UniqueFd> back;
     back.push_back(std::move(pending->report));
     if (pending->child.pidfd() >= 0) {
@@ -282,6 +284,7 @@ Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
     pending.report = std::move(received[0]);
     pending.child = PidRef(job.pid, job.has_pidfd ? std::move(received[1]) : UniqueFd());
     pending.listener_expected = job.listener_expected;
+    pending.exec_reached = job.exec_reached;
     return pending;
 }
 

@@ -517,6 +517,11 @@ Result<PendingLaunch> launch_begin(const LaunchSpec& spec) {
             PendingLaunch pending;
             pending.child = std::move(**shared);
             pending.report = std::move(pipe->read_end);
+            // We resumed because it exec'd or exited, and a child that exits before execve
+            // writes its report first: no report is an exec (its copy of the write end may close
+            // a moment later, at the exec's close-on-exec; nothing writes to it).
+            pollfd report{pending.report.get(), POLLIN, 0};
+            pending.exec_reached = ::poll(&report, 1, 0) == 0 || !(report.revents & POLLIN);
             return pending;
         }
     }
@@ -607,6 +612,7 @@ Error launch_deadline_error(const SetupDeadline& deadline) {
 Result<PidRef> launch(const LaunchSpec& spec) {
     auto pending = launch_begin(spec);
     if (!pending) return std::move(pending.error());
+    if (pending->exec_reached) return std::move(pending->child);
     SetupDeadline deadline;
     if (spec.setup_limit) deadline = SetupDeadline(*spec.setup_limit, pending->child.pid());
     const bool counting = pending->listener_expected;

@@ -127,6 +127,10 @@ struct PendingLaunch {
     UniqueFd report;  ///< the channel's read end (blocking; read it only when readable)
     /// The first report may carry the seccomp listener (spec.refusals with a notifying filter).
     bool listener_expected = false;
+    /// Known when launch_begin() returned: the child has exec'd, so there is nothing to watch
+    /// `report` for. Only a launch that shared our memory (CLONE_VFORK: we resumed once it had
+    /// exec'd or exited) and found no failure report on the channel.
+    bool exec_reached = false;
 };
 
 /// launch() without the wait, for an event loop (issue 12 item 1: corrald's loop must not wait

@@ -134,6 +134,8 @@ Status Process::launch_into_leaf() {
     if (!pending) return std::move(pending.error());
     main_ = std::move(pending->child);
     pending_launch_ = std::move(*pending);
+    // Already exec'd (a launch that shared corrald's memory): nothing to watch (launching()).
+    if (pending_launch_->exec_reached) pending_launch_->report.reset();
     launched_ = true;
     reaper_.add_owned(main_.pid());
 
@@ -181,6 +183,8 @@ Status Process::launch_on_terminal() {
     if (!pending) return std::move(pending.error());
     main_ = std::move(pending->child);
     pending_launch_ = std::move(*pending);
+    // Already exec'd (a launch that shared corrald's memory): nothing to watch (launching()).
+    if (pending_launch_->exec_reached) pending_launch_->report.reset();
     launched_ = true;
     reaper_.add_owned(main_.pid());
     CORRAL_TRY(set_nonblocking(read_end.get()), "pty master");

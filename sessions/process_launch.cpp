@@ -19,7 +19,7 @@
 namespace corral {
 
 void Process::watch_launch() {
-    if (!pending_launch_ || finished_) return;
+    if (!launching()) return;  // settled, final, or known to have exec'd at launch
     if (!launch_watch_.is_open()) {
         const int duplicate = ::fcntl(pending_launch_->report.get(), F_DUPFD_CLOEXEC, 0);
         if (duplicate < 0) {

@@ -511,6 +511,52 @@ TEST_F(SharedMemoryLaunchTest, SetupFailuresReportTheStepAndErrnoAsTheForkPathDo
     EXPECT_EQ(out, "still fine\n");
 }
 
+// Issue 18: a launch that shared our memory is known to have exec'd when launch_begin() returns
+// without a failure report (we resumed at its exec or exit), so corrald skips watching its
+// report channel; a failed step must never be taken for an exec. Both through the worker, as
+// corrald launches, and directly; a forked launch never claims to know.
+TEST_F(SharedMemoryLaunchTest, AnExecIsKnownAtReturnAndAFailureNeverIs) {
+    for (bool through_worker : {false, true}) {
+        SCOPED_TRACE(through_worker ? "through the launch worker" : "direct");
+        auto begin = [&](const LaunchSpec& s) {
+            return through_worker ? LaunchWorker::shared()->launch_begin(s) : launch_begin(s);
+        };
+        auto exec_reached = [&](const LaunchSpec& s, std::optional<Error>* failure) {
+            auto pending = begin(s);
+            EXPECT_TRUE(pending) << pending.error().describe();
+            if (!pending) return false;
+            const bool known = pending->exec_reached;
+            if (!known) {
+                pollfd ready{pending->report.get(), POLLIN, 0};
+                EXPECT_EQ(::poll(&ready, 1, 10000), 1);
+                auto executed = read_launch_report(*pending, nullptr);
+                if (!executed && failure) *failure = executed.error();
+            }
+            (void)pending->child.wait();  // reaped either way
+            return known;
+        };
+        LaunchSpec good = spec({"true"});
+        EXPECT_TRUE(exec_reached(good, nullptr));
+
+        std::optional<Error> failure;
+        LaunchSpec missing = spec({"corral-no-such-program"});
+        EXPECT_FALSE(exec_reached(missing, &failure));
+        ASSERT_TRUE(failure);
+        EXPECT_EQ(failure->message, "execve `corral-no-such-program`");
+
+        failure.reset();
+        LaunchSpec bad_cwd = spec({"true"});
+        bad_cwd.cwd = "/nonexistent-corral-dir";
+        EXPECT_FALSE(exec_reached(bad_cwd, &failure));
+        ASSERT_TRUE(failure);
+        EXPECT_EQ(failure->code, ENOENT);
+
+        LaunchSpec forked = spec({"true"});
+        forked.may_share_memory = false;
+        EXPECT_FALSE(exec_reached(forked, nullptr));
+    }
+}
+
 // CVE-2019-5736 (runc: /proc/<pid>/exe of a not-yet-exec'd child opened from inside the
 // container) and issue 10.1 are why a forked child makes itself non-dumpable. A child sharing our
 // memory must not: the flag is the mm's, so it would change ours for good. Our own flag is what
