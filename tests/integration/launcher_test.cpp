@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -245,8 +246,15 @@ std::pair<Result<bool>, PendingLaunch> launch_through_worker(const LaunchSpec& s
 std::vector<UniqueFd> hold_descriptors(int count) {
     rlimit limit{};
     ::getrlimit(RLIMIT_NOFILE, &limit);
+    // Room for them whatever the host's hard limit (the pure-v2 guest's is ~1,100): root may
+    // raise it, as corrald's start does.
+    rlim_t open_now = 0;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+        ++open_now;
+    const rlim_t wanted = open_now + static_cast<rlim_t>(count) + 64;
+    if (limit.rlim_max < wanted) limit.rlim_max = wanted;
     limit.rlim_cur = limit.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &limit);
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &limit), 0) << std::strerror(errno);
     std::vector<UniqueFd> held;
     for (int i = 0; i < count; ++i) {
         const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
