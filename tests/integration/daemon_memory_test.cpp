@@ -22,6 +22,7 @@
 namespace corral {
 namespace {
 
+using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
 
@@ -51,18 +52,6 @@ long resident_kib(pid_t pid) {
     return 0;
 }
 
-bool can_run(std::string& why) {
-    if (::geteuid() != 0) {
-        why = "needs root (cgroups, namespaces)";
-        return false;
-    }
-    if (!std::filesystem::exists(CORRAL_BINARY_DIR "/supervisor/corrald")) {
-        why = "corrald is not built";
-        return false;
-    }
-    return true;
-}
-
 // Every thread of a process gets the executable's whole static TLS block, zeroed: a large
 // thread_local there is resident memory in each NetnsThread, nftables worker and launch worker,
 // whether the thread ever uses it or not (the read buffer was 256 KiB: 51 MB of 143 MB).
@@ -80,7 +69,7 @@ TEST(DaemonMemory, CorraldsThreadsCarryNoLargeStaticTls) {
 // in place), then 60 more `default` sessions: before the fixes ~1,300 KiB each, after ~190.
 TEST(DaemonMemory, IsolatedSessionsCostLittleOfCorraldsResidentMemory) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();

@@ -25,20 +25,9 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::bearer;
+using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
-
-bool can_run(std::string& why) {
-    if (::geteuid() != 0) {
-        why = "needs root (cgroups, namespaces)";
-        return false;
-    }
-    if (!std::filesystem::exists(CORRAL_BINARY_DIR "/supervisor/corrald")) {
-        why = "corrald is not built";
-        return false;
-    }
-    return true;
-}
 
 json process_of(const json& session, const std::string& id) {
     for (const auto& p : session["processes"])
@@ -65,7 +54,7 @@ bool alive(pid_t pid) {
 
 TEST(DaemonRestart, ReadoptsSessionsWithLiveProcessesWithTheirIdsTokensEnvAndPorts) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -165,7 +154,7 @@ TEST(DaemonRestart, ReadoptsSessionsWithLiveProcessesWithTheirIdsTokensEnvAndPor
 // so (status unknown, exitCode null, a note); a session left with nothing running ends.
 TEST(DaemonRestart, WhatEndedWhileTheDaemonWasDownIsUnknownAndEmptySessionsEnd) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -213,7 +202,7 @@ TEST(DaemonRestart, WhatEndedWhileTheDaemonWasDownIsUnknownAndEmptySessionsEnd) 
 // killed, as any session whose policy no longer fits what is left of it.
 TEST(DaemonRestart, AKeeperIsNeverTakenForTheHolderOfAPolicyThatNowAsksForNamespaces) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     char dir_template[] = "/tmp/corral-test-policies-XXXXXX";
     ASSERT_NE(::mkdtemp(dir_template), nullptr);
     const std::filesystem::path policies(dir_template);
@@ -251,7 +240,7 @@ TEST(DaemonRestart, AKeeperIsNeverTakenForTheHolderOfAPolicyThatNowAsksForNamesp
 // Issue 12.2: `--recover=reap` ends everything a previous run left instead of re-adopting.
 TEST(DaemonRestart, RecoverReapEndsEverythingInstead) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -280,7 +269,7 @@ TEST(DaemonRestart, RecoverReapEndsEverythingInstead) {
 // Timers survive too: a process's timeout and the session's count from their original start.
 TEST(DaemonRestart, TimeoutsCountFromTheOriginalStart) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -366,7 +355,7 @@ std::string seq_output(unsigned last) {
 // never SIGPIPE. After the restart every byte is read, byte-exact, in order.
 TEST(DaemonRestart, OutputWrittenWhileTheDaemonWasDownIsReadByteExactAfterTheRestart) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     constexpr unsigned kLast = 450000;  // seq 1 450000: 3,038,895 bytes
     const std::string expected = seq_output(kLast);
     ASSERT_GT(expected.size(), 2u << 20);  // more than twice what the 1 MiB pipe holds
@@ -411,7 +400,7 @@ TEST(DaemonRestart, OutputWrittenWhileTheDaemonWasDownIsReadByteExactAfterTheRes
 // adopts the process without its output and says so, and nothing crashes.
 TEST(DaemonRestart, AHolderThatCouldNotKeepTheOutputMeansOutputNotResumed) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -445,7 +434,7 @@ TEST(DaemonRestart, AHolderThatCouldNotKeepTheOutputMeansOutputNotResumed) {
 // stream's start event says offsets start at 0 again.
 TEST(DaemonRestart, AStreamResumedAfterTheRestartGetsTheRestAndATruthfulFinalEvent) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -502,7 +491,7 @@ TEST(DaemonRestart, AStreamResumedAfterTheRestartGetsTheRestAndATruthfulFinalEve
 // terminal — what it printed while the daemon was down is there, and typing into it works.
 TEST(DaemonRestart, ATerminalIsReattachedAfterTheRestart) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     for (const char* policy : {"none", "default"}) {
         SCOPED_TRACE(policy);
         CorraldProcess daemon;
@@ -553,7 +542,7 @@ TEST(DaemonRestart, ATerminalIsReattachedAfterTheRestart) {
 // output any more; a stream says so and ends rather than hold the client.
 TEST(DaemonRestart, WithKeepOutputOffAResumedStreamEndsWithDaemonRestart) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon({"--keep-output=off"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();

@@ -35,6 +35,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::crash_workload;
 using testing::CrashLedger;
@@ -42,18 +43,6 @@ using testing::HttpClient;
 using testing::orphaned_processes;
 using testing::populated_sessions;
 using testing::unowned;
-
-bool can_run(std::string& why) {
-    if (::geteuid() != 0) {
-        why = "needs root (cgroups, namespaces)";
-        return false;
-    }
-    if (!std::filesystem::exists(CORRAL_BINARY_DIR "/supervisor/corrald")) {
-        why = "corrald is not built";
-        return false;
-    }
-    return true;
-}
 
 /// How many descriptors `pid` has open.
 size_t open_descriptors(pid_t pid) {
@@ -131,7 +120,7 @@ bool run_unless_stalled(CorraldProcess& daemon, size_t threads, std::chrono::sec
 // Each round prints how many it ended.
 TEST(DaemonRobust, HundredsOfMixedSessionsEndedInParallelNeverHang) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     constexpr size_t kRounds = 3;
@@ -235,7 +224,7 @@ TEST(DaemonRobust, HundredsOfMixedSessionsEndedInParallelNeverHang) {
 // corral's on the host belongs to no listed session.
 TEST(DaemonRobust, KilledAtRandomPointsRestartsAndLeavesNothingUnowned) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     const unsigned seed = std::random_device{}();
@@ -354,7 +343,7 @@ TEST(DaemonRobust, KilledAtRandomPointsRestartsAndLeavesNothingUnowned) {
 // a dropped id answers 410 Gone with a message saying why, and the session record stays small.
 TEST(DaemonRobust, FinishedRecordsBeyondTheCapAnswer410AndTheSessionStaysSmall) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     constexpr size_t kCap = 16;
     CorraldProcess daemon({"--max-process-records", std::to_string(kCap)});
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
@@ -391,7 +380,7 @@ TEST(DaemonRobust, FinishedRecordsBeyondTheCapAnswer410AndTheSessionStaysSmall) 
 // period for it. The grace here is 30 s, so a miss shows as a DELETE of 30 s; the bound is half.
 TEST(DaemonRobust, DeleteRightAfterSpawnDoesNotWaitTheGraceForAChildForkedMeanwhile) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
@@ -418,7 +407,7 @@ TEST(DaemonRobust, DeleteRightAfterSpawnDoesNotWaitTheGraceForAChildForkedMeanwh
 // answered only after the spawn: the ordering checks fail.
 TEST(DaemonRobust, ASpawnOfAChildFrozenBeforeExecNeverHoldsOtherRequestsAndFailsAfterItsLimit) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
@@ -507,7 +496,7 @@ bool gone_from_session(pid_t pid, const std::string& sid) {
 // creation failed: the ordering check fails.
 TEST(DaemonRobust, ASessionWhoseHolderIsFrozenBeforeReadyNeverHoldsOtherRequestsAndLeavesNothing) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
@@ -602,7 +591,7 @@ TEST(DaemonRobust, ASessionWhoseHolderIsFrozenBeforeReadyNeverHoldsOtherRequests
 // itself created into the frozen sessions cgroup (504 again): never 409.
 TEST(DaemonRobust, TwoOverlappingCreationsWithOneIdGiveOne201AndOne409) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
@@ -663,7 +652,7 @@ std::optional<uint64_t> signal_mask(pid_t pid, const std::string& field) {
 // SIGTERM ran corrald's handler, and corrald shut down).
 TEST(DaemonRobust, ASignalSentToAChildBeforeExecNeverRunsCorraldsHandlers) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
@@ -755,7 +744,7 @@ int send_and_never_read(const std::string& socket_path, const std::string& reque
 // Measured natively: 25.8 MiB at the start, 30.8 MiB with 40 stalled clients, 31.4 MiB after.
 TEST(DaemonRobust, ClientsThatDoNotReadLargeResponsesHoldBoundedMemoryAndAreDropped) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon({"--write-timeout", "20s"});
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
@@ -828,7 +817,7 @@ TEST(DaemonRobust, ClientsThatDoNotReadLargeResponsesHoldBoundedMemoryAndAreDrop
 // response; with a minimum of 4 MiB/s it is dropped after a few seconds.
 TEST(DaemonRobust, AClientThatTakesAResponseBelowTheMinimumRateIsDropped) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon({"--write-timeout", "2s", "--min-write-rate", "4Mi"});
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
@@ -878,7 +867,7 @@ TEST(DaemonRobust, AClientThatTakesAResponseBelowTheMinimumRateIsDropped) {
 // are now bounded by --write-timeout as every HTTP write is.
 TEST(DaemonRobust, ATerminalClientThatNeverReadsIsDroppedAfterTheWriteTimeout) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon({"--write-timeout", "1s"});
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
@@ -943,7 +932,7 @@ bool eventually(const std::function<bool()>& done, std::chrono::seconds bound = 
 // files were gone: the first check fails.
 TEST(DaemonRobust, AnEndedSessionsManyFilesAreDeletedOffTheLoopAndNothingIsLeft) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();
@@ -999,7 +988,7 @@ TEST(DaemonRobust, AnEndedSessionsManyFilesAreDeletedOffTheLoopAndNothingIsLeft)
 // deleted: the foreign one was lost.
 TEST(DaemonRobust, ADiscardedDirectoryIsDeletedAtTheNextStartAndNothingNotCorrals) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     daemon.stop(30s);
@@ -1039,7 +1028,7 @@ TEST(DaemonRobust, ADiscardedDirectoryIsDeletedAtTheNextStartAndNothingNotCorral
 // of it is left. On the previous corrald it stayed active: the wait below times out.
 TEST(DaemonRobust, ASessionWhoseCreatorLeftBeforeTheAnswerIsEndedAndLeavesNothing) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << "corrald did not start:\n" << daemon.log();
     HttpClient c = daemon.client();

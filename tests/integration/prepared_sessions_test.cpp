@@ -30,20 +30,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
-
-bool can_run(std::string& why) {
-    if (::geteuid() != 0) {
-        why = "needs root (cgroups, namespaces)";
-        return false;
-    }
-    if (!std::filesystem::exists(CORRAL_BINARY_DIR "/supervisor/corrald")) {
-        why = "corrald is not built";
-        return false;
-    }
-    return true;
-}
 
 /// The pool of `policy` as /v1/health shows it: {target, ready, preparing}.
 json pool(HttpClient& c, const std::string& policy) {
@@ -129,7 +118,7 @@ std::string run_stdout(HttpClient& c, const std::string& sid, const std::string&
 // refills; DELETE of the claimed session leaves nothing of it.
 TEST(PreparedSessions, PoolFillsAClaimIsFreshAndRunsAndThePoolRefills) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon({"--prepare", "default=3"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -190,7 +179,7 @@ TEST(PreparedSessions, PoolFillsAClaimIsFreshAndRunsAndThePoolRefills) {
 // tokens, and one session's token can neither see nor claim the prepared ones.
 TEST(PreparedSessions, TwoClaimsShareNothingAndATokenReachesNoPreparedSession) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon({"--prepare", "default=4"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -253,7 +242,7 @@ TEST(PreparedSessions, TwoClaimsShareNothingAndATokenReachesNoPreparedSession) {
 // policyYaml, workdir or other ports than the policy's is created normally (the pool untouched).
 TEST(PreparedSessions, RequestPartsApplyAtClaimAndHolderPartsBypassThePool) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     char work[] = "/tmp/corral-prepared-work-XXXXXX";
     ASSERT_NE(::mkdtemp(work), nullptr);
     struct RemoveDir {
@@ -310,7 +299,7 @@ TEST(PreparedSessions, RequestPartsApplyAtClaimAndHolderPartsBypassThePool) {
 // the pool then refills with the new form.
 TEST(PreparedSessions, APolicyFileChangedSincePreparationDiscardsThePreparedSessions) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     char dir[] = "/tmp/corral-prepared-policies-XXXXXX";
     ASSERT_NE(::mkdtemp(dir), nullptr);
     struct RemoveDir {
@@ -354,7 +343,7 @@ TEST(PreparedSessions, APolicyFileChangedSincePreparationDiscardsThePreparedSess
 // policy's session and idle timeouts is handed out active, and those timeouts end it afterwards.
 TEST(PreparedSessions, TimeoutsCountFromTheClaimNotFromThePreparation) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     char dir[] = "/tmp/corral-prepared-timeouts-XXXXXX";
     ASSERT_NE(::mkdtemp(dir), nullptr);
     struct RemoveDir {
@@ -391,7 +380,7 @@ TEST(PreparedSessions, TimeoutsCountFromTheClaimNotFromThePreparation) {
 // leaves nothing of them: no holder, no cgroup, no directory. A shutdown ends them too.
 TEST(PreparedSessions, KillNineAndRestartLeaveNothingOfThemAndShutdownEndsThem) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     CorraldProcess daemon({"--prepare", "default=3", "--prepare", "none=2"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -470,7 +459,7 @@ TEST(PreparedSessions, KillNineAndRestartLeaveNothingOfThemAndShutdownEndsThem) 
 // Bad --prepare values stop the start with an error naming the flag.
 TEST(PreparedSessions, BadPrepareValuesAreAStartupErrorNamingTheFlag) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     for (const std::string value :
          {"nosuchpolicy=2", "default=0", "default=65", "default", "../etc/x=1"}) {
         SCOPED_TRACE(value);

@@ -26,20 +26,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
-
-bool can_run(std::string& why) {
-    if (::geteuid() != 0) {
-        why = "needs root (cgroups, namespaces)";
-        return false;
-    }
-    if (!std::filesystem::exists(CORRAL_BINARY_DIR "/supervisor/corrald")) {
-        why = "corrald is not built";
-        return false;
-    }
-    return true;
-}
 
 /// A process of the test's own (in the test's cgroup, not corral's), killed when this goes.
 class Victim {
@@ -103,7 +92,7 @@ std::string session_with_process(HttpClient& c, const std::string& policy) {
 // session kills the leaf, never the victim.
 TEST(JournalForgery, APidOutsideTheSessionsCgroupIsNeverAdoptedOrKilled) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     Victim victim;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
@@ -130,7 +119,7 @@ TEST(JournalForgery, APidOutsideTheSessionsCgroupIsNeverAdoptedOrKilled) {
 // cannot be trusted), it is reaped as anything unowned is, and the victim lives.
 TEST(JournalForgery, AForgedHolderRefusesTheSessionAndSparesTheVictim) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     Victim victim;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
@@ -155,7 +144,7 @@ TEST(JournalForgery, AForgedHolderRefusesTheSessionAndSparesTheVictim) {
 // path, so they are skipped with a log line; the victim's cgroup is never touched.
 TEST(JournalForgery, IdsAndPathsThatLeaveTheInstanceAreIgnored) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     Victim victim;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
@@ -194,7 +183,7 @@ TEST(JournalForgery, IdsAndPathsThatLeaveTheInstanceAreIgnored) {
 // the daemon starts, and what the previous run left is reaped as without a journal.
 TEST(JournalForgery, GarbageHugeOrForeignJournalsAreRefusedAndTheDaemonStarts) {
     std::string why;
-    if (!can_run(why)) GTEST_SKIP() << why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
     Victim victim;
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();

@@ -47,6 +47,20 @@ struct CorralFootprint {
     }
 };
 
+/// Whether a CorraldProcess can run here (root, corrald built); if not, `why` says what is
+/// missing, for the test's GTEST_SKIP.
+inline bool corrald_can_run(std::string& why) {
+    if (::geteuid() != 0) {
+        why = "needs root (cgroups, namespaces)";
+        return false;
+    }
+    if (!std::filesystem::exists(CORRAL_BINARY_DIR "/supervisor/corrald")) {
+        why = "corrald is not built";
+        return false;
+    }
+    return true;
+}
+
 class CorraldProcess {
   public:
     /// Prepares the directories and starts the daemon; check ready().
