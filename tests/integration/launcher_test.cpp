@@ -444,6 +444,11 @@ class SharedMemoryLaunchTest : public LauncherTest {
         if (!launch_may_share_memory(spec({"true"})))
             GTEST_SKIP() << "this host's suid_dumpable keeps launches forking";
     }
+    void TearDown() override {
+        stuck_procs_.reset();
+        remove_leaf(stuck_);
+        LauncherTest::TearDown();
+    }
     /// Another leaf of ours, frozen: a child that joins it (its cgroup.procs is given as a "v1
     /// tasks file", which the child writes "0" to) stops there before execve, with the launcher
     /// suspended, however the launch is done.
@@ -466,6 +471,19 @@ class SharedMemoryLaunchTest : public LauncherTest {
         auto removed = leaf.remove();
         EXPECT_TRUE(removed) << removed.error().describe();
     }
+    /// Makes `s` a launch of `true` whose child stops before execve: it joins stuck_, a frozen
+    /// leaf (see frozen_leaf) that TearDown removes even after a failed assertion. Call it in
+    /// ASSERT_NO_FATAL_FAILURE.
+    void spec_stuck_in_frozen_leaf(LaunchSpec& s) {
+        stuck_ = frozen_leaf();
+        ASSERT_TRUE(stuck_.valid());
+        stuck_procs_ = UniqueFd(::openat(stuck_.dir_fd(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+        ASSERT_TRUE(stuck_procs_.valid());
+        s = spec({"true"});
+        s.v1_join_fds = {stuck_procs_.get()};
+    }
+    Cgroup stuck_;
+    UniqueFd stuck_procs_;
 };
 
 /// Descriptors open in this process now.
@@ -648,21 +666,13 @@ TEST_F(SharedMemoryLaunchTest, TwoThousandLaunchesBesideMallocAndSignalStorms) {
 // another thread, as a same-credentials process could) is the launch's failure, not a command
 // that ran; the worker, suspended until then, goes on launching.
 TEST_F(SharedMemoryLaunchTest, AChildKilledBeforeExecFailsTheLaunchAndTheWorkerGoesOn) {
-    Cgroup stuck = frozen_leaf();
-    struct Cleanup {
-        Cgroup& leaf;
-        ~Cleanup() { remove_leaf(leaf); }
-    } cleanup{stuck};
-    ASSERT_TRUE(stuck.valid());
-    UniqueFd procs(::openat(stuck.dir_fd(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
-    ASSERT_TRUE(procs.valid());
-    LaunchSpec s = spec({"true"});
-    s.v1_join_fds = {procs.get()};
+    LaunchSpec s;
+    ASSERT_NO_FATAL_FAILURE(spec_stuck_in_frozen_leaf(s));
     std::atomic<bool> killed{false};
     std::thread killer([&] {
         const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         while (std::chrono::steady_clock::now() < give_up) {
-            auto listed = read_file(stuck.path() + "/cgroup.procs");
+            auto listed = read_file(stuck_.path() + "/cgroup.procs");
             if (listed && !listed->empty()) {
                 killed = ::kill(std::stoi(*listed), SIGKILL) == 0;
                 return;
@@ -688,16 +698,8 @@ TEST_F(SharedMemoryLaunchTest, AChildKilledBeforeExecFailsTheLaunchAndTheWorkerG
 // Issue 12 item 1 for a suspended launcher: a child stopped before execve is killed by the setup
 // watchdog after its limit, and the launch fails as a forked one does, in about that time.
 TEST_F(SharedMemoryLaunchTest, AChildStuckBeforeExecIsKilledAfterTheSetupLimit) {
-    Cgroup stuck = frozen_leaf();
-    struct Cleanup {
-        Cgroup& leaf;
-        ~Cleanup() { remove_leaf(leaf); }
-    } cleanup{stuck};
-    ASSERT_TRUE(stuck.valid());
-    UniqueFd procs(::openat(stuck.dir_fd(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
-    ASSERT_TRUE(procs.valid());
-    LaunchSpec s = spec({"true"});
-    s.v1_join_fds = {procs.get()};
+    LaunchSpec s;
+    ASSERT_NO_FATAL_FAILURE(spec_stuck_in_frozen_leaf(s));
     s.setup_limit = std::chrono::milliseconds(300);
     const auto asked = std::chrono::steady_clock::now();
     auto [executed, pending] = launch_through_worker(s);
@@ -708,7 +710,7 @@ TEST_F(SharedMemoryLaunchTest, AChildStuckBeforeExecIsKilledAfterTheSetupLimit) 
               std::string::npos)
         << executed.error().describe();
     EXPECT_LT(took, std::chrono::seconds(30));  // a hang, not a timing
-    auto listed = read_file(stuck.path() + "/cgroup.procs");
+    auto listed = read_file(stuck_.path() + "/cgroup.procs");
     ASSERT_TRUE(listed);
     EXPECT_EQ(*listed, "") << "the child was left behind";
 }
