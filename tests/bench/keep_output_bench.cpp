@@ -16,19 +16,15 @@
 #include <vector>
 
 #include "tests/bench/bench_report.hpp"
+#include "tests/bench/compared_daemon.hpp"
 #include "tests/bench/daemon_client.hpp"
-#include "tests/integration/support/corrald_process.hpp"
 
 namespace {
 
 using namespace corral::bench;
-using corral::testing::CorraldProcess;
 using nlohmann::json;
 
-struct Instance {
-    std::string label;
-    std::unique_ptr<CorraldProcess> daemon;
-    std::string socket;
+struct Instance : ComparedDaemon {
     std::vector<double> run_none, run_default, churn;
 };
 
@@ -87,16 +83,9 @@ int main(int argc, char** argv) {
     }
     std::vector<Instance> instances;
     for (const char* mode : {"on", "off"}) {
+        const std::string option = std::string("--keep-output=") + mode;
         Instance one;
-        one.label = mode;
-        one.daemon = std::make_unique<CorraldProcess>(
-            std::vector<std::string>{std::string("--keep-output=") + mode});
-        if (!one.daemon->ready()) {
-            std::fprintf(stderr, "corrald --keep-output=%s did not start:\n%s\n", mode,
-                         one.daemon->log().c_str());
-            return 1;
-        }
-        one.socket = one.daemon->arguments()[2];  // --socket PATH
+        if (!start_compared_daemon(one, option, {option})) return 1;
         instances.push_back(std::move(one));
     }
     for (int round = 0; round < rounds; ++round) {
@@ -105,8 +94,7 @@ int main(int argc, char** argv) {
             if (!c.connected() || !measure_runs(c, "none", runs, one.run_none) ||
                 !measure_runs(c, "default", runs, one.run_default) ||
                 !measure_churn(c, sessions, one.churn)) {
-                std::fprintf(stderr, "round %d against --keep-output=%s failed\n", round,
-                             one.label.c_str());
+                std::fprintf(stderr, "round %d against %s failed\n", round, one.label.c_str());
                 return 1;
             }
         }

@@ -25,19 +25,15 @@
 #include <vector>
 
 #include "tests/bench/bench_report.hpp"
+#include "tests/bench/compared_daemon.hpp"
 #include "tests/bench/daemon_client.hpp"
-#include "tests/integration/support/corrald_process.hpp"
 
 namespace {
 
 using namespace corral::bench;
-using corral::testing::CorraldProcess;
 using nlohmann::json;
 
-struct Instance {
-    std::string label;
-    std::unique_ptr<CorraldProcess> daemon;
-    std::string socket;
+struct Instance : ComparedDaemon {
     std::vector<double> idle, loaded;                ///< create + first run
     std::vector<double> idle_create, loaded_create;  ///< the create alone
     std::vector<double> idle_run, loaded_run;        ///< a later run in the sample's session
@@ -118,19 +114,10 @@ int main(int argc, char** argv) {
         if (a == "--settle-ms") settle_ms = std::atoi(argv[i + 1]);
     }
     std::vector<Instance> instances(2);
-    instances[0].label = "--prepare default=" + std::to_string(prepare);
-    instances[0].daemon = std::make_unique<CorraldProcess>(
-        std::vector<std::string>{"--prepare", "default=" + std::to_string(prepare)});
-    instances[1].label = "without a pool";
-    instances[1].daemon = std::make_unique<CorraldProcess>();
-    for (auto& one : instances) {
-        if (!one.daemon->ready()) {
-            std::fprintf(stderr, "corrald (%s) did not start:\n%s\n", one.label.c_str(),
-                         one.daemon->log().c_str());
-            return 1;
-        }
-        one.socket = one.daemon->socket_path();
-    }
+    const std::string pool = "default=" + std::to_string(prepare);
+    if (!start_compared_daemon(instances[0], "--prepare " + pool, {"--prepare", pool}) ||
+        !start_compared_daemon(instances[1], "without a pool", {}))
+        return 1;
     DaemonConnection pooled(instances[0].socket), plain(instances[1].socket);
     DaemonConnection* connections[] = {&pooled, &plain};
     for (int phase = 0; phase < 2; ++phase) {
