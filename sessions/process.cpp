@@ -132,12 +132,7 @@ Status Process::launch_into_leaf() {
     started_ = std::chrono::steady_clock::now();
     auto pending = launch_from_small_table(spec);
     if (!pending) return std::move(pending.error());
-    main_ = std::move(pending->child);
-    pending_launch_ = std::move(*pending);
-    // Already exec'd (a launch that shared corrald's memory): nothing to watch (launching()).
-    if (pending_launch_->exec_reached) pending_launch_->report.reset();
-    launched_ = true;
-    reaper_.add_owned(main_.pid());
+    take_launch(std::move(*pending));
 
     CORRAL_TRY(set_nonblocking(out_pipe->read_end.get()), "stdout pipe");
     CORRAL_TRY(set_nonblocking(err_pipe->read_end.get()), "stderr pipe");
@@ -181,17 +176,21 @@ Status Process::launch_on_terminal() {
     auto pending = launch_from_small_table(spec);
     setup_.terminal->slave.reset();
     if (!pending) return std::move(pending.error());
-    main_ = std::move(pending->child);
-    pending_launch_ = std::move(*pending);
-    // Already exec'd (a launch that shared corrald's memory): nothing to watch (launching()).
-    if (pending_launch_->exec_reached) pending_launch_->report.reset();
-    launched_ = true;
-    reaper_.add_owned(main_.pid());
+    take_launch(std::move(*pending));
     CORRAL_TRY(set_nonblocking(read_end.get()), "pty master");
     out_.pipe.assign(read_end.release());
     out_.eof = false;
     stdin_pipe_.assign(write_end.release());
     return {};
+}
+
+void Process::take_launch(PendingLaunch launch) {
+    main_ = std::move(launch.child);
+    pending_launch_ = std::move(launch);
+    // Already exec'd (a launch that shared corrald's memory): nothing to watch (launching()).
+    if (pending_launch_->exec_reached) pending_launch_->report.reset();
+    launched_ = true;
+    reaper_.add_owned(main_.pid());
 }
 
 std::vector<int> Process::output_descriptors() {

@@ -250,6 +250,9 @@ class Process : public std::enable_shared_from_this<Process> {
     LaunchSpec launch_spec();
     Status launch_into_leaf();
     Status launch_on_terminal();
+    /// Makes a started launch this process's: its child is main_ (owned by the reaper), its
+    /// report channel watched unless the child already exec'd (either launch_* above).
+    void take_launch(PendingLaunch launch);
     void record_setup_failure(const Error& error);
 
     // process_launch.cpp: the child's way to execve, watched on the loop (issue 12 item 1)
