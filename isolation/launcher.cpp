@@ -119,20 +119,6 @@ bool setup_stdio(const LaunchSpec& spec) noexcept {
     return true;
 }
 
-/// A daemon's signal mask and ignored signals would otherwise leak into every command
-/// (an ignored SIGPIPE or SIGINT survives execve).
-void reset_signals() noexcept {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) {
-        if (sig == SIGKILL || sig == SIGSTOP) continue;
-        ::sigaction(sig, &dfl, nullptr);  // fails harmlessly for glibc's reserved signals
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-}
-
 #if defined(__x86_64__)
 /// The kernel's struct sigaction on x86_64 (glibc's differs): SIG_DFL needs no restorer.
 struct KernelSigaction {
@@ -143,11 +129,17 @@ struct KernelSigaction {
 };
 #endif
 
-/// reset_signals() for a child sharing our memory, with raw system calls: glibc's sigaction
-/// refuses its internal signals 32 and 33 (SIGCANCEL, SIGSETXID), whose handlers in the child's
-/// copy of the table would otherwise run on corrald's memory (the setxid handler counts down a
-/// word another corrald thread waits on) if one arrived between the unblocking and execve.
-void reset_signals_sharing_memory() noexcept {
+/// Every handler back to the default, then the mask cleared, in the child (born with every signal
+/// blocked: launch_begin): no handler of the caller's may run in it, and a daemon's signal mask
+/// and ignored signals would otherwise leak into every command (an ignored SIGPIPE or SIGINT
+/// survives execve). With raw system calls where a child may share our memory (x86_64,
+/// clone_vm.hpp): glibc's sigaction refuses its internal signals 32 and 33 (SIGCANCEL,
+/// SIGSETXID), whose handlers in a child sharing our memory would run on corrald's memory (the
+/// setxid handler counts down a word another corrald thread waits on) if one arrived between the
+/// unblocking and execve. A forked child takes the same way (there they would only run on a copy,
+/// and execve resets handled signals anyway). Elsewhere every child is forked, and glibc's
+/// sigaction, which leaves 32 and 33 to glibc, serves.
+void reset_signals() noexcept {
 #if defined(__x86_64__)
     KernelSigaction dfl{};
     dfl.handler = SIG_DFL;
@@ -158,7 +150,15 @@ void reset_signals_sharing_memory() noexcept {
     const uint64_t none = 0;
     ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
 #else
-    reset_signals();
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) {
+        if (sig == SIGKILL || sig == SIGSTOP) continue;
+        ::sigaction(sig, &dfl, nullptr);  // fails harmlessly for glibc's reserved signals
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
 #endif
 }
 
@@ -242,27 +242,21 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
 /// and sets it just before execve.
 [[noreturn]] void child_main(const LaunchSpec& spec, const ChildPlan& plan, int report_fd,
                              int release_fd, volatile int* reached_execve) noexcept {
-    if (reached_execve == nullptr) {
-        // Until execve this is a copy of the caller's memory. corrald and corral are
-        // non-dumpable from main() (fork keeps it); repeat it for any other caller of the
-        // launcher (issue 10.1). Defence in depth, kept even though redundant for them: one
-        // caller that forgets (a test, a future tool) would expose its memory to /proc/N/mem of
-        // the sandbox until execve.
-        ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-        // Born with every signal blocked (launch_begin): no handler of the caller's may run in
-        // this copy of it. Defaults first, then the mask is cleared.
-        reset_signals();
-    } else {
-        // Not here: dumpability is a flag of the mm, and until execve our mm *is* the caller's,
-        // so PR_SET_DUMPABLE 0 would make corrald itself non-dumpable for good (for corrald and
-        // corral a no-op, for any other caller a lasting change). Nothing is exposed by leaving
-        // it: launch_may_share_memory() admits only a child with the caller's own credentials
-        // and namespaces, so whoever may open its /proc/N/mem or /proc/N/exe (CVE-2019-5736)
-        // until execve may open the caller's already, and it is the same memory and the same
-        // binary; execve then gives the child a fresh mm, whose dumpability the kernel sets
-        // from the new program (setuid, unreadable) as for any exec.
-        reset_signals_sharing_memory();
-    }
+    // Forked (no `reached_execve`): until execve this is a copy of the caller's memory. corrald
+    // and corral are non-dumpable from main() (fork keeps it); repeat it for any other caller of
+    // the launcher (issue 10.1). Defence in depth, kept even though redundant for them: one
+    // caller that forgets (a test, a future tool) would expose its memory to /proc/N/mem of the
+    // sandbox until execve.
+    // Sharing our memory, not: dumpability is a flag of the mm, and until execve our mm *is* the
+    // caller's, so PR_SET_DUMPABLE 0 would make corrald itself non-dumpable for good (for corrald
+    // and corral a no-op, for any other caller a lasting change). Nothing is exposed by leaving
+    // it: launch_may_share_memory() admits only a child with the caller's own credentials and
+    // namespaces, so whoever may open its /proc/N/mem or /proc/N/exe (CVE-2019-5736) until
+    // execve may open the caller's already, and it is the same memory and the same binary;
+    // execve then gives the child a fresh mm, whose dumpability the kernel sets from the new
+    // program (setuid, unreadable) as for any exec.
+    if (reached_execve == nullptr) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    reset_signals();
     if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup
         char go;
         ssize_t n;
