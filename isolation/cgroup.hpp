@@ -111,6 +111,10 @@ class Cgroup {
     /// owns it from now on: destruction kills and removes it.
     static Result<Cgroup> adopt(const std::string& dir);
 
+    /// Another handle on this cgroup (its descriptor duplicated, no path lookup) that never
+    /// removes it.
+    Result<Cgroup> unowned_view() const;
+
     /// Creates and owns a child cgroup.
     Result<Cgroup> create_child(const std::string& name) const;
 
