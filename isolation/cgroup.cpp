@@ -160,6 +160,14 @@ Result<Cgroup> Cgroup::adopt(const std::string& dir) {
     return open_dir(dir, true);
 }
 
+Result<Cgroup> Cgroup::unowned_view() const {
+    Cgroup view;
+    view.dir_.reset(::fcntl(dir_.get(), F_DUPFD_CLOEXEC, 0));
+    if (!view.dir_) return sys_error("duplicate the descriptor of cgroup `" + path_ + "`");
+    view.path_ = path_;
+    return view;
+}
+
 Result<Cgroup> Cgroup::create_child(const std::string& name) const {
     return create(path_, name);
 }
@@ -307,18 +315,18 @@ Status Cgroup::attach(pid_t pid) const {
 Status Cgroup::remove(std::chrono::milliseconds timeout) {
     if (!valid()) return {};
     if (!owned_) return plain_error("refusing to remove cgroup `" + path_ + "`: not created by us");
+    // The common case, a cgroup already empty and without children, is one rmdir; the kernel
+    // refuses it (EBUSY) while any process or child cgroup is left, and then we end the subtree.
+    if (::rmdir(path_.c_str()) == 0 || errno == ENOENT) {
+        dir_.reset();  // removed now, or already (e.g. by a parent's remove())
+        return {};
+    }
     UniqueFd parent(::open(parent_of(path_).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!parent && errno == ENOENT) {
         dir_.reset();  // removed with its parent
         return {};
     }
     if (!parent) return sys_error("open `" + parent_of(path_) + "`");
-    // The common case, a cgroup already empty and without children, is one rmdir; the kernel
-    // refuses it (EBUSY) while any process or child cgroup is left, and then we end the subtree.
-    if (::unlinkat(parent.get(), base_name(path_).c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) {
-        dir_.reset();  // removed now, or already (e.g. by a parent's remove())
-        return {};
-    }
     (void)kill_all(KillMethod::automatic, timeout);  // the wait below says whether it worked
     CORRAL_TRY(wait_until_empty(timeout), "remove cgroup");
     CORRAL_TRY(remove_tree(parent.get(), base_name(path_), path_), "remove cgroup");

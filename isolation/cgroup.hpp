@@ -46,8 +46,13 @@ struct CgroupHost {
 /// mounted and holds us; v1_own has one entry per controller name ("cpu" and "cpuacct" for a
 /// joint cpu,cpuacct hierarchy; "name=systemd" for named ones).
 Result<CgroupHost> parse_cgroup_host(std::string_view mountinfo, std::string_view proc_self_cgroup);
-/// Reads this process's mountinfo and cgroup files and cgroup.controllers.
+/// Reads this process's cgroup file, then finds the mounts where they usually are or, where that
+/// cannot be confirmed, in mountinfo; and cgroup.controllers.
 Result<CgroupHost> discover_cgroup_host();
+/// discover_cgroup_host()'s two ways to the mounts (no controller list), for tests that compare
+/// them on the host they run on. nullopt: not confirmed where they usually are.
+std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(std::string_view proc_self_cgroup);
+Result<CgroupHost> discover_cgroup_host_from_mountinfo(std::string_view proc_self_cgroup);
 
 /// Parses "key value" lines (cgroup.events, cpu.stat, memory.events, pids.events, v1
 /// memory.oom_control) into a map; lines whose value is not a number are skipped.
@@ -105,6 +110,10 @@ class Cgroup {
     /// Opens an existing directory that corral created earlier (recovery after a restart) and
     /// owns it from now on: destruction kills and removes it.
     static Result<Cgroup> adopt(const std::string& dir);
+
+    /// Another handle on this cgroup (its descriptor duplicated, no path lookup) that never
+    /// removes it.
+    Result<Cgroup> unowned_view() const;
 
     /// Creates and owns a child cgroup.
     Result<Cgroup> create_child(const std::string& name) const;

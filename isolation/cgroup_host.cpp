@@ -1,6 +1,12 @@
 // Discovery of the host's cgroup layout from /proc/self/mountinfo and /proc/self/cgroup.
-#include <set>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "base/file_io.hpp"
 #include "isolation/cgroup.hpp"
@@ -13,7 +19,17 @@ struct MountEntry {
     std::string root;         ///< the mounted subtree of the filesystem (4th field)
     std::string mount_point;  ///< 5th field, unescaped
     std::string fstype;       ///< first field after " - "
-    std::set<std::string> super_options;
+    std::string super_options;  ///< comma-separated, as mountinfo has them
+
+    bool has_super_option(std::string_view name) const {
+        std::string_view rest = super_options;
+        for (;;) {
+            const size_t comma = rest.find(',');
+            if (rest.substr(0, comma) == name) return true;
+            if (comma == std::string_view::npos) return false;
+            rest.remove_prefix(comma + 1);
+        }
+    }
 };
 
 /// One line of /proc/self/cgroup: "id:controllers:path".
@@ -41,7 +57,7 @@ std::string unescape_octal(std::string_view in) {
         bool escape = in[i] == '\\' && i + 4 <= in.size() &&
                       in.substr(i + 1, 3).find_first_not_of("01234567") == std::string_view::npos;
         if (escape) {
-            out += static_cast<char>(std::stoi(std::string(in.substr(i + 1, 3)), nullptr, 8));
+            out += static_cast<char>((in[i + 1] - '0') * 64 + (in[i + 2] - '0') * 8 + (in[i + 3] - '0'));
             i += 3;
         } else {
             out += in[i];
@@ -50,19 +66,39 @@ std::string unescape_octal(std::string_view in) {
     return out;
 }
 
-std::optional<MountEntry> parse_mount_line(std::string_view line) {
-    size_t dash = line.find(" - ");
+/// Takes the next space-separated field off the front of `text` (runs of spaces are one
+/// separator); empty when none is left.
+std::string_view next_field(std::string_view& text) {
+    const size_t start = text.find_first_not_of(' ');
+    if (start == std::string_view::npos) {
+        text = {};
+        return {};
+    }
+    text.remove_prefix(start);
+    const size_t end = text.find(' ');
+    std::string_view field = text.substr(0, end);
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end);
+    return field;
+}
+
+bool is_cgroup_fstype(std::string_view fstype) { return fstype == "cgroup" || fstype == "cgroup2"; }
+
+/// A mountinfo line of a cgroup or cgroup2 mount; nullopt for every other line (most of them,
+/// skipped without copying: `corral run` reads mountinfo on every launch, issue 18).
+std::optional<MountEntry> parse_cgroup_mount_line(std::string_view line) {
+    const size_t dash = line.find(" - ");
     if (dash == std::string_view::npos) return std::nullopt;
-    std::istringstream head{std::string(line.substr(0, dash))};
-    std::string id, parent, devno, root, mount_point;
-    if (!(head >> id >> parent >> devno >> root >> mount_point)) return std::nullopt;
-    std::istringstream tail{std::string(line.substr(dash + 3))};
-    std::string fstype, source, options;
-    if (!(tail >> fstype >> source)) return std::nullopt;
-    tail >> options;  // may be absent on odd lines
-    MountEntry entry{unescape_octal(root), unescape_octal(mount_point), fstype, {}};
-    for (auto& option : split(options, ',')) entry.super_options.insert(option);
-    return entry;
+    std::string_view tail = line.substr(dash + 3);
+    const std::string_view fstype = next_field(tail);
+    if (!is_cgroup_fstype(fstype)) return std::nullopt;
+    if (next_field(tail).empty()) return std::nullopt;  // the source
+    const std::string_view options = next_field(tail);  // may be absent on odd lines
+    std::string_view head = line.substr(0, dash);
+    std::string_view fields[5];
+    for (auto& field : fields)
+        if ((field = next_field(head)).empty()) return std::nullopt;
+    return MountEntry{unescape_octal(fields[3]), unescape_octal(fields[4]), std::string(fstype),
+                      std::string(options)};
 }
 
 std::vector<CgroupLine> parse_cgroup_lines(std::string_view text) {
@@ -114,8 +150,10 @@ std::map<std::string, uint64_t> parse_keyed_values(std::string_view text) {
 Result<CgroupHost> parse_cgroup_host(std::string_view mountinfo,
                                      std::string_view proc_self_cgroup) {
     std::vector<MountEntry> v2_mounts, v1_mounts;
-    for (auto& line : split(mountinfo, '\n')) {
-        auto entry = parse_mount_line(line);
+    for (std::string_view rest = mountinfo; !rest.empty();) {
+        const size_t end = rest.find('\n');
+        auto entry = parse_cgroup_mount_line(rest.substr(0, end));
+        rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + 1);
         if (!entry) continue;
         if (entry->fstype == "cgroup2") v2_mounts.push_back(std::move(*entry));
         if (entry->fstype == "cgroup") v1_mounts.push_back(std::move(*entry));
@@ -139,7 +177,7 @@ Result<CgroupHost> parse_cgroup_host(std::string_view mountinfo,
         for (const auto& mount : v1_mounts) {
             bool matches = !line.controllers.empty();
             for (const auto& controller : line.controllers)
-                matches = matches && mount.super_options.count(controller) > 0;
+                matches = matches && mount.has_super_option(controller);
             if (!matches) continue;
             auto dir = path_under_mount(mount, line.path);
             if (!dir) continue;
@@ -157,17 +195,99 @@ Result<CgroupHost> parse_cgroup_host(std::string_view mountinfo,
     return host;
 }
 
-Result<CgroupHost> discover_cgroup_host() {
+namespace {
+
+/// The initial cgroup namespace's inode number (include/linux/proc_ns.h, PROC_CGROUP_INIT_INO).
+constexpr ino_t kInitialCgroupNamespace = 0xEFFFFFFBU;
+
+bool on_filesystem(const std::string& dir, long magic) {
+    struct statfs fs {};
+    return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == magic;
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+std::string below(const std::string& dir, const std::string& path) {
+    return path == "/" ? dir : dir + path;
+}
+
+/// The directory systemd mounts a v1 hierarchy on: its controllers as /proc/self/cgroup lists
+/// them ("cpu,cpuacct"), a named one by its name ("name=systemd" -> "systemd").
+std::string usual_v1_mount(const std::vector<std::string>& controllers) {
+    std::string dir = "/sys/fs/cgroup/";
+    for (size_t i = 0; i < controllers.size(); ++i) {
+        const std::string& c = controllers[i];
+        dir += (i ? "," : "") + (c.rfind("name=", 0) == 0 ? c.substr(5) : c);
+    }
+    return dir;
+}
+
+void read_v2_controllers(CgroupHost& host, const std::string& text) {
+    std::istringstream words(text);
+    for (std::string word; words >> word;) host.v2_controllers.push_back(word);
+}
+
+}  // namespace
+
+// Where everything is where systemd (and most container runtimes) put it, each place checked:
+// the initial cgroup namespace (so /proc/self/cgroup's paths start at the real root), cgroup2 at
+// /sys/fs/cgroup (unified) or /sys/fs/cgroup/unified (hybrid) with the real root cgroup at its
+// top (no cgroup.type: a bind mount of a subtree has one), each v1 hierarchy at its usual
+// directory, a v1 filesystem with the root-only cgroup.sane_behavior at its top. Anything else,
+// and the caller reads mountinfo. Why: mountinfo costs a fresh `corral run` ~45 us to generate
+// and more to parse, on every launch (issue 18); these checks ~2 us each.
+std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(std::string_view proc_self_cgroup) {
+    struct stat ns {};
+    if (::stat("/proc/self/ns/cgroup", &ns) != 0 || ns.st_ino != kInitialCgroupNamespace)
+        return std::nullopt;
+    CgroupHost host;
+    const auto lines = parse_cgroup_lines(proc_self_cgroup);
+    bool have_v1_controllers = false;
+    for (const auto& line : lines)
+        for (const auto& controller : line.controllers)
+            have_v1_controllers = have_v1_controllers || is_resource_controller(controller);
+    for (const auto& line : lines) {
+        if (line.path.empty() || line.path[0] != '/') return std::nullopt;
+        if (line.hierarchy_id == "0" && line.controllers.empty()) {
+            const std::string mount =
+                have_v1_controllers ? "/sys/fs/cgroup/unified" : "/sys/fs/cgroup";
+            if (!on_filesystem(mount, CGROUP2_SUPER_MAGIC) || !exists(mount + "/cgroup.procs") ||
+                exists(mount + "/cgroup.type"))
+                return std::nullopt;
+            host.v2_mount = mount;
+            host.v2_own = below(mount, line.path);
+            continue;
+        }
+        if (line.controllers.empty()) return std::nullopt;
+        const std::string mount = usual_v1_mount(line.controllers);
+        if (!on_filesystem(mount, CGROUP_SUPER_MAGIC) || !exists(mount + "/cgroup.sane_behavior"))
+            return std::nullopt;
+        for (const auto& controller : line.controllers)
+            host.v1_own[controller] = below(mount, line.path);
+    }
+    if (host.v2_own.empty()) return std::nullopt;
+    host.layout = have_v1_controllers ? CgroupLayout::hybrid : CgroupLayout::unified;
+    return host;
+}
+
+Result<CgroupHost> discover_cgroup_host_from_mountinfo(std::string_view proc_self_cgroup) {
     auto mountinfo = read_file("/proc/self/mountinfo");
     if (!mountinfo) return std::move(mountinfo.error().context("discover cgroups"));
+    auto host = parse_cgroup_host(*mountinfo, proc_self_cgroup);
+    if (!host) return std::move(host.error().context("discover cgroups"));
+    return host;
+}
+
+Result<CgroupHost> discover_cgroup_host() {
     auto cgroups = read_file("/proc/self/cgroup");
     if (!cgroups) return std::move(cgroups.error().context("discover cgroups"));
-    auto host = parse_cgroup_host(*mountinfo, *cgroups);
-    if (!host) return std::move(host.error().context("discover cgroups"));
+    std::optional<CgroupHost> usual = discover_cgroup_host_at_usual_mounts(*cgroups);
+    auto host = usual ? Result<CgroupHost>(std::move(*usual))
+                      : discover_cgroup_host_from_mountinfo(*cgroups);
+    if (!host) return host;
     auto controllers = read_file(host->v2_own + "/cgroup.controllers");
     if (!controllers) return std::move(controllers.error().context("discover cgroups"));
-    std::istringstream words(*controllers);
-    for (std::string word; words >> word;) host->v2_controllers.push_back(word);
+    read_v2_controllers(*host, *controllers);
     return host;
 }
 

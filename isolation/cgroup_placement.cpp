@@ -60,16 +60,19 @@ const char* placement_mode_name(PlacementMode mode) {
 PlacementFacts observe_placement_facts(const CgroupHost& host, const PlacementOptions& options) {
     PlacementFacts facts;
     facts.hybrid = host.layout == CgroupLayout::hybrid;
+    facts.can_request_scope = static_cast<bool>(options.request_scope);
+    facts.root_user = ::geteuid() == 0;
+    // A hybrid host's plan is decided by that alone (plan_cgroup_placement's first case): nothing
+    // else is looked at, on every `corral run` (issue 18).
+    if (facts.hybrid) return facts;
     facts.own_is_root = is_real_root(host.v2_own);
     facts.mount_is_root = is_real_root(host.v2_mount);
     facts.systemd_running = ::access("/run/systemd/system", F_OK) == 0;  // sd_booted()
-    facts.can_request_scope = static_cast<bool>(options.request_scope);
-    facts.root_user = ::geteuid() == 0;
-    // On a hybrid host and in the real root the plan is decided before it matters who else lives
-    // in v2_own (plan_cgroup_placement's first two cases). There v2_own is the root cgroup, which
-    // holds every process of the host: reading its cgroup.procs (the kernel walks every task) and
-    // parsing it cost each `corral run` ~0.1 ms of CPU on the 2-vCPU machine, more on a busy host.
-    if (facts.hybrid || facts.own_is_root) return facts;
+    // In the real root, too, the plan is decided before it matters who else lives in v2_own
+    // (plan_cgroup_placement's second case). There v2_own is the root cgroup, which holds every
+    // process of the host: reading its cgroup.procs (the kernel walks every task) and parsing it
+    // cost each `corral run` ~0.1 ms of CPU on the 2-vCPU machine, more on a busy host.
+    if (facts.own_is_root) return facts;
     if (auto procs = read_file(host.v2_own + "/cgroup.procs")) {
         std::istringstream lines(*procs);
         int shown = 0;

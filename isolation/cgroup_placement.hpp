@@ -73,8 +73,9 @@ struct PlacementFacts {
 
 /// The plan for these facts; `host` gives the paths.
 CgroupPlan plan_cgroup_placement(const CgroupHost& host, const PlacementFacts& facts);
-/// Observes this process and host (reads only). Who else lives in v2_own (own_holds_others,
-/// caller_in_own, others) is read only where the plan depends on it: not hybrid, not the root.
+/// Observes this process and host (reads only), each fact only where the plan depends on it: on a
+/// hybrid host nothing but `hybrid`, `root_user` and `can_request_scope`; who else lives in
+/// v2_own (own_holds_others, caller_in_own, others) not in the root either.
 PlacementFacts observe_placement_facts(const CgroupHost& host, const PlacementOptions& options);
 
 /// Decides and carries the plan out: for systemd-scope asks for the scope and moves this process

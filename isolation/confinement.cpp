@@ -17,8 +17,8 @@ namespace {
 
 Status compile_credentials(const Policy& policy, Confinement& out) {
     out.drop_capabilities = !policy.capabilities.inherit;
-    out.last_capability = last_capability();
     if (out.drop_capabilities) {
+        out.last_capability = last_capability();  // only dropping needs it (a /proc read)
         auto mask = capability_mask(policy.capabilities.keep, out.last_capability);
         if (!mask) return std::move(mask.error());
         out.keep_capabilities = *mask;
@@ -57,11 +57,15 @@ bool listener_can_be_handed_over(const std::vector<sock_filter>& marked) {
 
 Result<Confinement> compile_confinement(const Policy& policy) {
     Confinement out;
-    auto marked = compile_seccomp_cached(policy.seccomp, default_seccomp_cache_dir());
+    // A spec that compiles to no filter is not worth the cache (a directory, a key with the
+    // kernel's release, a file: ten system calls on every `corral run --policy none`, issue 18).
+    auto marked = compiles_to_no_filter(policy.seccomp)
+                      ? compile_marked_seccomp(policy.seccomp)
+                      : compile_seccomp_cached(policy.seccomp, default_seccomp_cache_dir());
     if (!marked) return std::move(marked.error());
     // A kernel without seccomp filters: refused under `enforcement: strict` (the child's install
     // fails and names the step), skipped under best-effort.
-    if (seccomp_available() || policy.enforcement == Enforcement::strict) {
+    if (!marked->empty() && (policy.enforcement == Enforcement::strict || seccomp_available())) {
         out.seccomp_filter = without_listener(*marked);
         if (listener_can_be_handed_over(*marked)) {
             out.seccomp_notifying_filter = notifying(*marked);

@@ -66,8 +66,11 @@ const char* apply_confinement(const Confinement& confinement, int* listener = nu
                               int landlock_ruleset = -1);
 
 /// Builds the seccomp BPF program for a spec (used by compile_confinement; exposed for tests and
-/// `corral doctor`). Empty vector when the spec's preset is "none" and deny/allow are empty.
+/// `corral doctor`). Empty vector where compiles_to_no_filter(spec).
 Result<std::vector<sock_filter>> compile_seccomp(const SeccompSpec& spec);
+/// Whether a spec compiles to no filter at all: preset "none" and nothing denied (`allow` alone
+/// changes nothing there, but is still checked for unknown names).
+bool compiles_to_no_filter(const SeccompSpec& spec);
 /// The marked program of a spec (seccomp_refusals.hpp): compile_seccomp's with its counted
 /// answers marked. What the cache stores.
 Result<std::vector<sock_filter>> compile_marked_seccomp(const SeccompSpec& spec);

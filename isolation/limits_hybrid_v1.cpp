@@ -275,7 +275,7 @@ class HybridV1Backend : public LimitBackend {
                            "apply limits");
         }
         CORRAL_TRY(write_limits(created, limits, ledger), "apply limits");
-        auto v2 = Cgroup::open_unowned(session_cgroup.path());
+        auto v2 = session_cgroup.unowned_view();
         if (!v2) return std::move(v2.error().context("apply limits"));
         bool end_on_oom = limits.oom_group;  // v1 has no memory.oom.group
         auto session = std::make_unique<HybridSessionLimits>(std::move(*v2), std::move(created),

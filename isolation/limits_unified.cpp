@@ -113,7 +113,7 @@ class UnifiedBackend : public LimitBackend {
             // Without memory.oom.group (pre-4.19) the supervisor ends the session itself.
             end_on_oom = !write_file(session_cgroup.dir_fd(), "memory.oom.group", "1");
         }
-        auto handle = Cgroup::open_unowned(session_cgroup.path());
+        auto handle = session_cgroup.unowned_view();
         if (!handle) return std::move(handle.error().context("apply limits"));
         return std::unique_ptr<SessionLimits>(std::make_unique<UnifiedSessionLimits>(
             std::move(*handle), std::move(ledger.notes), end_on_oom));

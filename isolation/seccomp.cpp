@@ -280,6 +280,10 @@ Result<std::vector<sock_filter>> compile_seccomp(const SeccompSpec& spec) {
     return without_listener(*marked);
 }
 
+bool compiles_to_no_filter(const SeccompSpec& spec) {
+    return spec.preset == "none" && spec.deny.empty();
+}
+
 Result<std::vector<sock_filter>> compile_marked_seccomp(const SeccompSpec& spec) {
     if (spec.preset != "default" && spec.preset != "strict" && spec.preset != "none") {
         return plain_error("seccomp.preset: unknown preset `" + spec.preset +
@@ -287,7 +291,7 @@ Result<std::vector<sock_filter>> compile_marked_seccomp(const SeccompSpec& spec)
     }
     auto action = policy_action(spec);
     if (!action) return std::move(action.error());
-    if (spec.preset == "none" && spec.deny.empty()) {
+    if (compiles_to_no_filter(spec)) {
         // Still validate `allow`, so a typo is reported even where it has no effect.
         auto allow = expand_checked(spec.allow, "seccomp.allow");
         if (!allow) return std::move(allow.error());

@@ -21,11 +21,14 @@ std::map<std::string, std::string> parse_environ(char* const* environ_array) {
 std::vector<std::string> build_environment(const EnvSpec& spec, char* const* caller,
                                            const std::map<std::string, std::string>& overrides,
                                            const std::vector<std::string>& unset) {
-    const auto inherited = parse_environ(caller);
-    std::map<std::string, std::string> env = spec.clear ? std::map<std::string, std::string>{}
-                                                        : inherited;
-    for (const auto& name : spec.pass) {
-        if (auto it = inherited.find(name); it != inherited.end()) env[name] = it->second;
+    auto inherited = parse_environ(caller);
+    std::map<std::string, std::string> env;
+    if (!spec.clear) {
+        env = std::move(inherited);  // all of it: `pass` has nothing to add
+    } else {
+        for (const auto& name : spec.pass) {
+            if (auto it = inherited.find(name); it != inherited.end()) env[name] = it->second;
+        }
     }
     for (const auto& [key, value] : spec.set) env[key] = value;
     for (const auto& [key, value] : overrides) env[key] = value;
@@ -33,7 +36,11 @@ std::vector<std::string> build_environment(const EnvSpec& spec, char* const* cal
 
     std::vector<std::string> out;
     out.reserve(env.size());
-    for (const auto& [key, value] : env) out.push_back(key + "=" + value);
+    for (const auto& [key, value] : env) {
+        std::string& entry = out.emplace_back();
+        entry.reserve(key.size() + 1 + value.size());
+        entry.append(key).append(1, '=').append(value);
+    }
     return out;
 }
 

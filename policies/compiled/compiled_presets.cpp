@@ -12,9 +12,7 @@ std::optional<Policy> compiled_preset_from(std::string_view name, uint64_t set_h
 }
 
 std::optional<Policy> compiled_preset(std::string_view name) {
-    // Computed once: the embedded texts are constants of the binary (~10 KiB to hash).
-    static const uint64_t embedded = preset_set_hash(embedded_preset_texts());
-    return compiled_preset_from(name, embedded);
+    return compiled_preset_from(name, embedded_presets_hash());
 }
 
 PolicyParseResult load_policy_compiled(const std::string& file_or_preset) {

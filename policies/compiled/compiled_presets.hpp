@@ -22,6 +22,7 @@
 
 #include "policies/policy.hpp"
 #include "policies/policy_parser.hpp"
+#include "policies/preset_hash.hpp"
 #include "policies/presets.hpp"
 
 namespace corral {
@@ -32,24 +33,9 @@ struct PresetText {
     std::string_view text;
 };
 
-/// FNV-1a (64 bit) over every preset's name and text, in the order given: what ties the compiled
-/// presets to their source. The whole set, not one preset's text, because `extends:` makes a
-/// preset's resolved Policy depend on other presets' texts.
+/// preset_set_hash_of() (policies/preset_hash.hpp) of `presets`.
 inline uint64_t preset_set_hash(const std::vector<PresetText>& presets) {
-    uint64_t hash = 1469598103934665603ull;
-    auto mix = [&hash](std::string_view bytes) {
-        for (unsigned char c : bytes) {
-            hash ^= c;
-            hash *= 1099511628211ull;
-        }
-        hash ^= 0xff;  // a separator no YAML text holds: "ab"+"c" and "a"+"bc" differ
-        hash *= 1099511628211ull;
-    };
-    for (const auto& preset : presets) {
-        mix(preset.name);
-        mix(preset.text);
-    }
-    return hash;
+    return preset_set_hash_of(presets);
 }
 
 /// The presets this binary embeds (policies/presets.hpp), in preset_names() order. Inline: the

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/stack_outside_forks.hpp"
 #include "base/unique_fd.hpp"
 
 namespace corral {
@@ -161,6 +162,8 @@ class NftWorker {
         return context;
     }
     void serve() {
+        // One per isolated session, as its NetnsThread: never forks, and no launch reads its stack.
+        const StackOutsideForks stack_outside_forks;
         const Status ready = own_descriptor_table();
         std::unique_lock lock(mutex_);
         for (;;) {

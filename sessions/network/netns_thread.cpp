@@ -12,6 +12,8 @@
 #include <cstring>
 #include <utility>
 
+#include "base/stack_outside_forks.hpp"
+
 namespace corral {
 
 struct NetnsThread::Job {
@@ -102,6 +104,9 @@ NetnsThread::~NetnsThread() {
 }
 
 void NetnsThread::main_loop(UniqueFd netns_fd, std::shared_ptr<std::promise<int>> entered) {
+    // One per isolated session: its stack is not copied by corrald's forks (this thread never
+    // forks, and no launch reads its stack).
+    const StackOutsideForks stack_outside_forks;
     // Signals belong to the event loop's thread; this one must never be interrupted by them.
     sigset_t all;
     sigfillset(&all);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "base/file_io.hpp"
 #include "isolation/cgroup.hpp"
 #include "isolation/cgroup_placement.hpp"
 #include "isolation/confinement.hpp"
@@ -82,6 +83,9 @@ int remaining_ms(std::optional<Clock::time_point> deadline) {
 /// Stops a cgroup's processes the graceful way: SIGTERM to all, wait up to `grace`, then
 /// cgroup.kill and wait for populated 0. Returns how many processes there were.
 size_t stop_gracefully(Cgroup& group, Millis grace) {
+    // Most commands leave nothing: one read of cgroup.events says so (listing the pids walks the
+    // subtree's directories).
+    if (auto populated = group.populated(); populated && !*populated) return 0;
     auto pids = group.pids();
     size_t count = pids ? pids->size() : 0;
     if (count == 0) return 0;
@@ -93,6 +97,13 @@ size_t stop_gracefully(Cgroup& group, Millis grace) {
     return count;
 }
 
+/// Whether `group`'s cgroup.subtree_control is empty (a v2 cgroup with controllers enabled for
+/// its children may hold no process itself).
+bool no_controllers_below(const Cgroup& group) {
+    auto enabled = read_file(group.dir_fd(), "cgroup.subtree_control");
+    return enabled && enabled->find_first_not_of(" \n") == std::string::npos;
+}
+
 /// Everything a running one-shot session owns; members are destroyed in reverse order, so the
 /// sandbox holder dies before the cgroups are removed.
 struct SessionResources {
@@ -100,7 +111,7 @@ struct SessionResources {
     std::unique_ptr<SessionLimits> limits;
     Cgroup holder_leaf;
     Sandbox sandbox;
-    Cgroup main_leaf;
+    Cgroup main_leaf;  ///< the command's: `main` below instance, or instance itself (set_up)
 };
 
 Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& workdir,
@@ -131,7 +142,12 @@ Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& work
     if (!sandbox) return std::move(sandbox.error().context("set up sandbox"));
     res.sandbox = std::move(*sandbox);
 
-    auto main_leaf = res.instance.create_child("main");
+    // Without a sandbox the command is the session's only occupant: it runs in the session's
+    // cgroup itself where no controller is enabled below it (which the no-internal-process rule
+    // would forbid), one cgroup fewer to make and remove on every launch (issue 18).
+    auto main_leaf = !res.sandbox.active() && no_controllers_below(res.instance)
+                         ? res.instance.unowned_view()
+                         : res.instance.create_child("main");
     if (!main_leaf) return std::move(main_leaf.error().context("create command cgroup"));
     res.main_leaf = std::move(*main_leaf);
     return res;

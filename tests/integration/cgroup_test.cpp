@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -255,6 +257,75 @@ TEST_F(CgroupTest, PidRef_TryWaitThenWaitReportTheSignal) {
     auto gone = child.send_signal(SIGTERM);
     ASSERT_FALSE(gone);
     EXPECT_EQ(gone.error().code, ESRCH);
+}
+
+/// Runs `check` in a forked child and returns its exit code (the child may change its own
+/// namespaces and cgroup; nothing of that reaches the test process). 255: the child died.
+int in_child(const std::function<int()>& check) {
+    pid_t pid = ::fork();
+    if (pid == 0) ::_exit(check());
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return 255;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+}
+
+// Issue 18: `corral run` finds its cgroups where they usually are instead of generating and
+// parsing mountinfo on every launch. Wherever that way answers, it must answer as mountinfo does.
+TEST(CgroupDiscovery, TheUsualMountsAgreeWithMountinfo) {
+    auto cgroups = read_file("/proc/self/cgroup");
+    ASSERT_TRUE(cgroups) << cgroups.error().describe();
+    auto from_mountinfo = discover_cgroup_host_from_mountinfo(*cgroups);
+    ASSERT_TRUE(from_mountinfo) << from_mountinfo.error().describe();
+    auto usual = discover_cgroup_host_at_usual_mounts(*cgroups);
+    if (!usual) GTEST_SKIP() << "this host's cgroups are not where systemd puts them";
+    EXPECT_EQ(usual->layout, from_mountinfo->layout);
+    EXPECT_EQ(usual->v2_own, from_mountinfo->v2_own);
+    EXPECT_EQ(usual->v1_own, from_mountinfo->v1_own);
+    auto discovered = discover_cgroup_host();
+    ASSERT_TRUE(discovered) << discovered.error().describe();
+    EXPECT_EQ(discovered->v2_own, from_mountinfo->v2_own);
+}
+
+// A subtree bound over the usual mount point is a cgroup2 filesystem at the usual place, but
+// its top is not the root: paths from /proc/self/cgroup would land in the wrong directory.
+// Precedent: container runtimes bind-mount a cgroup subtree at /sys/fs/cgroup, which mountinfo's
+// root field shows and a path check alone does not (opencontainers/runc#617: a bind mount and a
+// namespace's own mount look alike; sosy-lab/benchexec#1047: "the wrong cgroupfs overlaid in a
+// container" gives wrong paths). corral must read mountinfo there, never create its cgroups
+// under the wrong parent.
+TEST_F(CgroupTest, CgroupDiscovery_ASubtreeBoundOverTheUsualMountIsNotTrusted) {
+    auto host = discover_cgroup_host();
+    ASSERT_TRUE(host) << host.error().describe();
+    auto cgroups = read_file("/proc/self/cgroup");
+    ASSERT_TRUE(cgroups) << cgroups.error().describe();
+    if (!discover_cgroup_host_at_usual_mounts(*cgroups)) GTEST_SKIP() << "no usual mounts here";
+    const std::string mount = host->v2_mount, subtree = path_;
+    int code = in_child([&] {
+        if (::unshare(CLONE_NEWNS) != 0) return 10;
+        if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 11;
+        if (::mount(subtree.c_str(), mount.c_str(), nullptr, MS_BIND, nullptr) != 0) return 12;
+        return discover_cgroup_host_at_usual_mounts(*cgroups) ? 1 : 0;
+    });
+    EXPECT_EQ(code, 0) << "1: a bound subtree was taken for the root; 10-12: set-up failed";
+}
+
+// In another cgroup namespace /proc/self/cgroup's paths start at that namespace's root, not
+// at the top of the usual mount: the usual-mounts way must step aside (a process that put
+// itself in a cgroup namespace would otherwise have corral's cgroups made at the real root;
+// opencontainers/runc#617 is the same ambiguity seen from the runtime's side).
+TEST_F(CgroupTest, CgroupDiscovery_AnotherCgroupNamespaceIsNotTrusted) {
+    auto cgroups = read_file("/proc/self/cgroup");
+    ASSERT_TRUE(cgroups) << cgroups.error().describe();
+    if (!discover_cgroup_host_at_usual_mounts(*cgroups)) GTEST_SKIP() << "no usual mounts here";
+    const std::string procs = path_ + "/cgroup.procs";
+    int code = in_child([&] {
+        if (!write_file(procs, "0")) return 10;
+        if (::unshare(CLONE_NEWCGROUP) != 0) return 11;
+        auto inside = read_file("/proc/self/cgroup");
+        if (!inside || inside->find("0::/\n") == std::string::npos) return 12;
+        return discover_cgroup_host_at_usual_mounts(*inside) ? 1 : 0;
+    });
+    EXPECT_EQ(code, 0) << "1: a namespace's \"/\" was taken for the real root; 10-12: set-up";
 }
 
 }  // namespace

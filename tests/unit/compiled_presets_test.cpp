@@ -63,6 +63,8 @@ TEST(CompiledPresets, NamedPoliciesTakeThePolicyDirFirstThenTheCompiledPreset) {
 TEST(CompiledPresets, EntriesOfOtherTextsAreNotUsed) {
     const std::vector<PresetText> embedded = embedded_preset_texts();
     const uint64_t hash = preset_set_hash(embedded);
+    // What the compiler computed (embed_presets.cmake) is what the texts hash to at run time.
+    EXPECT_EQ(embedded_presets_hash(), hash);
     EXPECT_TRUE(compiled_preset_from("default", hash).has_value());
     EXPECT_TRUE(compiled_preset_from("strict", hash).has_value());
     EXPECT_FALSE(compiled_preset_from("no-such-preset", hash).has_value());
