@@ -415,6 +415,9 @@ void Session::on_process_finished(Process& finished) {
 void Session::prune_finished_processes() {
     prune_posted_ = false;
     if (state_ != SessionState::active) return;  // the end's report still lists every record
+    // Fewer records than the cap cannot hold too many finished ones: no need to count them
+    // (a scan of every record at every finish, issue 18).
+    if (processes_.size() <= context_.max_finished_processes) return;
     size_t finished = 0;
     for (const auto& [id, process] : processes_) finished += process->finished();
     for (auto it = process_order_.begin();
