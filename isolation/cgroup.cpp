@@ -80,14 +80,17 @@ std::string base_name(const std::string& path) {
     return path.substr(path.find_last_of('/') + 1);
 }
 
-std::optional<uint64_t> read_number(int dir_fd, const char* name) {
-    auto text = read_file(dir_fd, name);
+std::optional<uint64_t> parse_number(const Result<std::string>& text) {
     if (!text) return std::nullopt;
     try {
         return std::stoull(*text);
     } catch (...) {
         return std::nullopt;  // "max" or empty
     }
+}
+
+std::optional<uint64_t> read_number(int dir_fd, const char* name) {
+    return parse_number(read_file(dir_fd, name));
 }
 
 std::map<std::string, uint64_t> read_keyed(int dir_fd, const char* name) {
@@ -168,8 +171,24 @@ Result<Cgroup> Cgroup::unowned_view() const {
     return view;
 }
 
+// Relative to our directory's descriptor: no walk of the absolute path (one per component,
+// five or six deep under a session) for the mkdir and again for the open, at every launch.
 Result<Cgroup> Cgroup::create_child(const std::string& name) const {
-    return create(path_, name);
+    if (!valid()) return create(path_, name);
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+        return plain_error("invalid cgroup name `" + name + "`");
+    const std::string dir = path_ + "/" + name;
+    if (::mkdirat(dir_.get(), name.c_str(), 0755) != 0) return sys_error("mkdir `" + dir + "`");
+    Cgroup child;
+    child.dir_.reset(::openat(dir_.get(), name.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!child.dir_) {
+        Error error = sys_error("open cgroup `" + dir + "`");
+        ::unlinkat(dir_.get(), name.c_str(), AT_REMOVEDIR);  // just created and empty: undo
+        return error;
+    }
+    child.path_ = dir;
+    child.owned_ = true;
+    return child;
 }
 
 Result<std::vector<pid_t>> Cgroup::pids() const {
@@ -294,15 +313,26 @@ Result<ResourceUsage> Cgroup::usage() const {
     usage.cpu_total_usec = cpu["usage_usec"];
     usage.cpu_user_usec = cpu["user_usec"];
     usage.cpu_system_usec = cpu["system_usec"];
-    usage.memory_current = read_number(dir_.get(), "memory.current");
-    usage.memory_peak = read_number(dir_.get(), "memory.peak");
-    usage.pids_current = read_number(dir_.get(), "pids.current");
-    usage.pids_peak = read_number(dir_.get(), "pids.peak");
+    // A controller's files are there only where it is enabled for this cgroup: without
+    // memory.current there is no memory.peak or memory.events either, and without pids.current
+    // no pids file anywhere in the subtree (a child can only have what its parent has). So one
+    // failed open per absent controller, not one per file (hybrid hosts, whose v2 tree has no
+    // controllers, looked for eight missing files after every run).
+    auto memory_current = read_file(dir_.get(), "memory.current");
+    if (memory_current || memory_current.error().code != ENOENT) {
+        usage.memory_current = parse_number(memory_current);
+        usage.memory_peak = read_number(dir_.get(), "memory.peak");
+        usage.oom_kills = read_keyed(dir_.get(), "memory.events")["oom_kill"];
+    }
+    auto pids_current = read_file(dir_.get(), "pids.current");
+    if (pids_current || pids_current.error().code != ENOENT) {
+        usage.pids_current = parse_number(pids_current);
+        usage.pids_peak = read_number(dir_.get(), "pids.peak");
+        // Counted where the kernel counts it: the forking task's cgroup (old kernels) or the
+        // one whose limit was hit (6.12+), anywhere in this subtree.
+        if (auto hits = pids_limit_hits_in_subtree(dir_.get())) usage.pids_limit_hits = *hits;
+    }
     add_io_stat(dir_.get(), usage);
-    usage.oom_kills = read_keyed(dir_.get(), "memory.events")["oom_kill"];
-    // Counted where the kernel counts it: the forking task's cgroup (old kernels) or the one
-    // whose limit was hit (6.12+), anywhere in this subtree.
-    if (auto hits = pids_limit_hits_in_subtree(path_)) usage.pids_limit_hits = *hits;
     return usage;
 }
 
@@ -317,10 +347,7 @@ Status Cgroup::remove(std::chrono::milliseconds timeout) {
     if (!owned_) return plain_error("refusing to remove cgroup `" + path_ + "`: not created by us");
     // The common case, a cgroup already empty and without children, is one rmdir; the kernel
     // refuses it (EBUSY) while any process or child cgroup is left, and then we end the subtree.
-    if (::rmdir(path_.c_str()) == 0 || errno == ENOENT) {
-        dir_.reset();  // removed now, or already (e.g. by a parent's remove())
-        return {};
-    }
+    if (auto gone = remove_if_empty(); gone && *gone) return {};
     UniqueFd parent(::open(parent_of(path_).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!parent && errno == ENOENT) {
         dir_.reset();  // removed with its parent
@@ -332,6 +359,17 @@ Status Cgroup::remove(std::chrono::milliseconds timeout) {
     CORRAL_TRY(remove_tree(parent.get(), base_name(path_), path_), "remove cgroup");
     dir_.reset();
     return {};
+}
+
+Result<bool> Cgroup::remove_if_empty() {
+    if (!valid()) return true;
+    if (!owned_) return plain_error("refusing to remove cgroup `" + path_ + "`: not created by us");
+    if (::rmdir(path_.c_str()) == 0 || errno == ENOENT) {
+        dir_.reset();  // removed now, or already (e.g. with its parent)
+        return true;
+    }
+    if (errno == EBUSY) return false;
+    return sys_error("rmdir `" + path_ + "`");
 }
 
 Result<Cgroup> enter_supervisor_leaf(const CgroupHost& host, const std::string& instance_dir) {

@@ -71,6 +71,8 @@ uint64_t count_pids_limit_hits(const std::vector<PidsEventsFiles>& subtree);
 /// A run whose leaf (or session) hit a limit shows a count above zero here on every kernel.
 /// On 6.12+ a hit of a limit set above `dir` is counted above it, not here.
 Result<uint64_t> pids_limit_hits_in_subtree(const std::string& dir);
+/// The same for the directory open at `dir_fd` (O_PATH is enough).
+Result<uint64_t> pids_limit_hits_in_subtree(int dir_fd);
 
 /// How kill_all ends a subtree.
 enum class KillMethod {
@@ -159,6 +161,10 @@ class Cgroup {
     /// Ends the subtree (kill_all, wait empty) and rmdirs it, children first. Idempotent; an
     /// error for a cgroup we do not own (we never kill or delete what corral did not create).
     Status remove(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+    /// rmdir alone, never a kill: true when it is gone (now or before), false when the kernel
+    /// refused (EBUSY: it still holds a process or a child cgroup), an error for anything else
+    /// (or a cgroup we do not own). The common end of a process's leaf, one system call.
+    Result<bool> remove_if_empty();
     /// Stops owning the directory without touching it: for a subtree the kernel cannot empty
     /// now (a task stuck in D state), so no destructor waits for it on the event loop. The
     /// daemon's start-up clean-up removes what is left under its instance.

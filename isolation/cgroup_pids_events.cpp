@@ -60,8 +60,12 @@ uint64_t count_pids_limit_hits(const std::vector<PidsEventsFiles>& subtree) {
 Result<uint64_t> pids_limit_hits_in_subtree(const std::string& dir) {
     UniqueFd fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!fd) return sys_error("open `" + dir + "`");
+    return pids_limit_hits_in_subtree(fd.get());
+}
+
+Result<uint64_t> pids_limit_hits_in_subtree(int dir_fd) {
     std::vector<PidsEventsFiles> subtree;
-    collect_pids_events(fd.get(), subtree, 0);
+    collect_pids_events(dir_fd, subtree, 0);
     return count_pids_limit_hits(subtree);
 }
 

@@ -50,6 +50,7 @@ class SetupWatchdog {
         launch.deadline.reset();
         launch.killed = false;
         watched_.push_back(&launch);
+        armed_since_wake_ = true;
         if (launch.first_check < sleeping_until_) wake_.notify_one();
     }
 
@@ -91,6 +92,13 @@ class SetupWatchdog {
                 ::kill(launch->pid, SIGKILL);
                 launch->killed = true;
             }
+            // Launches come in runs (a client's `run` after `run`): with nothing to watch after
+            // one, sleep one first-check period before sleeping for good, so the next launches
+            // (each first checked a period after it is armed) find us due to wake before their
+            // check and need no wake-up. Waking us per launch was a futex wake and a switch to
+            // this thread, contending for the lock with the launch, every time (issue 18).
+            if (next == Clock::time_point::max() && armed_since_wake_) next = now + kFirstCheck;
+            armed_since_wake_ = false;
             sleeping_until_ = next;
             if (next == Clock::time_point::max())
                 wake_.wait(lock);
@@ -105,6 +113,8 @@ class SetupWatchdog {
     bool started_ = false;
     std::atomic<pid_t> owner_{0};
     std::vector<WatchedLaunch*> watched_;
+    /// Whether arm() was called since the thread last woke (then it lingers: watch()).
+    bool armed_since_wake_ = false;
     /// When the thread wakes next on its own (max: not at all; min: it is awake).
     Clock::time_point sleeping_until_ = Clock::time_point::min();
 };

@@ -383,6 +383,20 @@ Status Process::remove_leaf() {
     return removed;
 }
 
+// Most leaves are empty when their record finishes: one rmdir, which the kernel refuses while
+// a process (or a child cgroup) is left, instead of reading cgroup.events twice and walking to
+// the parent first.
+bool Process::remove_empty_leaf() {
+    if (!leaf_.valid()) return false;
+    auto gone = leaf_.remove_if_empty();
+    if (!gone || !*gone) return false;
+    boost::system::error_code ignored;
+    leaf_watch_.close(ignored);
+    leaf_ = Cgroup{};
+    if (setup_.on_leaf_removed) boost::asio::post(io_, setup_.on_leaf_removed);
+    return true;
+}
+
 void Process::leave_leaf() {
     boost::system::error_code ignored;
     leaf_watch_.close(ignored);

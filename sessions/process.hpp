@@ -182,6 +182,8 @@ class Process : public std::enable_shared_from_this<Process> {
     /// Removes the leaf once it is empty (one rmdir, never a wait): EBUSY while it still holds
     /// processes.
     Status remove_leaf();
+    /// The leaf removed if the kernel lets it be (nothing left in it): true when it is gone.
+    bool remove_empty_leaf();
     /// Gives up the leaf without removing it (a session end whose kill bound passed with tasks
     /// stuck in the kernel): nothing waits for it later; start-up clean-up removes it.
     void leave_leaf();

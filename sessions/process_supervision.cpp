@@ -284,7 +284,9 @@ void Process::finish() {
     attribute_limit_events();
     reason_ = classify();
     if (leaf_killed_) grace_timer_.cancel();  // nothing in the leaf survives cgroup.kill
-    if (!leaf_populated()) {
+    if (remove_empty_leaf()) {
+        grace_timer_.cancel();
+    } else if (!leaf_populated()) {
         grace_timer_.cancel();
         (void)remove_leaf();
     } else {

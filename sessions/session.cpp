@@ -159,6 +159,7 @@ Status Session::build_request_independent(const CreateSessionRequest& request) {
 // claim for a prepared session, so its tokens never existed before a client asked for it.
 Status Session::apply_request(const CreateSessionRequest& request) {
     env_ = request.env;
+    process_env_cache_.reset();
     cwd_ = resolve_cwd(request.cwd, workdir_.inside_path);
     command_timeout_.reset();
     if (request.command_timeout) {
@@ -236,12 +237,17 @@ std::string Session::resolve_cwd(const std::string& cwd, const std::string& base
 
 std::vector<std::string> Session::process_env(
     const std::map<std::string, std::string>& extra) const {
+    // Nothing but env_, the policy (fixed), corrald's environment (corral never changes it) and
+    // the proxy port goes into it without `extra`.
+    const uint16_t port = network_ ? network_->proxy_port() : 0;
+    if (extra.empty() && process_env_cache_ && process_env_cache_->proxy_port == port)
+        return process_env_cache_->env;
     std::map<std::string, std::string> overrides = env_;
     for (const auto& [key, value] : extra) overrides[key] = value;
     // The only way out of an isolated network is the daemon's proxy inside it: point the usual
     // variables there (both spellings: curl reads http_proxy lower-case only), unless the
     // caller set them itself. Loopback stays direct: it is the session's own.
-    if (const uint16_t port = network_ ? network_->proxy_port() : 0) {
+    if (port != 0) {
         const std::string url = "http://127.0.0.1:" + std::to_string(port);
         for (const char* key : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"})
             overrides.try_emplace(key, url);
@@ -255,6 +261,7 @@ std::vector<std::string> Session::process_env(
     // The launcher resolves argv[0] through PATH; without one, `ls` would not be found.
     if (!has_path)
         env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    if (extra.empty()) process_env_cache_ = ProcessEnvCache{port, env};
     return env;
 }
 
@@ -378,6 +385,7 @@ std::vector<std::shared_ptr<Process>> Session::processes() const {
 std::map<std::string, std::string> Session::patch_env(const EnvPatch& patch) {
     for (const auto& [key, value] : patch.set) env_[key] = value;
     for (const auto& key : patch.unset) env_.erase(key);
+    process_env_cache_.reset();
     (void)journal_session();  // before the caller answers; a failure is logged by the journal
     return env_;
 }
@@ -415,6 +423,9 @@ void Session::on_process_finished(Process& finished) {
 void Session::prune_finished_processes() {
     prune_posted_ = false;
     if (state_ != SessionState::active) return;  // the end's report still lists every record
+    // Fewer records than the cap cannot hold too many finished ones: no need to count them
+    // (a scan of every record at every finish, issue 18).
+    if (processes_.size() <= context_.max_finished_processes) return;
     size_t finished = 0;
     for (const auto& [id, process] : processes_) finished += process->finished();
     for (auto it = process_order_.begin();

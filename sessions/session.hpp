@@ -370,6 +370,14 @@ class Session : public std::enable_shared_from_this<Session> {
     WorkdirBinding workdir_;
     std::string cwd_;
     std::map<std::string, std::string> env_;
+    /// process_env() without a request's own variables, for the proxy port it was built with:
+    /// the same for every `run` until env_ changes (forget_process_env()), and building it
+    /// parsed corrald's environment into maps each time (issue 18).
+    struct ProcessEnvCache {
+        uint16_t proxy_port = 0;
+        std::vector<std::string> env;
+    };
+    mutable std::optional<ProcessEnvCache> process_env_cache_;
     std::optional<Millis> command_timeout_;
     std::string full_token_;
     std::string restricted_token_;

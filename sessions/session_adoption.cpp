@@ -203,6 +203,7 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
                             " is leased but not forwarded: " + forwarded.error().describe());
     }
     env_ = record.env;
+    process_env_cache_.reset();
     cwd_ = record.cwd.empty() ? workdir_.inside_path : record.cwd;
     command_timeout_ = millis(record.command_timeout_ms);
     full_token_ = record.full_token;

@@ -244,6 +244,63 @@ TEST_F(CgroupTest, Cgroup_CreateRefusesAnExistingName) {
     EXPECT_EQ(again.error().code, EEXIST);
 }
 
+// remove_if_empty() is the end of every run's leaf (issue 18: one rmdir instead of two reads of
+// cgroup.events and a walk to the parent): it must never kill or remove what is still in use.
+TEST_F(CgroupTest, Cgroup_RemoveIfEmptyRefusesAPopulatedOrParentCgroupAndKillsNothing) {
+    auto leaf = cgroup_.create_child("leaf");
+    ASSERT_TRUE(leaf) << leaf.error().describe();
+    EXPECT_EQ(leaf->path(), path_ + "/leaf");
+    EXPECT_TRUE(exists(path_ + "/leaf/cgroup.events")) << "created below the parent's directory";
+    PidRef child = fork_into(*leaf, [] { ::pause(); });
+
+    auto populated = leaf->remove_if_empty();
+    ASSERT_TRUE(populated) << populated.error().describe();
+    EXPECT_FALSE(*populated) << "a cgroup with a process in it stays";
+    EXPECT_TRUE(leaf->valid());
+    auto state = child.try_wait();
+    ASSERT_TRUE(state);
+    EXPECT_FALSE(*state) << "and its process lives on";
+
+    auto nested = leaf->create_child("nested");
+    ASSERT_TRUE(nested) << nested.error().describe();
+    ASSERT_TRUE(child.send_signal(SIGKILL));
+    ASSERT_TRUE(child.wait());
+    ASSERT_TRUE(leaf->wait_until_empty(10s));
+    auto parent = leaf->remove_if_empty();
+    ASSERT_TRUE(parent) << parent.error().describe();
+    EXPECT_FALSE(*parent) << "a cgroup with a child cgroup stays";
+    EXPECT_TRUE(exists(path_ + "/leaf/nested"));
+
+    auto empty = nested->remove_if_empty();
+    ASSERT_TRUE(empty && *empty);
+    EXPECT_FALSE(nested->valid());
+    EXPECT_FALSE(exists(path_ + "/leaf/nested"));
+    auto last = leaf->remove_if_empty();
+    ASSERT_TRUE(last && *last);
+    EXPECT_FALSE(exists(path_ + "/leaf"));
+    auto again = leaf->remove_if_empty();
+    ASSERT_TRUE(again && *again) << "a second call is a no-op";
+
+    auto unowned = Cgroup::open_unowned(path_);
+    ASSERT_TRUE(unowned);
+    EXPECT_FALSE(unowned->remove_if_empty()) << "never what corral did not create";
+    EXPECT_TRUE(exists(path_));
+}
+
+// usage() skips the files of a controller this cgroup does not have (issue 18); the ones it has
+// must still be read, the same as before.
+TEST_F(CgroupTest, Cgroup_UsageReadsTheFilesOfEveryControllerItHas) {
+    auto leaf = cgroup_.create_child("leaf");
+    ASSERT_TRUE(leaf) << leaf.error().describe();
+    auto usage = leaf->usage();
+    ASSERT_TRUE(usage) << usage.error().describe();
+    EXPECT_EQ(usage->memory_current.has_value(), exists(leaf->path() + "/memory.current"));
+    EXPECT_EQ(usage->memory_peak.has_value(), exists(leaf->path() + "/memory.peak"));
+    EXPECT_EQ(usage->pids_current.has_value(), exists(leaf->path() + "/pids.current"));
+    EXPECT_EQ(usage->pids_peak.has_value(), exists(leaf->path() + "/pids.peak"));
+    EXPECT_EQ(usage->io_read_bytes.has_value(), exists(leaf->path() + "/io.stat"));
+}
+
 TEST_F(CgroupTest, PidRef_TryWaitThenWaitReportTheSignal) {
     PidRef child = fork_into(cgroup_, [] { ::pause(); });
     auto running = child.try_wait();

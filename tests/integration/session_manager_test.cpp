@@ -388,6 +388,10 @@ TEST_F(SessionManagerTest, SessionManager_EnvLayersAndPatchApplyToLaterCommands)
     with_env.env = {{"FOO", "request"}};
     ProcessInfo third = run(sid, with_env);
     EXPECT_EQ(output(sid, third.id), "request\n");
+    // The session's environment is built once per change (issue 18): a request's own variables
+    // never stay in it.
+    ProcessInfo fourth = run(sid, "echo $FOO-$BAR");
+    EXPECT_EQ(output(sid, fourth.id), "patched-\n");
     end(sid);
 }
 
