@@ -1,15 +1,18 @@
 // Issue 18, "a session ready to run": POST /v1/sessions of `default` then the first `run` of
 // /bin/true returning, with prepared sessions (corrald --prepare default=N) against without, two
 // corrald instances of this build measured in the same run with their samples interleaved (the
-// machine's noise falls on both alike); on an idle daemon, then with `--sessions` `none` sessions
-// existing in each (one sleeping process each, as the density group of corral_bench_daemon).
+// machine's noise falls on both alike); on an idle daemon, then with `--sessions` sessions of
+// `--filler` (`none` unless given) existing in each (one sleeping process each, as the density
+// group of corral_bench_daemon). `--filler default`: isolated sessions, whose threads and memory
+// each fork of corrald used to copy (issue 18: a `default` run took 40 ms beside 1,000 of them).
 //
 // Before each sample the bench waits (bounded) until the pool is full again: it measures a claim
 // with sessions prepared, i.e. creations that arrive no faster than the pool refills (a refill
 // takes a session's creation time, ~5 ms, per session, in the background). The no-pool instance
 // waits as long, so both see the same pauses.
 //
-//   corral_bench_prepared [--samples N (100)] [--sessions N (1000)] [--prepare N (8)]
+//   corral_bench_prepared [--samples N (100)] [--sessions N (1000)] [--filler POLICY (none)]
+//                         [--prepare N (8)]
 //                         [--settle-ms N (0): a pause after the pool is full, before a sample]
 // Prints ROW lines (bench_report.hpp): medians and p99 in ms, the pool's against no pool's.
 
@@ -80,10 +83,11 @@ bool sample(DaemonConnection& c, std::vector<double>& ready, std::vector<double>
     return c.request("DELETE", "/v1/sessions/" + sid).status / 100 == 2;
 }
 
-bool fill(Instance& one, DaemonConnection& c, int sessions) {
+bool fill(Instance& one, DaemonConnection& c, int sessions, const std::string& policy) {
     const std::string sleeper = R"({"argv":["sleep","3600"]})";
+    const std::string create = json{{"policy", policy}}.dump();
     for (int i = 0; i < sessions; ++i) {
-        Response r = c.request("POST", "/v1/sessions", R"({"policy":"none"})");
+        Response r = c.request("POST", "/v1/sessions", create);
         if (r.status != 201) return false;
         const std::string sid = json::parse(r.body, nullptr, false).value("id", "");
         one.filler.push_back(sid);
@@ -106,8 +110,10 @@ void print_pair(const std::string& group, const Instance& pool, const Instance& 
 
 int main(int argc, char** argv) {
     int samples = 100, sessions = 1000, prepare = 8, settle_ms = 0;
+    std::string filler = "none";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
+        if (a == "--filler") filler = argv[i + 1];
         if (a == "--samples") samples = std::atoi(argv[i + 1]);
         if (a == "--sessions") sessions = std::atoi(argv[i + 1]);
         if (a == "--prepare") prepare = std::atoi(argv[i + 1]);
@@ -123,7 +129,7 @@ int main(int argc, char** argv) {
     for (int phase = 0; phase < 2; ++phase) {
         if (phase == 1) {
             for (int i = 0; i < 2; ++i) {
-                if (!fill(instances[i], *connections[i], sessions)) {
+                if (!fill(instances[i], *connections[i], sessions, filler)) {
                     std::fprintf(stderr, "filling %s failed\n", instances[i].label.c_str());
                     return 1;
                 }
@@ -144,7 +150,7 @@ int main(int argc, char** argv) {
             }
         }
     }
-    const std::string loaded = std::to_string(sessions) + " sessions";
+    const std::string loaded = std::to_string(sessions) + " " + filler + " sessions";
     print_pair("session ready (default), idle daemon", instances[0], instances[1], &Instance::idle);
     print_pair("session ready (default), " + loaded, instances[0], instances[1], &Instance::loaded);
     print_pair("create alone (default), idle daemon", instances[0], instances[1],
