@@ -27,7 +27,8 @@ class ChildReaper {
 
     /// `pid` is reaped by its owner (pidfd handler); the reaper must not touch it.
     void add_owned(pid_t pid);
-    /// The owner reaped `pid`; re-scan, since an orphan may have waited behind it.
+    /// The owner reaped `pid`; re-scan if the last round stopped at an owned zombie, since an
+    /// orphan may have waited behind it.
     void remove_owned(pid_t pid);
     /// Reaps every exited child that no owner claims. Never blocks.
     void reap_orphans();
@@ -41,6 +42,7 @@ class ChildReaper {
     boost::asio::signal_set signals_;
     std::set<pid_t> owned_;
     size_t orphans_reaped_ = 0;
+    bool stopped_at_owned_ = false;  ///< the last round met an owned zombie before the end
 };
 
 }  // namespace corral
