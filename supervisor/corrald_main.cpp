@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
     }
     // glibc gives each thread that allocates an arena of its own, up to 8 per CPU, and an arena
     // keeps its pages while anything in it lives. corrald's work is on its loop thread; the
-    // others (two per isolated session: its NetnsThread and nftables worker) allocate little and
+    // others (two per isolated session: its NetnsRunner and nftables worker) allocate little and
     // seldom, so they share: with 100 `default` sessions corrald held 32.7 MB (39.6 MB at a
     // second hundred) with an arena per thread, 26.8 (28.2) MB with two arenas.
     (void)::mallopt(M_ARENA_MAX, 2);

@@ -2,7 +2,7 @@
 // The accept loop of every listener of a session's network — the HTTP egress proxy, the
 // transparent relay, the port forwarders and the DNS resolver's TCP side — in one place, with one
 // behaviour. The listener is made elsewhere (often inside the session's namespace, by its
-// NetnsThread) and adopted here. A failed accept() for lack of descriptors or memory (EMFILE,
+// NetnsRunner) and adopted here. A failed accept() for lack of descriptors or memory (EMFILE,
 // ENFILE, ENOBUFS) is retried after kRetryDelay: not at once, which would spin the event loop
 // for as long as the shortage lasts, and not given up, which would leave the listener dead for
 // the rest of the session. A client that reset before it was accepted (ECONNABORTED) is

@@ -311,7 +311,7 @@ size_t SessionResolver::tcp_connections() const {
 }
 
 Result<std::unique_ptr<SessionResolver>> SessionResolver::start(
-    boost::asio::io_context& io, const std::shared_ptr<NetnsThread>& netns,
+    boost::asio::io_context& io, const std::shared_ptr<NetnsRunner>& netns,
     std::shared_ptr<EgressGate> gate, GrantHandler grant, DnsResolverLimits limits,
     SocketAddress address) {
     auto datagram = netns->run([address] { return make_udp_socket(address); });

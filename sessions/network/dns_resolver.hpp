@@ -3,7 +3,7 @@
 // nothing else.
 //
 // It listens inside the session's namespace on 127.0.0.1:53, UDP and TCP (the sockets are made
-// by the session's NetnsThread, so they belong to that namespace; the sandbox's /etc/resolv.conf
+// by the session's NetnsRunner, so they belong to that namespace; the sandbox's /etc/resolv.conf
 // names it, session_resolv_conf.hpp). Every query is judged by the rules in force when it
 // arrives (so a PATCH .../network applies to the next query):
 //   - a name the rules refuse (check_name; unless allowedCIDRs could still open its address, as
@@ -44,7 +44,7 @@
 
 #include "base/error.hpp"
 #include "sessions/network/egress_gate.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 
 namespace corral {
 
@@ -73,7 +73,7 @@ class SessionResolver {
 
     /// Binds UDP and TCP on `address`:`port` inside `netns` and serves until stop().
     static Result<std::unique_ptr<SessionResolver>> start(
-        boost::asio::io_context& io, const std::shared_ptr<NetnsThread>& netns,
+        boost::asio::io_context& io, const std::shared_ptr<NetnsRunner>& netns,
         std::shared_ptr<EgressGate> gate, GrantHandler grant, DnsResolverLimits limits = {},
         SocketAddress address = {AF_INET, kSessionResolverAddress, kSessionResolverPort});
     /// stop().

@@ -11,7 +11,7 @@ bool same(const SocketAddress& a, const SocketAddress& b) {
 }  // namespace
 
 Result<std::unique_ptr<EgressProxy>> EgressProxy::start(boost::asio::io_context& io,
-                                                        const std::shared_ptr<NetnsThread>& netns,
+                                                        const std::shared_ptr<NetnsRunner>& netns,
                                                         const std::vector<std::string>& allow) {
     auto proxy = std::make_unique<EgressProxy>();
     for (const auto& entry : allow) {

@@ -19,7 +19,7 @@
 
 #include "base/error.hpp"
 #include "policies/egress_destination.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 #include "sessions/network/port_forwarder.hpp"
 
 namespace corral {
@@ -30,7 +30,7 @@ class EgressProxy {
     /// Parses `allow` and starts one forwarder per entry (duplicates collapse). Fails, with
     /// nothing left running, when an entry is invalid or its address:port cannot be bound inside.
     static Result<std::unique_ptr<EgressProxy>> start(boost::asio::io_context& io,
-                                                      const std::shared_ptr<NetnsThread>& netns,
+                                                      const std::shared_ptr<NetnsRunner>& netns,
                                                       const std::vector<std::string>& allow);
     /// Stops every forwarder: the listeners inside close, open connections are closed.
     void stop();

@@ -354,7 +354,7 @@ size_t HttpEgressProxy::connection_count() const {
 }
 
 Result<std::unique_ptr<HttpEgressProxy>> HttpEgressProxy::start(
-    boost::asio::io_context& io, const std::shared_ptr<NetnsThread>& netns,
+    boost::asio::io_context& io, const std::shared_ptr<NetnsRunner>& netns,
     std::shared_ptr<EgressGate> gate, HttpProxyLimits limits, uint16_t port) {
     auto listener = netns->tcp_listener({AF_INET, "127.0.0.1", port});
     if (!listener) return std::move(listener.error().context("egress proxy: listen inside"));

@@ -2,7 +2,7 @@
 // The HTTP egress proxy of one isolated session: the way out for HTTP and HTTPS.
 //
 // The listener lives inside the session's network namespace at 127.0.0.1:<ephemeral> (made by
-// the NetnsThread), and the session's processes find it through HTTP_PROXY/HTTPS_PROXY. Every
+// the NetnsRunner), and the session's processes find it through HTTP_PROXY/HTTPS_PROXY. Every
 // outbound connection is made on the daemon's event loop, so from the daemon's own namespace:
 // the sandbox has no route out of its own, and nothing it does to its namespace changes that.
 //
@@ -23,7 +23,7 @@
 
 #include "base/error.hpp"
 #include "sessions/network/egress_gate.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 
 namespace corral {
 
@@ -40,7 +40,7 @@ class HttpEgressProxy {
   public:
     /// Listens inside `netns` on 127.0.0.1:`port` (0: an ephemeral port) and serves until stop().
     static Result<std::unique_ptr<HttpEgressProxy>> start(boost::asio::io_context& io,
-                                                          const std::shared_ptr<NetnsThread>& netns,
+                                                          const std::shared_ptr<NetnsRunner>& netns,
                                                           std::shared_ptr<EgressGate> gate,
                                                           HttpProxyLimits limits = {},
                                                           uint16_t port = 0);

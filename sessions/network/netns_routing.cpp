@@ -1,5 +1,6 @@
 #include "sessions/network/netns_routing.hpp"
 
+#include <fcntl.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
@@ -16,7 +17,6 @@
 #include <mutex>
 #include <thread>
 
-#include "base/stack_outside_forks.hpp"
 #include "base/unique_fd.hpp"
 
 namespace corral {
@@ -106,7 +106,11 @@ Status change_local_route(const Cidr& cidr, bool add) {
 /// descriptor table (CLONE_FILES) and closes everything above stderr in its copy, so the
 /// socket is always a low number there and nothing of corrald's is reachable from it.
 ///
-/// The worker is started by the NetnsThread, so it lives in the session's network namespace.
+/// One worker serves corrald: its callers run on the namespace thread (netns_runner.hpp), which
+/// enters a session's namespace for each job, so the worker enters the caller's namespace for
+/// each command (through /proc/self/task/<caller>/ns/net: the caller waits for the answer, so
+/// it is in that namespace throughout) and returns to its own after it. A command whose
+/// namespace the worker cannot enter fails without running: never in corrald's namespace.
 /// Each command gets a context of its own, freed after the caller has its answer: freeing one
 /// can cost (closing its netlink socket after a commit that deleted a table waits on the
 /// kernel, 6 to 23 ms measured here), so the caller never waits for it; keeping one instead
@@ -127,9 +131,11 @@ class NftWorker {
     NftWorker(const NftWorker&) = delete;
     NftWorker& operator=(const NftWorker&) = delete;
 
-    /// Runs `script` on the worker and returns its outcome.
+    /// Runs `script` on the worker, inside the calling thread's network namespace, and returns
+    /// its outcome.
     Status run(const std::string& script) {
         std::unique_lock lock(mutex_);
+        caller_ = static_cast<pid_t>(::gettid());
         script_ = &script;
         done_ = false;
         wake_.notify_all();
@@ -138,10 +144,22 @@ class NftWorker {
     }
 
   private:
-    static Status own_descriptor_table() {
+    /// A descriptor table of its own, holding only where the worker returns after a command.
+    Status own_descriptor_table() {
         if (::unshare(CLONE_FILES) != 0) return sys_error("unshare(CLONE_FILES) for nftables");
         if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
             return sys_error("close_range in the nftables worker");
+        home_ = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+        if (!home_) return sys_error("open the nftables worker's own network namespace");
+        return {};
+    }
+    /// Enters the network namespace `caller` (a thread of ours, waiting for us) is in.
+    static Status enter_namespace_of(pid_t caller) {
+        const std::string path = "/proc/self/task/" + std::to_string(caller) + "/ns/net";
+        const UniqueFd netns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!netns) return sys_error("open `" + path + "`");
+        if (::setns(netns.get(), CLONE_NEWNET) != 0)
+            return sys_error("enter the caller's network namespace for nftables");
         return {};
     }
     static Status run_here(nft_ctx* context, const std::string& script) {
@@ -162,8 +180,6 @@ class NftWorker {
         return context;
     }
     void serve() {
-        // One per isolated session, as its NetnsThread: never forks, and no launch reads its stack.
-        const StackOutsideForks stack_outside_forks;
         const Status ready = own_descriptor_table();
         std::unique_lock lock(mutex_);
         for (;;) {
@@ -172,6 +188,8 @@ class NftWorker {
             Context context(nullptr, nft_ctx_free);
             if (!ready) {
                 result_ = ready;
+            } else if (auto entered = enter_namespace_of(caller_); !entered) {
+                result_ = std::move(entered);
             } else if (auto made = new_context(); !made) {
                 result_ = std::move(made.error());
             } else {
@@ -184,6 +202,7 @@ class NftWorker {
             // The caller has its answer; closing the context's socket may wait on the kernel.
             lock.unlock();
             context.reset();
+            if (home_) (void)::setns(home_.get(), CLONE_NEWNET);
             lock.lock();
         }
     }
@@ -191,14 +210,16 @@ class NftWorker {
     std::mutex mutex_;
     std::condition_variable wake_;
     const std::string* script_ = nullptr;
+    pid_t caller_ = 0;
+    UniqueFd home_;  // in the worker's own descriptor table
     Status result_;
     bool done_ = false;
     bool stopping_ = false;
     std::thread thread_;  // last: started once everything it uses exists
 };
 
-/// The calling thread's nftables worker, made on first use and stopped when the thread ends.
-/// The callers are NetnsThreads, whose namespace never changes.
+/// corrald's nftables worker, made on first use and stopped when the calling thread (the
+/// namespace thread, netns_runner.hpp) ends.
 Status run_nft(const std::string& script) {
     thread_local std::unique_ptr<NftWorker> worker;
     if (!worker) worker = std::make_unique<NftWorker>();

@@ -1,7 +1,7 @@
 #pragma once
 // The kernel side of the transparent egress path, for one session's network namespace: which
 // IPv4 destinations are routed at all, which are refused at connect() time, and where the rest
-// is redirected. Every function here must run on the session's NetnsThread (the netlink sockets
+// is redirected. Every function here must run on the session's NetnsRunner (the netlink sockets
 // they open belong to the calling thread's network namespace).
 //
 //   routes:   `local 0.0.0.0/0 dev lo` (RTN_LOCAL in the local table), in every mode, so a

@@ -143,7 +143,7 @@ Result<std::unique_ptr<PortForwarder>> PortForwarder::create(boost::asio::io_con
 }
 
 Result<std::unique_ptr<PortForwarder>> PortForwarder::into_namespace(
-    boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns, uint16_t host_port,
+    boost::asio::io_context& io, std::shared_ptr<NetnsRunner> netns, uint16_t host_port,
     uint16_t inside_port) {
     auto listener = make_tcp_listener({AF_INET, "127.0.0.1", host_port});
     if (!listener) return std::move(listener.error().context("forward port"));
@@ -156,7 +156,7 @@ Result<std::unique_ptr<PortForwarder>> PortForwarder::into_namespace(
 }
 
 Result<std::unique_ptr<PortForwarder>> PortForwarder::out_of_namespace(
-    boost::asio::io_context& io, const std::shared_ptr<NetnsThread>& netns,
+    boost::asio::io_context& io, const std::shared_ptr<NetnsRunner>& netns,
     const SocketAddress& inside, const SocketAddress& host_target) {
     auto listener = netns->tcp_listener(inside);
     if (!listener) return std::move(listener.error().context("listen inside the namespace"));

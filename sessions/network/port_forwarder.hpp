@@ -5,9 +5,9 @@
 //
 //   into_namespace(): the host's 127.0.0.1:P -> the session namespace's 127.0.0.1:P (or [::1]:P,
 //                     for servers that bind "localhost" as IPv6 only). Outgoing sockets are made
-//                     by the session's NetnsThread.
+//                     by the session's NetnsRunner.
 //   out_of_namespace(): a listener inside the session namespace -> a host address (the egress
-//                     proxy). The listener is made by the NetnsThread, outgoing sockets on the
+//                     proxy). The listener is made by the NetnsRunner, outgoing sockets on the
 //                     loop's thread, in the host namespace.
 //
 // When the target refuses (nothing listens inside yet), the accepted connection is closed: the
@@ -15,7 +15,7 @@
 // listener and every connection, so a session that ends mid-connection leaves no client hanging.
 //
 // Threading: one io_context thread; create, stop and destroy on it (or while the loop is not
-// running). The NetnsThread is called synchronously from the loop, for socket() only.
+// running). The NetnsRunner is called synchronously from the loop, for socket() only.
 
 #include <boost/asio/io_context.hpp>
 #include <cstddef>
@@ -27,7 +27,7 @@
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 
 namespace corral {
 
@@ -47,12 +47,12 @@ class PortForwarder {
                                                          std::vector<SocketAddress> targets);
     /// Host 127.0.0.1:`host_port` -> the namespace's 127.0.0.1:`inside_port` (then [::1]).
     static Result<std::unique_ptr<PortForwarder>> into_namespace(boost::asio::io_context& io,
-                                                                 std::shared_ptr<NetnsThread> netns,
+                                                                 std::shared_ptr<NetnsRunner> netns,
                                                                  uint16_t host_port,
                                                                  uint16_t inside_port);
     /// The namespace's `inside` -> the host's `host_target`.
     static Result<std::unique_ptr<PortForwarder>> out_of_namespace(
-        boost::asio::io_context& io, const std::shared_ptr<NetnsThread>& netns,
+        boost::asio::io_context& io, const std::shared_ptr<NetnsRunner>& netns,
         const SocketAddress& inside, const SocketAddress& host_target);
 
     /// stop().

@@ -139,7 +139,7 @@ PortWait wait_for_port(boost::asio::io_context& io, SocketMaker make_socket,
     return PortWait(state);
 }
 
-PortWait wait_for_port_in_namespace(boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns,
+PortWait wait_for_port_in_namespace(boost::asio::io_context& io, std::shared_ptr<NetnsRunner> netns,
                                     uint16_t port, std::chrono::milliseconds timeout,
                                     PortWait::Handler handler) {
     SocketMaker inside = [netns = std::move(netns)](int family) {

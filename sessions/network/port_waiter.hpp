@@ -1,6 +1,6 @@
 #pragma once
 // Waits until something accepts TCP connections on a port, as seen from inside a session (its
-// network namespace through a NetnsThread's sockets, or the host's for `network: host`).
+// network namespace through a NetnsRunner's sockets, or the host's for `network: host`).
 //
 // Each attempt is a non-blocking connect on the daemon's loop with a socket made where the
 // session lives; a refused attempt is retried after a backoff (5 ms doubling to 250 ms) on an
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 #include "sessions/network/port_forwarder.hpp"
 
 namespace corral {
@@ -53,7 +53,7 @@ PortWait wait_for_port(boost::asio::io_context& io, SocketMaker make_socket,
                        PortWait::Handler handler);
 
 /// wait_for_port on 127.0.0.1:`port` and [::1]:`port` inside `netns`.
-PortWait wait_for_port_in_namespace(boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns,
+PortWait wait_for_port_in_namespace(boost::asio::io_context& io, std::shared_ptr<NetnsRunner> netns,
                                     uint16_t port, std::chrono::milliseconds timeout,
                                     PortWait::Handler handler);
 

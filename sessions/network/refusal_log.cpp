@@ -57,7 +57,7 @@ struct ConfigRequest {
     } message{};
 };
 
-/// Runs on the NetnsThread: a socket bound to NFLOG `group` of the thread's namespace, copying
+/// Runs on the NetnsRunner: a socket bound to NFLOG `group` of the thread's namespace, copying
 /// packets, delivered in batches.
 Result<UniqueFd> bind_group(uint16_t group) {
     UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_NETFILTER));
@@ -214,7 +214,7 @@ void RefusalLog::stop() {
 }
 
 Result<std::unique_ptr<RefusalLog>> RefusalLog::start(boost::asio::io_context& io,
-                                                      NetnsThread& netns, uint16_t group,
+                                                      NetnsRunner& netns, uint16_t group,
                                                       Handler handler) {
     auto fd = netns.run([group] { return bind_group(group); });
     if (!fd) return std::move(fd.error());

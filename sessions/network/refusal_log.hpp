@@ -5,7 +5,7 @@
 // nftables rules (netns_routing.hpp) answer the SYN with a reset, so connect() fails with
 // ECONNREFUSED at once, and the daemon would never hear of it. Each of those rules also logs the
 // SYN to an NFLOG group (nfnetlink_log); this listener is a NETLINK_NETFILTER socket made on the
-// session's NetnsThread, so it is bound to that group of that namespace only, and it hands the
+// session's NetnsRunner, so it is bound to that group of that namespace only, and it hands the
 // destination of each logged SYN to the daemon's loop, which counts and logs it like every other
 // egress refusal (EgressGate::refuse).
 //
@@ -14,7 +14,7 @@
 // socket's buffer (ENOBUFS): those connections are refused all the same, and the handler hears
 // that reports were lost.
 //
-// Threading: the daemon's io_context thread (the socket is made on the NetnsThread).
+// Threading: the daemon's io_context thread (the socket is made on the NetnsRunner).
 
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
@@ -25,7 +25,7 @@
 
 #include "base/error.hpp"
 #include "policies/egress_rules.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 
 namespace corral {
 
@@ -38,7 +38,7 @@ class RefusalLog {
     /// Binds NFLOG `group` inside `netns` and calls `handler` on `io` for each IPv4 TCP packet
     /// logged to it. EBUSY when something in the namespace bound the group first.
     static Result<std::unique_ptr<RefusalLog>> start(boost::asio::io_context& io,
-                                                     NetnsThread& netns, uint16_t group,
+                                                     NetnsRunner& netns, uint16_t group,
                                                      Handler handler);
     /// stop().
     ~RefusalLog();

@@ -5,7 +5,7 @@
 
 namespace corral {
 
-SessionNetwork::SessionNetwork(boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns)
+SessionNetwork::SessionNetwork(boost::asio::io_context& io, std::shared_ptr<NetnsRunner> netns)
     : io_(io), netns_(std::move(netns)), expiry_timer_(io) {}
 
 SessionNetwork::~SessionNetwork() {
@@ -21,7 +21,7 @@ Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(
         return sys_error(EINVAL, "the session has no network namespace of its own");
     auto netns_fd = open_network_namespace(sandbox.holder_pid(), sandbox.holder_pidfd());
     if (!netns_fd) return std::move(netns_fd.error().context("network namespace"));
-    auto thread = NetnsThread::start(std::move(*netns_fd));
+    auto thread = NetnsRunner::start(std::move(*netns_fd));
     if (!thread) return std::move(thread.error().context("network namespace"));
     auto network = std::make_unique<SessionNetwork>(io, std::move(*thread));
     if (!policy.network.allow.empty()) {
@@ -120,7 +120,7 @@ void SessionNetwork::schedule_expiry() {
         expiry_timer_.cancel();
         return;
     }
-    // On the loop: the handler only runs close_expired (a netlink/nft change on the NetnsThread,
+    // On the loop: the handler only runs close_expired (a netlink/nft change on the NetnsRunner,
     // as every answer's grant does), so the loop never sleeps here.
     expiry_timer_.expires_at(*next);
     expiry_timer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](

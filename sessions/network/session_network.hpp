@@ -1,5 +1,5 @@
 #pragma once
-// The network side of one `network: isolated` session: a NetnsThread inside the session's
+// The network side of one `network: isolated` session: a NetnsRunner inside the session's
 // namespace (entered through the holder), one PortForwarder per leased port (host 127.0.0.1:P ->
 // the namespace's 127.0.0.1:P), the forwarders of `network.allow`, and the HTTP egress proxy of
 // `network.egress` with its gate (rules, refusal count). The Session owns one and
@@ -24,7 +24,7 @@
 #include "sessions/network/egress_gate.hpp"
 #include "sessions/network/egress_proxy.hpp"
 #include "sessions/network/http_proxy.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 #include "sessions/network/port_forwarder.hpp"
 #include "sessions/network/port_waiter.hpp"
 #include "sessions/network/transparent_relay.hpp"
@@ -79,7 +79,7 @@ class SessionNetwork {
     uint16_t dns_port() const { return resolver_ ? resolver_->port() : 0; }
 
     /// Internal: use create().
-    SessionNetwork(boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns);
+    SessionNetwork(boost::asio::io_context& io, std::shared_ptr<NetnsRunner> netns);
 
   private:
     void log(const std::string& line) const;
@@ -96,7 +96,7 @@ class SessionNetwork {
     void close_named(const std::vector<IpAddress>& addresses, const std::string& why);
 
     boost::asio::io_context& io_;
-    std::shared_ptr<NetnsThread> netns_;
+    std::shared_ptr<NetnsRunner> netns_;
     std::map<uint16_t, std::unique_ptr<PortForwarder>> forwarders_;
     std::unique_ptr<EgressProxy> egress_;
     std::vector<std::string> allow_;  ///< network.allow, compiled into every rule set

@@ -120,7 +120,7 @@ void TransparentRelay::State::stop() {
     for (auto& [key, relay] : open) relay->close();
 }
 
-TransparentRelay::TransparentRelay(std::shared_ptr<State> state, std::shared_ptr<NetnsThread> netns,
+TransparentRelay::TransparentRelay(std::shared_ptr<State> state, std::shared_ptr<NetnsRunner> netns,
                                    uint16_t port)
     : state_(std::move(state)), netns_(std::move(netns)), port_(port) {}
 
@@ -169,7 +169,7 @@ Status TransparentRelay::change_named(const std::vector<IpAddress>& added,
 }
 
 Result<std::unique_ptr<TransparentRelay>> TransparentRelay::start(
-    boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns,
+    boost::asio::io_context& io, std::shared_ptr<NetnsRunner> netns,
     std::shared_ptr<EgressGate> gate, size_t max_connections,
     const std::optional<EgressSpec>& left_by) {
     auto listener = netns->tcp_listener({AF_INET, "127.0.0.1", 0});

@@ -22,7 +22,7 @@
 #include "base/error.hpp"
 #include "sessions/network/egress_gate.hpp"
 #include "sessions/network/netns_routing.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 
 namespace corral {
 
@@ -33,7 +33,7 @@ class TransparentRelay {
     /// `left_by` (a namespace a previous run of the daemon served): the rules that run had in
     /// force; its nftables table and routes are replaced, whatever the gate's rules are now.
     static Result<std::unique_ptr<TransparentRelay>> start(
-        boost::asio::io_context& io, std::shared_ptr<NetnsThread> netns,
+        boost::asio::io_context& io, std::shared_ptr<NetnsRunner> netns,
         std::shared_ptr<EgressGate> gate, size_t max_connections = 256,
         const std::optional<EgressSpec>& left_by = std::nullopt);
     /// stop().
@@ -54,12 +54,12 @@ class TransparentRelay {
 
     struct State;
     /// Internal: use start().
-    TransparentRelay(std::shared_ptr<State> state, std::shared_ptr<NetnsThread> netns,
+    TransparentRelay(std::shared_ptr<State> state, std::shared_ptr<NetnsRunner> netns,
                      uint16_t port);
 
   private:
     std::shared_ptr<State> state_;
-    std::shared_ptr<NetnsThread> netns_;
+    std::shared_ptr<NetnsRunner> netns_;
     uint16_t port_ = 0;
     TransparentPlan applied_;
 };

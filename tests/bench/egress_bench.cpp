@@ -123,7 +123,7 @@ bool transfer(int fd, size_t bytes) {
 
 /// A client socket: inside the namespace (through the proxy) or on the host (direct).
 struct Client {
-    std::shared_ptr<NetnsThread> netns;  ///< null: direct
+    std::shared_ptr<NetnsRunner> netns;  ///< null: direct
     uint16_t proxy_port = 0;
     uint16_t sink_port = 0;
 
@@ -150,7 +150,7 @@ struct Client {
 };
 
 /// One A query for `name` over UDP from inside `netns` to its resolver; the answer's rcode, or -1.
-int dns_query(const std::shared_ptr<NetnsThread>& netns, const std::string& name) {
+int dns_query(const std::shared_ptr<NetnsRunner>& netns, const std::string& name) {
     static uint16_t id = 0;
     const std::vector<uint8_t> q = dns::build_query(name, dns::kTypeA, ++id);
     static UniqueFd fd;
@@ -177,7 +177,7 @@ int dns_query(const std::shared_ptr<NetnsThread>& netns, const std::string& name
 }
 
 /// The DNS rows: a resolver and a transparent relay in `netns`, names from a hosts override.
-void bench_dns(boost::asio::io_context& io, const std::shared_ptr<NetnsThread>& netns, int runs) {
+void bench_dns(boost::asio::io_context& io, const std::shared_ptr<NetnsRunner>& netns, int runs) {
     const std::string group = "session DNS";
     std::string text = "127.0.0.1 open.bench.test\n";
     for (int i = 0; i < runs; ++i)
@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
         print_failed_row(group, "(all)", "needs root (network namespaces)");
         return 0;
     }
-    // The namespace: a thread unshares one, brings lo up, and hands its fd to a NetnsThread.
+    // The namespace: a thread unshares one, brings lo up, and hands its fd to a NetnsRunner.
     std::promise<Result<UniqueFd>> made;
     std::thread([&made] {
         if (::unshare(CLONE_NEWNET) != 0) return made.set_value(sys_error("unshare"));
@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
     }).join();
     auto ns = made.get_future().get();
     if (!ns) return print_failed_row(group, "(all)", ns.error().describe()), 0;
-    auto netns = NetnsThread::start(std::move(*ns));
+    auto netns = NetnsRunner::start(std::move(*ns));
     if (!netns) return print_failed_row(group, "(all)", netns.error().describe()), 0;
 
     boost::asio::io_context io;

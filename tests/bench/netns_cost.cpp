@@ -2,7 +2,7 @@
 //   - a bare clone + exit + wait (baseline)
 //   - the same child with pid/mount/ipc/uts namespaces (a session without network isolation)
 //   - the same plus CLONE_NEWNET and `lo` up (a `network: isolated` session's holder)
-//   - entering the namespace with a NetnsThread (what the daemon adds per isolated session)
+//   - entering the namespace with a NetnsRunner (what the daemon adds per isolated session)
 //   - a burst: 50 isolated holders created back to back (network namespace teardown runs in a
 //     kernel work queue and can slow creations that follow)
 // Run as root. Never asserts anything.
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "isolation/namespaces.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 
 namespace {
 
@@ -116,7 +116,7 @@ int main() {
     pid_t holder = paused_netns_child();
     double thread_start = measure(kIterations, [&] {
         auto fd = corral::open_network_namespace(holder, -1);
-        auto thread = corral::NetnsThread::start(std::move(*fd));
+        auto thread = corral::NetnsRunner::start(std::move(*fd));
         (*thread)->stop();
     });
     ::kill(holder, SIGKILL);
@@ -140,7 +140,7 @@ int main() {
     std::printf("%-58s %10.1f %8.2f\n",
                 "holder ready, + network namespace (no teardown, median of 100)", create_with_net,
                 create_with_net / bare);
-    std::printf("%-58s %10.1f %8.2f\n", "NetnsThread start+stop (daemon side, per session)",
+    std::printf("%-58s %10.1f %8.2f\n", "NetnsRunner start+stop (daemon side, per session)",
                 thread_start, thread_start / bare);
     std::printf("%-58s %10.1f %8.2f\n", "burst of 50 network namespaces, mean each", burst_each,
                 burst_each / bare);

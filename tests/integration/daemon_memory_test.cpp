@@ -53,7 +53,7 @@ long resident_kib(pid_t pid) {
 }
 
 // Every thread of a process gets the executable's whole static TLS block, zeroed: a large
-// thread_local there is resident memory in each NetnsThread, nftables worker and launch worker,
+// thread_local there is resident memory in each NetnsRunner, nftables worker and launch worker,
 // whether the thread ever uses it or not (the read buffer was 256 KiB: 51 MB of 143 MB).
 TEST(DaemonMemory, CorraldsThreadsCarryNoLargeStaticTls) {
     const std::string corrald = CORRAL_BINARY_DIR "/supervisor/corrald";

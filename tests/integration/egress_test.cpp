@@ -18,7 +18,7 @@ class EgressTest : public ::testing::Test {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
         auto ns = new_network_namespace();
         ASSERT_TRUE(ns) << ns.error().describe();
-        auto thread = NetnsThread::start(std::move(*ns));
+        auto thread = NetnsRunner::start(std::move(*ns));
         ASSERT_TRUE(thread) << thread.error().describe();
         netns_ = std::move(*thread);
         allowed_ = host_echo("127.0.0.1");
@@ -58,7 +58,7 @@ class EgressTest : public ::testing::Test {
     }
 
     Loop loop_;
-    std::shared_ptr<NetnsThread> netns_;
+    std::shared_ptr<NetnsRunner> netns_;
     std::unique_ptr<EchoServer> allowed_;
     std::unique_ptr<EchoServer> other_;
     std::unique_ptr<EgressProxy> proxy_;

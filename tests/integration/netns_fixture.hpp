@@ -27,7 +27,7 @@
 
 #include "base/unique_fd.hpp"
 #include "isolation/namespaces.hpp"
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 
 namespace corral::nettest {
 

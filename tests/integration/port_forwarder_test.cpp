@@ -12,7 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include "sessions/network/netns_thread.hpp"
+#include "sessions/network/netns_runner.hpp"
 #include "sessions/network/port_waiter.hpp"
 #include "tests/integration/netns_fixture.hpp"
 
@@ -29,7 +29,7 @@ class PortForwarderTest : public ::testing::Test {
         auto ns = new_network_namespace();
         ASSERT_TRUE(ns) << ns.error().describe();
         netns_fd_ = std::move(*ns);
-        auto thread = NetnsThread::start(dup_fd(netns_fd_));
+        auto thread = NetnsRunner::start(dup_fd(netns_fd_));
         ASSERT_TRUE(thread) << thread.error().describe();
         netns_ = std::move(*thread);
     }
@@ -73,7 +73,7 @@ class PortForwarderTest : public ::testing::Test {
 
     Loop loop_;
     UniqueFd netns_fd_;
-    std::shared_ptr<NetnsThread> netns_;
+    std::shared_ptr<NetnsRunner> netns_;
     std::unique_ptr<EchoServer> server_;
     std::unique_ptr<PortForwarder> forwarder_;
     uint16_t host_port_ = 0;
@@ -394,8 +394,9 @@ TEST_F(PortForwarderTest, StopClosesOpenConnectionsAndPortAndLeavesNothing) {
     netns_->stop();
     netns_.reset();
     EXPECT_FALSE(some_thread_in_namespace(ns_inode));
-    EXPECT_EQ(thread_count(), threads_before - 1);  // the namespace thread is gone
-    EXPECT_EQ(fd_count(), fds_before);
+    // The namespace thread serves every runner and stays; the runner's descriptor is closed.
+    EXPECT_EQ(thread_count(), threads_before);
+    EXPECT_EQ(fd_count(), fds_before - 1);
 }
 
 TEST_F(PortForwarderTest, WaitForPortReturnsOnceServerListensInside) {
@@ -453,7 +454,7 @@ TEST_F(PortForwarderTest, NamespacesCannotReachEachOther) {
     forward(server_->port());
     auto other_fd = new_network_namespace();
     ASSERT_TRUE(other_fd);
-    auto other = NetnsThread::start(std::move(*other_fd));
+    auto other = NetnsRunner::start(std::move(*other_fd));
     ASSERT_TRUE(other);
     // From a second namespace: neither the first one's server port nor the forwarded host port.
     for (uint16_t port : {server_->port(), host_port_}) {

@@ -38,7 +38,7 @@ class DnsResolverAbuse : public ::testing::Test {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
         auto ns = new_network_namespace();
         ASSERT_TRUE(ns) << ns.error().describe();
-        auto thread = NetnsThread::start(std::move(*ns));
+        auto thread = NetnsRunner::start(std::move(*ns));
         ASSERT_TRUE(thread) << thread.error().describe();
         netns_ = std::move(*thread);
         std::string many;
@@ -156,7 +156,7 @@ class DnsResolverAbuse : public ::testing::Test {
     }
 
     Loop loop_;
-    std::shared_ptr<NetnsThread> netns_;
+    std::shared_ptr<NetnsRunner> netns_;
     std::shared_ptr<const EgressHosts> hosts_;
     std::shared_ptr<EgressGate> gate_;
     std::unique_ptr<SessionResolver> resolver_;

@@ -31,7 +31,7 @@ class EgressProxyAbuse : public ::testing::Test {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
         auto ns = new_network_namespace();
         ASSERT_TRUE(ns) << ns.error().describe();
-        auto thread = NetnsThread::start(std::move(*ns));
+        auto thread = NetnsRunner::start(std::move(*ns));
         ASSERT_TRUE(thread) << thread.error().describe();
         netns_ = std::move(*thread);
         allowed_ = std::make_unique<OriginServer>("127.0.0.21", "allowed");
@@ -76,7 +76,7 @@ class EgressProxyAbuse : public ::testing::Test {
     }
 
     Loop loop_;
-    std::shared_ptr<NetnsThread> netns_;
+    std::shared_ptr<NetnsRunner> netns_;
     std::unique_ptr<OriginServer> allowed_, other_;
     std::shared_ptr<const EgressHosts> hosts_;
     std::shared_ptr<EgressGate> gate_;

@@ -1,27 +1,28 @@
 #pragma once
-// A thread that lives inside one network namespace and makes sockets there for the daemon.
+// Makes sockets inside one network namespace for the daemon.
 //
 // A socket belongs to the network namespace of the thread that created it, for its whole life,
 // whichever thread later reads, writes, connects or accepts on it. So the daemon never enters a
 // session's namespace on its event-loop thread (setns(CLONE_NEWNET) changes only the calling
-// thread, and the loop serves every session): it asks this thread to create (and bind) the socket,
-// gets the descriptor back, and does all I/O on the loop as with any other socket.
+// thread, and the loop serves every session): the socket is created (and bound) on corrald's one
+// namespace thread, which enters the session's namespace for each job and returns to its own
+// right after, and the descriptor comes back for the loop to do all I/O as with any other socket.
 //
-// The thread holds a reference to the namespace: the namespace stays alive until stop() (or the
-// destructor) has joined the thread, even if the session's holder process is gone.
+// One thread for every session, not one per session (issue 18): with 1,000 isolated sessions the
+// per-session threads (and each one's nftables worker) were 2,000 threads, 4,000 stack mappings
+// and ~48 MB, which every fork of corrald (a launch) walked; their jobs are rare (a session's
+// creation, an egress change) and the loop waits for each anyway, so one thread serves them all.
+// A job runs only after its setns() succeeded: never in another session's namespace or corrald's.
+//
+// The runner holds a descriptor of the namespace: the namespace stays alive until stop() (or
+// the destructor), even if the session's holder process is gone.
 
 #include <sys/types.h>
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <future>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
@@ -46,19 +47,20 @@ Result<UniqueFd> make_tcp_socket(int family);
 /// network namespace.
 Result<UniqueFd> make_tcp_listener(const SocketAddress& address);
 
-/// One thread inside one network namespace, running small socket-making jobs on request.
-class NetnsThread {
+/// One network namespace and the jobs the daemon runs inside it (on the namespace thread).
+class NetnsRunner {
   public:
-    /// Starts the thread and enters `netns_fd` (an fd of /proc/<pid>/ns/net, or a pidfd). Fails
-    /// with setns's errno when the thread cannot enter it.
-    static Result<std::shared_ptr<NetnsThread>> start(UniqueFd netns_fd);
-    /// Stops and joins the thread.
-    ~NetnsThread();
-    NetnsThread(const NetnsThread&) = delete;
-    NetnsThread& operator=(const NetnsThread&) = delete;
+    /// Takes `netns_fd` (an fd of /proc/<pid>/ns/net, or a pidfd) and checks that the namespace
+    /// thread can enter it. Fails with setns's errno when it cannot.
+    static Result<std::shared_ptr<NetnsRunner>> start(UniqueFd netns_fd);
+    /// Stops (see stop()).
+    ~NetnsRunner();
+    NetnsRunner(const NetnsRunner&) = delete;
+    NetnsRunner& operator=(const NetnsRunner&) = delete;
 
-    /// Runs `job` on the namespace thread and returns its result; blocks the caller for the
-    /// job's duration only. Fails with ESHUTDOWN after stop(). Thread-safe.
+    /// Runs `job` inside the namespace and returns its result; blocks the caller until the job
+    /// has run (after the jobs of other namespaces queued before it). Fails with ESHUTDOWN after
+    /// stop(). Thread-safe; a job must not call run() or stop() of any runner.
     ///
     /// Most jobs are socket()/bind()/listen() (microseconds). The transparent egress path's
     /// nftables and route changes also run here (TransparentRelay::apply and change_named:
@@ -74,25 +76,18 @@ class NetnsThread {
     /// A listening TCP socket inside the namespace.
     Result<UniqueFd> tcp_listener(const SocketAddress& address);
 
-    /// Ends the thread (idempotent): queued jobs fail with ESHUTDOWN. Sockets already made keep
-    /// working; the namespace lives on while any of them is open.
+    /// Ends the runner (idempotent): waits for its job if one is running, and jobs not yet
+    /// started fail with ESHUTDOWN. Sockets already made keep working; the namespace lives on
+    /// while any of them is open.
     void stop();
-    /// Kernel thread id of the namespace thread (for tests and diagnostics); 0 after stop().
-    pid_t thread_id() const { return tid_.load(); }
 
+    /// The namespace, shared with the jobs queued for it (internal).
+    struct Namespace;
     /// Internal: use start().
-    NetnsThread() = default;
+    explicit NetnsRunner(std::shared_ptr<Namespace> netns) : netns_(std::move(netns)) {}
 
   private:
-    struct Job;
-    void main_loop(UniqueFd netns_fd, std::shared_ptr<std::promise<int>> entered);
-
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<std::shared_ptr<Job>> jobs_;
-    bool stopping_ = false;
-    std::thread thread_;
-    std::atomic<pid_t> tid_{0};
+    std::shared_ptr<Namespace> netns_;
 };
 
 }  // namespace corral
