@@ -57,7 +57,8 @@ std::string unescape_octal(std::string_view in) {
         bool escape = in[i] == '\\' && i + 4 <= in.size() &&
                       in.substr(i + 1, 3).find_first_not_of("01234567") == std::string_view::npos;
         if (escape) {
-            out += static_cast<char>((in[i + 1] - '0') * 64 + (in[i + 2] - '0') * 8 + (in[i + 3] - '0'));
+            const int code = (in[i + 1] - '0') * 64 + (in[i + 2] - '0') * 8 + (in[i + 3] - '0');
+            out += static_cast<char>(code);
             i += 3;
         } else {
             out += in[i];
