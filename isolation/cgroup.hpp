@@ -54,6 +54,13 @@ Result<CgroupHost> discover_cgroup_host();
 std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(std::string_view proc_self_cgroup);
 Result<CgroupHost> discover_cgroup_host_from_mountinfo(std::string_view proc_self_cgroup);
 
+/// Whether cgroup2 directory `dir` is the real root cgroup: it has cgroup.procs but no
+/// cgroup.type (CFTYPE_NOT_ON_ROOT); the root of a cgroup namespace or of a bind-mounted subtree
+/// is an ordinary cgroup and has one.
+bool is_real_root_cgroup(const std::string& dir);
+/// The controllers `dir`'s cgroup.controllers lists (those its parent enabled for it).
+Result<std::vector<std::string>> read_cgroup_controllers(const std::string& dir);
+
 /// Parses "key value" lines (cgroup.events, cpu.stat, memory.events, pids.events, v1
 /// memory.oom_control) into a map; lines whose value is not a number are skipped.
 std::map<std::string, uint64_t> parse_keyed_values(std::string_view text);

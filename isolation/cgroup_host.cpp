@@ -57,7 +57,8 @@ std::string unescape_octal(std::string_view in) {
         bool escape = in[i] == '\\' && i + 4 <= in.size() &&
                       in.substr(i + 1, 3).find_first_not_of("01234567") == std::string_view::npos;
         if (escape) {
-            out += static_cast<char>((in[i + 1] - '0') * 64 + (in[i + 2] - '0') * 8 + (in[i + 3] - '0'));
+            const int code = (in[i + 1] - '0') * 64 + (in[i + 2] - '0') * 8 + (in[i + 3] - '0');
+            out += static_cast<char>(code);
             i += 3;
         } else {
             out += in[i];
@@ -116,12 +117,18 @@ std::vector<CgroupLine> parse_cgroup_lines(std::string_view text) {
     return out;
 }
 
+/// Where cgroup `path` (as /proc/self/cgroup names it) is under `mount_point`, a mount of its
+/// hierarchy's root.
+std::string below_root_mount(const std::string& mount_point, const std::string& path) {
+    return path == "/" ? mount_point : mount_point + path;
+}
+
 /// Where cgroup `path` (as /proc/self/cgroup names it) is in the filesystem under a mount of
 /// subtree `root`. In a cgroup namespace, or when only a subtree is bind-mounted, the mount's
 /// root is not "/" and our path has to be made relative to it; a path outside the mounted
 /// subtree is not reachable through that mount at all.
 std::optional<std::string> path_under_mount(const MountEntry& mount, const std::string& path) {
-    if (mount.root == "/") return path == "/" ? mount.mount_point : mount.mount_point + path;
+    if (mount.root == "/") return below_root_mount(mount.mount_point, path);
     if (path == mount.root) return mount.mount_point;
     if (path.size() > mount.root.size() && path.compare(0, mount.root.size(), mount.root) == 0 &&
         path[mount.root.size()] == '/')
@@ -207,10 +214,6 @@ bool on_filesystem(const std::string& dir, long magic) {
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
-std::string below(const std::string& dir, const std::string& path) {
-    return path == "/" ? dir : dir + path;
-}
-
 /// The directory systemd mounts a v1 hierarchy on: its controllers as /proc/self/cgroup lists
 /// them ("cpu,cpuacct"), a named one by its name ("name=systemd" -> "systemd").
 std::string usual_v1_mount(const std::vector<std::string>& controllers) {
@@ -222,12 +225,21 @@ std::string usual_v1_mount(const std::vector<std::string>& controllers) {
     return dir;
 }
 
-void read_v2_controllers(CgroupHost& host, const std::string& text) {
-    std::istringstream words(text);
-    for (std::string word; words >> word;) host.v2_controllers.push_back(word);
+}  // namespace
+
+bool is_real_root_cgroup(const std::string& dir) {
+    return ::access((dir + "/cgroup.procs").c_str(), F_OK) == 0 &&
+           ::access((dir + "/cgroup.type").c_str(), F_OK) != 0 && errno == ENOENT;
 }
 
-}  // namespace
+Result<std::vector<std::string>> read_cgroup_controllers(const std::string& dir) {
+    auto text = read_file(dir + "/cgroup.controllers");
+    if (!text) return std::move(text.error());
+    std::vector<std::string> out;
+    std::istringstream words(*text);
+    for (std::string word; words >> word;) out.push_back(word);
+    return out;
+}
 
 // Where everything is where systemd (and most container runtimes) put it, each place checked:
 // the initial cgroup namespace (so /proc/self/cgroup's paths start at the real root), cgroup2 at
@@ -251,11 +263,10 @@ std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(std::string_view 
         if (line.hierarchy_id == "0" && line.controllers.empty()) {
             const std::string mount =
                 have_v1_controllers ? "/sys/fs/cgroup/unified" : "/sys/fs/cgroup";
-            if (!on_filesystem(mount, CGROUP2_SUPER_MAGIC) || !exists(mount + "/cgroup.procs") ||
-                exists(mount + "/cgroup.type"))
+            if (!on_filesystem(mount, CGROUP2_SUPER_MAGIC) || !is_real_root_cgroup(mount))
                 return std::nullopt;
             host.v2_mount = mount;
-            host.v2_own = below(mount, line.path);
+            host.v2_own = below_root_mount(mount, line.path);
             continue;
         }
         if (line.controllers.empty()) return std::nullopt;
@@ -263,7 +274,7 @@ std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(std::string_view 
         if (!on_filesystem(mount, CGROUP_SUPER_MAGIC) || !exists(mount + "/cgroup.sane_behavior"))
             return std::nullopt;
         for (const auto& controller : line.controllers)
-            host.v1_own[controller] = below(mount, line.path);
+            host.v1_own[controller] = below_root_mount(mount, line.path);
     }
     if (host.v2_own.empty()) return std::nullopt;
     host.layout = have_v1_controllers ? CgroupLayout::hybrid : CgroupLayout::unified;
@@ -285,9 +296,9 @@ Result<CgroupHost> discover_cgroup_host() {
     auto host = usual ? Result<CgroupHost>(std::move(*usual))
                       : discover_cgroup_host_from_mountinfo(*cgroups);
     if (!host) return host;
-    auto controllers = read_file(host->v2_own + "/cgroup.controllers");
+    auto controllers = read_cgroup_controllers(host->v2_own);
     if (!controllers) return std::move(controllers.error().context("discover cgroups"));
-    read_v2_controllers(*host, *controllers);
+    host->v2_controllers = std::move(*controllers);
     return host;
 }
 

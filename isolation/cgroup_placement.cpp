@@ -12,22 +12,6 @@
 namespace corral {
 namespace {
 
-/// The real root cgroup has no cgroup.type (CFTYPE_NOT_ON_ROOT); the root of a cgroup namespace
-/// or of a bind-mounted subtree is an ordinary cgroup and has one.
-bool is_real_root(const std::string& dir) {
-    return ::access((dir + "/cgroup.procs").c_str(), F_OK) == 0 &&
-           ::access((dir + "/cgroup.type").c_str(), F_OK) != 0 && errno == ENOENT;
-}
-
-std::vector<std::string> read_controllers(const std::string& dir) {
-    std::vector<std::string> out;
-    auto text = read_file(dir + "/cgroup.controllers");
-    if (!text) return out;
-    std::istringstream words(*text);
-    for (std::string word; words >> word;) out.push_back(word);
-    return out;
-}
-
 std::string unit_name(const PlacementOptions& options) {
     return options.unit_prefix + "-" + std::to_string(::getpid()) + ".scope";
 }
@@ -65,8 +49,8 @@ PlacementFacts observe_placement_facts(const CgroupHost& host, const PlacementOp
     // A hybrid host's plan is decided by that alone (plan_cgroup_placement's first case): nothing
     // else is looked at, on every `corral run` (issue 18).
     if (facts.hybrid) return facts;
-    facts.own_is_root = is_real_root(host.v2_own);
-    facts.mount_is_root = is_real_root(host.v2_mount);
+    facts.own_is_root = is_real_root_cgroup(host.v2_own);
+    facts.mount_is_root = is_real_root_cgroup(host.v2_mount);
     facts.systemd_running = ::access("/run/systemd/system", F_OK) == 0;  // sd_booted()
     // In the real root, too, the plan is decided before it matters who else lives in v2_own
     // (plan_cgroup_placement's second case). There v2_own is the root cgroup, which holds every
@@ -166,7 +150,10 @@ Result<CgroupPlan> place_cgroups(CgroupHost& host, const PlacementOptions& optio
     if (plan.base != host.v2_own) {
         host.v2_started_in = host.v2_own;
         host.v2_own = plan.base;
-        host.v2_controllers = read_controllers(plan.base);
+        // Empty where the base's cgroup.controllers cannot be read: each v2 limit then finds
+        // its controller missing.
+        auto controllers = read_cgroup_controllers(plan.base);
+        host.v2_controllers = controllers ? std::move(*controllers) : std::vector<std::string>{};
     }
     return plan;
 }

@@ -374,12 +374,9 @@ Status Process::remove_leaf() {
     if (leaf_populated()) {
         return sys_error(EBUSY, "leaf cgroup of process " + setup_.id + " still holds processes");
     }
-    boost::system::error_code ignored;
-    leaf_watch_.close(ignored);
     Status removed = leaf_.remove(std::chrono::milliseconds(0));
     if (!removed) leaf_.leave();  // a process moved in meanwhile: left for start-up clean-up
-    leaf_ = Cgroup{};
-    if (setup_.on_leaf_removed) boost::asio::post(io_, setup_.on_leaf_removed);
+    forget_leaf();
     return removed;
 }
 
@@ -390,11 +387,15 @@ bool Process::remove_empty_leaf() {
     if (!leaf_.valid()) return false;
     auto gone = leaf_.remove_if_empty();
     if (!gone || !*gone) return false;
+    forget_leaf();
+    return true;
+}
+
+void Process::forget_leaf() {
     boost::system::error_code ignored;
     leaf_watch_.close(ignored);
     leaf_ = Cgroup{};
     if (setup_.on_leaf_removed) boost::asio::post(io_, setup_.on_leaf_removed);
-    return true;
 }
 
 void Process::leave_leaf() {

@@ -256,6 +256,9 @@ class Process : public std::enable_shared_from_this<Process> {
     /// report channel watched unless the child already exec'd (either launch_* above).
     void take_launch(PendingLaunch launch);
     void record_setup_failure(const Error& error);
+    /// The leaf is gone or given up: stops watching it, drops the handle and posts
+    /// on_leaf_removed (remove_leaf, remove_empty_leaf).
+    void forget_leaf();
 
     // process_launch.cpp: the child's way to execve, watched on the loop (issue 12 item 1)
     void watch_launch();

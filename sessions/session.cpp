@@ -158,8 +158,7 @@ Status Session::build_request_independent(const CreateSessionRequest& request) {
 // What the creation request itself asks for (env, cwd, command timeout) and the tokens: done at
 // claim for a prepared session, so its tokens never existed before a client asked for it.
 Status Session::apply_request(const CreateSessionRequest& request) {
-    env_ = request.env;
-    process_env_cache_.reset();
+    set_env(request.env);
     cwd_ = resolve_cwd(request.cwd, workdir_.inside_path);
     command_timeout_.reset();
     if (request.command_timeout) {
@@ -263,6 +262,11 @@ std::vector<std::string> Session::process_env(
         env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     if (extra.empty()) process_env_cache_ = ProcessEnvCache{port, env};
     return env;
+}
+
+void Session::set_env(std::map<std::string, std::string> env) {
+    env_ = std::move(env);
+    process_env_cache_.reset();
 }
 
 Result<std::shared_ptr<Process>> Session::start_process(const ProcessRequest& request) {
@@ -383,9 +387,10 @@ std::vector<std::shared_ptr<Process>> Session::processes() const {
 }
 
 std::map<std::string, std::string> Session::patch_env(const EnvPatch& patch) {
-    for (const auto& [key, value] : patch.set) env_[key] = value;
-    for (const auto& key : patch.unset) env_.erase(key);
-    process_env_cache_.reset();
+    std::map<std::string, std::string> patched = env_;
+    for (const auto& [key, value] : patch.set) patched[key] = value;
+    for (const auto& key : patch.unset) patched.erase(key);
+    set_env(std::move(patched));
     (void)journal_session();  // before the caller answers; a failure is logged by the journal
     return env_;
 }

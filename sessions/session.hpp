@@ -299,6 +299,8 @@ class Session : public std::enable_shared_from_this<Session> {
     /// A new descriptor of the workspace directory (the bound workdir's, or the scratch root).
     Result<UniqueFd> open_workspace() const;
     std::vector<std::string> process_env(const std::map<std::string, std::string>& extra) const;
+    /// The one way env_ is written: it also drops the process environment built from it.
+    void set_env(std::map<std::string, std::string> env);
     void on_process_finished(Process& process);
     /// Drops the oldest finished records beyond context_.max_finished_processes (their leaves
     /// are gone, so nothing of the kernel's is dropped with them).
@@ -371,7 +373,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string cwd_;
     std::map<std::string, std::string> env_;
     /// process_env() without a request's own variables, for the proxy port it was built with:
-    /// the same for every `run` until env_ changes (forget_process_env()), and building it
+    /// the same for every `run` until env_ changes (set_env()), and building it
     /// parsed corrald's environment into maps each time (issue 18).
     struct ProcessEnvCache {
         uint16_t proxy_port = 0;

@@ -202,8 +202,7 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
             notes.push_back("session " + id_ + ": port " + std::to_string(port) +
                             " is leased but not forwarded: " + forwarded.error().describe());
     }
-    env_ = record.env;
-    process_env_cache_.reset();
+    set_env(record.env);
     cwd_ = record.cwd.empty() ? workdir_.inside_path : record.cwd;
     command_timeout_ = millis(record.command_timeout_ms);
     full_token_ = record.full_token;
