@@ -1,9 +1,11 @@
 #pragma once
 // cgroup v2: the source of truth for "what belongs to a session".
 //
-// Discovery reads /proc/self/mountinfo (where cgroup2 is mounted: /sys/fs/cgroup on unified hosts,
-// /sys/fs/cgroup/unified on hybrid ones) and /proc/self/cgroup (the "0::" line: the cgroup we were
-// started in). corral only ever creates cgroups beneath that one.
+// Discovery finds where cgroup2 is mounted (/sys/fs/cgroup on unified hosts, /sys/fs/cgroup/unified
+// on hybrid ones): at those usual places when each is confirmed to be a hierarchy's real root seen
+// from the initial cgroup namespace, otherwise from /proc/self/mountinfo; and reads
+// /proc/self/cgroup (the "0::" line: the cgroup we were started in). corral only ever creates
+// cgroups beneath that one.
 
 #include <sys/types.h>
 

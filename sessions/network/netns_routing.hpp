@@ -1,8 +1,8 @@
 #pragma once
 // The kernel side of the transparent egress path, for one session's network namespace: which
 // IPv4 destinations are routed at all, which are refused at connect() time, and where the rest
-// is redirected. Every function here must run on the session's NetnsRunner (the netlink sockets
-// they open belong to the calling thread's network namespace).
+// is redirected. Every function here must run in a job of the session's NetnsRunner (the netlink
+// sockets they open belong to the calling thread's network namespace).
 //
 //   routes:   `local 0.0.0.0/0 dev lo` (RTN_LOCAL in the local table), in every mode, so a
 //             connect() to any IPv4 address reaches the output hook below, where it is refused
