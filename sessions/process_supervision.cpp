@@ -27,8 +27,8 @@ constexpr size_t kRefusalsPerTurn = 64;
 // One read buffer for every pipe of the daemon: the event loop reads one pipe at a time, so a
 // process costs what its OutputBuffers hold, not two idle read buffers. On the heap, made at
 // first use: a thread_local array lives in the static TLS block that glibc gives, zeroed and so
-// resident, to EVERY thread of the process at its creation. It was 256 KiB in each NetnsRunner
-// and nftables worker, threads that never read a pipe: 51 MB of corrald's 140 MB with 100
+// resident, to EVERY thread of the process at its creation. It was 256 KiB in each session's two
+// network threads of the time, threads that never read a pipe: 51 MB of corrald's 140 MB with 100
 // isolated sessions (DaemonMemory.ThreadsCarryNoLargeStaticTls).
 char* read_scratch() {
     static thread_local std::unique_ptr<char[]> buffer;

@@ -218,9 +218,10 @@ int main(int argc, char** argv) {
     }
     // glibc gives each thread that allocates an arena of its own, up to 8 per CPU, and an arena
     // keeps its pages while anything in it lives. corrald's work is on its loop thread; the
-    // others (two per isolated session: its NetnsRunner and nftables worker) allocate little and
-    // seldom, so they share: with 100 `default` sessions corrald held 32.7 MB (39.6 MB at a
-    // second hundred) with an arena per thread, 26.8 (28.2) MB with two arenas.
+    // others (the launch worker, the namespace thread and its nftables worker; until issue 18 two
+    // per isolated session) allocate little and seldom, so they share: with 100 `default`
+    // sessions and two threads each corrald held 32.7 MB with an arena per thread, 26.8 MB with
+    // two arenas.
     (void)::mallopt(M_ARENA_MAX, 2);
     auto options = parse_daemon_options(std::vector<std::string>(argv + 1, argv + argc));
     if (!options) {

@@ -53,8 +53,9 @@ long resident_kib(pid_t pid) {
 }
 
 // Every thread of a process gets the executable's whole static TLS block, zeroed: a large
-// thread_local there is resident memory in each NetnsRunner, nftables worker and launch worker,
-// whether the thread ever uses it or not (the read buffer was 256 KiB: 51 MB of 143 MB).
+// thread_local there is resident memory in each of corrald's threads (the namespace thread, the
+// nftables worker, the launch worker; once two per isolated session), whether the thread ever
+// uses it or not (the read buffer was 256 KiB: 51 MB of 143 MB).
 TEST(DaemonMemory, CorraldsThreadsCarryNoLargeStaticTls) {
     const std::string corrald = CORRAL_BINARY_DIR "/supervisor/corrald";
     if (!std::filesystem::exists(corrald)) GTEST_SKIP() << "corrald is not built";
