@@ -88,7 +88,11 @@ bool fill(Instance& one, DaemonConnection& c, int sessions, const std::string& p
     const std::string create = json{{"policy", policy}}.dump();
     for (int i = 0; i < sessions; ++i) {
         Response r = c.request("POST", "/v1/sessions", create);
-        if (r.status != 201) return false;
+        if (r.status != 201) {
+            std::fprintf(stderr, "session %d of %d: HTTP %d %s\n", i + 1, sessions, r.status,
+                         r.body.substr(0, 300).c_str());
+            return false;
+        }
         const std::string sid = json::parse(r.body, nullptr, false).value("id", "");
         one.filler.push_back(sid);
         if (c.request("POST", "/v1/sessions/" + sid + "/processes", sleeper).status / 100 != 2)
