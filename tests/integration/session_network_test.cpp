@@ -154,6 +154,9 @@ TEST_F(SessionNetworkTest, LeasedPortReachesServerInsideUntilSessionEnds) {
     // (netns_runner.hpp); a session adds no thread that outlives it.
     const int threads_between = thread_count();
     end(create_isolated().info.id);
+    // A joined thread can linger in /proc/self/task for a moment (port_forwarder_test): wait.
+    for (int i = 0; i < 200 && thread_count() > threads_between; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT_EQ(thread_count(), threads_between) << "a thread outlived the session";
 }
 
