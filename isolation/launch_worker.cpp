@@ -21,10 +21,6 @@
 namespace corral {
 namespace {
 
-// A spec names at most: cgroup, holder pidfd, stdin, stdout, stderr, extra, Landlock ruleset
-// and one `tasks` file per v1 controller (a handful).
-constexpr size_t kMaxDescriptors = 32;
-
 struct Message {
     uintptr_t job = 0;  ///< the caller's Job (same address space; the caller waits for the answer)
 };
@@ -32,7 +28,7 @@ struct Message {
 /// Sends `message` with `fds` attached (none: a plain message).
 Status send_with_fds(int socket, const Message& message, const int* fds, size_t count) {
     iovec data{const_cast<Message*>(&message), sizeof message};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxDescriptors)] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * LaunchWorker::kMaxDescriptors)] = {};
     msghdr header{};
     header.msg_iov = &data;
     header.msg_iovlen = 1;
@@ -56,7 +52,7 @@ Status send_with_fds(int socket, const Message& message, const int* fds, size_t 
 /// (EPIPE when the other end is gone).
 Result<size_t> receive_with_fds(int socket, Message& message, int* fds) {
     iovec data{&message, sizeof message};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxDescriptors)] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * LaunchWorker::kMaxDescriptors)] = {};
     msghdr header{};
     header.msg_iov = &data;
     header.msg_iovlen = 1;
@@ -71,8 +67,8 @@ Result<size_t> receive_with_fds(int socket, Message& message, int* fds) {
     for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
         const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        std::memcpy(fds + count, CMSG_DATA(c), sizeof(int) * std::min(n, kMaxDescriptors - count));
-        count += std::min(n, kMaxDescriptors - count);
+        std::memcpy(fds + count, CMSG_DATA(c), sizeof(int) * std::min(n, LaunchWorker::kMaxDescriptors - count));
+        count += std::min(n, LaunchWorker::kMaxDescriptors - count);
     }
     if (length == 0) return sys_error(EPIPE, "launch worker: the other end is gone");
     if (length != static_cast<ssize_t>(sizeof message) || (header.msg_flags & MSG_CTRUNC)) {
@@ -112,17 +108,12 @@ int count_open_descriptors() {
 
 }  // namespace
 
-/// One request: the caller fills `spec` (nullptr: count the worker's descriptors) and
-/// `originals` (the descriptors it attached, in order); the worker fills the rest.
+/// One request: the caller's descriptors (in the order it attached them) and its work; the
+/// worker fills `error` when the work could not run or failed.
 struct LaunchWorker::Job {
-    const LaunchSpec* spec = nullptr;
-    std::vector<int> originals;
+    size_t expected = 0;
+    const SmallTableWork* work = nullptr;
     std::optional<Error> error;
-    pid_t pid = -1;
-    bool has_pidfd = false;
-    bool listener_expected = false;
-    bool exec_reached = false;
-    int descriptors = -1;
 };
 
 LaunchWorker* LaunchWorker::shared() {
@@ -197,110 +188,111 @@ void LaunchWorker::serve(int socket) noexcept {
         }
         std::atomic_thread_fence(std::memory_order_seq_cst);
         auto* job = reinterpret_cast<Job*>(message.job);
-        std::vector<UniqueFd> back;  // the child's report channel, then its pidfd
-        if (job->spec == nullptr)
-            job->descriptors = count_open_descriptors();
-        else
-            back = run(*job, received, *count);
-        for (size_t i = 0; i < *count; ++i) ::close(received[i]);
-        int fds[2];
-        for (size_t i = 0; i < back.size(); ++i) fds[i] = back[i].get();
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        // Our copies close with `back` once they are on their way.
-        if (!send_with_fds(socket, message, fds, back.size())) return;
-    }
-}
-
-std::vector<UniqueFd> LaunchWorker::run(Job& job, const int* received, size_t count) {
-    if (count != job.originals.size()) {
-        job.error = sys_error(EPROTO, "launch worker: " + std::to_string(count) + " of " +
-                                          std::to_string(job.originals.size()) +
-                                          " descriptors arrived");
-        return {};
-    }
-    auto ours = [&](int fd) {
-        if (fd < 0) return fd;
-        for (size_t i = 0; i < count; ++i)
-            if (job.originals[i] == fd) return received[i];
-        return -1;  // not passed: cannot happen (descriptors_of names every one)
-    };
-    LaunchSpec spec = *job.spec;
-    spec.cgroup_fd = ours(spec.cgroup_fd);
-    spec.namespace_holder_pidfd = ours(spec.namespace_holder_pidfd);
-    spec.stdin_fd = ours(spec.stdin_fd);
-    spec.stdout_fd = ours(spec.stdout_fd);
-    spec.stderr_fd = ours(spec.stderr_fd);
-    spec.extra_fd = ours(spec.extra_fd);
-    for (int& fd : spec.v1_join_fds) fd = ours(fd);
-    if (spec.confinement != nullptr && spec.confinement->landlock_ruleset.valid())
-        spec.landlock_ruleset_fd = ours(spec.confinement->landlock_ruleset.get());
-    if (!spec.setup_limit) spec.setup_limit = kSetupReportLimit;  // see launch_worker.hpp
-    auto pending = corral::launch_begin(spec);
-    if (!pending) {
-        job.error = std::move(pending.error());
-        return {};
-    }
-    job.pid = pending->child.pid();
-    job.listener_expected = pending->listener_expected;
-    job.exec_reached = pending->exec_reached;
-    std::vector<UniqueFd> back;
-    back.push_back(std::move(pending->report));
-    if (pending->child.pidfd() >= 0) {
-        const int pidfd = ::fcntl(pending->child.pidfd(), F_DUPFD_CLOEXEC, 3);
-        if (pidfd < 0) {
-            // Without its pidfd the caller could not tell when the child ends: stop it now.
-            (void)pending->child.send_signal(SIGKILL);
-            (void)pending->child.wait();
-            job.error = sys_error("launch worker: dup the child's pidfd");
-            return {};
+        std::vector<UniqueFd> back;  // in our table: closed once on their way
+        if (*count != job->expected) {
+            job->error = sys_error(EPROTO, "launch worker: " + std::to_string(*count) + " of " +
+                                               std::to_string(job->expected) +
+                                               " descriptors arrived");
+        } else if (auto done = (*job->work)(std::span<const int>(received, *count)); done) {
+            back = std::move(*done);
+        } else {
+            job->error = std::move(done.error());
         }
-        job.has_pidfd = true;
-        back.emplace_back(pidfd);
+        for (size_t i = 0; i < *count; ++i) ::close(received[i]);
+        int fds[kMaxDescriptors];
+        const size_t sent = std::min(back.size(), kMaxDescriptors);
+        for (size_t i = 0; i < sent; ++i) fds[i] = back[i].get();
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (!send_with_fds(socket, message, fds, sent)) return;
     }
-    return back;
 }
 
-Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
+Result<std::vector<UniqueFd>> LaunchWorker::run_in_small_table(std::span<const int> fds,
+                                                               const SmallTableWork& work) {
+    if (fds.size() > kMaxDescriptors)
+        return sys_error(EMSGSIZE, "launch worker: " + std::to_string(fds.size()) +
+                                       " descriptors, more than " +
+                                       std::to_string(kMaxDescriptors));
     Job job;
-    job.spec = &spec;
-    job.originals = descriptors_of(spec);
-    if (job.originals.size() > kMaxDescriptors) return corral::launch_begin(spec);
+    job.expected = fds.size();
+    job.work = &work;
     std::lock_guard lock(mutex_);
     const Message message{reinterpret_cast<uintptr_t>(&job)};
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    CORRAL_TRY(send_with_fds(socket_.get(), message, job.originals.data(), job.originals.size()),
-               "hand the launch to the worker");
+    CORRAL_TRY(send_with_fds(socket_.get(), message, fds.data(), fds.size()),
+               "hand the work to the launch worker");
     Message answer;
-    int fds[kMaxDescriptors];
-    auto count = receive_with_fds(socket_.get(), answer, fds);
+    int back[kMaxDescriptors];
+    auto count = receive_with_fds(socket_.get(), answer, back);
     if (!count) return std::move(count.error());
     std::atomic_thread_fence(std::memory_order_seq_cst);
     std::vector<UniqueFd> received;
-    for (size_t i = 0; i < *count; ++i) received.emplace_back(fds[i]);
+    for (size_t i = 0; i < *count; ++i) received.emplace_back(back[i]);
     if (job.error) return std::move(*job.error);
-    if (received.size() != (job.has_pidfd ? 2u : 1u))
+    return received;
+}
+
+Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
+    const std::vector<int> originals = descriptors_of(spec);
+    if (originals.size() > kMaxDescriptors) return corral::launch_begin(spec);
+    PendingLaunch pending;  // filled on the worker's thread; we wait for it
+    bool has_pidfd = false;
+    auto back = run_in_small_table(
+        originals, [&](std::span<const int> received) -> Result<std::vector<UniqueFd>> {
+            auto ours = [&](int fd) {
+                if (fd < 0) return fd;
+                for (size_t i = 0; i < received.size(); ++i)
+                    if (originals[i] == fd) return received[i];
+                return -1;  // not passed: cannot happen (descriptors_of names every one)
+            };
+            LaunchSpec rewritten = spec;
+            rewritten.cgroup_fd = ours(spec.cgroup_fd);
+            rewritten.namespace_holder_pidfd = ours(spec.namespace_holder_pidfd);
+            rewritten.stdin_fd = ours(spec.stdin_fd);
+            rewritten.stdout_fd = ours(spec.stdout_fd);
+            rewritten.stderr_fd = ours(spec.stderr_fd);
+            rewritten.extra_fd = ours(spec.extra_fd);
+            for (int& fd : rewritten.v1_join_fds) fd = ours(fd);
+            if (spec.confinement != nullptr && spec.confinement->landlock_ruleset.valid())
+                rewritten.landlock_ruleset_fd = ours(spec.confinement->landlock_ruleset.get());
+            if (!rewritten.setup_limit) rewritten.setup_limit = kSetupReportLimit;  // see .hpp
+            auto started = corral::launch_begin(rewritten);
+            if (!started) return std::move(started.error());
+            std::vector<UniqueFd> ours_back;  // the child's report channel, then its pidfd
+            ours_back.push_back(std::move(started->report));
+            if (started->child.pidfd() >= 0) {
+                const int pidfd = ::fcntl(started->child.pidfd(), F_DUPFD_CLOEXEC, 3);
+                if (pidfd < 0) {
+                    // Without its pidfd the caller could not tell when the child ends: stop it.
+                    (void)started->child.send_signal(SIGKILL);
+                    (void)started->child.wait();
+                    return sys_error("launch worker: dup the child's pidfd");
+                }
+                has_pidfd = true;
+                ours_back.emplace_back(pidfd);
+            }
+            pending.child = PidRef(started->child.pid(), UniqueFd());
+            pending.listener_expected = started->listener_expected;
+            pending.exec_reached = started->exec_reached;
+            return ours_back;
+        });
+    if (!back) return std::move(back.error());
+    if (back->size() != (has_pidfd ? 2u : 1u))
         return sys_error(EPROTO, "launch worker: the child's descriptors did not arrive");
-    PendingLaunch pending;
-    pending.report = std::move(received[0]);
-    pending.child = PidRef(job.pid, job.has_pidfd ? std::move(received[1]) : UniqueFd());
-    pending.listener_expected = job.listener_expected;
-    pending.exec_reached = job.exec_reached;
+    pending.report = std::move((*back)[0]);
+    pending.child =
+        PidRef(pending.child.pid(), has_pidfd ? std::move((*back)[1]) : UniqueFd());
     return pending;
 }
 
 Result<int> LaunchWorker::open_descriptors() {
-    Job job;
-    std::lock_guard lock(mutex_);
-    const Message message{reinterpret_cast<uintptr_t>(&job)};
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    CORRAL_TRY(send_with_fds(socket_.get(), message, nullptr, 0), "ask the launch worker");
-    Message answer;
-    int fds[kMaxDescriptors];
-    auto count = receive_with_fds(socket_.get(), answer, fds);
-    if (!count) return std::move(count.error());
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    for (size_t i = 0; i < *count; ++i) ::close(fds[i]);
-    return job.descriptors;
+    int descriptors = -1;
+    auto back = run_in_small_table({}, [&](std::span<const int>) {
+        descriptors = count_open_descriptors();
+        return Result<std::vector<UniqueFd>>(std::vector<UniqueFd>{});
+    });
+    if (!back) return std::move(back.error());
+    return descriptors;
 }
 
 }  // namespace corral

@@ -20,9 +20,16 @@
 // child that shares corrald's memory (launcher.hpp, issue 18) suspends the worker until it has
 // exec'd: where the spec names no setup limit, the worker gives it kSetupReportLimit, which the
 // setup watchdog applies (setup_watchdog.hpp), so the caller's wait stays bounded.
+//
+// A session's namespace holder is cloned there too (run_in_small_table, sandbox.hpp): it copied
+// the whole table and closed it again in the child (~14% of corrald's CPU while sessions were
+// made beside 800 others, issue 18), and a holder born of this thread is not a child of the
+// thread orphans are reparented to, so the orphan reaper's walk does not meet it (child_reaper.hpp).
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -41,6 +48,19 @@ class LaunchWorker {
     /// launch_begin(spec), from the worker's small descriptor table. Thread-safe.
     Result<PendingLaunch> launch_begin(const LaunchSpec& spec);
 
+    /// Work done on the worker's thread: `received[i]` is the worker's copy of the caller's
+    /// `fds[i]`; the descriptors it returns are passed back into the caller's table, in order
+    /// (the worker's copies close afterwards). It must not wait for anything the caller does:
+    /// the caller waits for it.
+    using SmallTableWork =
+        std::function<Result<std::vector<UniqueFd>>(std::span<const int> received)>;
+    /// Most descriptors one call may pass (SCM_RIGHTS takes up to 253 in one message).
+    static constexpr size_t kMaxDescriptors = 64;
+    /// Runs `work` on the worker's thread with copies of `fds` in its table (at most
+    /// kMaxDescriptors: more is EMSGSIZE, nothing run). Thread-safe; one call at a time.
+    Result<std::vector<UniqueFd>> run_in_small_table(std::span<const int> fds,
+                                                     const SmallTableWork& work);
+
     /// Descriptors open in the worker's table now (for tests: small however many corrald holds).
     Result<int> open_descriptors();
 
@@ -52,9 +72,6 @@ class LaunchWorker {
     LaunchWorker() = default;
     Status start();
     void serve(int socket) noexcept;
-    /// Launches job.spec with its descriptors at `received`; the child's report channel and
-    /// pidfd (in this thread's table), the job's fields filled.
-    std::vector<UniqueFd> run(Job& job, const int* received, size_t count);
 
     std::mutex mutex_;  ///< one job at a time
     UniqueFd socket_;   ///< our end, in corrald's table
