@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "base/pipe.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
+#include "isolation/launch_worker.hpp"
 #include "isolation/mounts.hpp"
 #include "isolation/namespaces.hpp"
 #include "isolation/setup_deadline.hpp"
@@ -272,6 +274,65 @@ void discard(PidRef& holder) {
     (void)holder.wait();
 }
 
+/// Every descriptor the holder keeps or uses after clone (the cgroup's first): what the launch
+/// worker needs copies of. `go_write_fd` is not among them: the worker's child never has it.
+std::vector<int> descriptors_of(const HolderPlan& plan, int cgroup_fd) {
+    std::vector<int> fds{cgroup_fd};
+    for (int fd : {plan.report_fd, plan.go_fd, plan.lease_fd, plan.store_holder_fd,
+                   plan.store_daemon_fd})
+        if (fd >= 0) fds.push_back(fd);
+    for (const MountOp& op : plan.mounts.ops)
+        if (op.fd >= 0 && std::find(fds.begin(), fds.end(), op.fd) == fds.end())
+            fds.push_back(op.fd);
+    return fds;
+}
+
+/// Clones the holder on the launch worker's thread (SandboxOptions::clone_from_small_table):
+/// the child copies the worker's table of a few descriptors, renumbered in its copy of the plan.
+/// The holder is then a child of the worker's thread (waitid from any of our threads reaps it).
+/// nullopt: the worker cannot take it, clone directly.
+std::optional<Result<PidRef>> clone_holder_on_worker(const HolderPlan& plan, int cgroup_fd) {
+    LaunchWorker* worker = LaunchWorker::shared();
+    const std::vector<int> originals = descriptors_of(plan, cgroup_fd);
+    if (worker == nullptr || originals.size() > LaunchWorker::kMaxDescriptors) return std::nullopt;
+    pid_t pid = -1;  // set on the worker's thread; we wait for it
+    auto back = worker->run_in_small_table(
+        originals, [&](std::span<const int> received) -> Result<std::vector<UniqueFd>> {
+            auto ours = [&](int fd) {
+                for (size_t i = 0; fd >= 0 && i < received.size(); ++i)
+                    if (originals[i] == fd) return received[i];
+                return -1;
+            };
+            // The copy the child runs: numbers in this table, no descriptor of its own (the
+            // received ones close after this work; the child keeps its copies).
+            HolderPlan copy;
+            copy.flags = plan.flags;
+            copy.hostname = plan.hostname;
+            copy.mounts.ops = plan.mounts.ops;
+            for (MountOp& op : copy.mounts.ops) op.fd = ours(op.fd);
+            copy.report_fd = ours(plan.report_fd);
+            copy.go_fd = ours(plan.go_fd);
+            copy.lease_fd = ours(plan.lease_fd);
+            copy.store_holder_fd = ours(plan.store_holder_fd);
+            copy.store_daemon_fd = ours(plan.store_daemon_fd);
+            copy.rehearse_suid_dumpable = plan.rehearse_suid_dumpable;
+            copy.drop_groups = plan.drop_groups;
+            int pidfd = -1;
+            const pid_t child = clone3_fork(static_cast<uint64_t>(copy.flags) | CLONE_PIDFD,
+                                            received[0], &pidfd);
+            if (child < 0) return sys_error("clone3 namespace holder");
+            if (child == 0) holder_main(copy);
+            pid = child;
+            std::vector<UniqueFd> ours_back;
+            ours_back.emplace_back(pidfd);
+            return ours_back;
+        });
+    if (!back) return Result<PidRef>(std::move(back.error()));
+    if (back->size() != 1)
+        return Result<PidRef>(sys_error(EPROTO, "namespace holder: its pidfd did not arrive"));
+    return Result<PidRef>(PidRef(pid, std::move((*back)[0])));
+}
+
 }  // namespace
 
 Sandbox::Sandbox(Sandbox&& other) noexcept
@@ -353,17 +414,16 @@ bool Sandbox::try_reap() {
     return true;
 }
 
-pid_t Sandbox::release() {
-    if (!holder_.valid()) return -1;
+PidRef Sandbox::release() {
+    if (!holder_.valid()) return {};
     (void)holder_.send_signal(SIGKILL);
-    const pid_t pid = holder_.pid();
-    holder_ = PidRef{};
+    PidRef released = std::exchange(holder_, PidRef{});
     pending_report_.reset();
     store_ = DescriptorStore{};
     // The holder keeps its own copy of the lease's lock until it has exited, so the slot stays
     // taken exactly as long as the namespaces live; ours can go now.
     lease_ = IdRangeLease{};
-    return pid;
+    return released;
 }
 
 bool Sandbox::needed(const Policy& policy) {
@@ -432,12 +492,22 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     plan->go_fd = go.read_end.get();
     plan->go_write_fd = go.write_end.get();
 
-    int pidfd = -1;
-    pid_t pid =
-        clone3_fork(static_cast<uint64_t>(flags) | CLONE_PIDFD, holder_cgroup.dir_fd(), &pidfd);
-    if (pid < 0) return sys_error("clone3 namespace holder");
-    if (pid == 0) holder_main(*plan);
-    PidRef holder(pid, UniqueFd(pidfd));
+    PidRef holder;
+    auto on_worker = options.clone_from_small_table
+                         ? clone_holder_on_worker(*plan, holder_cgroup.dir_fd())
+                         : std::nullopt;
+    if (on_worker) {
+        if (!*on_worker) return std::move(on_worker->error());
+        holder = std::move(**on_worker);
+    } else {
+        int pidfd = -1;
+        const pid_t pid = clone3_fork(static_cast<uint64_t>(flags) | CLONE_PIDFD,
+                                      holder_cgroup.dir_fd(), &pidfd);
+        if (pid < 0) return sys_error("clone3 namespace holder");
+        if (pid == 0) holder_main(*plan);
+        holder = PidRef(pid, UniqueFd(pidfd));
+    }
+    const pid_t pid = holder.pid();
     report->write_end.reset();
     store_holder_end.reset();
     go.read_end.reset();
@@ -449,11 +519,12 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
                 idmap_workdir(plan->mounts, ids->identity, policy.user.inherit);
         if (!mapped || ::write(go.write_end.get(), "1", 1) != 1) {
             // The holder has run none of its setup (it waits for `go`) and SIGKILL ends it at
-            // once, frozen or not (cgroup v2 lets fatal signals through). corrald's reaper of
-            // unowned children collects it on SIGCHLD; a caller without one reaps it here, a
-            // short blocking wait.
-            if (options.caller_reaps_children) {
+            // once, frozen or not (cgroup v2 lets fatal signals through). corrald's reaper
+            // collects it when its pidfd says so; a caller without one reaps it here, a short
+            // blocking wait.
+            if (options.reap_given_up) {
                 (void)holder.send_signal(SIGKILL);
+                options.reap_given_up(std::move(holder));
             } else {
                 discard(holder);
             }

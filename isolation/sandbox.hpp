@@ -7,6 +7,7 @@
 // holder's pidfd), so all of a session's processes see each other like on one machine.
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -41,10 +42,15 @@ struct SandboxOptions {
     /// dumpable flag is reset to 1 by its credential change), so a test can prove it becomes
     /// non-dumpable again without changing the host's sysctl. Never set by the daemon.
     bool rehearse_suid_dumpable = false;
-    /// The caller reaps exited children it does not own (corrald's ChildReaper, on SIGCHLD): a
-    /// holder that start() has to give up before its setup is killed and left to it, never
-    /// waited for (issue 12: nothing on the event loop waits for a process).
-    bool caller_reaps_children = false;
+    /// Where a holder that start() has to give up before its setup goes once it was sent
+    /// SIGKILL: corrald's ChildReaper reaps it when its pidfd says it ended, so nothing on the
+    /// event loop waits for a process (issue 12). Unset: start() reaps it itself, a short wait.
+    std::function<void(PidRef)> reap_given_up;
+    /// Clone the holder on corrald's launch worker (launch_worker.hpp), from its small
+    /// descriptor table, instead of copying the caller's table (and closing it again in the
+    /// holder): corrald, with thousands of descriptors. Where the worker cannot take it (not
+    /// started, too many detached trees to pass), start() clones directly.
+    bool clone_from_small_table = false;
 };
 
 /// The running holder of a session's namespaces.
@@ -150,9 +156,9 @@ class Sandbox {
     /// process of that namespace was reaped — the daemon's own children among them — so an event
     /// loop waits for holder_pidfd() to become readable, then calls this.
     bool try_reap();
-    /// Gives the holder up without waiting: SIGKILL, then forget it. Its exit is collected by
-    /// whoever reaps the daemon's unowned children. Returns its pid (-1 when there was none).
-    pid_t release();
+    /// Gives the holder up without waiting: SIGKILL, then forget it. Returns it (invalid when
+    /// there was none) for whoever reaps it when it ends (corrald: ChildReaper::hand_over).
+    PidRef release();
 
   private:
     PidRef holder_;

@@ -216,11 +216,11 @@ void Process::record_setup_failure(const Error& error) {
     finished_ = true;
     if (launched_) {
         // The launch worked but wiring the pipes did not: do not leave it running unobserved.
-        // No blocking wait on the loop: the daemon's reaper collects it as an unowned child, and
-        // the leaf goes once it is empty.
+        // No blocking wait on the loop: the daemon's reaper collects it when its pidfd says it
+        // ended, and the leaf goes once it is empty.
         (void)leaf_.kill_all();
-        main_.close_pidfd();
-        reaper_.remove_owned(main_.pid());
+        const pid_t pid = main_.pid();
+        reaper_.hand_over(std::exchange(main_, PidRef(pid, UniqueFd())));
         if (leaf_populated()) {
             watch_lingering_leaf();
             return;

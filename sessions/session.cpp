@@ -189,7 +189,10 @@ Status Session::create_kernel_resources() {
     // output across its restarts: in the same leaf, so cgroup.kill of the session ends it.
     SandboxOptions options;
     options.keep_output = context_.keep_output;
-    options.caller_reaps_children = true;  // context_.reaper: the holder is not owned yet
+    options.reap_given_up = [&reaper = context_.reaper](PidRef holder) {
+        reaper.hand_over(std::move(holder));
+    };
+    options.clone_from_small_table = true;
     if (Sandbox::needed(policy_, options)) {
         auto holder = cgroup_.create_child("holder");
         if (!holder) return std::move(holder.error().context("holder cgroup"));

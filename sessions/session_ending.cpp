@@ -222,7 +222,7 @@ void Session::await_holder_exit() {
                 finalize_if_done();  // arms the bound
                 return;
             }
-            context_.reaper.remove_owned(sandbox_.release());
+            context_.reaper.hand_over(sandbox_.release());
         } else {
             context_.reaper.remove_owned(holder);
         }
@@ -287,7 +287,7 @@ void Session::release_resources() {
     idle_timer_.cancel();
     end_watches_.clear();
     stop_network();
-    if (sandbox_.active()) context_.reaper.remove_owned(sandbox_.release());
+    if (sandbox_.active()) context_.reaper.hand_over(sandbox_.release());
     auto populated = cgroup_.valid() ? cgroup_.populated() : Result<bool>(false);
     const bool stuck = !populated || *populated;
     for (const auto& process : processes()) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <atomic>
 #include <fstream>
 #include <sstream>
@@ -377,6 +378,65 @@ TEST_F(SandboxTest, Sandbox_UserNamespaceMapsInsideIdsToALeasedHostRange) {
     s.cwd = "/";  // the workdir belongs to the host's root, not to the sandbox
     Output out = run(s);
     EXPECT_EQ(out.text, "0\n 0 " + std::to_string(identity->uid - 65534) + " 65536\n");
+}
+
+// ---- Holders cloned from the launch worker's small descriptor table (issue 18) ----
+
+/// The pids /proc lists as children of this process's main thread (where orphans go).
+std::vector<pid_t> main_thread_children() {
+    std::vector<pid_t> pids;
+    std::ifstream children("/proc/self/task/" + std::to_string(::getpid()) + "/children");
+    for (pid_t pid; children >> pid;) pids.push_back(pid);
+    return pids;
+}
+
+/// The descriptor numbers open in process `pid`.
+std::vector<int> open_descriptors_of(pid_t pid) {
+    std::vector<int> fds;
+    for (const auto& entry :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+        fds.push_back(std::stoi(entry.path().filename().string()));
+    std::sort(fds.begin(), fds.end());
+    return fds;
+}
+
+// corrald clones holders on its launch worker: the holder's table starts as the worker's few
+// descriptors, not corrald's thousands, and ends as what the holder keeps (stdio on /dev/null,
+// the id range's lock as 3 with a user namespace) — nothing of the caller's (CVE-2024-21626:
+// runc leaked a host cgroup directory's descriptor into the container). It is not a child of the
+// main thread, whose children the orphan reaper walks (sessions/child_reaper.hpp). With a user
+// namespace too, whose id maps are written after the clone.
+TEST_F(SandboxTest, Sandbox_HolderFromTheSmallTableKeepsNothingOfTheCallersAndWorks) {
+    std::vector<UniqueFd> held;  // the caller's descriptors: none may reach the holder
+    for (int i = 0; i < 300; ++i) held.emplace_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    Policy policy = default_like_policy();
+    policy.namespaces.user = true;
+    SandboxOptions options;
+    options.clone_from_small_table = true;
+    inside_ = "/workspace";
+    auto sandbox = Sandbox::create(policy, holder_cgroup_, {workdir_, inside_}, {}, options);
+    ASSERT_TRUE(sandbox) << sandbox.error().describe();
+    sandbox_ = std::move(*sandbox);
+    ASSERT_TRUE(sandbox_.active());
+    const pid_t holder = sandbox_.holder_pid();
+    EXPECT_EQ(open_descriptors_of(holder), (std::vector<int>{0, 1, 2, 3}));
+    const auto children = main_thread_children();
+    EXPECT_EQ(std::find(children.begin(), children.end(), holder), children.end())
+        << "the holder is a child of the main thread: the launch worker did not clone it";
+    // Its setup ran as the plan says: mounts, hostname, the processes that join it.
+    auto s = spec({"sh", "-c", "hostname; ls /home | wc -l; touch /usr/x 2>/dev/null || echo ro"});
+    s.cwd = "/";  // the workdir belongs to the host's root, not to the sandbox
+    Output out = run(s);
+    EXPECT_EQ(out.text, "corral-test\n0\nro\n");
+    sandbox_.stop();  // reaps it: a child of another of our threads
+    EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(holder)));
+}
+
+// The direct clone (corral run, tests) is what it was: the caller's child.
+TEST_F(SandboxTest, Sandbox_HolderClonedDirectlyIsTheCallingThreadsChild) {
+    start(default_like_policy());
+    const auto children = main_thread_children();
+    EXPECT_NE(std::find(children.begin(), children.end(), sandbox_.holder_pid()), children.end());
 }
 
 }  // namespace
