@@ -3,7 +3,9 @@
 // (their exit status is the owner's to read). No privileges needed.
 #include "sessions/child_reaper.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -112,6 +114,12 @@ TEST(ChildReaper, OrphansEndingAfterTheOwnerReapedAreReapedToo) {
     EXPECT_NE(::waitid(P_ALL, 0, &info, WEXITED | WNOHANG), 0) << "a child was left unreaped";
 }
 
+/// A child forked by another thread; it exits once `release` is closed.
+struct HeldChild {
+    pid_t pid = -1;
+    UniqueFd release;
+};
+
 /// A thread that forks children on request and lives until destroyed (a child whose parent
 /// thread ends is reparented to another of our threads): corrald's launch worker, in small.
 class ForkingThread {
@@ -125,16 +133,17 @@ class ForkingThread {
         changed_.notify_all();
         thread_.join();
     }
-    /// A child of this thread that exits once `release` (a pipe's read end) reads end of file.
-    pid_t fork_child(int release_read, int release_write) {
+    HeldChild fork_child() {
+        int release[2];
+        if (::pipe2(release, O_CLOEXEC) != 0) return {};
         std::unique_lock lock(mutex_);
-        read_ = release_read;
-        write_ = release_write;
+        read_ = release[0];
         forked_ = -1;
         wanted_ = true;
         changed_.notify_all();
         changed_.wait(lock, [&] { return !wanted_; });
-        return forked_;
+        ::close(release[0]);
+        return {forked_, UniqueFd(release[1])};
     }
 
   private:
@@ -145,7 +154,10 @@ class ForkingThread {
             if (stop_) return;
             const pid_t pid = ::fork();
             if (pid == 0) {
-                ::close(write_);
+                // Every other descriptor goes, the write end with it (O_CLOEXEC acts at exec
+                // only): end of file comes once the test closes its end.
+                ::close_range(3, static_cast<unsigned>(read_) - 1, 0);
+                ::close_range(static_cast<unsigned>(read_) + 1, ~0U, 0);
                 char byte;
                 (void)::read(read_, &byte, 1);
                 ::_exit(0);
@@ -160,7 +172,6 @@ class ForkingThread {
     bool stop_ = false;
     bool wanted_ = false;
     int read_ = -1;
-    int write_ = -1;
     pid_t forked_ = -1;
     std::thread thread_;
 };
@@ -185,12 +196,10 @@ TEST(ChildReaper, OnTheMainThreadTheWalkMeetsOrphansNotOtherThreadsChildren) {
     boost::asio::io_context io;
     ChildReaper reaper(io, true);
     ForkingThread other;
-    int theirs[2];
-    ASSERT_EQ(::pipe(theirs), 0);
-    const pid_t child = other.fork_child(theirs[0], theirs[1]);
+    HeldChild held = other.fork_child();
+    const pid_t child = held.pid;
     ASSERT_GT(child, 0);
-    ::close(theirs[0]);
-    ::close(theirs[1]);  // it exits: a zombie of the other thread, owned by nobody
+    held.release.reset();  // it exits: a zombie of the other thread, owned by nobody
     int release[2];
     ASSERT_EQ(::pipe(release), 0);
     leave_an_orphan(release);
@@ -214,11 +223,9 @@ TEST(ChildReaper, AHandedOverChildOfAnotherThreadIsReapedWhenItEnds) {
     boost::asio::io_context io;
     ChildReaper reaper(io, true);
     ForkingThread other;
-    int release[2];
-    ASSERT_EQ(::pipe(release), 0);
-    const pid_t child = other.fork_child(release[0], release[1]);
+    HeldChild held = other.fork_child();
+    const pid_t child = held.pid;
     ASSERT_GT(child, 0);
-    ::close(release[0]);
     auto pidfd = pidfd_open(child);
     ASSERT_TRUE(pidfd) << pidfd.error().describe();
     reaper.add_owned(child);
@@ -227,7 +234,7 @@ TEST(ChildReaper, AHandedOverChildOfAnotherThreadIsReapedWhenItEnds) {
     io.restart();
     io.run_for(50ms);
     EXPECT_FALSE(gone(child)) << "reaped before it ended";
-    ::close(release[1]);  // now it ends
+    held.release.reset();  // now it ends
     EXPECT_TRUE(run_until(io, [&] { return reaper.handed_over_pending() == 0; }));
     EXPECT_TRUE(run_until(io, [&] { return gone(child); })) << "left a zombie";
 }
