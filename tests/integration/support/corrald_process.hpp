@@ -183,6 +183,27 @@ class CorraldProcess {
         return count;
     }
 
+    /// corrald's children (of any of its threads) that have exited and were not reaped: each
+    /// one a process-table slot held for good. A snapshot: one that exits this moment shows
+    /// until the loop reaps it.
+    size_t zombie_children() const {
+        size_t zombies = 0;
+        const std::string self = "/proc/" + std::to_string(pid_);
+        for (const auto& task : subdirectory_names(self + "/task")) {
+            std::ifstream children(self + "/task/" + task + "/children");
+            for (pid_t child; children >> child;) {
+                std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+                std::string line;
+                std::getline(stat, line);
+                const auto name_end = line.rfind(')');
+                if (name_end != std::string::npos && name_end + 2 < line.size() &&
+                    line[name_end + 2] == 'Z')
+                    ++zombies;
+            }
+        }
+        return zombies;
+    }
+
     /// corral-<instance>-* cgroups in the v1 hierarchies (full paths).
     std::vector<std::string> v1_cgroups() const { return instance_v1_cgroups(host_, instance_); }
 
