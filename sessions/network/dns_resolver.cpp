@@ -19,6 +19,7 @@
 #include "sessions/network/accept_loop.hpp"
 #include "sessions/network/dns_message.hpp"
 #include "sessions/network/egress_lookup.hpp"
+#include "sessions/network/socket_address.hpp"
 
 namespace corral {
 
@@ -34,17 +35,14 @@ namespace {
 using Reply = std::function<void(std::vector<uint8_t>)>;
 
 Result<UniqueFd> make_udp_socket(const SocketAddress& address) {
-    sockaddr_in in{};
-    in.sin_family = AF_INET;
-    in.sin_port = htons(address.port);
-    if (address.family != AF_INET ||
-        ::inet_pton(AF_INET, address.address.c_str(), &in.sin_addr) != 1)
+    auto kernel_address = to_kernel_address(address);
+    if (address.family != AF_INET || !kernel_address)
         return sys_error(EINVAL, "resolver address `" + address.address + "` is not IPv4");
     UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (!fd) return sys_error("udp socket");
     // No SO_REUSEADDR/SO_REUSEPORT: nothing in the sandbox may bind beside us and take queries.
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&in), sizeof in) != 0)
-        return sys_error("bind udp " + address.address + ":" + std::to_string(address.port));
+    if (::bind(fd.get(), kernel_address->get(), kernel_address->length) != 0)
+        return sys_error("bind udp " + describe(address));
     return fd;
 }
 

@@ -1,8 +1,6 @@
 #include "sessions/network/netns_runner.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -11,7 +9,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -44,46 +41,14 @@ Result<UniqueFd> make_tcp_socket(int family) {
     return fd;
 }
 
-namespace {
-
-/// Fills a sockaddr for `address`; false when the address is not numeric for its family.
-bool to_sockaddr(const SocketAddress& address, sockaddr_storage& storage, socklen_t& length) {
-    std::memset(&storage, 0, sizeof storage);
-    if (address.family == AF_INET) {
-        auto* in = reinterpret_cast<sockaddr_in*>(&storage);
-        in->sin_family = AF_INET;
-        in->sin_port = htons(address.port);
-        length = sizeof *in;
-        return ::inet_pton(AF_INET, address.address.c_str(), &in->sin_addr) == 1;
-    }
-    if (address.family == AF_INET6) {
-        auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(address.port);
-        length = sizeof *in6;
-        return ::inet_pton(AF_INET6, address.address.c_str(), &in6->sin6_addr) == 1;
-    }
-    return false;
-}
-
-std::string describe(const SocketAddress& address) {
-    if (address.family == AF_INET6)
-        return "[" + address.address + "]:" + std::to_string(address.port);
-    return address.address + ":" + std::to_string(address.port);
-}
-
-}  // namespace
-
 Result<UniqueFd> make_tcp_listener(const SocketAddress& address) {
-    sockaddr_storage storage;
-    socklen_t length = 0;
-    if (!to_sockaddr(address, storage, length))
-        return sys_error(EINVAL, "bad address `" + describe(address) + "`");
+    auto kernel_address = to_kernel_address(address);
+    if (!kernel_address) return std::move(kernel_address.error());
     auto fd = make_tcp_socket(address.family);
     if (!fd) return std::move(fd.error());
     int one = 1;
     ::setsockopt(fd->get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd->get(), reinterpret_cast<sockaddr*>(&storage), length) != 0)
+    if (::bind(fd->get(), kernel_address->get(), kernel_address->length) != 0)
         return sys_error("bind " + describe(address));
     if (::listen(fd->get(), SOMAXCONN) != 0) return sys_error("listen " + describe(address));
     return std::move(*fd);
