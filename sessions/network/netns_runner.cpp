@@ -15,6 +15,8 @@
 #include <thread>
 #include <utility>
 
+#include "sessions/network/netns_visit.hpp"
+
 namespace corral {
 
 struct NetnsRunner::Namespace {
@@ -127,16 +129,15 @@ class NamespaceThread {
     }
 
     /// The job, only after entering its namespace: a failed setns() leaves this thread where
-    /// it was (corrald's namespace, or another session's), so the job must not run at all.
+    /// it was (corrald's namespace), so the job must not run at all. The visit ends, and the
+    /// thread is home, before the runner's lock is released.
     Result<UniqueFd> run_inside(NetnsRunner::Namespace& netns,
                                 const std::function<Result<UniqueFd>()>& work) {
         std::lock_guard running(netns.running);
         if (netns.stopped) return sys_error(ESHUTDOWN, "network namespace runner stopped");
-        if (::setns(netns.fd.get(), CLONE_NEWNET) != 0)
-            return sys_error("enter network namespace (setns)");
-        auto result = work();
-        if (home_) (void)::setns(home_.get(), CLONE_NEWNET);
-        return result;
+        auto visit = NetnsVisit::enter(netns.fd.get(), home_.get());
+        if (!visit) return std::move(visit.error());
+        return work();
     }
 
     std::mutex mutex_;
