@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -178,10 +180,14 @@ Result<UniqueFd> NetnsRunner::tcp_listener(const SocketAddress& address) {
 }
 
 void NetnsRunner::stop() {
+    // The header's precondition (no job calls stop()), checked in every build, not an assert()
+    // that release builds drop: a job stopping its own runner would wait for itself on `running`
+    // forever.
+    if (on_namespace_thread) {
+        std::fputs("corral: NetnsRunner::stop() called by a namespace job; aborting\n", stderr);
+        std::abort();
+    }
     netns_->stopped = true;
-    // A job stopping a runner (not done today) must not wait for itself: the descriptor then
-    // closes with the last reference.
-    if (on_namespace_thread) return;
     std::lock_guard running(netns_->running);
     netns_->fd.reset();
 }

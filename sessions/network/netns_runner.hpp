@@ -72,7 +72,7 @@ class NetnsRunner {
 
     /// Ends the runner (idempotent): waits for its job if one is running, and jobs not yet
     /// started fail with ESHUTDOWN. Sockets already made keep working; the namespace lives on
-    /// while any of them is open.
+    /// while any of them is open. Called by a job, it aborts corrald (see run()).
     void stop();
 
     /// The namespace, shared with the jobs queued for it (internal).
