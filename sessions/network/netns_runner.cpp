@@ -1,7 +1,6 @@
 #include "sessions/network/netns_runner.hpp"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
