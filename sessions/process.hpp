@@ -198,7 +198,9 @@ class Process : public std::enable_shared_from_this<Process> {
     /// read() without copying: the bytes where the buffer keeps them (OutputView).
     OutputView view(OutputStream stream, uint64_t offset, size_t max) const;
     /// A stream's first and last part (OutputBuffer::excerpt): what a `run` result carries.
-    OutputBuffer::Excerpt excerpt(OutputStream stream) const { return reader(stream).buffer.excerpt(); }
+    OutputBuffer::Excerpt excerpt(OutputStream stream) const {
+        return reader(stream).buffer.excerpt();
+    }
     /// Calls `handler` once when a stream grew past its offset or the record is final.
     std::shared_ptr<bool> wait_output(uint64_t stdout_offset, uint64_t stderr_offset,
                                       std::function<void()> handler);

@@ -9,13 +9,13 @@
 #include <csignal>
 #include <memory>
 
+#include "base/loop_scratch.hpp"
 #include "sessions/child_reaper.hpp"
 #include "sessions/process.hpp"
 
 namespace corral {
 namespace {
 
-constexpr size_t kReadChunk = 256 * 1024;  // through the scratch buffer
 constexpr size_t kBytesPerTurn = 1 << 20;  // from one pipe, then other handlers get a turn
 // How long a record waits for EOF after the main process exited, for descendants that hold the
 // pipes (`cmd &`). A `run` of such a command returns after this; later output is still kept.
@@ -23,18 +23,6 @@ constexpr std::chrono::milliseconds kSettleWindow{500};
 // Refused calls answered per turn of the loop: a sandbox flooding them waits in the kernel
 // while other handlers run, instead of holding the loop.
 constexpr size_t kRefusalsPerTurn = 64;
-
-// One read buffer for every pipe of the daemon: the event loop reads one pipe at a time, so a
-// process costs what its OutputBuffers hold, not two idle read buffers. On the heap, made at
-// first use: a thread_local array lives in the static TLS block that glibc gives, zeroed and so
-// resident, to EVERY thread of the process at its creation. It was 256 KiB in each session's two
-// network threads of the time, threads that never read a pipe: 51 MB of corrald's 140 MB with 100
-// isolated sessions (DaemonMemory.ThreadsCarryNoLargeStaticTls).
-char* read_scratch() {
-    static thread_local std::unique_ptr<char[]> buffer;
-    if (!buffer) buffer.reset(new char[kReadChunk]);
-    return buffer.get();
-}
 
 }  // namespace
 
@@ -74,15 +62,17 @@ void Process::read_more(OutputStream stream) {
         }
         const size_t want = std::min(room, kBytesPerTurn - taken);
         const OutputBuffer::Room in_place = source.buffer.room(want);
-        const ssize_t n =
-            in_place.count > 0
-                ? ::readv(source.pipe.native_handle(), in_place.parts, in_place.count)
-                : ::read(source.pipe.native_handle(), read_scratch(), std::min(kReadChunk, want));
+        const std::span<std::byte> scratch = loop_scratch();
+        const ssize_t n = in_place.count > 0
+                              ? ::readv(source.pipe.native_handle(), in_place.parts, in_place.count)
+                              : ::read(source.pipe.native_handle(), scratch.data(),
+                                       std::min(scratch.size(), want));
         if (n > 0) {
             if (in_place.count > 0) {
                 source.buffer.commit(static_cast<size_t>(n));
             } else {
-                source.buffer.append(std::string_view(read_scratch(), static_cast<size_t>(n)));
+                source.buffer.append(std::string_view(reinterpret_cast<const char*>(scratch.data()),
+                                                      static_cast<size_t>(n)));
             }
             taken += static_cast<size_t>(n);
             notify_output();

@@ -1,8 +1,8 @@
 // Taking over a session a previous run of the daemon left running (DESIGN.md "Surviving the
 // daemon"), and what the journal records of a session. Everything is found from the session's id
-// beneath this instance's own cgroup and state dir — never from a path in the journal — and every
-// process is verified before it is taken (open_verified_process: alive, same start time, in the
-// right cgroup), so a journal cannot make the daemon adopt or kill what is not its own.
+// beneath this instance's own cgroup and state dir — never from a path in the journal — and
+// every process is verified before it is taken (open_verified_process: alive, same start time, in
+// the right cgroup), so a journal cannot make the daemon adopt or kill what is not its own.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -159,7 +159,8 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
         if (!holder) return std::move(holder.error().context("holder cgroup"));
         holder_cgroup_ = std::move(*holder);
         std::optional<HostIdentity> identity;
-        if (record.identity) identity = HostIdentity{record.identity->first, record.identity->second};
+        if (record.identity)
+            identity = HostIdentity{record.identity->first, record.identity->second};
         auto sandbox = Sandbox::adopt(record.holder_pid, record.holder_start_ticks, policy_,
                                       holder_cgroup_, identity, &notes);
         if (!sandbox) return std::move(sandbox.error());
@@ -249,8 +250,8 @@ void Session::adopt_processes(const JournalSession& record, std::vector<std::str
         setup.cwd = journalled.cwd;
         setup.timeout = millis(journalled.timeout_ms);
         setup.grace = Millis(journalled.grace_ms);
-        setup.output_cap = static_cast<size_t>(
-            std::min<uint64_t>(journalled.output_cap, static_cast<uint64_t>(policy_.limits.output)));
+        setup.output_cap = static_cast<size_t>(std::min<uint64_t>(
+            journalled.output_cap, static_cast<uint64_t>(policy_.limits.output)));
         setup.start_ticks = journalled.start_ticks;
         wire_setup(setup);
         std::shared_ptr<Process> process;

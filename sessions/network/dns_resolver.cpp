@@ -15,9 +15,11 @@
 #include <set>
 #include <span>
 
+#include "base/loop_scratch.hpp"
 #include "sessions/network/accept_loop.hpp"
 #include "sessions/network/dns_message.hpp"
 #include "sessions/network/egress_lookup.hpp"
+#include "sessions/network/socket_address.hpp"
 
 namespace corral {
 
@@ -33,31 +35,23 @@ namespace {
 using Reply = std::function<void(std::vector<uint8_t>)>;
 
 Result<UniqueFd> make_udp_socket(const SocketAddress& address) {
-    sockaddr_in in{};
-    in.sin_family = AF_INET;
-    in.sin_port = htons(address.port);
-    if (address.family != AF_INET ||
-        ::inet_pton(AF_INET, address.address.c_str(), &in.sin_addr) != 1)
+    auto kernel_address = to_kernel_address(address);
+    if (address.family != AF_INET || !kernel_address)
         return sys_error(EINVAL, "resolver address `" + address.address + "` is not IPv4");
     UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (!fd) return sys_error("udp socket");
     // No SO_REUSEADDR/SO_REUSEPORT: nothing in the sandbox may bind beside us and take queries.
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&in), sizeof in) != 0)
-        return sys_error("bind udp " + address.address + ":" + std::to_string(address.port));
+    if (::bind(fd.get(), kernel_address->get(), kernel_address->length) != 0)
+        return sys_error("bind udp " + describe(address));
     return fd;
 }
 
 /// Datagrams served per wake-up of one resolver before it waits again: others' turn comes.
 constexpr int kDatagramsPerWake = 16;
 
-/// The receive buffer of every session's UDP resolver: they all run on corrald's loop thread and
-/// each datagram is parsed (dns::Query owns what it keeps) before the next is received. One per
-/// session cost 64 KiB of corrald's heap each, 64 MB with 1,000 sessions, which every fork of
-/// corrald (a launch) copied page by page (issue 18).
-std::span<uint8_t> loop_datagram_buffer() {
-    thread_local std::unique_ptr<uint8_t[]> buffer(new uint8_t[dns::kMaxMessage]);
-    return {buffer.get(), dns::kMaxMessage};
-}
+// Every session's UDP resolver receives into the loop's scratch buffer (base/loop_scratch.hpp):
+// each datagram is parsed (dns::Query owns what it keeps) before the next is received.
+static_assert(kLoopScratchBytes >= dns::kMaxMessage);
 
 }  // namespace
 
@@ -179,7 +173,8 @@ void SessionResolver::State::receive_next() {
 }
 
 void SessionResolver::State::serve_waiting_datagrams() {
-    const std::span<uint8_t> buffer = loop_datagram_buffer();
+    // Room for the largest DNS message (64 KiB), and so for any UDP datagram (65,507 bytes).
+    const std::span<std::byte> buffer = loop_scratch().first(dns::kMaxMessage);
     for (int served = 0; served < kDatagramsPerWake && !stopped; ++served) {
         udp::endpoint sender;
         error_code error;
@@ -190,7 +185,7 @@ void SessionResolver::State::serve_waiting_datagrams() {
         // Errors on a UDP socket are per datagram (an ICMP error for an earlier answer): the
         // next one is served all the same.
         if (error) continue;
-        handle(buffer.first(length), false,
+        handle({reinterpret_cast<const uint8_t*>(buffer.data()), length}, false,
                [self = shared_from_this(), sender](std::vector<uint8_t> answer) {
                    if (answer.empty() || self->stopped) return;
                    // Non-blocking: when the socket buffer is full the answer is dropped (the

@@ -15,9 +15,11 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/unique_fd.hpp"
+#include "sessions/network/netns_visit.hpp"
 
 namespace corral {
 namespace {
@@ -154,13 +156,13 @@ class NftWorker {
         return {};
     }
     /// Enters the network namespace `caller` (a thread of ours, waiting for us) is in.
-    static Status enter_namespace_of(pid_t caller) {
+    Result<NetnsVisit> visit_namespace_of(pid_t caller) const {
         const std::string path = "/proc/self/task/" + std::to_string(caller) + "/ns/net";
         const UniqueFd netns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
         if (!netns) return sys_error("open `" + path + "`");
-        if (::setns(netns.get(), CLONE_NEWNET) != 0)
-            return sys_error("enter the caller's network namespace for nftables");
-        return {};
+        auto visit = NetnsVisit::enter(netns.get(), home_.get());
+        if (!visit) return std::move(visit.error().context("nftables, the caller's namespace"));
+        return visit;
     }
     static Status run_here(nft_ctx* context, const std::string& script) {
         const int failed = nft_run_cmd_from_buffer(context, script.c_str());
@@ -179,30 +181,34 @@ class NftWorker {
         nft_ctx_buffer_error(context.get());
         return context;
     }
+    /// The script in a new `context`, inside the caller's namespace (where `visit` keeps the
+    /// worker until the caller resets it).
+    Status run_for_caller(std::optional<NetnsVisit>& visit, Context& context) {
+        auto entered = visit_namespace_of(caller_);
+        if (!entered) return std::move(entered.error());
+        visit.emplace(std::move(*entered));
+        auto made = new_context();
+        if (!made) return std::move(made.error());
+        context = std::move(*made);
+        return run_here(context.get(), *script_);
+    }
     void serve() {
         const Status ready = own_descriptor_table();
         std::unique_lock lock(mutex_);
         for (;;) {
             wake_.wait(lock, [&] { return stopping_ || script_ != nullptr; });
             if (stopping_) return;
+            std::optional<NetnsVisit> visit;
             Context context(nullptr, nft_ctx_free);
-            if (!ready) {
-                result_ = ready;
-            } else if (auto entered = enter_namespace_of(caller_); !entered) {
-                result_ = std::move(entered);
-            } else if (auto made = new_context(); !made) {
-                result_ = std::move(made.error());
-            } else {
-                context = std::move(*made);
-                result_ = run_here(context.get(), *script_);
-            }
+            result_ = ready ? run_for_caller(visit, context) : ready;
             script_ = nullptr;
             done_ = true;
             wake_.notify_all();
             // The caller has its answer; closing the context's socket may wait on the kernel.
+            // It closes in the caller's namespace, then the worker goes home.
             lock.unlock();
             context.reset();
-            if (home_) (void)::setns(home_.get(), CLONE_NEWNET);
+            visit.reset();
             lock.lock();
         }
     }

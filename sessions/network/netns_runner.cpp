@@ -1,9 +1,6 @@
 #include "sessions/network/netns_runner.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -11,12 +8,15 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <mutex>
 #include <thread>
 #include <utility>
+
+#include "sessions/network/netns_visit.hpp"
 
 namespace corral {
 
@@ -44,46 +44,14 @@ Result<UniqueFd> make_tcp_socket(int family) {
     return fd;
 }
 
-namespace {
-
-/// Fills a sockaddr for `address`; false when the address is not numeric for its family.
-bool to_sockaddr(const SocketAddress& address, sockaddr_storage& storage, socklen_t& length) {
-    std::memset(&storage, 0, sizeof storage);
-    if (address.family == AF_INET) {
-        auto* in = reinterpret_cast<sockaddr_in*>(&storage);
-        in->sin_family = AF_INET;
-        in->sin_port = htons(address.port);
-        length = sizeof *in;
-        return ::inet_pton(AF_INET, address.address.c_str(), &in->sin_addr) == 1;
-    }
-    if (address.family == AF_INET6) {
-        auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(address.port);
-        length = sizeof *in6;
-        return ::inet_pton(AF_INET6, address.address.c_str(), &in6->sin6_addr) == 1;
-    }
-    return false;
-}
-
-std::string describe(const SocketAddress& address) {
-    if (address.family == AF_INET6)
-        return "[" + address.address + "]:" + std::to_string(address.port);
-    return address.address + ":" + std::to_string(address.port);
-}
-
-}  // namespace
-
 Result<UniqueFd> make_tcp_listener(const SocketAddress& address) {
-    sockaddr_storage storage;
-    socklen_t length = 0;
-    if (!to_sockaddr(address, storage, length))
-        return sys_error(EINVAL, "bad address `" + describe(address) + "`");
+    auto kernel_address = to_kernel_address(address);
+    if (!kernel_address) return std::move(kernel_address.error());
     auto fd = make_tcp_socket(address.family);
     if (!fd) return std::move(fd.error());
     int one = 1;
     ::setsockopt(fd->get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd->get(), reinterpret_cast<sockaddr*>(&storage), length) != 0)
+    if (::bind(fd->get(), kernel_address->get(), kernel_address->length) != 0)
         return sys_error("bind " + describe(address));
     if (::listen(fd->get(), SOMAXCONN) != 0) return sys_error("listen " + describe(address));
     return std::move(*fd);
@@ -162,16 +130,15 @@ class NamespaceThread {
     }
 
     /// The job, only after entering its namespace: a failed setns() leaves this thread where
-    /// it was (corrald's namespace, or another session's), so the job must not run at all.
+    /// it was (corrald's namespace), so the job must not run at all. The visit ends, and the
+    /// thread is home, before the runner's lock is released.
     Result<UniqueFd> run_inside(NetnsRunner::Namespace& netns,
                                 const std::function<Result<UniqueFd>()>& work) {
         std::lock_guard running(netns.running);
         if (netns.stopped) return sys_error(ESHUTDOWN, "network namespace runner stopped");
-        if (::setns(netns.fd.get(), CLONE_NEWNET) != 0)
-            return sys_error("enter network namespace (setns)");
-        auto result = work();
-        if (home_) (void)::setns(home_.get(), CLONE_NEWNET);
-        return result;
+        auto visit = NetnsVisit::enter(netns.fd.get(), home_.get());
+        if (!visit) return std::move(visit.error());
+        return work();
     }
 
     std::mutex mutex_;
@@ -212,10 +179,14 @@ Result<UniqueFd> NetnsRunner::tcp_listener(const SocketAddress& address) {
 }
 
 void NetnsRunner::stop() {
+    // The header's precondition (no job calls stop()), checked in every build, not an assert()
+    // that release builds drop: a job stopping its own runner would wait for itself on `running`
+    // forever.
+    if (on_namespace_thread) {
+        std::fputs("corral: NetnsRunner::stop() called by a namespace job; aborting\n", stderr);
+        std::abort();
+    }
     netns_->stopped = true;
-    // A job stopping a runner (not done today) must not wait for itself: the descriptor then
-    // closes with the last reference.
-    if (on_namespace_thread) return;
     std::lock_guard running(netns_->running);
     netns_->fd.reset();
 }

@@ -26,15 +26,9 @@
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
+#include "sessions/network/socket_address.hpp"
 
 namespace corral {
-
-/// An IPv4 or IPv6 loopback (or any) address and a port, in host byte order.
-struct SocketAddress {
-    int family = 0;       ///< AF_INET or AF_INET6
-    std::string address;  ///< numeric: "127.0.0.1", "::1"
-    uint16_t port = 0;
-};
 
 /// Opens the network namespace of a live process (`/proc/<pid>/ns/net`), then checks through the
 /// pidfd that the pid still names the same process (a recycled pid would hand us a stranger's
@@ -78,7 +72,7 @@ class NetnsRunner {
 
     /// Ends the runner (idempotent): waits for its job if one is running, and jobs not yet
     /// started fail with ESHUTDOWN. Sockets already made keep working; the namespace lives on
-    /// while any of them is open.
+    /// while any of them is open. Called by a job, it aborts corrald (see run()).
     void stop();
 
     /// The namespace, shared with the jobs queued for it (internal).

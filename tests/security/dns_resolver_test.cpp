@@ -13,7 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <random>
+#include <set>
 
 #include "sessions/network/dns_message.hpp"
 #include "tests/integration/netns_fixture.hpp"
@@ -53,12 +55,14 @@ class DnsResolverAbuse : public ::testing::Test {
         hosts_ = std::make_shared<const EgressHosts>(std::move(*hosts));
     }
     void TearDown() override {
-        if (resolver_)
+        if (resolver_ || other_resolver_)
             loop_.call([&] {
                 resolver_.reset();
+                other_resolver_.reset();
                 return 0;
             });
         if (netns_) netns_->stop();
+        if (other_netns_) other_netns_->stop();
     }
     void start(EgressSpec spec, DnsResolverLimits limits = {}) {
         auto rules = EgressRules::compile(spec);
@@ -161,6 +165,9 @@ class DnsResolverAbuse : public ::testing::Test {
     std::shared_ptr<EgressGate> gate_;
     std::unique_ptr<SessionResolver> resolver_;
     std::string granted_;
+    /// A second session's namespace and resolver, for tests of two; torn down as the first.
+    std::shared_ptr<NetnsRunner> other_netns_;
+    std::unique_ptr<SessionResolver> other_resolver_;
 };
 
 TEST_F(DnsResolverAbuse, Control_AllowedNameAnsweredOverUdpAndTcp) {
@@ -268,6 +275,123 @@ TEST_F(DnsResolverAbuse, HostileTcpClientsAreBoundedAndClosed) {
     // Room again for a good client.
     const Bytes answer = ask_tcp(query("registry.example.test"));
     EXPECT_EQ(rcode(answer), 0);
+}
+
+/// A UDP socket inside `netns`, connected to its resolver, with a receive bound that catches a
+/// lost answer without hanging the test.
+UniqueFd resolver_client(NetnsRunner& netns) {
+    auto fd = netns.run([]() -> Result<UniqueFd> {
+        UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+        if (!s) return sys_error("socket");
+        return s;
+    });
+    EXPECT_TRUE(fd) << fd.error().describe();
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_port = htons(53);
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd->get(), reinterpret_cast<sockaddr*>(&in), sizeof in), 0);
+    timeval tv{5, 0};
+    ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return std::move(*fd);
+}
+
+// Every session's UDP resolver receives into the event loop's one scratch buffer
+// (base/loop_scratch.hpp), which holds a datagram only until its handler returns. Two sessions
+// whose resolvers take turns on it, each with a backlog, must each answer their own queries:
+// the same names resolve to different addresses in each session, and some queries (localhost,
+// through getaddrinfo on Asio's resolver thread) are answered after an async wait, by which time
+// the buffer holds the other session's datagrams. A resolver that received into the buffer
+// ahead of its handler (a pending async receive), or read a query back from it after a lookup,
+// answers with the other session's id, question or address here.
+TEST_F(DnsResolverAbuse, TwoSessionsSharingTheDatagramBufferEachGetTheirOwnAnswers) {
+    constexpr int kQueries = 48;  // three wake-ups' worth (kDatagramsPerWake) per resolver
+    const EgressSpec spec{
+        EgressMode::custom, {"*.example.test", "localhost"}, {"127.0.0.1/32"}, {}};
+    auto ns = new_network_namespace();
+    ASSERT_TRUE(ns) << ns.error().describe();
+    auto runner = NetnsRunner::start(std::move(*ns));
+    ASSERT_TRUE(runner) << runner.error().describe();
+    other_netns_ = std::move(*runner);
+    struct Session {
+        std::shared_ptr<NetnsRunner> netns;
+        std::unique_ptr<SessionResolver>& resolver;
+        uint8_t subnet;  // hostN.example.test is 127.0.<subnet>.N in this session
+    };
+    std::vector<Session> sessions{{netns_, resolver_, 10}, {other_netns_, other_resolver_, 11}};
+    for (size_t i = 0; i < sessions.size(); ++i) {
+        Session& session = sessions[i];
+        std::string lines;
+        for (int n = 1; n <= kQueries; ++n)
+            lines += "127.0." + std::to_string(session.subnet) + "." + std::to_string(n) + " host" +
+                     std::to_string(n) + ".example.test\n";
+        auto hosts = parse_egress_hosts(lines);
+        ASSERT_TRUE(hosts);
+        auto rules = EgressRules::compile(spec);
+        ASSERT_TRUE(rules) << rules.error().describe();
+        auto gate = std::make_shared<EgressGate>(
+            "shared" + std::to_string(i), std::move(*rules),
+            EgressEnvironment{std::make_shared<const EgressHosts>(std::move(*hosts)), nullptr, {}});
+        auto made = loop_.call(
+            [&] { return SessionResolver::start(loop_.io, session.netns, gate, nullptr); });
+        ASSERT_TRUE(made) << made.error().describe();
+        session.resolver = std::move(*made);
+    }
+    std::vector<UniqueFd> clients;
+    for (auto& session : sessions) clients.push_back(resolver_client(*session.netns));
+
+    // What each query is and what its answer must say, by session and DNS id.
+    auto name_of = [](int n) {
+        return n % 8 == 0 ? std::string("localhost") : "host" + std::to_string(n) + ".example.test";
+    };
+    auto address_of = [&](const Session& session, int n) {
+        return n % 8 == 0 ? Bytes{127, 0, 0, 1}
+                          : Bytes{127, 0, session.subnet, static_cast<uint8_t>(n)};
+    };
+    auto id_of = [](size_t session, int n) { return static_cast<uint16_t>(session * 1000 + n); };
+
+    // The loop is held (no ASSERT until it is released) while both backlogs are sent, so that it
+    // finds both sockets readable at its next wake-up and the resolvers take turns,
+    // kDatagramsPerWake datagrams each.
+    std::promise<void> release;
+    std::promise<void> held;
+    boost::asio::post(loop_.io, [&] {
+        held.set_value();
+        release.get_future().wait();
+    });
+    held.get_future().wait();
+    for (int n = 1; n <= kQueries; ++n)
+        for (size_t i = 0; i < sessions.size(); ++i) {
+            const Bytes packet = query(name_of(n), dns::kTypeA, id_of(i, n));
+            EXPECT_EQ(::send(clients[i].get(), packet.data(), packet.size(), 0),
+                      static_cast<ssize_t>(packet.size()));
+        }
+    release.set_value();
+
+    for (size_t i = 0; i < sessions.size(); ++i) {
+        std::set<uint16_t> answered;
+        for (int received = 0; received < kQueries; ++received) {
+            Bytes answer(512);
+            const ssize_t length = ::recv(clients[i].get(), answer.data(), answer.size(), 0);
+            ASSERT_GE(length, 12) << "session " << i << ": " << received << " of " << kQueries
+                                  << " answers came";
+            answer.resize(static_cast<size_t>(length));
+            const uint16_t id = static_cast<uint16_t>(answer[0] << 8 | answer[1]);
+            const int n = id - static_cast<int>(id_of(i, 0));
+            ASSERT_TRUE(n >= 1 && n <= kQueries) << "session " << i << " got id " << id;
+            EXPECT_TRUE(answered.insert(id).second) << "id " << id << " answered twice";
+            const Bytes asked = query(name_of(n), dns::kTypeA, id);
+            ASSERT_GE(answer.size(), asked.size() + 4)
+                << "session " << i << ", id " << id << ": rcode " << rcode(answer)
+                << " and no address for " << name_of(n);
+            EXPECT_EQ(Bytes(answer.begin() + 12, answer.begin() + asked.size()),
+                      Bytes(asked.begin() + 12, asked.end()))
+                << "session " << i << ", id " << id << ": the question is another query's";
+            EXPECT_EQ(rcode(answer), 0) << name_of(n);
+            EXPECT_EQ(Bytes(answer.end() - 4, answer.end()), address_of(sessions[i], n))
+                << "session " << i << ", " << name_of(n);
+        }
+    }
 }
 
 // After stop() nothing of the resolver is left in the namespace: the port binds again.

@@ -86,9 +86,13 @@ TEST(SyscallNumbers, TableAgreesWithLibseccomp) {
     for (const auto& s : recent_x86_64_syscalls()) {
         const std::string name(s.name);
         int known = seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, name.c_str());
-        if (known >= 0) EXPECT_EQ(known, s.number) << name;
+        if (known >= 0) {
+            EXPECT_EQ(known, s.number) << name;
+        }
         char* other = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, s.number);
-        if (other != nullptr) EXPECT_EQ(std::string(other), name) << s.number;
+        if (other != nullptr) {
+            EXPECT_EQ(std::string(other), name) << s.number;
+        }
         std::free(other);
         EXPECT_EQ(resolve_syscall(name), s.number) << name;
     }
@@ -315,8 +319,11 @@ TEST(SeccompListing, NamesEverySyscallWithItsAnswer) {
     EXPECT_EQ(find("clone")->otherwise, "EPERM") << "CLONE_NEWUSER";
     EXPECT_EQ(find("socket")->otherwise, "EAFNOSUPPORT");
     auto strict = list_seccomp(program_of("strict"));
-    for (const auto& a : strict)
-        if (a.name == "io_setup") EXPECT_EQ(a.answer, "ENOSYS");
+    for (const auto& a : strict) {
+        if (a.name == "io_setup") {
+            EXPECT_EQ(a.answer, "ENOSYS");
+        }
+    }
 }
 
 }  // namespace

@@ -57,7 +57,9 @@ TEST(ShellState, RefusesEveryMalformedOrHostileDump) {
     for (const auto& text : bad) {
         auto state = parse_shell_state(text);
         EXPECT_FALSE(state) << "accepted: " << text.substr(0, 80);
-        if (!state) EXPECT_NE(state.error().message.find("refused"), std::string::npos);
+        if (!state) {
+            EXPECT_NE(state.error().message.find("refused"), std::string::npos);
+        }
     }
 }
 
