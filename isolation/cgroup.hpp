@@ -43,6 +43,16 @@ struct CgroupHost {
     std::string limits_unavailable;
 };
 
+/// Whether discovery looks for the v1 hierarchies that hold us (CgroupHost::v1_own).
+enum class V1Hierarchies {
+    find,  ///< v1_own names our cgroup in each (confirmed at its usual mount, or from mountinfo)
+    /// v1_own stays empty: only v1 limits use those directories, and a caller that applies none
+    /// (`corral run` of a policy without limits) need not confirm one mount per hierarchy, nine
+    /// on a systemd hybrid host (issue 18). The layout is still hybrid where /proc/self/cgroup
+    /// lists v1 controllers: the kernel has bound them to v1, so cgroup2 cannot have them.
+    skip,
+};
+
 /// Pure parsing, for tests: mountinfo + /proc/self/cgroup text -> CgroupHost (no controller list).
 /// The layout is hybrid when a v1 hierarchy with a resource controller (not just name=...) is
 /// mounted and holds us; v1_own has one entry per controller name ("cpu" and "cpuacct" for a
@@ -50,10 +60,11 @@ struct CgroupHost {
 Result<CgroupHost> parse_cgroup_host(std::string_view mountinfo, std::string_view proc_self_cgroup);
 /// Reads this process's cgroup file, then finds the mounts where they usually are or, where that
 /// cannot be confirmed, in mountinfo; and cgroup.controllers.
-Result<CgroupHost> discover_cgroup_host();
+Result<CgroupHost> discover_cgroup_host(V1Hierarchies v1 = V1Hierarchies::find);
 /// discover_cgroup_host()'s two ways to the mounts (no controller list), for tests that compare
 /// them on the host they run on. nullopt: not confirmed where they usually are.
-std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(std::string_view proc_self_cgroup);
+std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(
+    std::string_view proc_self_cgroup, V1Hierarchies v1 = V1Hierarchies::find);
 Result<CgroupHost> discover_cgroup_host_from_mountinfo(std::string_view proc_self_cgroup);
 
 /// Whether cgroup2 directory `dir` is the real root cgroup: it has cgroup.procs but no

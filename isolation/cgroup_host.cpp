@@ -245,10 +245,12 @@ Result<std::vector<std::string>> read_cgroup_controllers(const std::string& dir)
 // the initial cgroup namespace (so /proc/self/cgroup's paths start at the real root), cgroup2 at
 // /sys/fs/cgroup (unified) or /sys/fs/cgroup/unified (hybrid) with the real root cgroup at its
 // top (no cgroup.type: a bind mount of a subtree has one), each v1 hierarchy at its usual
-// directory, a v1 filesystem with the root-only cgroup.sane_behavior at its top. Anything else,
-// and the caller reads mountinfo. Why: mountinfo costs a fresh `corral run` ~45 us to generate
+// directory, a v1 filesystem with the root-only cgroup.sane_behavior at its top (unless the
+// caller skips the v1 hierarchies: two checks each, see V1Hierarchies). Anything else, and the
+// caller reads mountinfo. Why: mountinfo costs a fresh `corral run` ~45 us to generate
 // and more to parse, on every launch (issue 18); these checks ~2 us each.
-std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(std::string_view proc_self_cgroup) {
+std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(std::string_view proc_self_cgroup,
+                                                                V1Hierarchies v1) {
     struct stat ns {};
     if (::stat("/proc/self/ns/cgroup", &ns) != 0 || ns.st_ino != kInitialCgroupNamespace)
         return std::nullopt;
@@ -270,6 +272,7 @@ std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(std::string_view 
             continue;
         }
         if (line.controllers.empty()) return std::nullopt;
+        if (v1 == V1Hierarchies::skip) continue;
         const std::string mount = usual_v1_mount(line.controllers);
         if (!on_filesystem(mount, CGROUP_SUPER_MAGIC) || !exists(mount + "/cgroup.sane_behavior"))
             return std::nullopt;
@@ -289,13 +292,14 @@ Result<CgroupHost> discover_cgroup_host_from_mountinfo(std::string_view proc_sel
     return host;
 }
 
-Result<CgroupHost> discover_cgroup_host() {
+Result<CgroupHost> discover_cgroup_host(V1Hierarchies v1) {
     auto cgroups = read_file("/proc/self/cgroup");
     if (!cgroups) return std::move(cgroups.error().context("discover cgroups"));
-    std::optional<CgroupHost> usual = discover_cgroup_host_at_usual_mounts(*cgroups);
+    std::optional<CgroupHost> usual = discover_cgroup_host_at_usual_mounts(*cgroups, v1);
     auto host = usual ? Result<CgroupHost>(std::move(*usual))
                       : discover_cgroup_host_from_mountinfo(*cgroups);
     if (!host) return host;
+    if (v1 == V1Hierarchies::skip) host->v1_own.clear();  // the same answer either way
     auto controllers = read_cgroup_controllers(host->v2_own);
     if (!controllers) return std::move(controllers.error().context("discover cgroups"));
     host->v2_controllers = std::move(*controllers);

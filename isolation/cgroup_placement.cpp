@@ -122,7 +122,7 @@ Result<CgroupPlan> place_cgroups(CgroupHost& host, const PlacementOptions& optio
         const std::string unit = unit_name(options);
         auto scoped = options.request_scope(unit);
         if (scoped) {
-            auto moved = discover_cgroup_host();
+            auto moved = discover_cgroup_host(options.v1);
             if (!moved) return std::move(moved.error().context("after moving into " + unit));
             plan.base = moved->v2_own;
             plan.reason += " (`" + unit + "`)";
@@ -159,7 +159,7 @@ Result<CgroupPlan> place_cgroups(CgroupHost& host, const PlacementOptions& optio
 }
 
 Result<CgroupHost> discover_placed_cgroup_host(const PlacementOptions& options) {
-    auto host = discover_cgroup_host();
+    auto host = discover_cgroup_host(options.v1);
     if (!host) return host;
     auto plan = place_cgroups(*host, options);
     if (!plan) return std::move(plan.error());

@@ -56,6 +56,8 @@ struct PlacementOptions {
     std::string unit_prefix = "corral";
     /// Empty where this binary has no D-Bus client (the statically linked `corral`).
     ScopeRequester request_scope;
+    /// skip: the caller applies no v1 limit, so discovery leaves CgroupHost::v1_own empty.
+    V1Hierarchies v1 = V1Hierarchies::find;
 };
 
 /// Pure decision from what was observed (for tests and doctor).
@@ -86,7 +88,7 @@ PlacementFacts observe_placement_facts(const CgroupHost& host, const PlacementOp
 /// all.
 Result<CgroupPlan> place_cgroups(CgroupHost& host, const PlacementOptions& options);
 
-/// discover_cgroup_host() followed by place_cgroups().
+/// discover_cgroup_host(options.v1) followed by place_cgroups().
 Result<CgroupHost> discover_placed_cgroup_host(const PlacementOptions& options);
 
 }  // namespace corral

@@ -46,6 +46,10 @@ std::vector<LimitKind> requested_limits(const Limits& limits) {
     return out;
 }
 
+bool limits_use_controllers(const Limits& limits) {
+    return limits.accounting || !requested_limits(limits).empty();
+}
+
 std::unique_ptr<LimitBackend> make_limit_backend(const CgroupHost& host) {
     if (host.layout == CgroupLayout::hybrid) return make_hybrid_v1_backend(host);
     return make_unified_backend(host);

@@ -46,6 +46,9 @@ struct LimitSupport {
 
 /// Limits the policy asks for. Swap counts as asked (off) whenever memory is set.
 std::vector<LimitKind> requested_limits(const Limits& limits);
+/// Whether `limits` need a controller at all: a limit, or limits.accounting's usage files.
+/// Without, a backend creates no controller cgroup and probes nothing.
+bool limits_use_controllers(const Limits& limits);
 
 /// Counters of limit events of a session (cumulative since it started).
 struct LimitEvents {

@@ -254,7 +254,7 @@ class HybridV1Backend : public LimitBackend {
         // A session without limits needs no v1 cgroup, so no probe either (it creates and
         // removes a cgroup in every v1 hierarchy: a cost `corral run --policy none` should not
         // pay).
-        if (!requested_limits(limits).empty() || limits.accounting) ensure_probed();
+        if (limits_use_controllers(limits)) ensure_probed();
         CORRAL_TRY(ledger.check_supported(support_, limits), "apply limits");
         std::vector<V1Cgroup> created;
         // If anything below fails, the cgroups created so far are removed by this guard.

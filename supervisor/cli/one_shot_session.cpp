@@ -118,8 +118,10 @@ Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& work
                                 std::vector<std::string>& not_enforced) {
     SessionResources res;
     // From a login shell's scope, corral's cgroups go where controllers may be enabled.
-    auto host =
-        discover_placed_cgroup_host(PlacementOptions{false, "corral-run", scope_requester()});
+    PlacementOptions placement{false, "corral-run", scope_requester()};
+    // Only v1 limits use the v1 hierarchies: without any, their mounts are not confirmed.
+    if (!limits_use_controllers(policy.limits)) placement.v1 = V1Hierarchies::skip;
+    auto host = discover_placed_cgroup_host(placement);
     if (!host) return std::move(host.error().context("discover cgroups"));
     auto instance = Cgroup::create(host->v2_own, "corral-run-" + std::to_string(getpid()));
     if (!instance) return std::move(instance.error().context("create session cgroup"));

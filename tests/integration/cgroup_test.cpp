@@ -343,6 +343,30 @@ TEST(CgroupDiscovery, TheUsualMountsAgreeWithMountinfo) {
     EXPECT_EQ(discovered->v2_own, from_mountinfo->v2_own);
 }
 
+// Issue 18: a caller without v1 limits skips the v1 hierarchies, and nothing else changes: the
+// same layout (hybrid stays hybrid, so limits still go to the v1 backend) and the same cgroup2
+// directory, only no v1 directories.
+TEST(CgroupDiscovery, SkippingTheV1HierarchiesChangesNothingElse) {
+    auto found = discover_cgroup_host(V1Hierarchies::find);
+    ASSERT_TRUE(found) << found.error().describe();
+    auto skipped = discover_cgroup_host(V1Hierarchies::skip);
+    ASSERT_TRUE(skipped) << skipped.error().describe();
+    EXPECT_EQ(skipped->layout, found->layout);
+    EXPECT_EQ(skipped->v2_mount, found->v2_mount);
+    EXPECT_EQ(skipped->v2_own, found->v2_own);
+    EXPECT_EQ(skipped->v2_controllers, found->v2_controllers);
+    EXPECT_TRUE(skipped->v1_own.empty());
+    if (found->layout == CgroupLayout::hybrid) EXPECT_FALSE(found->v1_own.empty());
+    auto cgroups = read_file("/proc/self/cgroup");
+    ASSERT_TRUE(cgroups) << cgroups.error().describe();
+    auto usual = discover_cgroup_host_at_usual_mounts(*cgroups, V1Hierarchies::find);
+    auto usual_skipped = discover_cgroup_host_at_usual_mounts(*cgroups, V1Hierarchies::skip);
+    if (!usual) GTEST_SKIP() << "this host's cgroups are not where systemd puts them";
+    ASSERT_TRUE(usual_skipped) << "skipping a check made the usual mounts unconfirmed";
+    EXPECT_EQ(usual_skipped->layout, usual->layout);
+    EXPECT_EQ(usual_skipped->v2_own, usual->v2_own);
+}
+
 // A subtree bound over the usual mount point is a cgroup2 filesystem at the usual place, but
 // its top is not the root: paths from /proc/self/cgroup would land in the wrong directory.
 // Precedent: container runtimes bind-mount a cgroup subtree at /sys/fs/cgroup, which mountinfo's

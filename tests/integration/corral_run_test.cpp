@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/file_io.hpp"
 #include "isolation/cgroup.hpp"
 #include "isolation/cgroup_placement.hpp"
 #include "isolation/sandbox.hpp"
@@ -440,6 +441,47 @@ TEST_F(CorralRun, AllocationPastMemoryLimitEndsWithOom) {
     auto rep = report();
     EXPECT_EQ(rep["status"], "oom") << rep.dump();
     EXPECT_GE(rep["usage"]["oomKills"].get<uint64_t>(), 1u) << rep.dump();
+}
+
+// Issue 18: `corral run` of a policy without limits does not confirm the v1 hierarchies' mounts
+// (isolation/cgroup.hpp, V1Hierarchies::skip). A policy with limits must still find them on a
+// hybrid host: the command's own v1 memory and pids cgroups carry the limits. Were the v1
+// hierarchies skipped here, strict enforcement would refuse the run (no v1 hierarchy holds us),
+// and best-effort would run the command without its limits.
+TEST_F(CorralRun, LimitsOnAHybridHostStillLandInTheCommandsV1Cgroups) {
+    auto host = corral::discover_cgroup_host();
+    ASSERT_TRUE(host) << host.error().describe();
+    if (host->layout != corral::CgroupLayout::hybrid)
+        GTEST_SKIP() << "v1 limit hierarchies exist only on hybrid hosts";
+    auto cgroups = corral::read_file("/proc/self/cgroup");
+    ASSERT_TRUE(cgroups) << cgroups.error().describe();
+    // The mount of controller `c`: our v1 cgroup less our path in that hierarchy.
+    auto mount_of = [&](const std::string& c) -> std::string {
+        const std::string key = ":" + c + ":";
+        const size_t at = cgroups->find(key);
+        if (at == std::string::npos || !host->v1_own.count(c)) return "";
+        const size_t start = at + key.size();
+        std::string path = cgroups->substr(start, cgroups->find('\n', start) - start);
+        if (path == "/") path.clear();
+        const std::string& own = host->v1_own.at(c);
+        return own.substr(0, own.size() - path.size());
+    };
+    const std::string memory = mount_of("memory"), pids = mount_of("pids");
+    if (memory.empty() || pids.empty()) GTEST_SKIP() << "no v1 memory and pids hierarchies here";
+    for (const char* enforcement : {"strict", "best-effort"}) {
+        std::ofstream(dir_ / "limited.yaml")
+            << "extends: none\nlimits: { memory: 64Mi, pids: 50 }\nenforcement: " << enforcement
+            << "\n";
+        auto r = corral({"run", "--policy", (dir_ / "limited.yaml").string(), "--report",
+                         "report.json", "--", "sh", "-c",
+                         "m=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup); "
+                         "p=$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup); "
+                         "cat \"" + memory + "$m/memory.limit_in_bytes\" \"" + pids +
+                             "$p/pids.max\""});
+        EXPECT_EQ(r.exit_code, 0) << enforcement << ": " << r.err;
+        EXPECT_EQ(r.out, "67108864\n50\n") << enforcement << ": " << r.err;
+        EXPECT_TRUE(report()["notEnforced"].empty()) << enforcement << ": " << report().dump();
+    }
 }
 
 TEST_F(CorralRun, StrictEnforcementRefusesALimitTheHostCannotEnforce) {
