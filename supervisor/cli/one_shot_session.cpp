@@ -1,5 +1,6 @@
 #include "supervisor/cli/one_shot_session.hpp"
 
+#include <dirent.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -11,6 +12,8 @@
 #include <csignal>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "base/file_io.hpp"
 #include "isolation/cgroup.hpp"
@@ -114,6 +117,41 @@ struct SessionResources {
     Cgroup main_leaf;  ///< the command's: `main` below instance, or instance itself (set_up)
 };
 
+/// rmdir of `dir` and every cgroup below it, deepest first, never a kill: each fails (EBUSY)
+/// where a process still is. True when `dir` is gone.
+bool remove_empty_cgroup_tree(const std::string& dir) {
+    std::vector<std::string> children;
+    if (DIR* listing = ::opendir(dir.c_str())) {
+        while (const dirent* entry = ::readdir(listing))
+            if (entry->d_type == DT_DIR && entry->d_name[0] != '.')
+                children.push_back(dir + "/" + entry->d_name);
+        ::closedir(listing);
+    }
+    for (const std::string& child : children) (void)remove_empty_cgroup_tree(child);
+    return ::rmdir(dir.c_str()) == 0 || errno == ENOENT;
+}
+
+/// The run's own cgroup, `corral-run-<pid>`. A `corral run` killed before it could remove its
+/// cgroup (SIGKILL from a CI runner's timeout) leaves one behind, and the next `corral run` that
+/// gets its pid found the name taken and failed (exit 125, EEXIST). That pid is ours now, so its
+/// creator is gone: the tree is removed where nothing runs in it (an empty tree, rmdir only);
+/// one whose command outlived its killed supervisor is left as it is, and the run takes the
+/// first free `corral-run-<pid>-<n>`.
+Result<Cgroup> create_run_cgroup(const std::string& parent) {
+    const std::string name = "corral-run-" + std::to_string(::getpid());
+    auto created = Cgroup::create(parent, name);
+    if (created || created.error().code != EEXIST) return created;
+    if (remove_empty_cgroup_tree(parent + "/" + name)) {
+        auto again = Cgroup::create(parent, name);
+        if (again || again.error().code != EEXIST) return again;
+    }
+    for (int n = 1; n <= 16; ++n) {
+        auto other = Cgroup::create(parent, name + "-" + std::to_string(n));
+        if (other || other.error().code != EEXIST) return other;
+    }
+    return created;
+}
+
 Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& workdir,
                                 std::vector<std::string>& not_enforced) {
     SessionResources res;
@@ -123,7 +161,7 @@ Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& work
     if (!limits_use_controllers(policy.limits)) placement.v1 = V1Hierarchies::skip;
     auto host = discover_placed_cgroup_host(placement);
     if (!host) return std::move(host.error().context("discover cgroups"));
-    auto instance = Cgroup::create(host->v2_own, "corral-run-" + std::to_string(getpid()));
+    auto instance = create_run_cgroup(host->v2_own);
     if (!instance) return std::move(instance.error().context("create session cgroup"));
     res.instance = std::move(*instance);
 

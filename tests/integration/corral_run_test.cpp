@@ -12,11 +12,13 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -98,8 +100,10 @@ class CorralRun : public ::testing::Test {
         int out[2], err[2];
         EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
         EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
+        const std::string stale_parent = v2_own_;  // built before fork: the child only copies
         pid_t pid = fork();
         if (pid == 0) {
+            if (stale_ != Stale::none) leave_stale_cgroup(stale_parent.c_str());
             dup2(out[1], 1);
             dup2(err[1], 2);
             if (chdir((run_in_.empty() ? dir_ : run_in_).c_str()) != 0) _exit(99);
@@ -125,9 +129,11 @@ class CorralRun : public ::testing::Test {
         int status = 0;
         waitpid(pid, &status, 0);
         result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        // Whatever happened, corral must have removed its cgroup before returning.
-        EXPECT_FALSE(fs::exists(v2_own_ + "/corral-run-" + std::to_string(pid)))
-            << "corral left its cgroup behind";
+        // Whatever happened, corral must have removed its cgroup before returning (a populated
+        // stale one of its pid is not its own: it is left as it was).
+        if (stale_ != Stale::populated)
+            EXPECT_FALSE(fs::exists(v2_own_ + "/corral-run-" + std::to_string(pid)))
+                << "corral left its cgroup behind";
         return result;
     }
 
@@ -143,6 +149,31 @@ class CorralRun : public ::testing::Test {
     }
     std::string probe() const { return (dir_ / "probe").string(); }
 
+    /// What a `corral run` killed by SIGKILL leaves for the next one that gets its pid: its
+    /// cgroup `corral-run-<pid>` with the `main` leaf, empty, or with the command still in it.
+    enum class Stale { none, empty, populated };
+    /// In the forked child, before it execs corral (so with corral's pid): leaves stale_'s
+    /// cgroup. Only system calls and snprintf after fork.
+    void leave_stale_cgroup(const char* parent) const noexcept {
+        char dir[512], leaf[560], procs[600];
+        std::snprintf(dir, sizeof dir, "%s/corral-run-%d", parent, static_cast<int>(getpid()));
+        std::snprintf(leaf, sizeof leaf, "%s/main", dir);
+        std::snprintf(procs, sizeof procs, "%s/cgroup.procs", leaf);
+        if (::mkdir(dir, 0755) != 0 || ::mkdir(leaf, 0755) != 0) _exit(96);
+        if (stale_ != Stale::populated) return;
+        const pid_t command = fork();
+        if (command == 0) {
+            const int fd = ::open(procs, O_WRONLY | O_CLOEXEC);
+            if (fd < 0 || ::write(fd, "0", 1) != 1) _exit(95);
+            const int null = ::open("/dev/null", O_RDWR);  // not the test's pipes
+            dup2(null, 1);
+            dup2(null, 2);
+            execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+            _exit(94);
+        }
+    }
+
+    Stale stale_ = Stale::none;
     fs::path dir_;
     fs::path run_in_;  ///< where corral is started (empty: dir_)
     bool idmaps_ = true;  ///< the kernel can idmap dir_ (false: tmpfs before 6.3, 9p)
@@ -176,6 +207,39 @@ TEST_F(CorralRun, PolicySeccompExportsTheFilterTheKernelEnforces) {
     auto none = corral({"policy", "seccomp", "none"});
     EXPECT_EQ(none.exit_code, 1);
     EXPECT_NE(none.err.find("has no seccomp filter"), std::string::npos) << none.err;
+}
+
+// A `corral run` killed by SIGKILL (a CI runner's timeout) cannot remove its cgroup; the next
+// `corral run` that got its pid failed with EEXIST (exit 125, found while benchmarking issue
+// 18). An empty one is removed and the name taken again (the helper checks it is gone after).
+TEST_F(CorralRun, AStaleEmptyCgroupOfOurPidIsReclaimed) {
+    stale_ = Stale::empty;
+    auto r = corral({"run", "--policy", "none", "--", "sh", "-c", "echo ran"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "ran\n");
+}
+
+// One whose command outlived its killed supervisor is not ours to end or remove: it stays with
+// its process, and the run takes another name (removed after it like its own).
+TEST_F(CorralRun, AStalePopulatedCgroupOfOurPidIsLeftAndTheRunGoesElsewhere) {
+    stale_ = Stale::populated;
+    auto r = corral({"run", "--policy", "none", "--", "sh", "-c", "echo ran"});
+    const std::string stale = v2_own_ + "/corral-run-" + std::to_string(r.corral_pid);
+    struct Cleanup {  // the test made it: the test ends it
+        std::string dir;
+        ~Cleanup() {
+            corral::write_file(dir + "/main/cgroup.kill", "1");
+            for (int i = 0; i < 200 && ::rmdir((dir + "/main").c_str()) != 0; ++i)
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            ::rmdir(dir.c_str());
+        }
+    } cleanup{stale};
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "ran\n");
+    auto procs = corral::read_file(stale + "/main/cgroup.procs");
+    ASSERT_TRUE(procs) << "the stale cgroup was removed";
+    EXPECT_FALSE(procs->empty()) << "its command was ended";
+    EXPECT_FALSE(fs::exists(stale + "-1")) << "the run's own cgroup was left behind";
 }
 
 TEST_F(CorralRun, ExitCodePassesThrough) {
