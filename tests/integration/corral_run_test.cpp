@@ -209,12 +209,25 @@ TEST_F(CorralRun, PolicySeccompExportsTheFilterTheKernelEnforces) {
     EXPECT_NE(none.err.find("has no seccomp filter"), std::string::npos) << none.err;
 }
 
+/// Ends and removes the stale cgroup a test left (the test made it, whether or not it passed).
+struct StaleCgroupRemoval {
+    std::string dir;
+    ~StaleCgroupRemoval() {
+        if (!fs::exists(dir)) return;
+        (void)corral::write_file(dir + "/main/cgroup.kill", "1");
+        for (int i = 0; i < 200 && ::rmdir((dir + "/main").c_str()) != 0 && errno != ENOENT; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        ::rmdir(dir.c_str());
+    }
+};
+
 // A `corral run` killed by SIGKILL (a CI runner's timeout) cannot remove its cgroup; the next
 // `corral run` that got its pid failed with EEXIST (exit 125, found while benchmarking issue
 // 18). An empty one is removed and the name taken again (the helper checks it is gone after).
 TEST_F(CorralRun, AStaleEmptyCgroupOfOurPidIsReclaimed) {
     stale_ = Stale::empty;
     auto r = corral({"run", "--policy", "none", "--", "sh", "-c", "echo ran"});
+    StaleCgroupRemoval cleanup{v2_own_ + "/corral-run-" + std::to_string(r.corral_pid)};
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "ran\n");
 }
@@ -225,15 +238,7 @@ TEST_F(CorralRun, AStalePopulatedCgroupOfOurPidIsLeftAndTheRunGoesElsewhere) {
     stale_ = Stale::populated;
     auto r = corral({"run", "--policy", "none", "--", "sh", "-c", "echo ran"});
     const std::string stale = v2_own_ + "/corral-run-" + std::to_string(r.corral_pid);
-    struct Cleanup {  // the test made it: the test ends it
-        std::string dir;
-        ~Cleanup() {
-            corral::write_file(dir + "/main/cgroup.kill", "1");
-            for (int i = 0; i < 200 && ::rmdir((dir + "/main").c_str()) != 0; ++i)
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            ::rmdir(dir.c_str());
-        }
-    } cleanup{stale};
+    StaleCgroupRemoval cleanup{stale};
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "ran\n");
     auto procs = corral::read_file(stale + "/main/cgroup.procs");
