@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "base/pipe.hpp"
@@ -49,6 +51,9 @@ struct HolderPlan {
     bool rehearse_suid_dumpable = false;
     bool drop_groups =
         false;  ///< root wrote the id maps: clear supplementary groups (namespaces.hpp)
+    /// Where the caller's brk heap starts when the holder runs on a copy of another thread's
+    /// stack (clone_holder_on_worker): dropped after setup (drop_heap_copy). 0: kept.
+    uintptr_t heap_start = 0;
 };
 
 [[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error) noexcept {
@@ -141,6 +146,20 @@ void reap_children() noexcept {
     }
 }
 
+/// The holder is a copy of corrald, and its copy of corrald's brk heap (~25 MB beside 800
+/// sessions: every session's records and tokens) stayed shared with corrald page by page for the
+/// session's life: each page corrald wrote afterwards was copied (copy-on-write, up to a thousand
+/// holders sharing it), and the kernel's reverse maps of those pages grew with every session
+/// (issue 18). Once set up the holder needs none of it: hold_forever() and the store's service
+/// use the stack and system calls only, and a holder cloned on the launch worker runs on that
+/// thread's stack copy, its thread-local storage there too. Defense in depth as well: no holder
+/// keeps a copy of other sessions' secrets (it is non-dumpable, so none could be read anyway).
+void drop_heap_copy(uintptr_t start) noexcept {
+    if (start == 0) return;
+    const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
+    if (end > start) (void)::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+}
+
 [[noreturn]] void holder_main(const HolderPlan& plan) noexcept {
     // The holder never execs: it stays a copy of the caller's memory for the session's life, as
     // its PID 1. Non-dumpable (inherited from corrald/corral; repeated for other callers), so no
@@ -173,6 +192,7 @@ void reap_children() noexcept {
     if (!stay_non_dumpable()) holder_fail(plan, "stay non-dumpable", EPERM);
     write_report(plan.report_fd, ChildReport::ready, ::getpid());
     release_descriptors(plan);
+    drop_heap_copy(plan.heap_start);  // after the report: off the session's creation path
     hold_forever(plan.flags & CLONE_NEWPID, plan.store_holder_fd >= 0);
 }
 
@@ -287,6 +307,23 @@ std::vector<int> descriptors_of(const HolderPlan& plan, int cgroup_fd) {
     return fds;
 }
 
+/// Where this process's brk heap starts (/proc/self/stat field 47, start_brk); 0 if unknown.
+uintptr_t heap_start() {
+    static const uintptr_t start = [] {
+        std::ifstream stat("/proc/self/stat");
+        std::string line;
+        std::getline(stat, line);
+        const auto name_end = line.rfind(')');
+        if (name_end == std::string::npos) return uintptr_t{0};
+        std::istringstream fields(line.substr(name_end + 2));
+        std::string field;
+        for (int number = 3; fields >> field; ++number)  // field 3 is the state
+            if (number == 47) return static_cast<uintptr_t>(std::stoull(field));
+        return uintptr_t{0};
+    }();
+    return start;
+}
+
 /// Clones the holder on the launch worker's thread (SandboxOptions::clone_from_small_table):
 /// the child copies the worker's table of a few descriptors, renumbered in its copy of the plan.
 /// The holder is then a child of the worker's thread (waitid from any of our threads reaps it).
@@ -317,6 +354,7 @@ std::optional<Result<PidRef>> clone_holder_on_worker(const HolderPlan& plan, int
             copy.store_daemon_fd = ours(plan.store_daemon_fd);
             copy.rehearse_suid_dumpable = plan.rehearse_suid_dumpable;
             copy.drop_groups = plan.drop_groups;
+            copy.heap_start = heap_start();  // the holder runs on this thread's stack copy
             int pidfd = -1;
             const pid_t child = clone3_fork(static_cast<uint64_t>(copy.flags) | CLONE_PIDFD,
                                             received[0], &pidfd);
