@@ -232,19 +232,23 @@ Result<std::vector<UniqueFd>> LaunchWorker::run_in_small_table(std::span<const i
     return received;
 }
 
+int LaunchWorker::renumbered(int fd, std::span<const int> originals,
+                             std::span<const int> received) {
+    for (size_t i = 0; fd >= 0 && i < originals.size() && i < received.size(); ++i)
+        if (originals[i] == fd) return received[i];
+    return -1;
+}
+
 Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
     const std::vector<int> originals = descriptors_of(spec);
     if (originals.size() > kMaxDescriptors) return corral::launch_begin(spec);
     PendingLaunch pending;  // filled on the worker's thread; we wait for it
+    pid_t pid = -1;
     bool has_pidfd = false;
     auto back = run_in_small_table(
         originals, [&](std::span<const int> received) -> Result<std::vector<UniqueFd>> {
-            auto ours = [&](int fd) {
-                if (fd < 0) return fd;
-                for (size_t i = 0; i < received.size(); ++i)
-                    if (originals[i] == fd) return received[i];
-                return -1;  // not passed: cannot happen (descriptors_of names every one)
-            };
+            // descriptors_of names every descriptor of the spec: none maps to -1 but -1.
+            auto ours = [&](int fd) { return renumbered(fd, originals, received); };
             LaunchSpec rewritten = spec;
             rewritten.cgroup_fd = ours(spec.cgroup_fd);
             rewritten.namespace_holder_pidfd = ours(spec.namespace_holder_pidfd);
@@ -271,7 +275,7 @@ Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
                 has_pidfd = true;
                 ours_back.emplace_back(pidfd);
             }
-            pending.child = PidRef(started->child.pid(), UniqueFd());
+            pid = started->child.pid();
             pending.listener_expected = started->listener_expected;
             pending.exec_reached = started->exec_reached;
             return ours_back;
@@ -280,8 +284,7 @@ Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
     if (back->size() != (has_pidfd ? 2u : 1u))
         return sys_error(EPROTO, "launch worker: the child's descriptors did not arrive");
     pending.report = std::move((*back)[0]);
-    pending.child =
-        PidRef(pending.child.pid(), has_pidfd ? std::move((*back)[1]) : UniqueFd());
+    pending.child = PidRef(pid, has_pidfd ? std::move((*back)[1]) : UniqueFd());
     return pending;
 }
 

@@ -56,6 +56,9 @@ class LaunchWorker {
         std::function<Result<std::vector<UniqueFd>>(std::span<const int> received)>;
     /// Most descriptors one call may pass (SCM_RIGHTS takes up to 253 in one message).
     static constexpr size_t kMaxDescriptors = 64;
+    /// Inside work: the worker's number for the caller's `fd`, one of `originals` (-1 for -1 or
+    /// one not passed).
+    static int renumbered(int fd, std::span<const int> originals, std::span<const int> received);
     /// Runs `work` on the worker's thread with copies of `fds` in its table (at most
     /// kMaxDescriptors: more is EMSGSIZE, nothing run). Thread-safe; one call at a time.
     Result<std::vector<UniqueFd>> run_in_small_table(std::span<const int> fds,

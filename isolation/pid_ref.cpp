@@ -59,6 +59,10 @@ Result<std::optional<WaitStatus>> PidRef::try_wait() const {
 }
 
 Result<uint64_t> process_start_ticks(pid_t pid) {
+    return process_stat_field(pid, 22);
+}
+
+Result<uint64_t> process_stat_field(pid_t pid, int wanted) {
     if (pid <= 0) return sys_error(ESRCH, "no pid");
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
@@ -69,10 +73,11 @@ Result<uint64_t> process_start_ticks(pid_t pid) {
         return sys_error(EINVAL, "/proc/" + std::to_string(pid) + "/stat");
     std::istringstream fields(line.substr(close + 2));
     std::string field;
-    for (int i = 3; i < 22; ++i) fields >> field;  // field 3 is the first after comm
-    uint64_t ticks = 0;
-    if (!(fields >> ticks)) return sys_error(EINVAL, "/proc/" + std::to_string(pid) + "/stat");
-    return ticks;
+    for (int i = 3; i < wanted; ++i) fields >> field;  // field 3 is the first after comm
+    uint64_t value = 0;
+    if (wanted < 3 || !(fields >> value))
+        return sys_error(EINVAL, "/proc/" + std::to_string(pid) + "/stat");
+    return value;
 }
 
 bool pidfd_exited(int pidfd) {

@@ -45,6 +45,8 @@ class PidRef {
     UniqueFd pidfd_;
 };
 
+/// Numeric field `field` (3 and up: those after comm, proc(5)'s numbering) of /proc/<pid>/stat.
+Result<uint64_t> process_stat_field(pid_t pid, int field);
 /// /proc/<pid>/stat field 22: when the process started, in clock ticks since boot. With the pid it
 /// names one process for the life of the host (a recycled pid starts later). ESRCH when gone.
 Result<uint64_t> process_start_ticks(pid_t pid);

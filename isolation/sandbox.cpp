@@ -18,7 +18,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "base/pipe.hpp"
@@ -310,16 +309,8 @@ std::vector<int> descriptors_of(const HolderPlan& plan, int cgroup_fd) {
 /// Where this process's brk heap starts (/proc/self/stat field 47, start_brk); 0 if unknown.
 uintptr_t heap_start() {
     static const uintptr_t start = [] {
-        std::ifstream stat("/proc/self/stat");
-        std::string line;
-        std::getline(stat, line);
-        const auto name_end = line.rfind(')');
-        if (name_end == std::string::npos) return uintptr_t{0};
-        std::istringstream fields(line.substr(name_end + 2));
-        std::string field;
-        for (int number = 3; fields >> field; ++number)  // field 3 is the state
-            if (number == 47) return static_cast<uintptr_t>(std::stoull(field));
-        return uintptr_t{0};
+        auto field = process_stat_field(::getpid(), 47);
+        return field ? static_cast<uintptr_t>(*field) : uintptr_t{0};
     }();
     return start;
 }
@@ -335,11 +326,7 @@ std::optional<Result<PidRef>> clone_holder_on_worker(const HolderPlan& plan, int
     pid_t pid = -1;  // set on the worker's thread; we wait for it
     auto back = worker->run_in_small_table(
         originals, [&](std::span<const int> received) -> Result<std::vector<UniqueFd>> {
-            auto ours = [&](int fd) {
-                for (size_t i = 0; fd >= 0 && i < received.size(); ++i)
-                    if (originals[i] == fd) return received[i];
-                return -1;
-            };
+            auto ours = [&](int fd) { return LaunchWorker::renumbered(fd, originals, received); };
             // The copy the child runs: numbers in this table, no descriptor of its own (the
             // received ones close after this work; the child keeps its copies).
             HolderPlan copy;
