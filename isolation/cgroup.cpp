@@ -155,6 +155,12 @@ Result<Cgroup> Cgroup::create(const std::string& parent_dir, const std::string& 
     return cgroup;
 }
 
+Status Cgroup::remove_empty_tree(const std::string& parent_dir, const std::string& name) {
+    UniqueFd parent(::open(parent_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!parent) return sys_error("open `" + parent_dir + "`");
+    return remove_tree(parent.get(), name, parent_dir + "/" + name);
+}
+
 Result<Cgroup> Cgroup::open_unowned(const std::string& dir) {
     return open_dir(dir, false);
 }

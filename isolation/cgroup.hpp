@@ -127,6 +127,10 @@ class Cgroup {
 
     /// Creates (mkdir) `name` beneath `parent_dir` (absolute path); fails if it exists.
     static Result<Cgroup> create(const std::string& parent_dir, const std::string& name);
+    /// rmdir of `parent_dir`/`name` and every cgroup below it, deepest first, never a kill: an
+    /// error (EBUSY) where a process still is. For a tree no handle owns (one a killed `corral
+    /// run` left); gone already is success.
+    static Status remove_empty_tree(const std::string& parent_dir, const std::string& name);
     /// Opens an existing directory without owning it (never removed by us).
     static Result<Cgroup> open_unowned(const std::string& dir);
     /// Opens an existing directory that corral created earlier (recovery after a restart) and

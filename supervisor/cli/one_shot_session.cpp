@@ -1,6 +1,5 @@
 #include "supervisor/cli/one_shot_session.hpp"
 
-#include <dirent.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -117,20 +116,6 @@ struct SessionResources {
     Cgroup main_leaf;  ///< the command's: `main` below instance, or instance itself (set_up)
 };
 
-/// rmdir of `dir` and every cgroup below it, deepest first, never a kill: each fails (EBUSY)
-/// where a process still is. True when `dir` is gone.
-bool remove_empty_cgroup_tree(const std::string& dir) {
-    std::vector<std::string> children;
-    if (DIR* listing = ::opendir(dir.c_str())) {
-        while (const dirent* entry = ::readdir(listing))
-            if (entry->d_type == DT_DIR && entry->d_name[0] != '.')
-                children.push_back(dir + "/" + entry->d_name);
-        ::closedir(listing);
-    }
-    for (const std::string& child : children) (void)remove_empty_cgroup_tree(child);
-    return ::rmdir(dir.c_str()) == 0 || errno == ENOENT;
-}
-
 /// The run's own cgroup, `corral-run-<pid>`. A `corral run` killed before it could remove its
 /// cgroup (SIGKILL from a CI runner's timeout) leaves one behind, and the next `corral run` that
 /// gets its pid found the name taken and failed (exit 125, EEXIST). That pid is ours now, so its
@@ -141,7 +126,7 @@ Result<Cgroup> create_run_cgroup(const std::string& parent) {
     const std::string name = "corral-run-" + std::to_string(::getpid());
     auto created = Cgroup::create(parent, name);
     if (created || created.error().code != EEXIST) return created;
-    if (remove_empty_cgroup_tree(parent + "/" + name)) {
+    if (Cgroup::remove_empty_tree(parent, name)) {
         auto again = Cgroup::create(parent, name);
         if (again || again.error().code != EEXIST) return again;
     }
