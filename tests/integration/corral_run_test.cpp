@@ -163,14 +163,18 @@ class CorralRun : public ::testing::Test {
         if (stale_ != Stale::populated) return;
         const pid_t command = fork();
         if (command == 0) {
-            const int fd = ::open(procs, O_WRONLY | O_CLOEXEC);
-            if (fd < 0 || ::write(fd, "0", 1) != 1) _exit(95);
             const int null = ::open("/dev/null", O_RDWR);  // not the test's pipes
             dup2(null, 1);
             dup2(null, 2);
             execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
             _exit(94);
         }
+        // Moved in here, before corral starts: the tree is populated when corral looks at it.
+        char pid[16];
+        const int length = std::snprintf(pid, sizeof pid, "%d", static_cast<int>(command));
+        const int fd = ::open(procs, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || ::write(fd, pid, static_cast<size_t>(length)) != length) _exit(95);
+        ::close(fd);
     }
 
     Stale stale_ = Stale::none;
