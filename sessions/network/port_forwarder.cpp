@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <chrono>
 #include <map>
 
 #include "sessions/network/accept_loop.hpp"
@@ -19,9 +17,7 @@ using boost::system::error_code;
 
 namespace {
 
-/// Backoff after an accept error other than an aborted handshake (EMFILE and friends), so a
-/// descriptor shortage does not spin the loop.
-
+/// The address of a forwarding target as Asio's endpoint.
 tcp::endpoint to_endpoint(const SocketAddress& address) {
     return tcp::endpoint(boost::asio::ip::make_address(address.address), address.port);
 }
