@@ -145,12 +145,6 @@ bool run_bounded(CorraldProcess& daemon, size_t threads, std::chrono::seconds bo
     return finished;
 }
 
-std::string fmt(double value, const char* spec = "%.1f") {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, spec, value);
-    return buf;
-}
-
 // --- restart ----------------------------------------------------------------------------------
 
 /// A session carried from one round to the next: adopted, not ended, to be adopted again.
