@@ -62,6 +62,15 @@ namespace {
 /// Whether the calling thread is the namespace thread (set there once).
 thread_local bool on_namespace_thread = false;
 
+/// Aborts corrald when a namespace job calls `call` (the header forbids it), in every build, not
+/// through an assert() that release builds drop: the misuse would otherwise hang the namespace
+/// thread, and with it every session's network set-up, with nothing in the log.
+void abort_if_called_by_a_job(const char* call) {
+    if (!on_namespace_thread) return;
+    std::fprintf(stderr, "corral: NetnsRunner::%s called by a namespace job; aborting\n", call);
+    std::abort();
+}
+
 /// corrald's namespace thread: runs every runner's jobs, one at a time, each inside its
 /// namespace. Started at the first job; stopped and joined when the process exits.
 class NamespaceThread {
@@ -166,6 +175,9 @@ NetnsRunner::~NetnsRunner() {
 }
 
 Result<UniqueFd> NetnsRunner::run(std::function<Result<UniqueFd>()> work) {
+    // One thread runs every runner's jobs: a job calling run() (of any runner) would queue a job
+    // behind itself and wait for it forever.
+    abort_if_called_by_a_job("run()");
     if (netns_->stopped) return sys_error(ESHUTDOWN, "network namespace runner stopped");
     return NamespaceThread::instance().run(netns_, std::move(work));
 }
@@ -179,13 +191,8 @@ Result<UniqueFd> NetnsRunner::tcp_listener(const SocketAddress& address) {
 }
 
 void NetnsRunner::stop() {
-    // The header's precondition (no job calls stop()), checked in every build, not an assert()
-    // that release builds drop: a job stopping its own runner would wait for itself on `running`
-    // forever.
-    if (on_namespace_thread) {
-        std::fputs("corral: NetnsRunner::stop() called by a namespace job; aborting\n", stderr);
-        std::abort();
-    }
+    // A job stopping its own runner would wait for itself on `running` forever.
+    abort_if_called_by_a_job("stop()");
     netns_->stopped = true;
     std::lock_guard running(netns_->running);
     netns_->fd.reset();

@@ -54,7 +54,8 @@ class NetnsRunner {
 
     /// Runs `job` inside the namespace and returns its result; blocks the caller until the job
     /// has run (after the jobs of other namespaces queued before it). Fails with ESHUTDOWN after
-    /// stop(). Thread-safe; a job must not call run() or stop() of any runner.
+    /// stop(). Thread-safe; a job must not call run() or stop() of any runner: either aborts
+    /// corrald with a message (the job would wait for itself).
     ///
     /// Most jobs are socket()/bind()/listen() (microseconds). The transparent egress path's
     /// nftables and route changes also run here (TransparentRelay::apply and change_named:

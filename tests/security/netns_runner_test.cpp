@@ -129,5 +129,28 @@ TEST_F(NetnsRunnerAbuse, ARunnerOfSomethingElseThanANamespaceIsRefused) {
     EXPECT_EQ(namespace_of_socket(socket->get()), second_.inode);
 }
 
+// A job that stops its own runner would wait for itself (stop() waits for the running job), and
+// the namespace thread with every session's network set-up behind it would hang without a word:
+// corrald aborts with a message instead. "threadsafe" death tests re-run the test in a fresh
+// process: a forked child would have no namespace thread to run the job at all.
+TEST_F(NetnsRunnerAbuse, StopCalledByAJobAbortsInsteadOfHanging) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(first_.runner->run([this] {
+        first_.runner->stop();
+        return Result<UniqueFd>(UniqueFd());
+    }),
+                 "NetnsRunner::stop\\(\\) called by a namespace job");
+}
+
+// A job that calls run() queues a job behind itself on the one namespace thread, whichever
+// runner it calls, and waits for it forever: corrald aborts with a message instead.
+TEST_F(NetnsRunnerAbuse, RunCalledByAJobAbortsInsteadOfHanging) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(first_.runner->run([this] { return first_.runner->tcp_socket(AF_INET); }),
+                 "NetnsRunner::run\\(\\) called by a namespace job");
+    EXPECT_DEATH(first_.runner->run([this] { return second_.runner->tcp_socket(AF_INET); }),
+                 "NetnsRunner::run\\(\\) called by a namespace job");
+}
+
 }  // namespace
 }  // namespace corral
