@@ -1022,6 +1022,13 @@ Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan,
     return build_ops(synthetic, plan, RootKind::synthetic, reach);
 }
 
+PreparedMounts PreparedMounts::without_trees() const {
+    PreparedMounts copy;
+    copy.ops = ops;
+    copy.workdir_source = workdir_source;
+    return copy;
+}
+
 const char* execute_mounts(const PreparedMounts& mounts) noexcept {
     for (const auto& op : mounts.ops) {
         if (!run_op(op) && !op.optional) return op.step.c_str();

@@ -74,6 +74,12 @@ struct PreparedMounts {
     /// its host path.
     int workdir_tree = -1;
     std::string workdir_source;
+
+    /// A copy without the detached trees, which only this one owns (so it cannot simply be
+    /// copied): `ops` still name them by number, for a holder cloned from a table where those
+    /// numbers are renumbered copies (sandbox.cpp, clone_holder_on_worker). `workdir_tree`, one
+    /// of the trees, is -1 in the copy.
+    PreparedMounts without_trees() const;
 };
 
 /// Who the sandbox can be on the host when it has a user namespace of its own (a leased range,

@@ -34,10 +34,10 @@ namespace {
 /// How long a restart waits for a holder to serve what the previous run queued in its store.
 constexpr std::chrono::milliseconds kStoreTakeOverBound{2000};
 
-/// What the holder needs after clone, all computed beforehand.
-struct HolderPlan {
+/// What the holder needs after clone besides its mounts, all computed beforehand: values and
+/// descriptor numbers, none owned, so a copy is a plain copy (HolderPlan::without_trees).
+struct HolderSettings {
     int flags = 0;
-    PreparedMounts mounts;
     std::string hostname;
     int report_fd = -1;
     int go_fd = -1;            ///< user namespace: wait until the parent wrote the id maps
@@ -48,11 +48,26 @@ struct HolderPlan {
     /// Test seam (SandboxOptions::rehearse_suid_dumpable): what the kernel does on a host with
     /// fs.suid_dumpable=1 after a credential change, without touching the host's sysctl.
     bool rehearse_suid_dumpable = false;
-    bool drop_groups =
-        false;  ///< root wrote the id maps: clear supplementary groups (namespaces.hpp)
+    /// Root wrote the id maps: clear supplementary groups (namespaces.hpp).
+    bool drop_groups = false;
     /// Where the caller's brk heap starts when the holder runs on a copy of another thread's
     /// stack (clone_holder_on_worker): dropped after setup (drop_heap_copy). 0: kept.
     uintptr_t heap_start = 0;
+};
+
+/// What the holder needs after clone, all computed beforehand.
+struct HolderPlan : HolderSettings {
+    PreparedMounts mounts;
+
+    /// A copy that owns no descriptor: every setting, and the mounts without their detached
+    /// trees (PreparedMounts::without_trees), which stay with this plan. The plan cannot simply
+    /// be copied (it owns the trees); this gives every field added to HolderSettings for free.
+    HolderPlan without_trees() const {
+        HolderPlan copy;
+        static_cast<HolderSettings&>(copy) = *this;
+        copy.mounts = mounts.without_trees();
+        return copy;
+    }
 };
 
 [[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error) noexcept {
@@ -329,18 +344,14 @@ std::optional<Result<PidRef>> clone_holder_on_worker(const HolderPlan& plan, int
             auto ours = [&](int fd) { return LaunchWorker::renumbered(fd, originals, received); };
             // The copy the child runs: numbers in this table, no descriptor of its own (the
             // received ones close after this work; the child keeps its copies).
-            HolderPlan copy;
-            copy.flags = plan.flags;
-            copy.hostname = plan.hostname;
-            copy.mounts.ops = plan.mounts.ops;
+            HolderPlan copy = plan.without_trees();
             for (MountOp& op : copy.mounts.ops) op.fd = ours(op.fd);
             copy.report_fd = ours(plan.report_fd);
             copy.go_fd = ours(plan.go_fd);
+            copy.go_write_fd = -1;  // not sent (descriptors_of): the child never has it
             copy.lease_fd = ours(plan.lease_fd);
             copy.store_holder_fd = ours(plan.store_holder_fd);
             copy.store_daemon_fd = ours(plan.store_daemon_fd);
-            copy.rehearse_suid_dumpable = plan.rehearse_suid_dumpable;
-            copy.drop_groups = plan.drop_groups;
             copy.heap_start = heap_start();  // the holder runs on this thread's stack copy
             int pidfd = -1;
             const pid_t child = clone3_fork(static_cast<uint64_t>(copy.flags) | CLONE_PIDFD,
