@@ -1,7 +1,8 @@
 #pragma once
 // One error type for the whole project: an errno (0 when the failure is not a system call's)
 // and a message that each layer extends with its own context, outermost first:
-//   "create session cgroup: mkdir `/sys/fs/cgroup/unified/corral/sessions/s1`: EEXIST (File exists)"
+//   "create session cgroup: mkdir `/sys/fs/cgroup/unified/corral/sessions/s1`: "
+//   "EEXIST (File exists)"
 // Library code returns these; only supervisor/ turns them into exit codes or HTTP statuses.
 
 #include <cerrno>

@@ -67,7 +67,8 @@ Result<size_t> receive_with_fds(int socket, Message& message, int* fds) {
     for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
         const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        std::memcpy(fds + count, CMSG_DATA(c), sizeof(int) * std::min(n, LaunchWorker::kMaxDescriptors - count));
+        std::memcpy(fds + count, CMSG_DATA(c),
+                    sizeof(int) * std::min(n, LaunchWorker::kMaxDescriptors - count));
         count += std::min(n, LaunchWorker::kMaxDescriptors - count);
     }
     if (length == 0) return sys_error(EPIPE, "launch worker: the other end is gone");

@@ -24,7 +24,8 @@
 // A session's namespace holder is cloned there too (run_in_small_table, sandbox.hpp): it copied
 // the whole table and closed it again in the child (~14% of corrald's CPU while sessions were
 // made beside 800 others, issue 18), and a holder born of this thread is not a child of the
-// thread orphans are reparented to, so the orphan reaper's walk does not meet it (child_reaper.hpp).
+// thread orphans are reparented to, so the orphan reaper's walk does not meet it
+// (child_reaper.hpp).
 
 #include <functional>
 #include <memory>

@@ -402,7 +402,8 @@ Status add_bind(Builder& b, const MountStep& step) {
             mount_attr attr{};
             attr.attr_set =
                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-            if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+            if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr,
+                          sizeof attr) != 0)
                 return sys_error(what + ": read-only");
             b.add(Op::attach_tree, {}, new_path(target), what);
             b.ops.back().fd = tree.get();

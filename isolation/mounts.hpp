@@ -12,9 +12,9 @@
 //      recursive bind per top-level host entry (symlinks recreated), so that mount point is
 //      created in corral's tmpfs, never on the host;
 //   4. the policy's steps (the daemon's resolv.conf wherever /etc/resolv.conf leads, see
-//      add_resolv_conf in mounts.cpp); every pathname unix socket the host has bound and the sandbox would
-//      see is masked (issue 10 item 3); then the corral-made tmpfs mounts (root, hidden dirs,
-//      /dev) become read-only;
+//      add_resolv_conf in mounts.cpp); every pathname unix socket the host has bound and the
+//      sandbox would see is masked (issue 10 item 3); then the corral-made tmpfs mounts (root,
+//      hidden dirs, /dev) become read-only;
 //   5. pivot_root into /newroot and detach the old tree.
 
 #include <optional>

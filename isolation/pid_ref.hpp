@@ -57,7 +57,8 @@ Result<uint64_t> process_start_ticks(pid_t pid);
 /// after the checks, so the checks cannot have been about a process that took a recycled pid
 /// (the pid-reuse attacks on supervisors, e.g. CVE-2019-6133). Waiting on such a reference
 /// fails (ECHILD): watch its pidfd for readability, or its cgroup.
-Result<PidRef> open_verified_process(pid_t pid, uint64_t start_ticks, const std::string& cgroup_dir);
+Result<PidRef> open_verified_process(pid_t pid, uint64_t start_ticks,
+                                     const std::string& cgroup_dir);
 
 /// Whether the process behind `pidfd` has exited (its pidfd is readable), without waiting.
 bool pidfd_exited(int pidfd);

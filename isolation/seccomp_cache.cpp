@@ -131,7 +131,8 @@ bool take(const std::string& data, size_t& pos, T& value) {
 }
 
 std::optional<std::vector<sock_filter>> load(int dir, const std::string& key) {
-    UniqueFd fd(openat(dir, file_name(key).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    UniqueFd fd(
+        openat(dir, file_name(key).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd) return std::nullopt;
     struct stat st{};
     if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
@@ -187,13 +188,15 @@ void store(int dir, const std::string& key, const std::vector<sock_filter>& prog
     data.append(reinterpret_cast<const char*>(&key_size), sizeof key_size);
     data += key;
     data.append(reinterpret_cast<const char*>(&count), sizeof count);
-    data.append(reinterpret_cast<const char*>(program.data()), program.size() * sizeof(sock_filter));
+    data.append(reinterpret_cast<const char*>(program.data()),
+                program.size() * sizeof(sock_filter));
     const uint64_t checksum = fnv1a(data.data(), data.size());
     data.append(reinterpret_cast<const char*>(&checksum), sizeof checksum);
 
     const std::string name = file_name(key);
     const std::string temp = name + ".tmp." + std::to_string(getpid());
-    UniqueFd fd(openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    UniqueFd fd(
+        openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd) return;
     bool ok = write(fd.get(), data.data(), data.size()) == static_cast<ssize_t>(data.size());
     fd.reset();
@@ -260,8 +263,8 @@ std::string seccomp_cache_key(const SeccompSpec& spec) {
     return key;
 }
 
-Result<std::vector<sock_filter>> compile_seccomp_cached(const SeccompSpec& spec,
-                                                        const std::optional<std::string>& cache_dir) {
+Result<std::vector<sock_filter>> compile_seccomp_cached(
+    const SeccompSpec& spec, const std::optional<std::string>& cache_dir) {
     const std::string key = cache_dir ? seccomp_cache_key(spec) : std::string();
     UniqueFd dir = key.empty() ? UniqueFd() : open_private_dir(*cache_dir);
     if (dir) {

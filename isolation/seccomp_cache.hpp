@@ -35,7 +35,7 @@ std::string seccomp_cache_key(const SeccompSpec& spec);
 /// The marked program for `spec` (compile_marked_seccomp, seccomp_refusals.hpp): from
 /// `cache_dir` when a valid entry for its key is there, else compiled and stored. Compile errors
 /// are returned as compile_marked_seccomp's; cache errors never are.
-Result<std::vector<sock_filter>> compile_seccomp_cached(const SeccompSpec& spec,
-                                                        const std::optional<std::string>& cache_dir);
+Result<std::vector<sock_filter>> compile_seccomp_cached(
+    const SeccompSpec& spec, const std::optional<std::string>& cache_dir);
 
 }  // namespace corral

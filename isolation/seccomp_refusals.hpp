@@ -14,9 +14,10 @@
 //     listen (nested under another listener: EBUSY; sendmsg refused by the policy).
 //   - notifying(): the marks become RET_USER_NOTIF: the kernel stops the calling thread and hands
 //     the call to the supervisor's listener (seccomp_listener.hpp).
-//   - the marked program itself is what the supervisor runs (evaluate_seccomp, seccomp_listing.hpp) on the
-//     notification's seccomp_data to get the answer: the very errno the filter would have
-//     given, by construction, since the filter reads nothing but seccomp_data.
+//   - the marked program itself is what the supervisor runs (evaluate_seccomp,
+//     seccomp_listing.hpp) on the notification's seccomp_data to get the answer: the very errno
+//     the filter would have given, by construction, since the filter reads nothing but
+//     seccomp_data.
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>

@@ -123,8 +123,9 @@ Status SessionManager::initialize() {
     const std::set<std::string> never_claimed = prepared_leftovers(state_dir);
     leftovers_ = reap_leftovers(scope, keep);
     for (const auto& sid : journal_known) {
-        if (keep.count(sid) == 0 && std::find(leftovers_.sessions.begin(), leftovers_.sessions.end(),
-                                              sid) == leftovers_.sessions.end())
+        if (keep.count(sid) == 0 &&
+            std::find(leftovers_.sessions.begin(), leftovers_.sessions.end(), sid) ==
+                leftovers_.sessions.end())
             leftovers_.sessions.push_back(sid);
     }
     remember_reaped_sessions(never_claimed);
@@ -557,7 +558,8 @@ void SessionManager::remember_reaped_sessions(const std::set<std::string>& never
         info.created_at = leftovers_.created_at.count(sid) ? leftovers_.created_at.at(sid) : now;
         info.ended_at = now;
         auto killed = leftovers_.processes_by_session.find(sid);
-        info.processes_killed = killed == leftovers_.processes_by_session.end() ? 0 : killed->second;
+        info.processes_killed =
+            killed == leftovers_.processes_by_session.end() ? 0 : killed->second;
         remember_tombstone(info, true);
     }
 }

@@ -442,9 +442,8 @@ class SessionManager {
     // session_manager_recovery.cpp
     /// Reads and replays the journal; the sessions whose cgroup still holds processes are
     /// returned for adoption (all of them, or none with adopt_sessions false).
-    std::map<std::string, JournalSession> read_journalled_sessions(const std::string& sessions_cgroup,
-                                                                  uint64_t& valid_bytes,
-                                                                  std::set<std::string>& known);
+    std::map<std::string, JournalSession> read_journalled_sessions(
+        const std::string& sessions_cgroup, uint64_t& valid_bytes, std::set<std::string>& known);
     Status open_journal(uint64_t valid_bytes);
     void adopt_sessions(std::map<std::string, JournalSession> sessions,
                         const LeftoverScope& scope);

@@ -57,7 +57,8 @@ void Session::end_if_oom_group_hit() {
 // reading the counters drained it: look again a few times shortly after.
 void Session::recheck_oom_group(int attempts) {
     if (attempts <= 0) return;
-    auto timer = std::make_shared<boost::asio::steady_timer>(context_.io, std::chrono::milliseconds(20));
+    auto timer =
+        std::make_shared<boost::asio::steady_timer>(context_.io, std::chrono::milliseconds(20));
     std::weak_ptr<Session> weak = weak_from_this();
     timer->async_wait([weak, timer, attempts](const boost::system::error_code& error) {
         auto self = weak.lock();

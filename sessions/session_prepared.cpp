@@ -32,7 +32,8 @@ void Session::complete_preparation() {
         return;
     }
     const std::string marker = prepared_marker(directory_.root());
-    const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const int fd =
+        ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         fail_start(sys_error("create `" + marker + "`").context("set up"));
         return;

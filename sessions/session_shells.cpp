@@ -66,7 +66,8 @@ Status Session::open_path_space(const std::optional<FileOwner>& workspace_owner,
     workspace_options.mount_point = workdir_.inside_path;
     auto workspace_fd = open_workspace();
     if (!workspace_fd) return std::move(workspace_fd.error());
-    auto workspace = std::optional<FileService>(FileService(std::move(*workspace_fd), workspace_options));
+    auto workspace =
+        std::optional<FileService>(FileService(std::move(*workspace_fd), workspace_options));
     std::shared_ptr<FileService> sandbox;
     if (sandbox_.active() && policy_.namespaces.mount) {
         auto root = open_sandbox_root();
@@ -115,7 +116,8 @@ Result<ShellInfo> Session::create_shell(const ShellRequest& request) {
     state.cwd = resolve_cwd(request.cwd, cwd_);
     for (const std::string& entry : process_env(request.env)) {
         const size_t eq = entry.find('=');
-        if (eq != std::string::npos && eq > 0) state.env[entry.substr(0, eq)] = entry.substr(eq + 1);
+        if (eq != std::string::npos && eq > 0)
+            state.env[entry.substr(0, eq)] = entry.substr(eq + 1);
     }
     std::weak_ptr<Session> weak = weak_from_this();
     auto launch = [weak](const ProcessRequest& command, std::vector<std::string> argv,
@@ -181,7 +183,8 @@ Status Session::enqueue_shell_command(const ProcessRequest& request, std::shared
     }
     auto found = shells_.find(request.shell);
     if (found == shells_.end())
-        return sys_error(ENOENT, "session " + id_ + " has no shell context `" + request.shell + "`");
+        return sys_error(ENOENT,
+                         "session " + id_ + " has no shell context `" + request.shell + "`");
     idle_timer_.cancel();
     found->second->enqueue(request, std::move(alive), std::move(started));
     return {};

@@ -44,7 +44,9 @@ eval "$__corral_cmd"
 
 bool is_identifier(std::string_view name) {
     if (name.empty() || name.size() > 255) return false;
-    auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+    auto alpha = [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    };
     if (!alpha(name.front())) return false;
     return std::all_of(name.begin(), name.end(),
                        [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
@@ -82,7 +84,8 @@ Result<ShellState> parse_shell_state(std::string_view dump) {
         fields.push_back(dump.substr(pos, nul - pos));
         pos = nul + 1;
     }
-    if (fields.empty() || fields.front() != kMagic) return bad_dump("it does not start with the marker");
+    if (fields.empty() || fields.front() != kMagic)
+        return bad_dump("it does not start with the marker");
     ShellState state;
     bool have_cwd = false, have_defs = false, ended = false;
     size_t env_bytes = 0;
@@ -93,7 +96,8 @@ Result<ShellState> parse_shell_state(std::string_view dump) {
             ended = true;
             continue;
         }
-        if (i + 1 >= fields.size()) return bad_dump("field `" + std::string(key.substr(0, 32)) + "` has no value");
+        if (i + 1 >= fields.size())
+            return bad_dump("field `" + std::string(key.substr(0, 32)) + "` has no value");
         const std::string_view value = fields[++i];
         if (key == "cwd") {
             if (have_cwd) return bad_dump("two `cwd` fields");
@@ -118,7 +122,8 @@ Result<ShellState> parse_shell_state(std::string_view dump) {
             if (state.functions.size() >= 4096) return bad_dump("more than 4096 functions");
             state.functions.emplace_back(value);
         } else if (key == "alias") {
-            if (!is_alias_name(value)) return bad_dump("an alias name holds characters names cannot have");
+            if (!is_alias_name(value))
+                return bad_dump("an alias name holds characters names cannot have");
             if (state.aliases.size() >= 4096) return bad_dump("more than 4096 aliases");
             state.aliases.emplace_back(value);
         } else if (key == "defs") {
@@ -228,10 +233,12 @@ void ShellContext::start_next() {
             continue;
         }
         ProcessRequest& request = next.request;
-        std::string command = request.command.empty() ? quote_command(request.argv) : request.command;
+        std::string command =
+            request.command.empty() ? quote_command(request.argv) : request.command;
         ShellState launch_state = state_;
         if (!request.cwd.empty()) {
-            launch_state.cwd = request.cwd.front() == '/' ? request.cwd : state_.cwd + "/" + request.cwd;
+            launch_state.cwd =
+                request.cwd.front() == '/' ? request.cwd : state_.cwd + "/" + request.cwd;
         }
         std::map<std::string, std::string> env = state_.env;
         for (const auto& [key, value] : request.env) env[key] = value;

@@ -146,7 +146,8 @@ int run(const DaemonOptions& options) {
     // Placement for real: a daemon started from a login shell's scope gets a delegated one.
     const HostProbe host_probe =
         probe_host(PlacementOptions{true, "corrald", scope_requester()});
-    if (!host_probe.cgroups) return fail(plain_error(host_probe.cgroup_error).context("discover cgroups"));
+    if (!host_probe.cgroups)
+        return fail(plain_error(host_probe.cgroup_error).context("discover cgroups"));
     const CgroupHost* host = &*host_probe.cgroups;
     // Declared before the io_context: coroutine frames the io_context still holds when it is
     // destroyed unregister their waits from it.

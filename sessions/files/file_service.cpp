@@ -72,7 +72,8 @@ Result<std::vector<std::string>> split_path(std::string_view path,
         if (!prefix) return std::move(prefix.error());
         if (parts.size() < prefix->size() ||
             !std::equal(prefix->begin(), prefix->end(), parts.begin())) {
-            return sys_error(EXDEV, "path " + quote(path) + " is not beneath " + quote(mount_point));
+            return sys_error(EXDEV,
+                             "path " + quote(path) + " is not beneath " + quote(mount_point));
         }
         parts.erase(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(prefix->size()));
     }

@@ -43,11 +43,11 @@ Result<FileTarget> PathSpace::resolve(std::string_view path, std::string_view cw
         return sys_error(normal.error().code,
                          "path `" + std::string(path) + "`: " + normal.error().message);
     }
-    const bool in_workspace =
-        *normal == workspace_ ||
-        (normal->size() > workspace_.size() && normal->compare(0, workspace_.size(), workspace_) == 0 &&
-         (*normal)[workspace_.size()] == '/') ||
-        workspace_ == "/";
+    const bool in_workspace = *normal == workspace_ ||
+                              (normal->size() > workspace_.size() &&
+                               normal->compare(0, workspace_.size(), workspace_) == 0 &&
+                               (*normal)[workspace_.size()] == '/') ||
+                              workspace_ == "/";
     if (in_workspace) return FileTarget{workspace_files_, std::move(*normal)};
     if (sandbox_files_) return FileTarget{sandbox_files_, std::move(*normal)};
     return sys_error(EXDEV, "path `" + std::string(path) + "` (" + *normal +

@@ -67,7 +67,9 @@ class EgressGate {
     /// The rules in force now (a snapshot: later changes do not alter it).
     std::shared_ptr<const EgressRules> rules() const { return rules_; }
     /// Replaces the rules for every connection from now on.
-    void set_rules(EgressRules rules) { rules_ = std::make_shared<const EgressRules>(std::move(rules)); }
+    void set_rules(EgressRules rules) {
+        rules_ = std::make_shared<const EgressRules>(std::move(rules));
+    }
     /// How long an egress tunnel may carry nothing before it is closed (zero: forever).
     std::chrono::milliseconds tunnel_idle() const { return environment_.tunnel_idle; }
     /// The hosts override, or nullptr.

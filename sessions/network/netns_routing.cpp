@@ -59,7 +59,8 @@ Status change_local_route(const Cidr& cidr, bool add) {
     } request{};
     request.header.nlmsg_len = NLMSG_LENGTH(sizeof(rtmsg));
     request.header.nlmsg_type = add ? RTM_NEWROUTE : RTM_DELROUTE;
-    request.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | (add ? NLM_F_CREATE | NLM_F_REPLACE : 0);
+    request.header.nlmsg_flags =
+        NLM_F_REQUEST | NLM_F_ACK | (add ? NLM_F_CREATE | NLM_F_REPLACE : 0);
     request.header.nlmsg_seq = 1;
     request.route.rtm_family = AF_INET;
     request.route.rtm_dst_len = static_cast<unsigned char>(cidr.prefix);
@@ -73,7 +74,8 @@ Status change_local_route(const Cidr& cidr, bool add) {
         attribute->rta_type = type;
         attribute->rta_len = static_cast<unsigned short>(RTA_LENGTH(length));
         std::memcpy(RTA_DATA(attribute), data, length);
-        request.header.nlmsg_len = NLMSG_ALIGN(request.header.nlmsg_len) + RTA_ALIGN(attribute->rta_len);
+        request.header.nlmsg_len =
+            NLMSG_ALIGN(request.header.nlmsg_len) + RTA_ALIGN(attribute->rta_len);
     };
     if (cidr.prefix > 0) add_attribute(RTA_DST, cidr.base.bytes.data(), 4);
     const int loopback = static_cast<int>(::if_nametoindex("lo"));
@@ -242,7 +244,8 @@ TransparentPlan plan_transparent_egress(const EgressSpec& spec, uint16_t relay_p
     plan.named = spec.mode == EgressMode::allow_all || !spec.allowed_hosts.empty();
     std::vector<Cidr> allowed;
     for (const auto& text : spec.allowed_cidrs)
-        if (auto cidr = parse_cidr(text); cidr && cidr->base.family == AF_INET) allowed.push_back(*cidr);
+        if (auto cidr = parse_cidr(text); cidr && cidr->base.family == AF_INET)
+            allowed.push_back(*cidr);
     const IpAddress own = *IpAddress::parse("127.0.0.1");
     for (const auto& cidr : allowed)
         if (cidr.inside(loopback_v4()) && !same(cidr, loopback_v4()) && !cidr.contains(own))
@@ -254,7 +257,8 @@ TransparentPlan plan_transparent_egress(const EgressSpec& spec, uint16_t relay_p
         plan.open = allowed;
     }
     for (const auto& text : spec.denied_cidrs)
-        if (auto cidr = parse_cidr(text); cidr && cidr->base.family == AF_INET) plan.denied.push_back(*cidr);
+        if (auto cidr = parse_cidr(text); cidr && cidr->base.family == AF_INET)
+            plan.denied.push_back(*cidr);
     // The protected IPv4 ranges besides loopback (egress_rules.hpp), open only where named.
     for (const char* text : {"0.0.0.0/8", "169.254.0.0/16"}) {
         const Cidr range = *parse_cidr(text);
@@ -284,7 +288,8 @@ std::string nft_script(const TransparentPlan& plan, bool replace) {
                             " reject with tcp reset\n";
     std::string elements;
     for (const auto& address : plan.named_addresses)
-        if (address.family == AF_INET) elements += (elements.empty() ? "" : ", ") + address.to_string();
+        if (address.family == AF_INET)
+            elements += (elements.empty() ? "" : ", ") + address.to_string();
     script += "table ip corral_egress {\n  set name_bound {\n    type ipv4_addr;\n" +
               (elements.empty() ? std::string() : "    elements = { " + elements + " }\n") +
               "  }\n  chain refuse {\n"
@@ -356,7 +361,8 @@ Status change_named_addresses(const std::vector<IpAddress>& added,
     // the relay refuses whatever the rules do not allow anyway.
     if (!script.empty()) (void)run_nft(script);
     for (const auto& address : removed)
-        if (address.family == AF_INET && !loopback_v4().contains(address) && !kept(route_of(address)))
+        if (address.family == AF_INET && !loopback_v4().contains(address) &&
+            !kept(route_of(address)))
             (void)change_local_route(route_of(address), false);
     script.clear();
     for (const auto& address : added)

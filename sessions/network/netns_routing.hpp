@@ -71,8 +71,8 @@ std::string nft_script(const TransparentPlan& plan, bool replace = true);
 /// not in `next` are deleted). Fails naming the step (netlink route, nftables).
 Status apply_transparent_egress(const TransparentPlan& previous, const TransparentPlan& next);
 /// Closes `removed` then opens `added` name-bound IPv4 addresses in the calling thread's
-/// namespace (the `name_bound` set, and routes outside loopback; `keep_routes` are CIDR routes of the
-/// plan that a removed /32 must not take with it). Needs a plan with `named` applied.
+/// namespace (the `name_bound` set, and routes outside loopback; `keep_routes` are CIDR routes of
+/// the plan that a removed /32 must not take with it). Needs a plan with `named` applied.
 Status change_named_addresses(const std::vector<IpAddress>& added,
                               const std::vector<IpAddress>& removed,
                               const std::vector<Cidr>& keep_routes);

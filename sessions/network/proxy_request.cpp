@@ -112,7 +112,8 @@ Result<ProxyAuthority> parse_proxy_authority(std::string_view text, uint16_t def
         authority.port = default_port;
     } else {
         unsigned port = 0;
-        auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+        auto [end, ec] =
+            std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
         if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
             port > 65535)
             return invalid("port `" + std::string(port_text) + "` is not a number from 1 to 65535");
@@ -194,7 +195,8 @@ Result<ProxyRequest> parse_proxy_request(std::string_view head) {
             request.path.resize(hash);
         default_port = 80;
     }
-    if (auto host = check_host_header(request, default_port ? default_port : request.authority.port);
+    if (auto host =
+            check_host_header(request, default_port ? default_port : request.authority.port);
         !host)
         return host.error();
     return request;

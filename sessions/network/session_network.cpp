@@ -68,7 +68,9 @@ Result<std::unique_ptr<SessionNetwork>> SessionNetwork::create(
     auto resolver = SessionResolver::start(
         io, network->netns_, network->gate_,
         [raw](const std::string& name, bool pinned, const std::vector<IpAddress>& addresses,
-              std::chrono::seconds lifetime) { raw->grant_names(name, pinned, addresses, lifetime); },
+              std::chrono::seconds lifetime) {
+            raw->grant_names(name, pinned, addresses, lifetime);
+        },
         limits);
     if (resolver) {
         network->resolver_ = std::move(*resolver);
@@ -165,15 +167,17 @@ Status SessionNetwork::set_egress(const EgressSpec& spec) {
     // Allowances of names the new rules refuse end now (the relay would refuse them anyway, but
     // their addresses go back to being unrouted, or the session's own loopback).
     auto current = gate_->rules();
-    const auto revoked = gate_->allowances().remove_if(
-        [&](const NameAllowance& allowance) { return !current->check_name(allowance.name).allowed; });
+    const auto revoked = gate_->allowances().remove_if([&](const NameAllowance& allowance) {
+        return !current->check_name(allowance.name).allowed;
+    });
     close_named(revoked, "egress rules changed");
     schedule_expiry();
     // The relay judges every connection by the gate's rules, so a failure here can only leave
     // the namespace routing less or more to the relay, never let more through.
     if (transparent_)
         if (auto applied = transparent_->apply(spec); !applied)
-            log("egress rules changed, transparent path not updated: " + applied.error().describe());
+            log("egress rules changed, transparent path not updated: " +
+                applied.error().describe());
     return {};
 }
 

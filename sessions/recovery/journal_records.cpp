@@ -46,7 +46,8 @@ JournalExit parse_exit(const json& j) {
 JournalProcess parse_process(const json& j) {
     JournalProcess p;
     p.id = j.at("id").get<std::string>();
-    if (!valid_journal_process_id(p.id)) throw std::invalid_argument("bad process id `" + p.id + "`");
+    if (!valid_journal_process_id(p.id))
+        throw std::invalid_argument("bad process id `" + p.id + "`");
     p.pid = j.at("pid").get<pid_t>();
     p.start_ticks = j.value("start", uint64_t{0});
     p.argv = j.value("argv", std::vector<std::string>{});

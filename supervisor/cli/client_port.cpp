@@ -125,7 +125,8 @@ int wait_port(const std::vector<std::string>& args, ClientIo& io) {
         if (!ms) return report_usage_error(ms.error(), io.err);
         query = "?timeoutMs=" + std::to_string(*ms);
     }
-    auto reply = call_api(prepared->client, "GET", ports_path(words[0]) + "/" + words[1] + "/wait" + query);
+    auto reply =
+        call_api(prepared->client, "GET", ports_path(words[0]) + "/" + words[1] + "/wait" + query);
     if (int code = failure_code(reply, io.err)) return code;
     if (prepared->args.flag("--json")) print_json(io.out, reply->body);
     else io.out << "port " << words[1] << " accepts connections\n";

@@ -141,17 +141,18 @@ int run_logs_command(const std::vector<std::string>& args, ClientIo& io) {
 }
 
 int run_kill_command(const std::vector<std::string>& args, ClientIo& io) {
-    ArgsSpec spec{"kill",
-                  {{"--signal", true, "-s"},
-                   {"--tree", false},
-                   {"--force", false},
-                   {"--all", false},
-                   {"--json", false}},
-                  1,
-                  2,
-                  {"SID", "PROC"},
-                  false,
-                  "corral kill SID PROC [--signal TERM [--tree]] [--force] | corral kill SID --all"};
+    ArgsSpec spec{
+        "kill",
+        {{"--signal", true, "-s"},
+         {"--tree", false},
+         {"--force", false},
+         {"--all", false},
+         {"--json", false}},
+        1,
+        2,
+        {"SID", "PROC"},
+        false,
+        "corral kill SID PROC [--signal TERM [--tree]] [--force] | corral kill SID --all"};
     auto prepared = prepare_command(args, spec, io);
     if (!prepared) return report_usage_error(prepared.error(), io.err);
     const ParsedArgs& parsed = prepared->args;

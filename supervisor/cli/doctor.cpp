@@ -42,8 +42,8 @@ void print_cgroups(const HostProbe& probe) {
         }
         std::printf("  limits via   %s\n", probe.limit_backend.c_str());
         for (const auto& [kind, capability] : probe.limits.kinds)
-            std::printf("    %-10s %s  %s\n", limit_name(kind), capability.enforceable ? "yes" : "NO ",
-                        capability.detail.c_str());
+            std::printf("    %-10s %s  %s\n", limit_name(kind),
+                        capability.enforceable ? "yes" : "NO ", capability.detail.c_str());
     }
     if (!probe.cgroup_error.empty()) std::printf("  problem: %s\n", probe.cgroup_error.c_str());
 }

@@ -1,11 +1,12 @@
 #pragma once
 // `corral run`'s session: one command, supervised to the end, with nothing left behind.
 //
-// Lifetime: (workdir.from copy: the tmpfs copy of the job directory) -> cgroup `<own>/corral-run-<pid>` (leaves `holder` for the namespace holder and `main`
-// for the command) -> sandbox -> launch -> wait for the main process, forwarding our own stop
-// signals and enforcing the timeout -> SIGTERM to what it left behind, grace, cgroup.kill ->
-// usage -> copy workdir.outputs back -> remove the cgroups. Synchronous (poll on pidfd + signalfd): no event loop needed for
-// one process.
+// Lifetime: (workdir.from copy: the tmpfs copy of the job directory) -> cgroup
+// `<own>/corral-run-<pid>` (leaves `holder` for the namespace holder and `main` for the command) ->
+// sandbox -> launch -> wait for the main process, forwarding our own stop signals and enforcing the
+// timeout -> SIGTERM to what it left behind, grace, cgroup.kill -> usage -> copy workdir.outputs
+// back -> remove the cgroups. Synchronous (poll on pidfd + signalfd): no event loop needed for one
+// process.
 
 #include <map>
 #include <string>

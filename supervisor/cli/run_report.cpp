@@ -16,7 +16,8 @@ int RunReport::process_exit_code() const {
 nlohmann::json to_json(const RunReport& report) {
     nlohmann::json out = {
         {"status", std::string(to_string(report.status))},
-        {"exitCode", report.exit_code ? nlohmann::json(*report.exit_code) : nlohmann::json(nullptr)},
+        {"exitCode",
+         report.exit_code ? nlohmann::json(*report.exit_code) : nlohmann::json(nullptr)},
         {"signal", signal_to_json(report.signal)},
         {"durationMs", report.duration_ms},
         {"usage", usage_to_json(report.usage)},

@@ -2,7 +2,8 @@
 // Who may do what. Every session has two bearer tokens: a full one and a restricted one. A
 // restricted token may run, spawn, use shell contexts and read and write files, but may not end
 // the session, change its environment, or touch ports at all (lease, list, endpoint, wait,
-// release), as the AI SDK's restricted sandbox view has no port methods. A token only ever opens its own session.
+// release), as the AI SDK's restricted sandbox view has no port methods. A token only ever opens
+// its own session.
 //
 // Listeners: on the Unix socket a request without a token acts with the daemon's full rights (the
 // socket's file mode is the access control, as with Docker's socket); a request that carries a

@@ -61,7 +61,8 @@ nlohmann::json usage_to_json(const ResourceUsage& usage) {
 nlohmann::json host_probe_to_json(const HostProbe& probe) {
     nlohmann::json namespaces = nlohmann::json::object();
     for (const auto& ns : probe.namespaces)
-        namespaces[ns.name] = ns.available ? nlohmann::json(true) : nlohmann::json("no: " + ns.error);
+        namespaces[ns.name] =
+            ns.available ? nlohmann::json(true) : nlohmann::json("no: " + ns.error);
     return {
         {"cgroups", cgroups_to_json(probe)},
         {"namespaces", namespaces},
