@@ -112,8 +112,8 @@ std::vector<double> bare_spawn_samples(int runs, std::chrono::milliseconds pause
 
 /// The pause before each sample of the "after a pause" session-ready rows and their baseline.
 /// On the 2-vCPU Firecracker VMs we measure on, any process start that follows ~20 ms of idling
-/// costs about twice one that follows another (a bare posix_spawn of /bin/true: ~0.34 ms
-/// back-to-back, ~0.72 ms each after `sleep 0.02`; docs/BENCHMARKS.md "Idle pauses on these
+/// costs about twice one that follows another (a bare posix_spawn of /bin/true: 0.33 ms
+/// back-to-back, 0.70 ms each after a 20 ms sleep; docs/BENCHMARKS.md "Idle pauses on these
 /// VMs"): a latency measured after pauses must be set beside a baseline measured after the same
 /// pauses, not one measured back-to-back.
 constexpr std::chrono::milliseconds kIdlePause{20};
