@@ -83,6 +83,11 @@ Result<Confinement> compile_confinement(const Policy& policy) {
     return out;
 }
 
+bool stay_non_dumpable() noexcept {
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    return ::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0;
+}
+
 const char* apply_confinement(const Confinement& c, int* listener, int landlock_ruleset) {
     if (const char* step = apply_rlimits(c.rlimits.data(), c.rlimits.size())) return step;
     if (c.drop_capabilities) {
@@ -93,6 +98,10 @@ const char* apply_confinement(const Confinement& c, int* listener, int landlock_
         if (const char* step = change_credentials(c.uid, c.gid, c.groups.data(), c.groups.size(),
                                                   c.drop_capabilities))
             return step;
+        if (!stay_non_dumpable()) {
+            errno = EPERM;
+            return "stay non-dumpable";
+        }
     }
     if (c.drop_capabilities) {
         if (const char* step = set_capability_sets(c.keep_capabilities)) return step;

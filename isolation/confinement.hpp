@@ -54,6 +54,14 @@ struct Confinement {
 /// skipped under best-effort.
 Result<Confinement> compile_confinement(const Policy& policy);
 
+/// After a credential change in a forked child: the kernel sets the mm's dumpability from
+/// fs.suid_dumpable, which is 1 on some hosts, and a dumpable child could be ptraced, and its
+/// memory and descriptors taken (pidfd_getfd), by the session's processes of its new uid until
+/// execve (CVE-2019-5736 reached runc the same way). Sets it back and says whether it held.
+/// Never for a child sharing our memory: the flag is the mm's, i.e. corrald's (launcher.hpp).
+/// Async-signal-safe.
+bool stay_non_dumpable() noexcept;
+
 /// Runs in the child between clone and exec. Async-signal-safe. On failure returns the failing
 /// step's name (a string literal, e.g. "capset") and leaves errno set; nullptr on success.
 /// With `listener` and a notifying filter, that filter is installed with a new listener, whose

@@ -16,85 +16,23 @@
 #include <optional>
 #include <vector>
 
+#include "isolation/clone_vm.hpp"
+#include "isolation/descriptor_passing.hpp"
+#include "isolation/launch_message.hpp"
+#include "isolation/launch_zygote.hpp"
 #include "isolation/setup_watchdog.hpp"
 
 namespace corral {
 namespace {
 
+constexpr const char* kCaller = "launch worker";
+
 struct Message {
     uintptr_t job = 0;  ///< the caller's Job (same address space; the caller waits for the answer)
 };
 
-/// Sends `message` with `fds` attached (none: a plain message).
-Status send_with_fds(int socket, const Message& message, const int* fds, size_t count) {
-    iovec data{const_cast<Message*>(&message), sizeof message};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * LaunchWorker::kMaxDescriptors)] = {};
-    msghdr header{};
-    header.msg_iov = &data;
-    header.msg_iovlen = 1;
-    if (count > 0) {
-        header.msg_control = control;
-        header.msg_controllen = CMSG_SPACE(sizeof(int) * count);
-        cmsghdr* rights = CMSG_FIRSTHDR(&header);
-        rights->cmsg_level = SOL_SOCKET;
-        rights->cmsg_type = SCM_RIGHTS;
-        rights->cmsg_len = CMSG_LEN(sizeof(int) * count);
-        std::memcpy(CMSG_DATA(rights), fds, sizeof(int) * count);
-    }
-    for (;;) {
-        if (::sendmsg(socket, &header, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof message))
-            return {};
-        if (errno != EINTR) return sys_error("launch worker: sendmsg");
-    }
-}
-
-/// Receives one message and its descriptors (close-on-exec) into `fds`; the count, or an Error
-/// (EPIPE when the other end is gone).
-Result<size_t> receive_with_fds(int socket, Message& message, int* fds) {
-    iovec data{&message, sizeof message};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * LaunchWorker::kMaxDescriptors)] = {};
-    msghdr header{};
-    header.msg_iov = &data;
-    header.msg_iovlen = 1;
-    header.msg_control = control;
-    header.msg_controllen = sizeof control;
-    ssize_t length;
-    do {
-        length = ::recvmsg(socket, &header, MSG_CMSG_CLOEXEC);
-    } while (length < 0 && errno == EINTR);
-    if (length < 0) return sys_error("launch worker: recvmsg");
-    size_t count = 0;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        std::memcpy(fds + count, CMSG_DATA(c),
-                    sizeof(int) * std::min(n, LaunchWorker::kMaxDescriptors - count));
-        count += std::min(n, LaunchWorker::kMaxDescriptors - count);
-    }
-    if (length == 0) return sys_error(EPIPE, "launch worker: the other end is gone");
-    if (length != static_cast<ssize_t>(sizeof message) || (header.msg_flags & MSG_CTRUNC)) {
-        for (size_t i = 0; i < count; ++i) ::close(fds[i]);
-        return sys_error(EPROTO, "launch worker: a malformed message");
-    }
-    return count;
-}
-
-/// Every descriptor `spec` names, once each, in a fixed order.
-std::vector<int> descriptors_of(const LaunchSpec& spec) {
-    std::vector<int> fds;
-    auto add = [&](int fd) {
-        if (fd >= 0 && std::find(fds.begin(), fds.end(), fd) == fds.end()) fds.push_back(fd);
-    };
-    add(spec.cgroup_fd);
-    add(spec.namespace_holder_pidfd);
-    add(spec.stdin_fd);
-    add(spec.stdout_fd);
-    add(spec.stderr_fd);
-    add(spec.extra_fd);
-    for (int fd : spec.v1_join_fds) add(fd);
-    if (spec.confinement != nullptr && spec.confinement->landlock_ruleset.valid())
-        add(spec.confinement->landlock_ruleset.get());
-    return fds;
+std::string_view message_bytes(const Message& message) {
+    return {reinterpret_cast<const char*>(&message), sizeof message};
 }
 
 int count_open_descriptors() {
@@ -178,33 +116,55 @@ Status LaunchWorker::start() {
     return {};
 }
 
+void LaunchWorker::start_zygote() {
+    std::call_once(zygote_started_, [this] {
+        if (!clone_into_cgroup_supported()) return;  // CLONE_PARENT needs clone3 into a cgroup
+        auto zygote = LaunchZygote::start(*this);
+        if (!zygote) {
+            std::fprintf(stderr, "corral: launching without a zygote: %s\n",
+                         zygote.error().describe().c_str());
+            return;
+        }
+        zygote_ = std::move(*zygote);
+        started_zygote_.store(zygote_.get(), std::memory_order_release);
+    });
+}
+
+LaunchZygote* LaunchWorker::zygote() {
+    start_zygote();
+    return zygote_.get();
+}
+
 void LaunchWorker::serve(int socket) noexcept {
     for (;;) {
-        Message message;
-        int received[kMaxDescriptors];
-        auto count = receive_with_fds(socket, message, received);
-        if (!count) {
-            if (count.error().code == EPROTO) continue;
+        auto request = receive_passing(socket, kCaller);
+        if (!request) {
+            if (request.error().code == EPROTO) continue;
             return;  // corrald's end is gone
         }
+        Message message;
+        if (request->bytes.size() != sizeof message) continue;  // not from run_in_small_table
+        std::memcpy(&message, request->bytes.data(), sizeof message);
         std::atomic_thread_fence(std::memory_order_seq_cst);
         auto* job = reinterpret_cast<Job*>(message.job);
+        std::vector<int> received;
+        for (const auto& fd : request->fds) received.push_back(fd.get());
         std::vector<UniqueFd> back;  // in our table: closed once on their way
-        if (*count != job->expected) {
-            job->error = sys_error(EPROTO, "launch worker: " + std::to_string(*count) + " of " +
-                                               std::to_string(job->expected) +
+        if (received.size() != job->expected) {
+            job->error = sys_error(EPROTO, "launch worker: " + std::to_string(received.size()) +
+                                               " of " + std::to_string(job->expected) +
                                                " descriptors arrived");
-        } else if (auto done = (*job->work)(std::span<const int>(received, *count)); done) {
+        } else if (auto done = (*job->work)(received); done) {
             back = std::move(*done);
         } else {
             job->error = std::move(done.error());
         }
-        for (size_t i = 0; i < *count; ++i) ::close(received[i]);
-        int fds[kMaxDescriptors];
-        const size_t sent = std::min(back.size(), kMaxDescriptors);
-        for (size_t i = 0; i < sent; ++i) fds[i] = back[i].get();
+        request->fds.clear();
+        std::vector<int> fds;
+        for (size_t i = 0; i < back.size() && i < kMaxDescriptors; ++i)
+            fds.push_back(back[i].get());
         std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (!send_with_fds(socket, message, fds, sent)) return;
+        if (!send_passing(socket, message_bytes(message), fds, kCaller)) return;
     }
 }
 
@@ -220,17 +180,13 @@ Result<std::vector<UniqueFd>> LaunchWorker::run_in_small_table(std::span<const i
     std::lock_guard lock(mutex_);
     const Message message{reinterpret_cast<uintptr_t>(&job)};
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    CORRAL_TRY(send_with_fds(socket_.get(), message, fds.data(), fds.size()),
+    CORRAL_TRY(send_passing(socket_.get(), message_bytes(message), fds, kCaller),
                "hand the work to the launch worker");
-    Message answer;
-    int back[kMaxDescriptors];
-    auto count = receive_with_fds(socket_.get(), answer, back);
-    if (!count) return std::move(count.error());
+    auto answer = receive_passing(socket_.get(), kCaller);
+    if (!answer) return std::move(answer.error());
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    std::vector<UniqueFd> received;
-    for (size_t i = 0; i < *count; ++i) received.emplace_back(back[i]);
     if (job.error) return std::move(*job.error);
-    return received;
+    return std::move(answer->fds);
 }
 
 int LaunchWorker::renumbered(int fd, std::span<const int> originals,
@@ -241,14 +197,22 @@ int LaunchWorker::renumbered(int fd, std::span<const int> originals,
 }
 
 Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
-    const std::vector<int> originals = descriptors_of(spec);
+    const bool shares_memory = clone_on_stack_available() && launch_may_share_memory(spec);
+    // Never started here: a zygote forked now would be a copy of corrald with its sessions.
+    LaunchZygote* forks =
+        shares_memory ? nullptr : started_zygote_.load(std::memory_order_acquire);
+    if (forks != nullptr) {
+        if (auto launched = forks->launch_begin(spec)) return std::move(*launched);
+        // Not launched there (the zygote is gone, or the spec too large for it): from here.
+    }
+    const std::vector<int> originals = launch_descriptors(spec);
     if (originals.size() > kMaxDescriptors) return corral::launch_begin(spec);
     PendingLaunch pending;  // filled on the worker's thread; we wait for it
     pid_t pid = -1;
     bool has_pidfd = false;
     auto back = run_in_small_table(
         originals, [&](std::span<const int> received) -> Result<std::vector<UniqueFd>> {
-            // descriptors_of names every descriptor of the spec: none maps to -1 but -1.
+            // launch_descriptors names every descriptor of the spec: none maps to -1 but -1.
             auto ours = [&](int fd) { return renumbered(fd, originals, received); };
             LaunchSpec rewritten = spec;
             rewritten.cgroup_fd = ours(spec.cgroup_fd);
@@ -258,7 +222,9 @@ Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
             rewritten.stderr_fd = ours(spec.stderr_fd);
             rewritten.extra_fd = ours(spec.extra_fd);
             for (int& fd : rewritten.v1_join_fds) fd = ours(fd);
-            if (spec.confinement != nullptr && spec.confinement->landlock_ruleset.valid())
+            if (spec.landlock_ruleset_fd >= 0)
+                rewritten.landlock_ruleset_fd = ours(spec.landlock_ruleset_fd);
+            else if (spec.confinement != nullptr && spec.confinement->landlock_ruleset.valid())
                 rewritten.landlock_ruleset_fd = ours(spec.confinement->landlock_ruleset.get());
             if (!rewritten.setup_limit) rewritten.setup_limit = kSetupReportLimit;  // see .hpp
             auto started = corral::launch_begin(rewritten);

@@ -21,12 +21,20 @@
 // exec'd: where the spec names no setup limit, the worker gives it kSetupReportLimit, which the
 // setup watchdog applies (setup_watchdog.hpp), so the caller's wait stays bounded.
 //
+// A launch that may not share corrald's memory is not forked from the worker's thread at all
+// when the launch zygote is there (launch_zygote.hpp): the caller hands it to the zygote, a small
+// process this thread forked, whose clone of the command (CLONE_PARENT) makes the command a child
+// of this thread all the same. The worker launches it only when there is no zygote (a kernel
+// without CLONE_INTO_CGROUP; the zygote killed or stuck, then given up; a spec too large for one
+// message).
+//
 // A session's namespace holder is cloned there too (run_in_small_table, sandbox.hpp): it copied
 // the whole table and closed it again in the child (~14% of corrald's CPU while sessions were
 // made beside 800 others, issue 18), and a holder born of this thread is not a child of the
 // thread orphans are reparented to, so the orphan reaper's walk does not meet it
 // (child_reaper.hpp).
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,9 +44,12 @@
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
+#include "isolation/descriptor_passing.hpp"
 #include "isolation/launcher.hpp"
 
 namespace corral {
+
+class LaunchZygote;
 
 class LaunchWorker {
   public:
@@ -56,7 +67,7 @@ class LaunchWorker {
     using SmallTableWork =
         std::function<Result<std::vector<UniqueFd>>(std::span<const int> received)>;
     /// Most descriptors one call may pass (SCM_RIGHTS takes up to 253 in one message).
-    static constexpr size_t kMaxDescriptors = 64;
+    static constexpr size_t kMaxDescriptors = kMaxPassedDescriptors;
     /// Inside work: the worker's number for the caller's `fd`, one of `originals` (-1 for -1 or
     /// one not passed).
     static int renumbered(int fd, std::span<const int> originals, std::span<const int> received);
@@ -64,6 +75,14 @@ class LaunchWorker {
     /// kMaxDescriptors: more is EMSGSIZE, nothing run). Thread-safe; one call at a time.
     Result<std::vector<UniqueFd>> run_in_small_table(std::span<const int> fds,
                                                      const SmallTableWork& work);
+
+    /// Starts the launch zygote (launch_zygote.hpp), which then starts every launch that does not
+    /// share our memory, if this kernel has CLONE_INTO_CGROUP; only the first call does anything.
+    /// The zygote is a copy of this process as it is then: corrald calls it when its session
+    /// manager starts, before it reads any session. launch_begin() never starts it.
+    void start_zygote();
+    /// The zygote (started if it was not), nullptr when there is none.
+    LaunchZygote* zygote();
 
     /// Descriptors open in the worker's table now (for tests: small however many corrald holds).
     Result<int> open_descriptors();
@@ -80,6 +99,10 @@ class LaunchWorker {
     std::mutex mutex_;  ///< one job at a time
     UniqueFd socket_;   ///< our end, in corrald's table
     std::thread thread_;
+    std::once_flag zygote_started_;
+    std::atomic<LaunchZygote*> started_zygote_{nullptr};  ///< zygote_, once start_zygote ran
+    /// Starts the launches that fork (launch_zygote.hpp); nullptr: they fork from the thread.
+    std::unique_ptr<LaunchZygote> zygote_;
 };
 
 }  // namespace corral

@@ -12,12 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -46,7 +48,43 @@ struct ChildPlan {
     std::string chdir_step;
     std::string exec_step;
     bool hand_over_listener = false;  ///< the report channel is a socket; see launcher.hpp
+    /// The descriptors above stdio the child needs until execve, ascending (keep_only_planned).
+    std::vector<int> keep;
 };
+
+/// What the child keeps of the launching process's table: the spec's descriptors and its own
+/// report channel (and the fallback's release pipe), nothing else.
+std::vector<int> planned_descriptors(const LaunchSpec& spec, std::initializer_list<int> own) {
+    std::vector<int> keep(own);
+    for (int fd : {spec.namespace_holder_pidfd, spec.stdin_fd, spec.stdout_fd, spec.stderr_fd,
+                   spec.extra_fd, spec.landlock_ruleset_fd})
+        keep.push_back(fd);
+    for (int fd : spec.v1_join_fds) keep.push_back(fd);
+    if (spec.confinement != nullptr) keep.push_back(spec.confinement->landlock_ruleset.get());
+    std::erase_if(keep, [](int fd) { return fd <= 2; });
+    std::sort(keep.begin(), keep.end());
+    keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+    return keep;
+}
+
+/// Closes every descriptor above stdio the plan does not name, first thing in the child, before
+/// it joins anything of the session. The launching process's table is not only the spec's: the
+/// launch worker's socket to corrald (whose messages carry pointers into corrald) or the launch
+/// zygote's (which starts whatever it is sent, and whose answers corrald trusts) are in it. A
+/// child whose credentials change may become dumpable for a moment (commit_creds sets the mm's
+/// dumpability from fs.suid_dumpable, 1 on some hosts; stay_non_dumpable sets it back), and a
+/// process of the session could take a descriptor from it then (pidfd_getfd): so none of those
+/// is there by then. Async-signal-safe.
+void keep_only_planned(const std::vector<int>& keep) noexcept {
+    unsigned next = 3;
+    for (int fd : keep) {
+        if (static_cast<unsigned>(fd) > next)
+            ::close_range(next, static_cast<unsigned>(fd) - 1, 0);
+        next = static_cast<unsigned>(fd) + 1;
+    }
+    ::close_range(next, ~0U, 0);
+}
+
 
 std::string_view env_value(const std::vector<std::string>& env, std::string_view key) {
     for (const auto& entry : env) {
@@ -198,6 +236,7 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
                 apply_confinement(*spec.confinement, plan.hand_over_listener ? &listener : nullptr,
                                   spec.landlock_ruleset_fd))
             child_fail(report_fd, step, errno);
+
         // The first call under the filter; never a marked one (confinement.cpp).
         if (listener >= 0 && !write_listener_report(report_fd, listener))
             child_fail(report_fd, "hand the seccomp listener over", errno);
@@ -256,6 +295,7 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
     // execve then gives the child a fresh mm, whose dumpability the kernel sets from the new
     // program (setuid, unreadable) as for any exec.
     if (reached_execve == nullptr) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    keep_only_planned(plan.keep);
     reset_signals();
     if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup
         char go;
@@ -274,6 +314,9 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
             child_fail(report_fd, "setns into the session's namespaces", errno);
         if ((flags & CLONE_NEWUSER) && !become_namespace_root(host_root))
             child_fail(report_fd, "become root of the user namespace", errno);
+        // A credential change: dumpable again where fs.suid_dumpable is 1 (confinement.hpp).
+        if ((flags & CLONE_NEWUSER) && !stay_non_dumpable())
+            child_fail(report_fd, "stay non-dumpable", EPERM);
     }
     exec_child(spec, plan, report_fd, reached_execve);
 }
@@ -332,21 +375,21 @@ Error failure_error(const ChildReport& report) {
 class PidNamespaceForChildren {
   public:
     static Result<PidNamespaceForChildren> enter(int holder_pidfd) {
-        // Opened once per thread: this sits on every namespaced launch of the daemon.
-        static thread_local UniqueFd own(::open("/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC));
+        // Opened for each launch, not kept per thread: a process forked from a launching thread
+        // (the launch zygote) would keep the number of a descriptor it does not have.
+        UniqueFd own(::open("/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC));
         if (!own) return sys_error("open our pid namespace");
         if (::setns(holder_pidfd, CLONE_NEWPID) != 0)
             return sys_error("setns into the session's pid namespace");
         PidNamespaceForChildren entered;
-        entered.own_ = own.get();
+        entered.own_ = std::move(own);
         return entered;
     }
-    PidNamespaceForChildren(PidNamespaceForChildren&& other) noexcept
-        : own_(std::exchange(other.own_, -1)) {}
+    PidNamespaceForChildren(PidNamespaceForChildren&& other) noexcept = default;
     PidNamespaceForChildren& operator=(PidNamespaceForChildren&&) = delete;
     ~PidNamespaceForChildren() {
-        if (own_ < 0) return;
-        if (::setns(own_, CLONE_NEWPID) != 0) {
+        if (!own_) return;
+        if (::setns(own_.get(), CLONE_NEWPID) != 0) {
             std::fprintf(stderr, "corral: cannot return to our own pid namespace (%s); aborting\n",
                          std::strerror(errno));
             std::abort();
@@ -355,21 +398,24 @@ class PidNamespaceForChildren {
 
   private:
     PidNamespaceForChildren() = default;
-    int own_ = -1;  ///< the thread's own pid namespace (not ours to close)
+    UniqueFd own_;  ///< the thread's own pid namespace
 };
 
 /// Starts the child. With clone3 it is born in the cgroup; the fallback (kernels without
 /// CLONE_INTO_CGROUP) holds it on a pipe until the parent has written it into cgroup.procs.
 Result<PidRef> start_child(const LaunchSpec& spec, ChildPlan& plan, int report_fd) {
     int pidfd = -1;
-    pid_t pid = clone3_fork(CLONE_PIDFD, spec.cgroup_fd, &pidfd);
+    const uint64_t parent = spec.clone_parent ? CLONE_PARENT : 0;
+    pid_t pid = clone3_fork(CLONE_PIDFD | parent, spec.cgroup_fd, &pidfd);
     if (pid == 0) child_main(spec, plan, report_fd, -1, nullptr);
     if (pid > 0) return PidRef(pid, UniqueFd(pidfd));
-    if (errno != ENOSYS && errno != E2BIG && errno != EINVAL)
-        return sys_error("clone3 into cgroup");
+    if ((errno != ENOSYS && errno != E2BIG && errno != EINVAL) || spec.clone_parent)
+        return sys_error(spec.clone_parent ? "clone3 into cgroup, as our parent's child"
+                                           : "clone3 into cgroup");
 
     auto release = make_pipe();
     if (!release) return std::move(release.error());
+    plan.keep = planned_descriptors(spec, {report_fd, release->read_end.get()});
     pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
     if (pid < 0) return sys_error("clone");
     if (pid == 0) child_main(spec, plan, report_fd, release->read_end.get(), nullptr);
@@ -466,7 +512,7 @@ std::optional<Result<PidRef>> start_child_sharing_memory(const LaunchSpec& spec,
 }  // namespace
 
 bool launch_may_share_memory(const LaunchSpec& spec, int suid_dumpable) {
-    if (!spec.may_share_memory) return false;
+    if (!spec.may_share_memory || spec.clone_parent) return false;
     // corrald's pid and user namespace: no namespace to join (child_main joins the holder's
     // namespace_flags; a holder without any, a `none` session's output keeper, is joined to
     // nothing, and the pid namespace of our children is ours).
@@ -503,6 +549,7 @@ Result<PendingLaunch> launch_begin(const LaunchSpec& spec) {
 
     auto pipe = plan.hand_over_listener ? make_report_socket() : make_pipe();
     if (!pipe) return std::move(pipe.error());
+    plan.keep = planned_descriptors(spec, {pipe->write_end.get()});
     if (clone_on_stack_available() && launch_may_share_memory(spec) &&
         (!spec.setup_limit || start_setup_watchdog()) && !cgroup_frozen(spec.cgroup_fd)) {
         if (auto shared = start_child_sharing_memory(spec, plan, *pipe)) {

@@ -35,7 +35,8 @@
 // suspended: the child would wait for ever). With /proc/sys/fs/suid_dumpable 1 it never shares: any
 // credential change the kernel makes on the child's behalf would then make corrald's own mm
 // dumpable. In practice: sessions of the `none` preset and `corral run --policy none`. Everything
-// else forks as before.
+// else forks as before; in corrald, from the launch zygote (launch_zygote.hpp), a small process
+// whose memory is copied instead of corrald's.
 //
 // What a child sharing our memory may do before execve (child_main): only system calls and
 // writes to its own stack (and the one word that says it reached execve), never malloc/free
@@ -98,6 +99,10 @@ struct LaunchSpec {
     /// false: start the child as a copy of our memory (fork) even where
     /// launch_may_share_memory() allows sharing it (tests compare the two paths).
     bool may_share_memory = true;
+    /// The child becomes our parent's child (CLONE_PARENT), not ours: the launch zygote's
+    /// launches, which corrald reaps (launch_zygote.hpp). Forks; needs clone3 with
+    /// CLONE_INTO_CGROUP (there is no fallback for it).
+    bool clone_parent = false;
 };
 
 /// Whether spec's child may share our memory until execve (CLONE_VM | CLONE_VFORK; the rule is

@@ -23,6 +23,7 @@
 #include "base/pipe.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
+#include "isolation/confinement.hpp"
 #include "isolation/launch_worker.hpp"
 #include "isolation/mounts.hpp"
 #include "isolation/namespaces.hpp"
@@ -97,16 +98,12 @@ void release_descriptors(const HolderPlan& plan) noexcept {
     ::close_range(kStoreDaemonFd + 1, ~0U, 0);
 }
 
-/// A credential change (setresuid & co.) makes the kernel reset the dumpable flag to
-/// fs.suid_dumpable, which is 1 on some hosts: a dumpable holder could be ptraced, and its
-/// /proc/1/fd and pidfd_getfd opened, by any process of the session with CAP_SYS_PTRACE in its
-/// user namespace — every held pipe and the store's channel with them (CVE-2019-5736 was runc's
-/// /proc/self/exe reached the same way). So it is set again after every credential change, and
-/// checked before the holder says it is ready and before it serves the store.
-bool stay_non_dumpable() noexcept {
-    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    return ::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0;
-}
+// A credential change (setresuid & co.) makes the kernel reset the dumpable flag to
+// fs.suid_dumpable, which is 1 on some hosts: a dumpable holder could be ptraced, and its
+// /proc/1/fd and pidfd_getfd opened, by any process of the session with CAP_SYS_PTRACE in its
+// user namespace — every held pipe and the store's channel with them. So stay_non_dumpable()
+// (confinement.hpp) runs after every credential change, and before the holder says it is ready
+// and before it serves the store.
 
 /// Reaps every exited child (PID 1 of a pid namespace inherits the session's orphans).
 void reap_children() noexcept {

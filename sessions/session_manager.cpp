@@ -14,6 +14,7 @@
 
 #include "base/tree_removal.hpp"
 #include "isolation/launch_worker.hpp"
+#include "isolation/launch_zygote.hpp"
 #include "isolation/limits.hpp"
 #include "policies/compiled/compiled_presets.hpp"
 #include "policies/policy_parser.hpp"
@@ -64,8 +65,10 @@ SessionManager::SessionManager(boost::asio::io_context& io, SessionManagerConfig
     if (!config_.egress.refused_total) config_.egress.refused_total = std::make_shared<uint64_t>(0);
     // The launch worker (one thread for the process) starts with the manager, not at the first
     // launch: its cost is paid at start, and a thread that appeared during a session's life would
-    // look like one the session left behind.
-    (void)LaunchWorker::shared();
+    // look like one the session left behind. Its zygote too, and before initialize() reads the
+    // journal: the zygote is a copy of corrald as it is now, and must hold no session's tokens
+    // (launch_zygote.hpp).
+    if (LaunchWorker* worker = LaunchWorker::shared()) worker->start_zygote();
 }
 
 Result<std::unique_ptr<SessionManager>> SessionManager::create(boost::asio::io_context& io,
@@ -137,6 +140,16 @@ Status SessionManager::initialize() {
         if (!supervisor) return std::move(supervisor.error().context("supervisor cgroup"));
         supervisor_cgroup_ = std::move(*supervisor);
         CORRAL_TRY(supervisor_cgroup_.attach(::getpid()), "move corrald into its cgroup");
+        // The zygote was forked before (constructor) and must leave <v2_own> empty too; one
+        // that cannot follow is given up (launches then fork from the worker).
+        LaunchWorker* worker = LaunchWorker::shared();
+        if (LaunchZygote* zygote = worker != nullptr ? worker->zygote() : nullptr) {
+            if (Status moved = supervisor_cgroup_.attach(zygote->pid()); !moved) {
+                if (config_.log)
+                    config_.log("launch zygote given up: " + moved.error().describe());
+                zygote->give_up();
+            }
+        }
     }
     auto sessions = create_or_adopt(instance_cgroup_, "sessions");
     if (!sessions) return std::move(sessions.error().context("sessions cgroup"));

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -25,7 +26,9 @@
 #include "isolation/clone_vm.hpp"
 #include "isolation/confinement.hpp"
 #include "isolation/landlock.hpp"
+#include "isolation/launch_message.hpp"
 #include "isolation/launch_worker.hpp"
+#include "isolation/launch_zygote.hpp"
 #include "tests/integration/support/test_helpers.hpp"
 
 namespace corral {
@@ -47,6 +50,8 @@ class LauncherTest : public ::testing::Test {
         cgroup_rel_ = cgroup_.path().substr(host->v2_mount.size());
     }
     void TearDown() override {
+        stuck_procs_.reset();
+        remove_leaf(stuck_);
         if (!cgroup_.valid()) return;
         auto status = cgroup_.remove();
         EXPECT_TRUE(status) << status.error().describe();
@@ -77,8 +82,44 @@ class LauncherTest : public ::testing::Test {
         return {out, status ? *status : WaitStatus{}};
     }
 
+    /// Another leaf of ours, frozen: a child that joins it (its cgroup.procs is given as a "v1
+    /// tasks file", which the child writes "0" to) stops there before execve, with the launcher
+    /// suspended, however the launch is done.
+    Cgroup frozen_leaf() {
+        auto host = discover_cgroup_host();
+        EXPECT_TRUE(host);
+        auto leaf = Cgroup::create(host->v2_own, unique_name());
+        EXPECT_TRUE(leaf) << leaf.error().describe();
+        if (!leaf) return {};
+        EXPECT_TRUE(write_file(leaf->path() + "/cgroup.freeze", "1"));
+        return std::move(*leaf);
+    }
+    const std::string data_file_ = "/tmp/" + unique_name() + ".txt";
+    /// Thaws, kills what is in it and removes `leaf`, even after a failed assertion.
+    static void remove_leaf(Cgroup& leaf) {
+        if (!leaf.valid()) return;
+        (void)write_file(leaf.path() + "/cgroup.kill", "1");
+        (void)write_file(leaf.path() + "/cgroup.freeze", "0");
+        (void)leaf.wait_until_empty(std::chrono::seconds(10));
+        auto removed = leaf.remove();
+        EXPECT_TRUE(removed) << removed.error().describe();
+    }
+    /// Makes `s` a launch of `true` whose child stops before execve: it joins stuck_, a frozen
+    /// leaf (see frozen_leaf) that TearDown removes even after a failed assertion. Call it in
+    /// ASSERT_NO_FATAL_FAILURE.
+    void spec_stuck_in_frozen_leaf(LaunchSpec& s) {
+        stuck_ = frozen_leaf();
+        ASSERT_TRUE(stuck_.valid());
+        stuck_procs_ = UniqueFd(::openat(stuck_.dir_fd(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+        ASSERT_TRUE(stuck_procs_.valid());
+        s = spec({"true"});
+        s.v1_join_fds = {stuck_procs_.get()};
+    }
+
     Cgroup cgroup_;
     std::string cgroup_rel_;  ///< e.g. "/corral-test-1-0", as /proc/<pid>/cgroup shows it
+    Cgroup stuck_;
+    UniqueFd stuck_procs_;
 };
 
 TEST_F(LauncherTest, Launch_ProcessIsInItsLeafCgroupFromItsFirstInstruction) {
@@ -348,8 +389,9 @@ TEST_F(LauncherTest, LaunchWorker_LaunchesWithEveryDescriptorOfTheSpec) {
     EXPECT_EQ(stdout_text.rfind("from stdin\n", 0), 0u) << stdout_text;
     EXPECT_NE(stdout_text.find("0::" + cgroup_rel_ + "\n"), std::string::npos) << stdout_text;
     EXPECT_NE(stdout_text.find("wrote-allowed\n"), std::string::npos) << stdout_text;
-    if (landlock)  // the ruleset the worker received was the one applied
+    if (landlock) {  // the ruleset the worker received was the one applied
         EXPECT_NE(stdout_text.find("refused-outside\n"), std::string::npos) << stdout_text;
+    }
     ::unlink("/var/tmp/corral-landlock-probe");
     std::filesystem::remove_all(allowed);
 }
@@ -444,46 +486,6 @@ class SharedMemoryLaunchTest : public LauncherTest {
         if (!launch_may_share_memory(spec({"true"})))
             GTEST_SKIP() << "this host's suid_dumpable keeps launches forking";
     }
-    void TearDown() override {
-        stuck_procs_.reset();
-        remove_leaf(stuck_);
-        LauncherTest::TearDown();
-    }
-    /// Another leaf of ours, frozen: a child that joins it (its cgroup.procs is given as a "v1
-    /// tasks file", which the child writes "0" to) stops there before execve, with the launcher
-    /// suspended, however the launch is done.
-    Cgroup frozen_leaf() {
-        auto host = discover_cgroup_host();
-        EXPECT_TRUE(host);
-        auto leaf = Cgroup::create(host->v2_own, unique_name());
-        EXPECT_TRUE(leaf) << leaf.error().describe();
-        if (!leaf) return {};
-        EXPECT_TRUE(write_file(leaf->path() + "/cgroup.freeze", "1"));
-        return std::move(*leaf);
-    }
-    const std::string data_file_ = "/tmp/" + unique_name() + ".txt";
-    /// Thaws, kills what is in it and removes `leaf`, even after a failed assertion.
-    static void remove_leaf(Cgroup& leaf) {
-        if (!leaf.valid()) return;
-        (void)write_file(leaf.path() + "/cgroup.kill", "1");
-        (void)write_file(leaf.path() + "/cgroup.freeze", "0");
-        (void)leaf.wait_until_empty(std::chrono::seconds(10));
-        auto removed = leaf.remove();
-        EXPECT_TRUE(removed) << removed.error().describe();
-    }
-    /// Makes `s` a launch of `true` whose child stops before execve: it joins stuck_, a frozen
-    /// leaf (see frozen_leaf) that TearDown removes even after a failed assertion. Call it in
-    /// ASSERT_NO_FATAL_FAILURE.
-    void spec_stuck_in_frozen_leaf(LaunchSpec& s) {
-        stuck_ = frozen_leaf();
-        ASSERT_TRUE(stuck_.valid());
-        stuck_procs_ = UniqueFd(::openat(stuck_.dir_fd(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
-        ASSERT_TRUE(stuck_procs_.valid());
-        s = spec({"true"});
-        s.v1_join_fds = {stuck_procs_.get()};
-    }
-    Cgroup stuck_;
-    UniqueFd stuck_procs_;
 };
 
 /// Descriptors open in this process now.
@@ -713,6 +715,236 @@ TEST_F(SharedMemoryLaunchTest, AChildStuckBeforeExecIsKilledAfterTheSetupLimit) 
     auto listed = read_file(stuck_.path() + "/cgroup.procs");
     ASSERT_TRUE(listed);
     EXPECT_EQ(*listed, "") << "the child was left behind";
+}
+
+// ---- corrald's launch zygote (isolation/launch_zygote.hpp, issue 18) ----
+
+/// Launches that fork start in the zygote: a spec that may not share our memory (capabilities
+/// dropped, as every confined session's are).
+class ZygoteLaunchTest : public LauncherTest {
+  protected:
+    void SetUp() override {
+        LauncherTest::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        worker_ = LaunchWorker::shared();
+        ASSERT_NE(worker_, nullptr);
+        zygote_ = worker_->zygote();
+        if (zygote_ == nullptr) GTEST_SKIP() << "no zygote here (no CLONE_INTO_CGROUP)";
+        auto compiled = compile_confinement(Policy{});
+        ASSERT_TRUE(compiled) << compiled.error().describe();
+        confinement_.emplace(std::move(*compiled));
+    }
+    LaunchSpec forked_spec(std::vector<std::string> argv) {
+        LaunchSpec s = spec(std::move(argv));
+        s.confinement = &*confinement_;
+        EXPECT_FALSE(launch_may_share_memory(s));
+        return s;
+    }
+    /// Runs `s` through the worker (the zygote, for a forked spec) with stdout into a pipe.
+    std::pair<std::string, WaitStatus> run_through_worker(LaunchSpec s) {
+        auto out = make_pipe();
+        EXPECT_TRUE(out);
+        if (!out) return {};
+        s.stdout_fd = out->write_end.get();
+        auto [executed, pending] = launch_through_worker(s);
+        out->write_end.reset();
+        EXPECT_TRUE(executed) << executed.error().describe();
+        if (!executed) return {};
+        std::string text = drain(out->read_end.get());
+        auto status = pending.child.wait();
+        EXPECT_TRUE(status) << status.error().describe();
+        return {text, status ? *status : WaitStatus{}};
+    }
+    LaunchWorker* worker_ = nullptr;
+    LaunchZygote* zygote_ = nullptr;
+    std::optional<Confinement> confinement_;
+};
+
+std::string proc_text(pid_t pid, const std::string& file) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
+    return text ? *text : std::string();
+}
+
+// The zygote is forked by the worker's thread, so what it starts with CLONE_PARENT is our child,
+// as a launch from the worker was: the caller waits for it and reads its reports. Launches that
+// share our memory stay on the worker (nothing to copy there).
+TEST_F(ZygoteLaunchTest, ForkLaunchesStartThereAndTheirChildrenAreOurs) {
+    EXPECT_EQ(proc_text(zygote_->pid(), "comm"), "corrald-launch\n");
+    EXPECT_NE(proc_text(zygote_->pid(), "status").find("PPid:\t" + std::to_string(::getpid()) +
+                                                        "\n"),
+              std::string::npos);
+    const uint64_t before = zygote_->launches();
+    auto [out, status] = run_through_worker(forked_spec({"sh", "-c", "echo $PPID; exit 3"}));
+    EXPECT_EQ(out, std::to_string(::getpid()) + "\n") << "the command's parent is us";
+    EXPECT_TRUE(status.exited);
+    EXPECT_EQ(status.code, 3);
+    EXPECT_EQ(zygote_->launches(), before + 1);
+    if (clone_on_stack_available() && launch_may_share_memory(spec({"true"}))) {
+        auto shared = run_through_worker(spec({"true"}));
+        EXPECT_EQ(shared.second.code, 0);
+        EXPECT_EQ(zygote_->launches(), before + 1) << "a launch that shares memory went there";
+    }
+}
+
+// CVE-2024-21626 (runc leaked a host directory descriptor into the container): whatever the
+// daemon holds, the zygote's table is stdio and its socket, and a command it starts gets stdio.
+TEST_F(ZygoteLaunchTest, TheCommandGetsOnlyItsStdioWhateverTheDaemonHolds) {
+    auto held = hold_descriptors(3000);
+    auto [out, status] = run_through_worker(forked_spec({"ls", "/proc/self/fd"}));
+    EXPECT_EQ(out, "0\n1\n2\n3\n");  // stdio and ls's own directory
+    EXPECT_EQ(status.code, 0);
+    size_t zygote_fds = 0;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(
+             "/proc/" + std::to_string(zygote_->pid()) + "/fd"))
+        ++zygote_fds;
+    EXPECT_LE(zygote_fds, 4u) << "stdio and its socket";
+}
+
+// A setup failure comes back from the zygote as from launch(): the step, its errno, exit 127.
+TEST_F(ZygoteLaunchTest, ASetupFailureNamesTheStep) {
+    LaunchSpec s = forked_spec({"true"});
+    s.cwd = "/nope-" + unique_name();
+    auto [executed, pending] = launch_through_worker(s);
+    ASSERT_FALSE(executed);
+    EXPECT_EQ(executed.error().code, ENOENT);
+    EXPECT_NE(executed.error().describe().find("chdir `" + s.cwd + "`"), std::string::npos)
+        << executed.error().describe();
+    auto status = pending.child.wait();
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->code, 127);
+}
+
+// Issue 12 item 1: a child a session's process stops before execve (here: born in a frozen
+// cgroup) must stall nobody. The zygote never waits for its children: the next launch runs.
+TEST_F(ZygoteLaunchTest, AChildStuckBeforeExecStallsNoOtherLaunch) {
+    LaunchSpec stuck;
+    ASSERT_NO_FATAL_FAILURE(spec_stuck_in_frozen_leaf(stuck));
+    stuck.confinement = &*confinement_;
+    auto pending = worker_->launch_begin(stuck);
+    ASSERT_TRUE(pending) << pending.error().describe();
+    auto [out, status] = run_through_worker(forked_spec({"echo", "next"}));
+    EXPECT_EQ(out, "next\n");
+    EXPECT_EQ(status.code, 0);
+    pollfd report{pending->report.get(), POLLIN, 0};
+    EXPECT_EQ(::poll(&report, 1, 0), 0) << "the stuck child reported or exec'd";
+    ASSERT_TRUE(pending->child.send_signal(SIGKILL));
+    auto killed = pending->child.wait();
+    ASSERT_TRUE(killed) << killed.error().describe();
+    EXPECT_FALSE(killed->exited);
+}
+
+// A zygote killed (by an operator, the OOM killer) is reaped, not left a zombie, and launches go
+// on from the worker's thread as before the zygote.
+TEST_F(ZygoteLaunchTest, AKilledZygoteIsReapedAndLaunchesGoOn) {
+    const pid_t pid = zygote_->pid();
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    const uint64_t before = zygote_->launches();
+    auto [out, status] = run_through_worker(forked_spec({"echo", "still"}));
+    EXPECT_EQ(out, "still\n");
+    EXPECT_EQ(status.code, 0);
+    EXPECT_FALSE(zygote_->alive());
+    EXPECT_EQ(zygote_->launches(), before);
+    EXPECT_FALSE(exists("/proc/" + std::to_string(pid))) << "left a zombie";
+    auto again = run_through_worker(forked_spec({"true"}));
+    EXPECT_EQ(again.second.code, 0);
+}
+
+// A zygote that stops answering (stopped, stuck) holds a launch for its limit at most, then is
+// killed and reaped; the caller launches another way.
+TEST_F(ZygoteLaunchTest, AZygoteThatStopsAnsweringIsGivenUpAfterItsLimit) {
+    auto own = LaunchZygote::start(*worker_, std::chrono::milliseconds(300));
+    ASSERT_TRUE(own) << own.error().describe();
+    const pid_t pid = (*own)->pid();
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    const auto asked = std::chrono::steady_clock::now();
+    auto launched = (*own)->launch_begin(forked_spec({"true"}));
+    EXPECT_FALSE(launched.has_value()) << "a stopped zygote launched";
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(30));
+    EXPECT_FALSE((*own)->alive());
+    EXPECT_FALSE(exists("/proc/" + std::to_string(pid))) << "left a zombie";
+}
+
+// A spec goes to the zygote in one message: one that is too large for it (an environment of
+// megabytes) launches from the worker, and the zygote stays; one that fits goes there whole.
+TEST_F(ZygoteLaunchTest, ASpecTooLargeForOneMessageLaunchesFromTheWorker) {
+    const uint64_t before = zygote_->launches();
+    LaunchSpec fits = forked_spec({"sh", "-c", "printf %s \"$LAST\""});
+    for (int i = 0; i < 8; ++i) fits.env.push_back("BIG" + std::to_string(i) + "=" +
+                                                     std::string(100 * 1024, 'x'));
+    fits.env.push_back("LAST=arrived");
+    auto [out, status] = run_through_worker(fits);
+    EXPECT_EQ(out, "arrived");
+    EXPECT_EQ(zygote_->launches(), before + 1);
+    LaunchSpec huge = forked_spec({"true"});
+    for (int i = 0; i < 100; ++i) huge.env.push_back("BIG" + std::to_string(i) + "=" +
+                                                       std::string(120 * 1024, 'x'));
+    auto [executed, pending] = launch_through_worker(huge);
+    ASSERT_FALSE(executed) << "12 MB of environment exec'd";
+    EXPECT_EQ(executed.error().code, E2BIG) << executed.error().describe();
+    (void)pending.child.wait();
+    EXPECT_EQ(zygote_->launches(), before + 1) << "it went to the zygote";
+    EXPECT_TRUE(zygote_->alive());
+}
+
+// A zygote that took a request and then gave no answer may have started the command, which
+// would be a child of ours nobody watches. Once the zygote is reaped, whatever is in the spec's
+// (fresh) cgroup is killed and reaped, and the launch fails rather than run a second time from
+// the worker. (Here a process of the test's stands for the command the zygote started.)
+TEST_F(ZygoteLaunchTest, AnUnansweredLaunchThatStartedSomethingFailsAndEndsIt) {
+    auto own = LaunchZygote::start(*worker_, std::chrono::milliseconds(300));
+    ASSERT_TRUE(own) << own.error().describe();
+    const pid_t started = ::fork();
+    ASSERT_GE(started, 0);
+    if (started == 0) {
+        ::pause();
+        ::_exit(0);
+    }
+    ASSERT_TRUE(cgroup_.attach(started));
+    ASSERT_EQ(::kill((*own)->pid(), SIGSTOP), 0);
+    auto launched = (*own)->launch_begin(forked_spec({"true"}));
+    ASSERT_TRUE(launched.has_value()) << "launched another way: it would have run twice";
+    ASSERT_FALSE(*launched);
+    EXPECT_EQ(launched->error().code, ECANCELED) << launched->error().describe();
+    EXPECT_FALSE((*own)->alive());
+    errno = 0;
+    EXPECT_EQ(::waitpid(started, nullptr, WNOHANG), -1) << "not reaped";
+    EXPECT_EQ(errno, ECHILD);
+}
+
+// Before it joins anything of the session, a child keeps only the spec's descriptors and its
+// report channel: not the zygote's socket to corrald (nor the worker's), which a process of the
+// session could otherwise take from it (pidfd_getfd) while it is briefly dumpable after a
+// credential change on a host with fs.suid_dumpable 1. Seen on a child stopped before execve.
+TEST_F(ZygoteLaunchTest, AChildBeforeExecKeepsOnlyTheSpecsDescriptors) {
+    LaunchSpec stuck;
+    ASSERT_NO_FATAL_FAILURE(spec_stuck_in_frozen_leaf(stuck));
+    stuck.confinement = &*confinement_;
+    auto pending = worker_->launch_begin(stuck);
+    ASSERT_TRUE(pending) << pending.error().describe();
+    // Frozen when it writes the frozen leaf's cgroup.procs: its table is final by then.
+    const std::string fd_dir = "/proc/" + std::to_string(pending->child.pid()) + "/fd";
+    std::vector<std::string> sockets;
+    std::string listing;
+    size_t count = 0;
+    for (int tries = 0; tries < 500; ++tries) {
+        auto state = proc_text(pending->child.pid(), "cgroup");
+        if (state.find(stuck_.path().substr(stuck_.path().rfind('/'))) != std::string::npos)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(fd_dir)) {
+        ++count;
+        std::error_code error;
+        const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+        if (target.rfind("socket:", 0) == 0) sockets.push_back(entry.path().filename().string());
+        listing += entry.path().filename().string() + " -> " + target + "\n";
+    }
+    EXPECT_TRUE(sockets.empty()) << "a socket in the child's table: fd " << sockets.front();
+    // Stdio, the spec's descriptors as the zygote received them (its stdout and stderr, the v1
+    // tasks file; the cgroup's is not kept) and the report pipe.
+    EXPECT_LE(count, 3 + launch_descriptors(stuck).size() + 1) << listing;
+    ASSERT_TRUE(pending->child.send_signal(SIGKILL));
+    (void)pending->child.wait();
 }
 
 }  // namespace

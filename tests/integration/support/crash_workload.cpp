@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -131,6 +132,23 @@ std::vector<std::string> unowned(const CorraldProcess& daemon,
     return stray;
 }
 
+bool is_launch_zygote_of(pid_t pid, pid_t daemon) {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "corrald-launch") return false;
+    // A command the zygote started has its name and parent until it execs: only the one in the
+    // daemon's own cgroup is the zygote.
+    auto cgroup_of = [](pid_t p) {
+        std::ifstream in("/proc/" + std::to_string(p) + "/cgroup");
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    if (cgroup_of(pid) != cgroup_of(daemon)) return false;
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("PPid:", 0) == 0) return std::atol(line.c_str() + 5) == daemon;
+    return false;
+}
+
 std::vector<InstanceProcess> instance_processes(const CorraldProcess& daemon) {
     std::vector<InstanceProcess> found;
     const std::string v2_mark = "/" + daemon.instance() + "/";
@@ -142,6 +160,7 @@ std::vector<InstanceProcess> instance_processes(const CorraldProcess& daemon) {
         char* end = nullptr;
         const long pid = std::strtol(entry->d_name, &end, 10);
         if (pid <= 0 || *end != '\0' || pid == daemon.pid()) continue;
+        if (is_launch_zygote_of(static_cast<pid_t>(pid), daemon.pid())) continue;  // the daemon's
         std::ifstream cgroups(std::string("/proc/") + entry->d_name + "/cgroup");
         InstanceProcess process;
         bool ours = false;

@@ -53,7 +53,11 @@ struct InstanceProcess {
     bool zombie = false;  ///< it has exited and waits for its parent to reap it
 };
 
-/// Every process on the host (a /proc scan) in this instance's cgroups, the daemon excluded.
+/// Every process on the host (a /proc scan) in this instance's cgroups, the daemon (and its
+/// zygote) excluded.
+/// Whether `pid` is the launch zygote of the corrald `daemon` (isolation/launch_zygote.hpp): part
+/// of the daemon, in its cgroup, never a session's.
+bool is_launch_zygote_of(pid_t pid, pid_t daemon);
 std::vector<InstanceProcess> instance_processes(const CorraldProcess& daemon);
 
 /// The processes of `instance_processes` no session in `owners` holds: orphans. A zombie is one

@@ -1,0 +1,284 @@
+#include "isolation/launch_zygote.hpp"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <malloc.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "base/file_io.hpp"
+#include "isolation/descriptor_passing.hpp"
+#include "isolation/launch_message.hpp"
+#include "isolation/launch_worker.hpp"
+
+namespace corral {
+namespace {
+
+constexpr const char* kCaller = "launch zygote";
+/// The zygote's first message, once it has set itself up.
+constexpr std::string_view kReady = "ready";
+
+/// Kills what a launch the zygote never answered started in its (fresh) cgroup, and reaps the
+/// one that is ours: the zygote's clone made it a child of the worker's thread, which no orphan
+/// walk meets (child_reaper.hpp); waitpid fails (ECHILD) for any other. Call it once the zygote
+/// is reaped: a clone it made is then in the cgroup (CLONE_INTO_CGROUP), or was never made.
+/// Returns how many there were; nullopt when the cgroup could not be read.
+std::optional<size_t> end_unanswered_launch(int cgroup_fd) {
+    auto listed = read_file(cgroup_fd, "cgroup.procs");
+    if (!listed) return std::nullopt;
+    std::vector<pid_t> pids;
+    for (size_t at = 0; at < listed->size();) {
+        const size_t end = listed->find('\n', at);
+        const std::string line = listed->substr(at, end == std::string::npos ? end : end - at);
+        if (!line.empty()) pids.push_back(static_cast<pid_t>(std::atol(line.c_str())));
+        if (end == std::string::npos) break;
+        at = end + 1;
+    }
+    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    for (pid_t pid : pids) ::waitpid(pid, nullptr, __WALL);
+    return pids.size();
+}
+
+/// Once, when the zygote is given up: launches fork from the worker from then on.
+void complain(const std::string& why) {
+    std::fprintf(stderr, "corral: launch zygote given up (%s); launching from the worker\n",
+                 why.c_str());
+}
+
+/// The zygote's answer: a launch started (its report channel and pidfd attached, in that order)
+/// or the Error launch_begin() gave.
+struct Answer {
+    int32_t code = 0;  ///< failed: the Error's code (its message follows this struct)
+    int32_t pid = -1;
+    uint8_t failed = 0;
+    uint8_t listener_expected = 0;
+    uint8_t has_pidfd = 0;
+    uint8_t unused = 0;
+};
+static_assert(sizeof(Answer) == 12, "no padding: every byte of it is sent");
+
+/// How much one launch may weigh (argv, env, filters). Raised from the socket's default
+/// (~200 KiB) where we may: a larger spec is launched from the worker instead (EMSGSIZE).
+constexpr int kMessageBytes = 4 << 20;
+
+/// Wipes a request once served: every child the zygote starts later is a copy of its memory,
+/// freed memory included, and must not carry another launch's environment (secrets) with it.
+void scrub(std::string& bytes) {
+    ::explicit_bzero(bytes.data(), bytes.size());
+}
+
+void scrub(DecodedLaunch& launch) {
+    for (auto* strings : {&launch.spec.argv, &launch.spec.env})
+        for (auto& text : *strings) scrub(text);
+    scrub(launch.spec.cwd);
+}
+
+void serve_one(int socket, PassedMessage& request_bytes, std::vector<UniqueFd> fds) {
+    Answer answer;
+    std::string text;
+    std::vector<int> attached;
+    PendingLaunch pending;
+    auto decoded = decode_launch(request_bytes.bytes, std::move(fds));
+    if (decoded) {
+        (*decoded)->spec.clone_parent = true;
+        auto started = corral::launch_begin((*decoded)->spec);
+        if (started) {
+            pending = std::move(*started);
+            answer.pid = pending.child.pid();
+            answer.listener_expected = pending.listener_expected;
+            answer.has_pidfd = pending.child.pidfd() >= 0;
+            attached.push_back(pending.report.get());
+            if (answer.has_pidfd) attached.push_back(pending.child.pidfd());
+        } else {
+            answer.failed = 1;
+            answer.code = started.error().code;
+            text = std::move(started.error().message);
+        }
+    } else {
+        answer.failed = 1;
+        answer.code = decoded.error().code;
+        text = std::move(decoded.error().message);
+    }
+    std::string bytes(reinterpret_cast<const char*>(&answer), sizeof answer);
+    bytes += text;
+    // Our copies of the pidfd and report channel close when `pending` goes: the child is
+    // corrald's (CLONE_PARENT), and corrald has them now. If corrald is gone, so are we.
+    scrub(request_bytes.bytes);
+    if (decoded) scrub(**decoded);
+    if (!send_passing(socket, bytes, attached, kCaller)) ::_exit(0);
+}
+
+}  // namespace
+
+[[noreturn]] void launch_zygote_main(int socket, pid_t parent) noexcept {
+    // Dies with corrald: the signal comes when the worker's thread ends (the whole process, as it
+    // never returns), and a parent gone before the prctl is caught by the look after it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (::getppid() != parent) ::_exit(0);
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    ::prctl(PR_SET_NAME, "corrald-launch", 0, 0, 0);
+    // The worker's table is stdio, its socket and ours; keep stdio (diagnostics) and ours.
+    ::close_range(3, static_cast<unsigned>(socket) - 1, 0);
+    ::close_range(static_cast<unsigned>(socket) + 1, ~0U, 0);
+    // Freed memory of corrald's goes back to the kernel: every launch copies what is left.
+    ::malloc_trim(0);
+    // Ready: start() returns once this arrives, so the zygote it returns is this one, named and
+    // bound to corrald's life.
+    if (!send_passing(socket, kReady, {}, kCaller)) ::_exit(0);
+    for (;;) {
+        auto request = receive_passing(socket, kCaller);
+        if (!request) {
+            if (request.error().code == EPROTO) continue;  // its descriptors are closed
+            ::_exit(0);                                      // corrald's end is gone
+        }
+        std::vector<UniqueFd> fds = std::move(request->fds);
+        serve_one(socket, *request, std::move(fds));
+        ::malloc_trim(0);  // what the launch allocated and freed goes, not into the next copy
+    }
+}
+
+Result<std::unique_ptr<LaunchZygote>> LaunchZygote::start(LaunchWorker& worker,
+                                                          std::chrono::milliseconds answer_limit) {
+    // Forked by the worker's thread: the zygote's CLONE_PARENT children are then that thread's,
+    // like the worker's own launches. glibc's fork (not a raw clone), because the zygote
+    // allocates: fork takes malloc's locks across the fork, so none is held by a thread that
+    // does not exist in the child.
+    pid_t pid = -1;
+    auto back = worker.run_in_small_table({}, [&pid](std::span<const int>)
+                                                  -> Result<std::vector<UniqueFd>> {
+        int pair[2];
+        if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+            return sys_error("launch zygote: socketpair");
+        UniqueFd ours(pair[0]), theirs(pair[1]);
+        for (int fd : pair) {
+            // Best effort: without it a large spec goes through the worker (EMSGSIZE).
+            ::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &kMessageBytes, sizeof kMessageBytes);
+            ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &kMessageBytes, sizeof kMessageBytes);
+        }
+        const pid_t parent = ::getpid();
+        pid = ::fork();
+        if (pid < 0) return sys_error("launch zygote: fork");
+        if (pid == 0) launch_zygote_main(theirs.get(), parent);
+        const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+        if (pidfd < 0) {
+            const int error = errno;
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, __WALL);
+            return sys_error(error, "launch zygote: pidfd_open");
+        }
+        std::vector<UniqueFd> out;
+        out.push_back(std::move(ours));
+        out.emplace_back(pidfd);
+        return out;
+    });
+    if (!back) return std::move(back.error());
+    if (back->size() != 2) {  // forked, but we have no hold on it: end it
+        if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, __WALL);
+        return sys_error(EPROTO, "launch zygote: its descriptors did not arrive");
+    }
+    std::unique_ptr<LaunchZygote> zygote(new LaunchZygote(
+        std::move((*back)[0]), PidRef(pid, std::move((*back)[1])), answer_limit));
+    auto ready = receive_passing(zygote->socket_.get(), kCaller,
+                                 std::chrono::steady_clock::now() + answer_limit);
+    if (!ready || ready->bytes != kReady) {
+        std::lock_guard lock(zygote->mutex_);
+        zygote->bury();
+        return ready ? sys_error(EPROTO, "launch zygote: not ready")
+                     : std::move(ready.error().context("launch zygote: wait until it is ready"));
+    }
+    return zygote;
+}
+
+LaunchZygote::LaunchZygote(UniqueFd socket, PidRef process,
+                           std::chrono::milliseconds answer_limit)
+    : socket_(std::move(socket)), process_(std::move(process)), answer_limit_(answer_limit) {}
+
+void LaunchZygote::give_up() {
+    std::lock_guard lock(mutex_);
+    bury();
+}
+
+LaunchZygote::~LaunchZygote() {
+    std::lock_guard lock(mutex_);
+    bury();
+}
+
+uint64_t LaunchZygote::launches() const {
+    std::lock_guard lock(mutex_);
+    return launches_;
+}
+
+bool LaunchZygote::alive() const {
+    std::lock_guard lock(mutex_);
+    return socket_.valid();
+}
+
+void LaunchZygote::bury() {
+    if (!socket_.valid()) return;
+    socket_.reset();
+    (void)process_.send_signal(SIGKILL);
+    (void)process_.wait();
+}
+
+std::optional<Result<PendingLaunch>> LaunchZygote::launch_begin(const LaunchSpec& spec) {
+    const std::vector<int> fds = launch_descriptors(spec);
+    auto bytes = encode_launch(spec, fds);
+    if (!bytes) return Result<PendingLaunch>(std::move(bytes.error()));
+    std::lock_guard lock(mutex_);
+    if (!socket_.valid()) return std::nullopt;
+    if (Status sent = send_passing(socket_.get(), *bytes, fds, kCaller); !sent) {
+        if (sent.error().code == EMSGSIZE) return std::nullopt;
+        complain(sent.error().describe());
+        bury();
+        return std::nullopt;
+    }
+    // A zygote that stops answering (stopped by hand, stuck) must not hold launches for ever:
+    // after its limit it is taken for dead.
+    auto reply = receive_passing(socket_.get(), kCaller,
+                                 std::chrono::steady_clock::now() + answer_limit_);
+    if (!reply || reply->bytes.size() < sizeof(Answer)) {
+        // Gone, silent past its limit, or talking nonsense, after it took the request: it may
+        // have started the command, which would be ours (CLONE_PARENT) and unknown. Once it is
+        // reaped, the spec's cgroup says: empty, nothing started, so another way may; else that
+        // is ended and this launch fails (it must not start twice).
+        const std::string why = reply ? "a short answer" : reply.error().describe();
+        complain(why);
+        bury();
+        if (end_unanswered_launch(spec.cgroup_fd) == std::optional<size_t>(0)) return std::nullopt;
+        return Result<PendingLaunch>(
+            sys_error(ECANCELED, "launch zygote: no answer (" + why + "); it was stopped"));
+    }
+    Answer answer;
+    std::memcpy(&answer, reply->bytes.data(), sizeof answer);
+    if (answer.failed != 0)
+        return Result<PendingLaunch>(Error{answer.code, reply->bytes.substr(sizeof answer)});
+    if (reply->fds.size() != (answer.has_pidfd ? 2u : 1u)) {
+        complain("the child's descriptors did not arrive");
+        bury();
+        // Started but unwatchable: our child (CLONE_PARENT), so its pid is ours until reaped.
+        if (answer.pid > 0 && ::kill(answer.pid, SIGKILL) == 0)
+            ::waitpid(answer.pid, nullptr, __WALL);
+        return Result<PendingLaunch>(
+            sys_error(EPROTO, "launch zygote: the child's descriptors did not arrive"));
+    }
+    PendingLaunch pending;
+    pending.report = std::move(reply->fds[0]);
+    pending.child = PidRef(answer.pid, answer.has_pidfd ? std::move(reply->fds[1]) : UniqueFd());
+    pending.listener_expected = answer.listener_expected != 0;
+    ++launches_;
+    return Result<PendingLaunch>(std::move(pending));
+}
+
+}  // namespace corral

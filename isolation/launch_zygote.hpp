@@ -1,0 +1,94 @@
+#pragma once
+// A small process that starts corrald's forked launches, so a launch copies its memory instead of
+// corrald's (issue 18).
+//
+// Why: a launch that may not share corrald's memory (launcher.hpp: every session with namespaces,
+// another identity or counted refusals, i.e. `default` and stricter) was a fork of corrald. The
+// fork copies the page tables of every page corrald has written (copy_page_range), the child's
+// execve tears that copy down again (exit_mmap), and every page corrald writes afterwards is
+// copied once more (copy-on-write faults): ~22% of all CPU of an idle daemon's `default` runs in a
+// profile, and it grows with corrald's heap, i.e. with the number of sessions.
+//
+// The zygote is forked once, by the launch worker's thread (launch_worker.hpp), when the session
+// manager starts and before it reads the journal: a copy of corrald before it knows any session,
+// single-threaded, with a descriptor table of stdio and one socket (corrald moves it into its own
+// cgroup with itself). For each launch corrald sends the spec as bytes
+// (launch_message.hpp) and its descriptors (SCM_RIGHTS); the zygote runs launch_begin() with
+// CLONE_PARENT and sends back the child's pidfd and report channel. The child is therefore a
+// child of the worker's thread, exactly as a launch from the worker (corrald waits for it and
+// reads its reports; the orphan walk does not meet it, child_reaper.hpp), and is made by the same
+// code: born in its cgroup, every signal blocked, non-dumpable, the same setup steps.
+//
+// Security: the zygote holds corrald's privileges and nothing of any session but the launch at
+// hand (no tokens: before, every launch was a copy of corrald with all of them until its execve;
+// now it is a copy of the zygote). Nothing of a session can reach it
+// (it is in corrald's namespaces and cgroup, non-dumpable, its socket has no name), and it never
+// waits for a child, so a child stopped before execve stalls nobody. A child it starts keeps
+// nothing of its table but the spec's descriptors (launcher.cpp: keep_only_planned), and the
+// zygote wipes each request once served. It dies with corrald (PR_SET_PDEATHSIG, and the end of
+// its socket). If it dies or stops answering (kSetupReportLimit), corrald kills and reaps it and
+// launches from the worker, as before the zygote.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "base/error.hpp"
+#include "base/unique_fd.hpp"
+#include "isolation/launcher.hpp"
+#include "isolation/pid_ref.hpp"
+#include "isolation/setup_deadline.hpp"
+
+namespace corral {
+
+class LaunchWorker;
+
+class LaunchZygote {
+  public:
+    /// Forks the zygote from `worker`'s thread. A launch it has not answered within
+    /// `answer_limit` gives it up (bury). Errors name the step.
+    static Result<std::unique_ptr<LaunchZygote>> start(
+        LaunchWorker& worker, std::chrono::milliseconds answer_limit = kSetupReportLimit);
+    ~LaunchZygote();
+
+    /// launch_begin(spec) in the zygote (a fork launch, whatever spec.may_share_memory says).
+    /// nullopt: nothing was launched and the caller should launch another way, because the
+    /// zygote is gone (killed and reaped then: alive() is false from now on) or the spec is too
+    /// large for one message. A zygote that took the request but gave no answer (gone or silent
+    /// past its limit) is given up; if it had started the command (the spec's cgroup, a fresh
+    /// leaf, is not empty once the zygote is reaped), what is there is killed and reaped and the
+    /// launch fails (ECANCELED): the command is never started twice.
+    std::optional<Result<PendingLaunch>> launch_begin(const LaunchSpec& spec);
+    /// Kills and reaps the zygote (a caller that cannot use it); later launches get nullopt.
+    void give_up();
+
+    /// Whether the zygote is (as far as we know) still there.
+    bool alive() const;
+    /// Its pid (tests, and operators reading `ps`: it is named corrald-launch).
+    pid_t pid() const { return process_.pid(); }
+    /// Launches it started (tests).
+    uint64_t launches() const;
+
+    LaunchZygote(const LaunchZygote&) = delete;
+    LaunchZygote& operator=(const LaunchZygote&) = delete;
+
+  private:
+    LaunchZygote(UniqueFd socket, PidRef process, std::chrono::milliseconds answer_limit);
+    /// Kills and reaps the zygote; later launches fail with EPIPE.
+    void bury();
+
+    mutable std::mutex mutex_;  ///< one launch at a time
+    UniqueFd socket_;
+    PidRef process_;
+    std::chrono::milliseconds answer_limit_;
+    uint64_t launches_ = 0;
+};
+
+/// The zygote's side: serves launches on `socket` until it closes. Never returns.
+[[noreturn]] void launch_zygote_main(int socket, pid_t parent) noexcept;
+
+}  // namespace corral

@@ -1,0 +1,163 @@
+// corrald's launch zygote (isolation/launch_zygote.hpp, issue 18) in a real daemon: one small
+// child of corrald's, in corrald's cgroup, gone with it, and holding nothing of any session.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/directory_listing.hpp"
+#include "base/file_io.hpp"
+#include "support/corrald_process.hpp"
+#include "support/http_client.hpp"
+
+namespace corral {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::corrald_can_run;
+using testing::CorraldProcess;
+using testing::HttpClient;
+
+std::string proc_text(pid_t pid, const std::string& file) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
+    return text ? *text : std::string();
+}
+
+/// corrald's children (of any of its threads) whose name is `comm`.
+std::vector<pid_t> children_named(pid_t daemon, const std::string& comm) {
+    std::vector<pid_t> found;
+    const std::string self = "/proc/" + std::to_string(daemon);
+    for (const auto& task : subdirectory_names(self + "/task")) {
+        std::istringstream children(proc_text(daemon, "task/" + task + "/children"));
+        for (pid_t child; children >> child;)
+            if (proc_text(child, "comm") == comm + "\n") found.push_back(child);
+    }
+    return found;
+}
+
+/// The zygote of `daemon` (its one corrald-launch child), -1 when not exactly one.
+pid_t zygote_of(pid_t daemon) {
+    auto found = children_named(daemon, "corrald-launch");
+    EXPECT_EQ(found.size(), 1u) << "corrald-launch children of " << daemon;
+    return found.size() == 1 ? found[0] : -1;
+}
+
+/// Whether `needle` is anywhere in the writable memory of `pid` (root reads /proc/<pid>/mem).
+/// nullopt: the memory could not be read.
+std::optional<bool> memory_holds(pid_t pid, const std::string& needle) {
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    std::ifstream mem("/proc/" + std::to_string(pid) + "/mem", std::ios::binary);
+    if (!maps || !mem) return std::nullopt;
+    bool read_any = false;
+    for (std::string line; std::getline(maps, line);) {
+        unsigned long begin = 0, end = 0;
+        char perms[5] = {};
+        if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3) continue;
+        if (perms[0] != 'r' || perms[1] != 'w') continue;  // heap, stacks, data: what was written
+        std::string region(end - begin, '\0');
+        mem.clear();
+        mem.seekg(static_cast<std::streamoff>(begin));
+        mem.read(region.data(), static_cast<std::streamsize>(region.size()));
+        if (mem.gcount() <= 0) continue;
+        read_any = true;
+        region.resize(static_cast<size_t>(mem.gcount()));
+        if (region.find(needle) != std::string::npos) return true;
+    }
+    if (!read_any) return std::nullopt;
+    return false;
+}
+
+class DaemonZygote : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        std::string why;
+        if (!corrald_can_run(why)) GTEST_SKIP() << why;
+    }
+};
+
+// One zygote per corrald, in corrald's own cgroup (on a unified host corrald moves itself into
+// <instance>/supervisor, and the zygote must not stay behind in a cgroup that has to be empty),
+// with a table of stdio and its socket; it dies with corrald, even with a kill -9.
+TEST_F(DaemonZygote, OneSmallChildInCorraldsCgroupThatDiesWithIt) {
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    const pid_t zygote = zygote_of(daemon.pid());
+    ASSERT_GT(zygote, 0) << daemon.log();
+    EXPECT_EQ(proc_text(zygote, "cgroup"), proc_text(daemon.pid(), "cgroup"));
+    size_t fds = 0;
+    for ([[maybe_unused]] const auto& entry :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(zygote) + "/fd"))
+        ++fds;
+    EXPECT_LE(fds, 4u) << "stdio and its socket";
+    // A `default` run goes through it (the command forks from the zygote, not from corrald).
+    HttpClient c = daemon.client();
+    auto made = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string s = "/v1/sessions/" + made.json()["id"].get<std::string>();
+    auto ran = c.post(s + "/run", {{"command", "echo $PPID"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    EXPECT_EQ(zygote_of(daemon.pid()), zygote) << "the zygote was replaced";
+
+    daemon.kill_hard();
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    bool gone = false;
+    while (!gone && std::chrono::steady_clock::now() < deadline) {
+        const std::string stat = proc_text(zygote, "stat");
+        // Gone, or a zombie its new parent has not reaped yet: either way it no longer runs.
+        gone = stat.empty() || stat.find(") Z ") != std::string::npos;
+        if (!gone) std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_TRUE(gone) << "the zygote outlived corrald: " << proc_text(zygote, "status");
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+}
+
+// Before the zygote every launch was a fork of corrald: a copy of every session's token until
+// its execve (issue 10.1, CVE-2019-5736: a sandboxed process reaching the memory of the runtime
+// that started it). The zygote is forked before corrald knows any session, also after a restart
+// that re-adopts sessions from the journal, so neither it nor what it starts holds a token.
+TEST_F(DaemonZygote, HoldsNoSessionsTokenBeforeOrAfterARestart) {
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    auto made = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string token = made.json()["token"];
+    const std::string id = made.json()["id"];
+    ASSERT_GE(token.size(), 32u);
+    auto ran = c.post("/v1/sessions/" + id + "/run", {{"command", "true"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    auto spawned = c.post("/v1/sessions/" + id + "/processes", {{"command", "sleep 600"}});
+    ASSERT_EQ(spawned.status, 201u) << spawned.body;
+
+    for (int start = 0; start < 2; ++start) {
+        SCOPED_TRACE(start == 0 ? "first start" : "after a restart that re-adopted the session");
+        const pid_t zygote = zygote_of(daemon.pid());
+        ASSERT_GT(zygote, 0);
+        // The scan works: corrald itself holds the session's id.
+        EXPECT_EQ(memory_holds(daemon.pid(), id), std::optional<bool>(true));
+        EXPECT_EQ(memory_holds(zygote, token), std::optional<bool>(false));
+        EXPECT_EQ(memory_holds(zygote, id), std::optional<bool>(false));
+        if (start == 0) {
+            daemon.kill_hard();
+            ASSERT_TRUE(daemon.start()) << daemon.log();
+            c = daemon.client();
+            auto listed = c.get("/v1/sessions/" + id);
+            ASSERT_EQ(listed.status, 200u) << "not re-adopted: " << listed.body << daemon.log();
+            auto again = c.post("/v1/sessions/" + id + "/run", {{"command", "true"}});
+            ASSERT_EQ(again.status, 200u) << again.body;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace corral
