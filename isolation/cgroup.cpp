@@ -204,6 +204,13 @@ Result<std::vector<pid_t>> Cgroup::pids() const {
     return out;
 }
 
+Result<std::vector<pid_t>> pids_in_subtree(int dir_fd) {
+    std::vector<pid_t> out;
+    auto status = collect_pids(dir_fd, "cgroup fd " + std::to_string(dir_fd), out);
+    if (!status) return std::move(status.error().context("list pids"));
+    return out;
+}
+
 Result<bool> Cgroup::populated() const {
     auto text = read_file(dir_.get(), "cgroup.events");
     if (!text) return std::move(text.error().context(path_));

@@ -67,6 +67,10 @@ std::optional<CgroupHost> discover_cgroup_host_at_usual_mounts(
     std::string_view proc_self_cgroup, V1Hierarchies v1 = V1Hierarchies::find);
 Result<CgroupHost> discover_cgroup_host_from_mountinfo(std::string_view proc_self_cgroup);
 
+/// Every pid in the cgroup2 directory `dir_fd` and its descendants (cgroup.procs of each):
+/// Cgroup::pids() for a directory held only by its descriptor.
+Result<std::vector<pid_t>> pids_in_subtree(int dir_fd);
+
 /// Whether cgroup2 directory `dir` is the real root cgroup: it has cgroup.procs but no
 /// cgroup.type (CFTYPE_NOT_ON_ROOT); the root of a cgroup namespace or of a bind-mounted subtree
 /// is an ordinary cgroup and has one.

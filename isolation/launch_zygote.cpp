@@ -13,12 +13,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
 
-#include "base/file_io.hpp"
+#include "isolation/cgroup.hpp"
 #include "isolation/descriptor_passing.hpp"
 #include "isolation/launch_message.hpp"
 #include "isolation/launch_worker.hpp"
@@ -36,19 +35,11 @@ constexpr std::string_view kReady = "ready";
 /// is reaped: a clone it made is then in the cgroup (CLONE_INTO_CGROUP), or was never made.
 /// Returns how many there were; nullopt when the cgroup could not be read.
 std::optional<size_t> end_unanswered_launch(int cgroup_fd) {
-    auto listed = read_file(cgroup_fd, "cgroup.procs");
-    if (!listed) return std::nullopt;
-    std::vector<pid_t> pids;
-    for (size_t at = 0; at < listed->size();) {
-        const size_t end = listed->find('\n', at);
-        const std::string line = listed->substr(at, end == std::string::npos ? end : end - at);
-        if (!line.empty()) pids.push_back(static_cast<pid_t>(std::atol(line.c_str())));
-        if (end == std::string::npos) break;
-        at = end + 1;
-    }
-    for (pid_t pid : pids) ::kill(pid, SIGKILL);
-    for (pid_t pid : pids) ::waitpid(pid, nullptr, __WALL);
-    return pids.size();
+    auto pids = pids_in_subtree(cgroup_fd);
+    if (!pids) return std::nullopt;
+    for (pid_t pid : *pids) ::kill(pid, SIGKILL);
+    for (pid_t pid : *pids) ::waitpid(pid, nullptr, __WALL);
+    return pids->size();
 }
 
 /// Once, when the zygote is given up: launches fork from the worker from then on.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "http_client.hpp"
+#include "isolation/pid_ref.hpp"
 #include "instance_leftovers.hpp"
 
 namespace corral::testing {
@@ -143,10 +144,8 @@ bool is_launch_zygote_of(pid_t pid, pid_t daemon) {
         return std::string(std::istreambuf_iterator<char>(in), {});
     };
     if (cgroup_of(pid) != cgroup_of(daemon)) return false;
-    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-    for (std::string line; std::getline(status, line);)
-        if (line.rfind("PPid:", 0) == 0) return std::atol(line.c_str() + 5) == daemon;
-    return false;
+    auto parent = process_stat_field(pid, 4);  // ppid
+    return parent && static_cast<pid_t>(*parent) == daemon;
 }
 
 std::vector<InstanceProcess> instance_processes(const CorraldProcess& daemon) {
