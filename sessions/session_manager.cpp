@@ -381,12 +381,24 @@ void SessionManager::async_create_session(const CreateSessionRequest& request,
     });
 }
 
-std::vector<SessionInfo> SessionManager::list_sessions() {
+std::vector<SessionInfo> SessionManager::list_sessions(const std::optional<std::string>& only) {
     std::vector<SessionInfo> list;
+    if (only) {
+        auto found = sessions_.find(*only);
+        if (found != sessions_.end() && found->second->state() != SessionState::ended)
+            list.push_back(found->second->info());
+        return list;
+    }
     for (const auto& [sid, session] : sessions_) {
         if (session->state() != SessionState::ended) list.push_back(session->info());
     }
     return list;
+}
+
+size_t SessionManager::session_count() const {
+    size_t count = 0;
+    for (const auto& [sid, session] : sessions_) count += session->state() != SessionState::ended;
+    return count;
 }
 
 bool SessionManager::knows_session(const std::string& sid) {

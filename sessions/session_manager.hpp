@@ -168,8 +168,16 @@ class SessionManager {
     /// session once it is active and journalled, or with the error naming the failed step once
     /// everything the creation made is gone again. A shutdown fails the creations under way.
     void async_create_session(const CreateSessionRequest& request, CreateHandler handler);
-    /// Active and ending sessions (not ended ones).
-    std::vector<SessionInfo> list_sessions();
+    /// Active and ending sessions (not ended ones); with `only`, that one session if it is
+    /// among them (a session token's listing builds no other session's record: a record reads
+    /// the session's cgroup and processes).
+    std::vector<SessionInfo> list_sessions(const std::optional<std::string>& only = std::nullopt);
+    /// How many sessions list_sessions() lists, without building their records (GET /v1/health:
+    /// 25 ms beside 1,000 sessions when it listed them).
+    size_t session_count() const;
+    /// A client's request arrived (Api::handle): prepared sessions are refilled when requests
+    /// have paused (session_manager_prepared.cpp), not while a client is being served.
+    void note_client_request() { last_client_request_ = std::chrono::steady_clock::now(); }
     /// One session, including ended ones still remembered (state "ended").
     Result<SessionInfo> get_session(const std::string& sid);
     /// Whether `sid` names a live or recently ended session; a live one counts this as activity
@@ -410,6 +418,9 @@ class SessionManager {
     /// Prepared sessions never make a client's creation fail: at the limit, one goes.
     void make_room_for_client();
     void schedule_refill(Millis delay);
+    /// The refill timer fired: refills now if clients have paused or the refill waited long
+    /// enough, else waits again.
+    void refill_when_quiet();
     /// A session ended: a pool that waited for room may refill.
     void refill_after_end();
     void refill_pools();
@@ -483,6 +494,9 @@ class SessionManager {
     std::map<std::string, std::shared_ptr<Session>> discarding_;
     std::unique_ptr<boost::asio::steady_timer> refill_timer_;
     bool refill_armed_ = false;
+    /// When the refill now pending was first asked for (refill_when_quiet's upper bound).
+    std::optional<std::chrono::steady_clock::time_point> refill_wanted_since_;
+    std::chrono::steady_clock::time_point last_client_request_{};
     bool shutting_down_ = false;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

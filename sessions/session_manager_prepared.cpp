@@ -9,6 +9,14 @@
 // has no tokens and no timers. take_prepared() hands one to exactly one creation, removing it from
 // the pool first; refills run later on a timer, never on a creation's path.
 //
+// When: a refill is real work on a 2-CPU host (the holder's clone, its mounts and pivot_root,
+// which walks every task on the host, the network namespace), so it waits until clients pause
+// (kRefillGate: no request for a few milliseconds, as after a claimed session's first commands,
+// or in an agent's think time). A client that never pauses still gets its pool refilled, a
+// little later. Before, a fixed 20 ms after each claim, a client creating a session every ~20 ms
+// met the refill on its next creation's first run: 7.4-9.6 ms instead of ~3.7 ms beside 1,000
+// sessions (docs/BENCHMARKS.md).
+//
 // What a creation may ask for and still take one: a pooled policy by name (or none: `default`),
 // env, cwd, commandTimeoutMs, and `ports` only as the policy has them. An `id`, `policyYaml` or
 // `workdir` is decided at the holder's setup (the directory, the mounts), so those requests are
@@ -17,14 +25,17 @@
 
 #include "policies/compiled/compiled_presets.hpp"
 #include "policies/policy_parser.hpp"
+#include "sessions/refill_gate.hpp"
 #include "sessions/session.hpp"
 #include "sessions/session_manager.hpp"
 
 namespace corral {
 namespace {
 
-/// How long after a claim the pool is refilled: the claimed session's first requests come first.
-constexpr Millis kRefillDelay{20};
+/// How long after a claim the pool may be refilled at the earliest.
+constexpr Millis kRefillDelay{5};
+/// A refill starts once no client request arrived for 5 ms, or 250 ms after it was wanted.
+constexpr RefillGate kRefillGate{std::chrono::milliseconds(5), std::chrono::milliseconds(250)};
 /// How long before a pool whose preparation failed is tried again.
 constexpr Millis kRetryDelay{2000};
 
@@ -120,13 +131,26 @@ void SessionManager::make_room_for_client() {
 
 void SessionManager::schedule_refill(Millis delay) {
     if (!refill_timer_ || refill_armed_ || shutting_down_) return;
+    if (!refill_wanted_since_) refill_wanted_since_ = std::chrono::steady_clock::now();
     refill_armed_ = true;
     refill_timer_->expires_after(delay);
     refill_timer_->async_wait([this, alive = alive_](const boost::system::error_code& error) {
         if (error || !*alive) return;
         refill_armed_ = false;
-        refill_pools();
+        refill_when_quiet();
     });
+}
+
+void SessionManager::refill_when_quiet() {
+    const auto now = std::chrono::steady_clock::now();
+    const auto wait =
+        kRefillGate.wait(now, last_client_request_, refill_wanted_since_.value_or(now));
+    if (wait > std::chrono::steady_clock::duration::zero()) {
+        schedule_refill(std::chrono::ceil<Millis>(wait));
+        return;
+    }
+    refill_wanted_since_.reset();
+    refill_pools();
 }
 
 void SessionManager::refill_after_end() {
@@ -195,7 +219,7 @@ void SessionManager::prepare_one(const std::string& policy_name, PreparedPool& p
             return;
         }
         found->second.ready.push_back(std::move(prepared));
-        refill_pools();
+        schedule_refill(Millis(0));  // the next one, once clients pause
     });
 }
 

@@ -90,6 +90,7 @@ asio::awaitable<void> Api::handle(Exchange& ex) {
         co_return;
     }
     const Route& route = routes()[static_cast<size_t>(match.route_id)];
+    sessions_.note_client_request();
     const auto started = std::chrono::steady_clock::now();
     // Recorded however the exchange ends (a failed connection throws out of dispatch).
     struct Timer {

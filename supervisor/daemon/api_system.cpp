@@ -62,7 +62,7 @@ asio::awaitable<void> Api::health(Exchange& ex, const RouteParams&, const Caller
         {"instance", options_.instance},
         {"cgroup", std::move(cgroup)},
         {"layers", std::move(layers)},
-        {"sessions", sessions_.list_sessions().size()},
+        {"sessions", sessions_.session_count()},
         {"prepared", std::move(prepared)},
         {"portRange",
          {{"first", sessions_.config().port_first}, {"last", sessions_.config().port_last}}}};

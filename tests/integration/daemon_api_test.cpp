@@ -345,6 +345,7 @@ TEST_F(DaemonApi, TwentyFourSessionsAtOnce_EachRunsAndEnds) {
     std::vector<std::string> ids;
     for (int i = 0; i < 24; ++i) ids.push_back(create_session(c)["id"]);
     EXPECT_EQ(c.get("/v1/sessions").json()["sessions"].size(), 24u);
+    EXPECT_EQ(c.get("/v1/health").json()["sessions"], 24);  // counted without listing them
     for (size_t i = 0; i < ids.size(); ++i) {
         auto run =
             c.post("/v1/sessions/" + ids[i] + "/run", {{"argv", {"echo", std::to_string(i)}}});
@@ -353,6 +354,7 @@ TEST_F(DaemonApi, TwentyFourSessionsAtOnce_EachRunsAndEnds) {
     }
     for (const auto& id : ids) EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
     EXPECT_TRUE(c.get("/v1/sessions").json()["sessions"].empty());
+    EXPECT_EQ(c.get("/v1/health").json()["sessions"], 0);
 }
 
 // --- processes --------------------------------------------------------------------------------

@@ -175,6 +175,29 @@ TEST(PreparedSessions, PoolFillsAClaimIsFreshAndRunsAndThePoolRefills) {
     EXPECT_EQ(session_dirs(daemon).size(), 3u);  // the pool, nothing else
 }
 
+// Refills wait for clients to pause (session_manager_prepared.cpp), but not forever: a client
+// that never pauses (here a loop of GET /v1/health, one request after another) still sees the pool
+// refilled (the bound of refill_gate.hpp; the rule itself is tested with exact times in
+// unit_refill_gate: here, that the manager applies it).
+TEST(PreparedSessions, APoolIsRefilledEvenWhileAClientNeverPauses) {
+    std::string why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon({"--prepare", "default=2"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    auto made = c.post("/v1/sessions", json::object());
+    ASSERT_EQ(made.status, 201u) << made.body;
+    bool refilled = false;
+    const auto until = std::chrono::steady_clock::now() + 120s;
+    while (!refilled && std::chrono::steady_clock::now() < until) {
+        const json p = pool(c, "default");  // no sleep between requests: never a pause
+        refilled = p.contains("ready") && p["ready"] == 2 && p["preparing"] == 0;
+    }
+    EXPECT_TRUE(refilled) << pool(c, "default") << daemon.log();
+    EXPECT_EQ(c.del("/v1/sessions/" + made.json()["id"].get<std::string>()).status, 200u);
+}
+
 // Two claims never share a session, uid range, namespaces or workspace; each holds its own
 // tokens, and one session's token can neither see nor claim the prepared ones.
 TEST(PreparedSessions, TwoClaimsShareNothingAndATokenReachesNoPreparedSession) {
