@@ -65,8 +65,11 @@ int last_capability() {
 
 const char* drop_bounding_capabilities(uint64_t keep, int last_cap) {
     if (!effective_has(CAP_SETPCAP)) return nullptr;  // see the header: nothing to gain at exec
+    // No PR_CAPBSET_READ first: dropping a capability that is not in the set succeeds, and every
+    // number up to last_cap is valid, so asking first only doubled the 41 system calls here
+    // (issue 18: they run in every launched child before its execve).
     for (int cap = 0; cap <= last_cap; ++cap) {
-        if (has(keep, cap) || prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1) continue;
+        if (has(keep, cap)) continue;
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) return "drop bounding capability";
     }
     return nullptr;

@@ -120,6 +120,10 @@ void serve_one(int socket, PassedMessage& request_bytes, std::vector<UniqueFd> f
     if (::getppid() != parent) ::_exit(0);
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     ::prctl(PR_SET_NAME, "corrald-launch", 0, 0, 0);
+    // corrald's handlers and ignored signals (SIGPIPE) go, once: the zygote needs none (every
+    // signal stays blocked, as on the worker's thread; its sends use MSG_NOSIGNAL), so the
+    // children it launches find every disposition at the default and skip resetting them.
+    reset_signal_dispositions_for_good();
     // The worker's table is stdio, its socket and ours; keep stdio (diagnostics) and ours.
     ::close_range(3, static_cast<unsigned>(socket) - 1, 0);
     ::close_range(static_cast<unsigned>(socket) + 1, ~0U, 0);

@@ -177,7 +177,7 @@ struct KernelSigaction {
 /// unblocking and execve. A forked child takes the same way (there they would only run on a copy,
 /// and execve resets handled signals anyway). Elsewhere every child is forked, and glibc's
 /// sigaction, which leaves 32 and 33 to glibc, serves.
-void reset_signals() noexcept {
+void reset_dispositions() noexcept {
 #if defined(__x86_64__)
     KernelSigaction dfl{};
     dfl.handler = SIG_DFL;
@@ -185,8 +185,6 @@ void reset_signals() noexcept {
         if (sig == SIGKILL || sig == SIGSTOP) continue;
         ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof(uint64_t));
     }
-    const uint64_t none = 0;
-    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
 #else
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
@@ -194,6 +192,19 @@ void reset_signals() noexcept {
         if (sig == SIGKILL || sig == SIGSTOP) continue;
         ::sigaction(sig, &dfl, nullptr);  // fails harmlessly for glibc's reserved signals
     }
+#endif
+}
+
+/// Set by reset_signal_dispositions_for_good() in a process whose dispositions are all the
+/// default and stay so: its children inherit them (a child is a copy made after the call).
+bool dispositions_are_default = false;
+
+void reset_signals() noexcept {
+    if (!dispositions_are_default) reset_dispositions();
+#if defined(__x86_64__)
+    const uint64_t none = 0;
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
+#else
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -534,6 +545,11 @@ bool launch_may_share_memory(const LaunchSpec& spec) {
         return (*text)[0] - '0';
     }();
     return launch_may_share_memory(spec, suid_dumpable);
+}
+
+void reset_signal_dispositions_for_good() noexcept {
+    reset_dispositions();
+    dispositions_are_default = true;
 }
 
 Result<PendingLaunch> launch_begin(const LaunchSpec& spec) {

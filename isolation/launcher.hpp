@@ -143,6 +143,11 @@ struct PendingLaunch {
 /// calls read_launch_report() when it is readable, applies its own SetupDeadline (killing the
 /// child through its pidfd when it expires: launch_deadline_error()), and reaps the child.
 Result<PendingLaunch> launch_begin(const LaunchSpec& spec);
+/// For a single-threaded process that installs no signal handler and ignores no signal from now
+/// on (the launch zygote): sets every disposition to the default once, so that the children it
+/// launches need not (they clear only the signal mask before execve: 64 system calls fewer in
+/// each).
+void reset_signal_dispositions_for_good() noexcept;
 /// Reads one report of a pending launch (the channel must be readable: it never waits then).
 /// true: the child has exec'd. false: a listener came (attached to `refusals`, whose calls the
 /// caller now answers) and more is to come. An Error: the setup failed (the child is exiting with

@@ -121,6 +121,66 @@ TEST_F(DaemonZygote, OneSmallChildInCorraldsCgroupThatDiesWithIt) {
     ASSERT_TRUE(daemon.start()) << daemon.log();
 }
 
+/// The "SigBlk/SigIgn/SigCgt" lines of a /proc/<pid>/status text.
+std::string signal_lines(const std::string& status) {
+    std::istringstream lines(status);
+    std::string out;
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind("SigBlk:", 0) == 0 || line.rfind("SigIgn:", 0) == 0 ||
+            line.rfind("SigCgt:", 0) == 0)
+            out += line + "\n";
+    return out;
+}
+
+// A daemon's ignored and handled signals must not reach what it starts (an ignored SIGPIPE
+// survives execve: CPython's bpo-1652, and why systemd resets every disposition before exec). The
+// zygote sets them all to the default once, so its children skip that step (issue 18): what a
+// command starts with is the same as when every child reset them itself.
+TEST_F(DaemonZygote, ACommandStartsWithEverySignalDispositionAtTheDefault) {
+    // Started as `nohup corrald` would be: SIGHUP ignored, which corrald inherits through execve.
+    struct IgnoreHangupWhileStarting {
+        struct sigaction before {};
+        IgnoreHangupWhileStarting() {
+            struct sigaction ignore {};
+            ignore.sa_handler = SIG_IGN;
+            ::sigaction(SIGHUP, &ignore, &before);
+        }
+        ~IgnoreHangupWhileStarting() { ::sigaction(SIGHUP, &before, nullptr); }
+    };
+    std::optional<IgnoreHangupWhileStarting> nohup;
+    nohup.emplace();
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    nohup.reset();
+    const pid_t zygote = zygote_of(daemon.pid());
+    ASSERT_GT(zygote, 0) << daemon.log();
+    const std::string clean =
+        "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n";
+    // Meaningful only because corrald ignores a signal (SIGHUP) and handles others itself.
+    const std::string daemon_signals = signal_lines(proc_text(daemon.pid(), "status"));
+    ASSERT_EQ(daemon_signals.find("SigIgn:\t0000000000000000"), std::string::npos)
+        << "corrald ignores no signal: this test would show nothing";
+    ASSERT_EQ(daemon_signals.find("SigCgt:\t0000000000000000"), std::string::npos)
+        << "corrald handles no signal: this test would show nothing";
+    // The zygote itself keeps every signal blocked (as the worker's thread did).
+    EXPECT_NE(signal_lines(proc_text(zygote, "status"))
+                  .find("SigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n"),
+              std::string::npos)
+        << proc_text(zygote, "status");
+    HttpClient c = daemon.client();
+    for (const char* policy : {"default", "strict", "none"}) {
+        SCOPED_TRACE(policy);
+        auto made = c.post("/v1/sessions", {{"policy", policy}});
+        ASSERT_EQ(made.status, 201u) << made.body;
+        const std::string s = "/v1/sessions/" + made.json()["id"].get<std::string>();
+        // cat: it handles no signal itself (grep, for one, handles SIGSEGV).
+        auto ran = c.post(s + "/run", {{"argv", {"cat", "/proc/self/status"}}});
+        ASSERT_EQ(ran.status, 200u) << ran.body;
+        EXPECT_EQ(signal_lines(ran.json()["stdout"]), clean) << ran.body;
+        EXPECT_EQ(c.del(s).status, 200u);
+    }
+}
+
 // Before the zygote every launch was a fork of corrald: a copy of every session's token until
 // its execve (issue 10.1, CVE-2019-5736: a sandboxed process reaching the memory of the runtime
 // that started it). The zygote is forked before corrald knows any session, also after a restart
