@@ -24,6 +24,7 @@
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
 #include "isolation/confinement.hpp"
+#include "isolation/holder_plan.hpp"
 #include "isolation/launch_worker.hpp"
 #include "isolation/mounts.hpp"
 #include "isolation/namespaces.hpp"
@@ -34,42 +35,6 @@ namespace {
 
 /// How long a restart waits for a holder to serve what the previous run queued in its store.
 constexpr std::chrono::milliseconds kStoreTakeOverBound{2000};
-
-/// What the holder needs after clone besides its mounts, all computed beforehand: values and
-/// descriptor numbers, none owned, so a copy is a plain copy (HolderPlan::without_trees).
-struct HolderSettings {
-    int flags = 0;
-    std::string hostname;
-    int report_fd = -1;
-    int go_fd = -1;            ///< user namespace: wait until the parent wrote the id maps
-    int go_write_fd = -1;      ///< the parent's end, closed at once (see holder_main)
-    int lease_fd = -1;         ///< the uid range's lock: kept open for the holder's whole life
-    int store_holder_fd = -1;  ///< descriptor store: the holder's end (-1: no store)
-    int store_daemon_fd = -1;  ///< and its copy of the daemon's end (descriptor_store.hpp)
-    /// Test seam (SandboxOptions::rehearse_suid_dumpable): what the kernel does on a host with
-    /// fs.suid_dumpable=1 after a credential change, without touching the host's sysctl.
-    bool rehearse_suid_dumpable = false;
-    /// Root wrote the id maps: clear supplementary groups (namespaces.hpp).
-    bool drop_groups = false;
-    /// Where the caller's brk heap starts when the holder runs on a copy of another thread's
-    /// stack (clone_holder_on_worker): dropped after setup (drop_heap_copy). 0: kept.
-    uintptr_t heap_start = 0;
-};
-
-/// What the holder needs after clone, all computed beforehand.
-struct HolderPlan : HolderSettings {
-    PreparedMounts mounts;
-
-    /// A copy that owns no descriptor: every setting, and the mounts without their detached
-    /// trees (PreparedMounts::without_trees), which stay with this plan. The plan cannot simply
-    /// be copied (it owns the trees); this gives every field added to HolderSettings for free.
-    HolderPlan without_trees() const {
-        HolderPlan copy;
-        static_cast<HolderSettings&>(copy) = *this;
-        copy.mounts = mounts.without_trees();
-        return copy;
-    }
-};
 
 [[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error) noexcept {
     write_failure_report(plan.report_fd, step, error);
@@ -171,6 +136,8 @@ void drop_heap_copy(uintptr_t start) noexcept {
     if (end > start) (void)::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
 }
 
+}  // namespace
+
 [[noreturn]] void holder_main(const HolderPlan& plan) noexcept {
     // The holder never execs: it stays a copy of the caller's memory for the session's life, as
     // its PID 1. Non-dumpable (inherited from corrald/corral; repeated for other callers), so no
@@ -203,9 +170,34 @@ void drop_heap_copy(uintptr_t start) noexcept {
     if (!stay_non_dumpable()) holder_fail(plan, "stay non-dumpable", EPERM);
     write_report(plan.report_fd, ChildReport::ready, ::getpid());
     release_descriptors(plan);
+    // Read before the heap copy goes: a plan may live in the heap it drops (a cloner whose
+    // stack is the main one).
+    const bool pid_namespace = plan.flags & CLONE_NEWPID;
+    const bool store = plan.store_holder_fd >= 0;
     drop_heap_copy(plan.heap_start);  // after the report: off the session's creation path
-    hold_forever(plan.flags & CLONE_NEWPID, plan.store_holder_fd >= 0);
+    hold_forever(pid_namespace, store);
 }
+
+std::vector<int> descriptors_of(const HolderPlan& plan, int cgroup_fd) {
+    std::vector<int> fds{cgroup_fd};
+    for (int fd : {plan.report_fd, plan.go_fd, plan.lease_fd, plan.store_holder_fd,
+                   plan.store_daemon_fd})
+        if (fd >= 0 && std::find(fds.begin(), fds.end(), fd) == fds.end()) fds.push_back(fd);
+    for (const MountOp& op : plan.mounts.ops)
+        if (op.fd >= 0 && std::find(fds.begin(), fds.end(), op.fd) == fds.end())
+            fds.push_back(op.fd);
+    return fds;
+}
+
+uintptr_t heap_start() {
+    static const uintptr_t start = [] {
+        auto field = process_stat_field(::getpid(), 47);
+        return field ? static_cast<uintptr_t>(*field) : uintptr_t{0};
+    }();
+    return start;
+}
+
+namespace {
 
 Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workdir, int flags,
                                const std::optional<SocketReach>& reach,
@@ -303,28 +295,6 @@ std::string idmap_workdir(const PreparedMounts& mounts, HostIdentity identity, b
 void discard(PidRef& holder) {
     (void)holder.send_signal(SIGKILL);
     (void)holder.wait();
-}
-
-/// Every descriptor the holder keeps or uses after clone (the cgroup's first): what the launch
-/// worker needs copies of. `go_write_fd` is not among them: the worker's child never has it.
-std::vector<int> descriptors_of(const HolderPlan& plan, int cgroup_fd) {
-    std::vector<int> fds{cgroup_fd};
-    for (int fd : {plan.report_fd, plan.go_fd, plan.lease_fd, plan.store_holder_fd,
-                   plan.store_daemon_fd})
-        if (fd >= 0) fds.push_back(fd);
-    for (const MountOp& op : plan.mounts.ops)
-        if (op.fd >= 0 && std::find(fds.begin(), fds.end(), op.fd) == fds.end())
-            fds.push_back(op.fd);
-    return fds;
-}
-
-/// Where this process's brk heap starts (/proc/self/stat field 47, start_brk); 0 if unknown.
-uintptr_t heap_start() {
-    static const uintptr_t start = [] {
-        auto field = process_stat_field(::getpid(), 47);
-        return field ? static_cast<uintptr_t>(*field) : uintptr_t{0};
-    }();
-    return start;
 }
 
 /// Clones the holder on the launch worker's thread (SandboxOptions::clone_from_small_table):
