@@ -1,7 +1,8 @@
 #pragma once
 // What a session's namespace holder (sandbox.hpp) needs after clone, computed beforehand, and the
-// holder's life itself. Shared by Sandbox, which makes the plan, and launch_message.hpp, which
-// carries it as bytes to a cloner in another process (issue 18).
+// holder's life itself. Shared by Sandbox, which makes the plan, and the launch zygote
+// (launch_zygote.hpp), which receives it as bytes (launch_message.hpp) and clones the holder
+// from its own small copy of corrald's memory instead of corrald's (issue 18).
 
 #include <cstdint>
 #include <string>

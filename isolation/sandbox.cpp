@@ -26,6 +26,7 @@
 #include "isolation/confinement.hpp"
 #include "isolation/holder_plan.hpp"
 #include "isolation/launch_worker.hpp"
+#include "isolation/launch_zygote.hpp"
 #include "isolation/mounts.hpp"
 #include "isolation/namespaces.hpp"
 #include "isolation/setup_deadline.hpp"
@@ -130,6 +131,9 @@ void reap_children() noexcept {
 /// use the stack and system calls only, and a holder cloned on the launch worker runs on that
 /// thread's stack copy, its thread-local storage there too. Defense in depth as well: no holder
 /// keeps a copy of other sessions' secrets (it is non-dumpable, so none could be read anyway).
+/// A holder cloned in the launch zygote is a copy of the zygote, whose small heap holds its own
+/// plan (the zygote's main thread: launch_zygote.cpp, droppable_heap); dropping it costs little
+/// and leaves nothing shared with the zygote.
 void drop_heap_copy(uintptr_t start) noexcept {
     if (start == 0) return;
     const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
@@ -170,8 +174,7 @@ void drop_heap_copy(uintptr_t start) noexcept {
     if (!stay_non_dumpable()) holder_fail(plan, "stay non-dumpable", EPERM);
     write_report(plan.report_fd, ChildReport::ready, ::getpid());
     release_descriptors(plan);
-    // Read before the heap copy goes: a plan may live in the heap it drops (a cloner whose
-    // stack is the main one).
+    // Read before the heap copy goes: the zygote's plan lives in its heap (launch_zygote.cpp).
     const bool pid_namespace = plan.flags & CLONE_NEWPID;
     const bool store = plan.store_holder_fd >= 0;
     drop_heap_copy(plan.heap_start);  // after the report: off the session's creation path
@@ -336,6 +339,17 @@ std::optional<Result<PidRef>> clone_holder_on_worker(const HolderPlan& plan, int
     return Result<PidRef>(PidRef(pid, std::move((*back)[0])));
 }
 
+/// Clones the holder in corrald's launch zygote (launch_zygote.hpp) when it has one: the
+/// holder is then a copy of the zygote's small memory, not of corrald's (no copy of corrald's
+/// page tables, no copy-on-write faults in corrald afterwards, no other session's token in it),
+/// and still a child of the worker's thread (CLONE_PARENT). nullopt: nothing was cloned there.
+std::optional<Result<PidRef>> clone_holder_in_zygote(const HolderPlan& plan, int cgroup_fd) {
+    LaunchWorker* worker = LaunchWorker::shared();
+    LaunchZygote* zygote = worker != nullptr ? worker->started_zygote() : nullptr;
+    if (zygote == nullptr) return std::nullopt;
+    return zygote->clone_holder(plan, cgroup_fd);
+}
+
 }  // namespace
 
 Sandbox::Sandbox(Sandbox&& other) noexcept
@@ -496,9 +510,13 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     plan->go_write_fd = go.write_end.get();
 
     PidRef holder;
+    // From the zygote where corrald has one (a copy of a small process, not of corrald: issue
+    // 18), else from the worker's table; directly where neither can take it.
     auto on_worker = options.clone_from_small_table
-                         ? clone_holder_on_worker(*plan, holder_cgroup.dir_fd())
+                         ? clone_holder_in_zygote(*plan, holder_cgroup.dir_fd())
                          : std::nullopt;
+    if (!on_worker && options.clone_from_small_table)
+        on_worker = clone_holder_on_worker(*plan, holder_cgroup.dir_fd());
     if (on_worker) {
         if (!*on_worker) return std::move(on_worker->error());
         holder = std::move(**on_worker);
