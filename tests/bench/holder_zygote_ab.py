@@ -10,8 +10,8 @@ alternating A and B, pauses 20 ms (PAUSE_MS) and times POST /v1/sessions {"polic
 POST .../run of /bin/true; the session is deleted untimed. Prints medians of create, create+run
 and the mean of corrald's own CPU (user+system, not its reaped children) per round. Everything it starts it
 stops; its temp directory is removed. With PERF=SECONDS set, it then records `perf record -g`
-of each daemon for that long while it keeps making sessions, and prints the share of
-copy_page_range, do_wp_page and unmap_page_range in each profile.
+of each daemon and its launch zygote for that long while it keeps making sessions, and prints
+the share of copy_page_range, do_wp_page and unmap_page_range in each profile.
 """
 import http.client
 import json
@@ -25,6 +25,7 @@ import tempfile
 import time
 
 
+SYMBOLS = ("copy_page_range", "do_wp_page", "unmap_page_range")
 PAUSE = float(os.environ.get("PAUSE_MS", "20")) / 1000
 
 
@@ -83,6 +84,17 @@ class Daemon:
         self.request("DELETE", f"/v1/sessions/{sid}")
         return (made - start) * 1000, (ran - start) * 1000, (self.cpu_seconds() - cpu) * 1000
 
+    def zygotes(self):
+        found = []
+        for task in os.listdir(f"/proc/{self.proc.pid}/task"):
+            for child in open(f"/proc/{self.proc.pid}/task/{task}/children").read().split():
+                try:
+                    if open(f"/proc/{child}/comm").read().strip() == "corrald-launch":
+                        found.append(int(child))
+                except OSError:
+                    pass
+        return found
+
     def stop(self):
         self.proc.terminate()
         try:
@@ -131,8 +143,10 @@ def main():
         if perf_seconds:
             for d in daemons:
                 data = os.path.join(work, f"perf-{d.tag}.data")
+                # corrald and its zygote: a clone's copy_page_range runs in the cloner.
+                pids = [str(d.proc.pid)] + [str(z) for z in d.zygotes()]
                 perf = subprocess.Popen(["perf", "record", "-q", "-g", "-o", data, "-p",
-                                         str(d.proc.pid)], stdout=subprocess.DEVNULL,
+                                         ",".join(pids)], stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)
                 end = time.monotonic() + perf_seconds
                 while time.monotonic() < end:
@@ -142,24 +156,18 @@ def main():
                 keep = os.environ.get("PERF_KEEP")
                 if keep:
                     shutil.copy(data, os.path.join(keep, f"perf-{d.tag}.data"))
-                report = subprocess.run(["perf", "report", "-i", data, "--no-children",
-                                         "--sort", "symbol", "--stdio"],
+                # Flat, with children: "Children  Self  [k] symbol" per line.
+                report = subprocess.run(["perf", "report", "-i", data, "--children", "--sort",
+                                         "symbol", "--stdio", "-g", "none"],
                                         capture_output=True, text=True).stdout
                 shares = {}
                 for line in report.splitlines():
-                    for symbol in ("copy_page_range", "do_wp_page", "unmap_page_range",
-                                   "zap_pte_range"):
-                        if line.strip().endswith(symbol) and "%" in line and symbol not in shares:
-                            shares[symbol] = line.split()[0]
-                print(f"perf {d.tag} (self, whole corrald incl. its holders' clone path): "
-                      + ", ".join(f"{k} {v}" for k, v in shares.items()), flush=True)
-                children = subprocess.run(["perf", "report", "-i", data, "--children",
-                                           "--sort", "symbol", "--stdio"],
-                                          capture_output=True, text=True).stdout
-                for line in children.splitlines():
-                    if line.strip().endswith("copy_page_range") and "%" in line:
-                        print(f"perf {d.tag} children: {line.strip()}")
-                        break
+                    fields = line.split()
+                    for symbol in SYMBOLS:
+                        if f"] {symbol} " in line + " " and symbol not in shares:
+                            shares[symbol] = f"{fields[0]} with callees, {fields[1]} self"
+                print(f"perf {d.tag}: " + "; ".join(f"{k} {shares.get(k, 'absent')}"
+                                                   for k in SYMBOLS), flush=True)
     finally:
         for d in daemons:
             d.stop()
