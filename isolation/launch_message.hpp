@@ -20,10 +20,19 @@
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/confinement.hpp"
+#include "isolation/holder_plan.hpp"
 #include "isolation/launcher.hpp"
 #include "isolation/seccomp_listener.hpp"
 
 namespace corral {
+
+/// What a message to the zygote asks for (its header: a version, then this).
+enum class ZygoteRequest : uint8_t {
+    launch = 1,  ///< encode_launch: start a command
+    holder = 2,  ///< encode_holder: clone a session's namespace holder
+};
+/// The kind of request `bytes` is; EPROTO for a message too short, of another version or kind.
+Result<ZygoteRequest> request_kind(std::string_view bytes);
 
 /// Every descriptor `spec` names, once each, in a fixed order (the Landlock ruleset at
 /// spec.landlock_ruleset_fd when set, else the confinement's own).
@@ -50,6 +59,29 @@ struct DecodedLaunch {
 /// Reads encode_launch's bytes with `fds` as received (owned from here on). The spec is a fork
 /// launch (may_share_memory false, no setup limit: the sender applies its own).
 Result<std::unique_ptr<DecodedLaunch>> decode_launch(std::string_view bytes,
+                                                     std::vector<UniqueFd> fds);
+
+/// The bytes of a holder's plan (holder_plan.hpp) and its cgroup, descriptors named by their
+/// index in `fds` (descriptors_of(plan, cgroup_fd): the cgroup's first). plan.go_write_fd and
+/// plan.heap_start never cross: the cloner's child never has the parent's end of `go`, and the
+/// cloner knows its own heap. Fails for a plan naming a descriptor not in `fds`.
+Result<std::string> encode_holder(const HolderPlan& plan, int cgroup_fd, std::span<const int> fds);
+
+/// A holder's plan read back, and the descriptors it names. Not movable: the plan's numbers are
+/// those of `fds`.
+struct DecodedHolder {
+    HolderPlan plan;
+    int cgroup_fd = -1;
+    std::vector<UniqueFd> fds;  ///< as received
+
+    DecodedHolder() = default;
+    DecodedHolder(const DecodedHolder&) = delete;
+    DecodedHolder& operator=(const DecodedHolder&) = delete;
+};
+
+/// Reads encode_holder's bytes with `fds` as received (owned from here on). Every length,
+/// count, index and mount op kind is checked; an error names the field.
+Result<std::unique_ptr<DecodedHolder>> decode_holder(std::string_view bytes,
                                                      std::vector<UniqueFd> fds);
 
 }  // namespace corral

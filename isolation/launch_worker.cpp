@@ -199,8 +199,7 @@ int LaunchWorker::renumbered(int fd, std::span<const int> originals,
 Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
     const bool shares_memory = clone_on_stack_available() && launch_may_share_memory(spec);
     // Never started here: a zygote forked now would be a copy of corrald with its sessions.
-    LaunchZygote* forks =
-        shares_memory ? nullptr : started_zygote_.load(std::memory_order_acquire);
+    LaunchZygote* forks = shares_memory ? nullptr : started_zygote();
     if (forks != nullptr) {
         if (auto launched = forks->launch_begin(spec)) return std::move(*launched);
         // Not launched there (the zygote is gone, or the spec too large for it): from here.

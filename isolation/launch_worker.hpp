@@ -28,7 +28,8 @@
 // without CLONE_INTO_CGROUP; the zygote killed or stuck, then given up; a spec too large for one
 // message).
 //
-// A session's namespace holder is cloned there too (run_in_small_table, sandbox.hpp): it copied
+// A session's namespace holder is cloned there too (run_in_small_table, sandbox.hpp) when there
+// is no zygote to clone it (launch_zygote.hpp, clone_holder): it copied
 // the whole table and closed it again in the child (~14% of corrald's CPU while sessions were
 // made beside 800 others, issue 18), and a holder born of this thread is not a child of the
 // thread orphans are reparented to, so the orphan reaper's walk does not meet it
@@ -83,6 +84,11 @@ class LaunchWorker {
     void start_zygote();
     /// The zygote (started if it was not), nullptr when there is none.
     LaunchZygote* zygote();
+    /// The zygote if start_zygote() started one, else nullptr; never starts it (a zygote
+    /// forked later would be a copy of corrald with its sessions).
+    LaunchZygote* started_zygote() const {
+        return started_zygote_.load(std::memory_order_acquire);
+    }
 
     /// Descriptors open in the worker's table now (for tests: small however many corrald holds).
     Result<int> open_descriptors();

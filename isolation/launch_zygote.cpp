@@ -18,6 +18,8 @@
 #include <string_view>
 
 #include "isolation/cgroup.hpp"
+#include "isolation/child_report.hpp"
+#include "isolation/holder_plan.hpp"
 #include "isolation/descriptor_passing.hpp"
 #include "isolation/launch_message.hpp"
 #include "isolation/launch_worker.hpp"
@@ -76,38 +78,105 @@ void scrub(DecodedLaunch& launch) {
     scrub(launch.spec.cwd);
 }
 
-void serve_one(int socket, PassedMessage& request_bytes, std::vector<UniqueFd> fds) {
+/// A holder's plan names the session's paths (its directory, so its id): gone with the request.
+void scrub(DecodedHolder& holder) {
+    scrub(holder.plan.hostname);
+    for (MountOp& op : holder.plan.mounts.ops)
+        for (auto* text : {&op.source, &op.target, &op.data, &op.step}) scrub(*text);
+}
+
+/// What the zygote answers to one request: the Answer, an error's message after it, and the
+/// descriptors attached (owned here until sent; the child is corrald's, which has them then).
+struct Served {
     Answer answer;
     std::string text;
-    std::vector<int> attached;
-    PendingLaunch pending;
-    auto decoded = decode_launch(request_bytes.bytes, std::move(fds));
-    if (decoded) {
-        (*decoded)->spec.clone_parent = true;
-        auto started = corral::launch_begin((*decoded)->spec);
-        if (started) {
-            pending = std::move(*started);
-            answer.pid = pending.child.pid();
-            answer.listener_expected = pending.listener_expected;
-            answer.has_pidfd = pending.child.pidfd() >= 0;
-            attached.push_back(pending.report.get());
-            if (answer.has_pidfd) attached.push_back(pending.child.pidfd());
-        } else {
-            answer.failed = 1;
-            answer.code = started.error().code;
-            text = std::move(started.error().message);
-        }
-    } else {
-        answer.failed = 1;
-        answer.code = decoded.error().code;
-        text = std::move(decoded.error().message);
+    std::vector<UniqueFd> attached;
+};
+
+Served failed(Error error) {
+    Served served;
+    served.answer.failed = 1;
+    served.answer.code = error.code;
+    served.text = std::move(error.message);
+    return served;
+}
+
+/// launch_begin() of a command, as corrald's child (CLONE_PARENT): its report channel and pidfd.
+Served serve_launch(std::string_view bytes, std::vector<UniqueFd> fds) {
+    auto decoded = decode_launch(bytes, std::move(fds));
+    if (!decoded) return failed(std::move(decoded.error()));
+    (*decoded)->spec.clone_parent = true;
+    auto started = corral::launch_begin((*decoded)->spec);
+    scrub(**decoded);
+    if (!started) return failed(std::move(started.error()));
+    Served served;
+    served.answer.pid = started->child.pid();
+    served.answer.listener_expected = started->listener_expected;
+    served.answer.has_pidfd = started->child.pidfd() >= 0;
+    served.attached.push_back(std::move(started->report));
+    if (served.answer.has_pidfd) served.attached.push_back(started->child.take_pidfd());
+    return served;
+}
+
+/// Where the heap a holder cloned here may drop once set up starts (HolderPlan::heap_start), 0
+/// for none. It runs on our main stack's copy, the plan in our heap (read before the drop:
+/// holder_main), so the heap is droppable unless this thread's own TLS lies in it, as glibc puts
+/// a static binary's main-thread TLS (__libc_setup_tls uses sbrk); then it is kept, a copy of
+/// this small process's heap, not of corrald's.
+uintptr_t droppable_heap() {
+    static thread_local char in_tls = 0;
+    const uintptr_t start = heap_start();
+    const auto tls = reinterpret_cast<uintptr_t>(&in_tls);
+    const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
+    return tls >= start && tls < end ? 0 : start;
+}
+
+/// A session's namespace holder, as corrald's child (CLONE_PARENT): the same clone as corrald's
+/// (Sandbox::start), born in its cgroup with the plan's namespaces, from a copy of this small
+/// process. Its pidfd goes back.
+Served serve_holder(int socket, const char* holder_name, std::string_view bytes,
+                    std::vector<UniqueFd> fds) {
+    auto decoded = decode_holder(bytes, std::move(fds));
+    if (!decoded) return failed(std::move(decoded.error()));
+    HolderPlan& plan = (*decoded)->plan;
+    plan.heap_start = droppable_heap();
+    int pidfd = -1;
+    const pid_t pid = clone3_fork(CLONE_PARENT | CLONE_PIDFD | static_cast<uint64_t>(plan.flags),
+                                  (*decoded)->cgroup_fd, &pidfd);
+    if (pid == 0) {
+        // Before anything of the session: our socket to corrald is not the holder's
+        // (release_descriptors would close it only after its setup, and a session's process
+        // could take it meanwhile once the holder is briefly dumpable; CVE-2024-21626).
+        ::close(socket);
+        // Named as a holder cloned from corrald is (`ps`, and tests that count our zygotes).
+        ::prctl(PR_SET_NAME, holder_name, 0, 0, 0);
+        holder_main(plan);
     }
-    std::string bytes(reinterpret_cast<const char*>(&answer), sizeof answer);
-    bytes += text;
-    // Our copies of the pidfd and report channel close when `pending` goes: the child is
-    // corrald's (CLONE_PARENT), and corrald has them now. If corrald is gone, so are we.
-    scrub(request_bytes.bytes);
-    if (decoded) scrub(**decoded);
+    const int error = errno;
+    scrub(**decoded);
+    if (pid < 0) return failed(sys_error(error, "clone3 namespace holder (in the launch zygote)"));
+    Served served;
+    served.answer.pid = pid;
+    served.answer.has_pidfd = 1;
+    served.attached.emplace_back(pidfd);
+    return served;
+}
+
+/// Answers one request; `holder_name` is corrald's name, which a holder keeps.
+void serve_one(int socket, const char* holder_name, PassedMessage& request,
+               std::vector<UniqueFd> fds) {
+    auto kind = request_kind(request.bytes);
+    Served served = !kind ? failed(std::move(kind.error()))
+                    : *kind == ZygoteRequest::holder
+                        ? serve_holder(socket, holder_name, request.bytes, std::move(fds))
+                        : serve_launch(request.bytes, std::move(fds));
+    std::string bytes(reinterpret_cast<const char*>(&served.answer), sizeof served.answer);
+    bytes += served.text;
+    std::vector<int> attached;
+    for (const auto& fd : served.attached) attached.push_back(fd.get());
+    scrub(request.bytes);
+    // Our copies of what is attached close when `served` goes: the child is corrald's
+    // (CLONE_PARENT), and corrald has them now. If corrald is gone, so are we.
     if (!send_passing(socket, bytes, attached, kCaller)) ::_exit(0);
 }
 
@@ -119,6 +188,8 @@ void serve_one(int socket, PassedMessage& request_bytes, std::vector<UniqueFd> f
     ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (::getppid() != parent) ::_exit(0);
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    char holder_name[16] = "corrald";  // corrald's own (PR_GET_NAME: 16 bytes with its NUL)
+    ::prctl(PR_GET_NAME, holder_name, 0, 0, 0);
     ::prctl(PR_SET_NAME, "corrald-launch", 0, 0, 0);
     // corrald's handlers and ignored signals (SIGPIPE) go, once: the zygote needs none (every
     // signal stays blocked, as on the worker's thread; its sends use MSG_NOSIGNAL), so the
@@ -139,7 +210,7 @@ void serve_one(int socket, PassedMessage& request_bytes, std::vector<UniqueFd> f
             ::_exit(0);                                      // corrald's end is gone
         }
         std::vector<UniqueFd> fds = std::move(request->fds);
-        serve_one(socket, *request, std::move(fds));
+        serve_one(socket, holder_name, *request, std::move(fds));
         ::malloc_trim(0);  // what the launch allocated and freed goes, not into the next copy
     }
 }
@@ -215,6 +286,11 @@ uint64_t LaunchZygote::launches() const {
     return launches_;
 }
 
+uint64_t LaunchZygote::holders() const {
+    std::lock_guard lock(mutex_);
+    return holders_;
+}
+
 bool LaunchZygote::alive() const {
     std::lock_guard lock(mutex_);
     return socket_.valid();
@@ -227,13 +303,11 @@ void LaunchZygote::bury() {
     (void)process_.wait();
 }
 
-std::optional<Result<PendingLaunch>> LaunchZygote::launch_begin(const LaunchSpec& spec) {
-    const std::vector<int> fds = launch_descriptors(spec);
-    auto bytes = encode_launch(spec, fds);
-    if (!bytes) return Result<PendingLaunch>(std::move(bytes.error()));
-    std::lock_guard lock(mutex_);
+std::optional<Result<PassedMessage>> LaunchZygote::exchange(std::string_view bytes,
+                                                             std::span<const int> fds,
+                                                             int cgroup_fd, size_t channels) {
     if (!socket_.valid()) return std::nullopt;
-    if (Status sent = send_passing(socket_.get(), *bytes, fds, kCaller); !sent) {
+    if (Status sent = send_passing(socket_.get(), bytes, fds, kCaller); !sent) {
         if (sent.error().code == EMSGSIZE) return std::nullopt;
         complain(sent.error().describe());
         bury();
@@ -245,35 +319,69 @@ std::optional<Result<PendingLaunch>> LaunchZygote::launch_begin(const LaunchSpec
                                  std::chrono::steady_clock::now() + answer_limit_);
     if (!reply || reply->bytes.size() < sizeof(Answer)) {
         // Gone, silent past its limit, or talking nonsense, after it took the request: it may
-        // have started the command, which would be ours (CLONE_PARENT) and unknown. Once it is
-        // reaped, the spec's cgroup says: empty, nothing started, so another way may; else that
-        // is ended and this launch fails (it must not start twice).
+        // have started the child, which would be ours (CLONE_PARENT) and unknown. Once it is
+        // reaped, the child's cgroup (a fresh leaf) says: empty, nothing started, so another
+        // way may; else that is ended and this request fails (never two of one child).
         const std::string why = reply ? "a short answer" : reply.error().describe();
         complain(why);
         bury();
-        if (end_unanswered_launch(spec.cgroup_fd) == std::optional<size_t>(0)) return std::nullopt;
-        return Result<PendingLaunch>(
+        if (end_unanswered_launch(cgroup_fd) == std::optional<size_t>(0)) return std::nullopt;
+        return Result<PassedMessage>(
             sys_error(ECANCELED, "launch zygote: no answer (" + why + "); it was stopped"));
     }
     Answer answer;
     std::memcpy(&answer, reply->bytes.data(), sizeof answer);
     if (answer.failed != 0)
-        return Result<PendingLaunch>(Error{answer.code, reply->bytes.substr(sizeof answer)});
-    if (reply->fds.size() != (answer.has_pidfd ? 2u : 1u)) {
+        return Result<PassedMessage>(Error{answer.code, reply->bytes.substr(sizeof answer)});
+    if (answer.pid <= 0 || reply->fds.size() != channels + (answer.has_pidfd ? 1u : 0u)) {
         complain("the child's descriptors did not arrive");
         bury();
         // Started but unwatchable: our child (CLONE_PARENT), so its pid is ours until reaped.
         if (answer.pid > 0 && ::kill(answer.pid, SIGKILL) == 0)
             ::waitpid(answer.pid, nullptr, __WALL);
-        return Result<PendingLaunch>(
+        return Result<PassedMessage>(
             sys_error(EPROTO, "launch zygote: the child's descriptors did not arrive"));
     }
+    return Result<PassedMessage>(std::move(*reply));
+}
+
+std::optional<Result<PendingLaunch>> LaunchZygote::launch_begin(const LaunchSpec& spec) {
+    const std::vector<int> fds = launch_descriptors(spec);
+    auto bytes = encode_launch(spec, fds);
+    if (!bytes) return Result<PendingLaunch>(std::move(bytes.error()));
+    std::lock_guard lock(mutex_);
+    auto reply = exchange(*bytes, fds, spec.cgroup_fd, 1);  // the report channel, then the pidfd
+    if (!reply) return std::nullopt;
+    if (!*reply) return Result<PendingLaunch>(std::move(reply->error()));
+    Answer answer;
+    std::memcpy(&answer, (*reply)->bytes.data(), sizeof answer);
     PendingLaunch pending;
-    pending.report = std::move(reply->fds[0]);
-    pending.child = PidRef(answer.pid, answer.has_pidfd ? std::move(reply->fds[1]) : UniqueFd());
+    pending.report = std::move((*reply)->fds[0]);
+    pending.child =
+        PidRef(answer.pid, answer.has_pidfd ? std::move((*reply)->fds[1]) : UniqueFd());
     pending.listener_expected = answer.listener_expected != 0;
     ++launches_;
     return Result<PendingLaunch>(std::move(pending));
+}
+
+std::optional<Result<PidRef>> LaunchZygote::clone_holder(const HolderPlan& plan, int cgroup_fd) {
+    const std::vector<int> fds = descriptors_of(plan, cgroup_fd);
+    if (fds.size() > kMaxPassedDescriptors) return std::nullopt;
+    auto bytes = encode_holder(plan, cgroup_fd, fds);
+    if (!bytes) return Result<PidRef>(std::move(bytes.error()));
+    std::lock_guard lock(mutex_);
+    auto reply = exchange(*bytes, fds, cgroup_fd, 0);
+    if (!reply) return std::nullopt;
+    if (!*reply) return Result<PidRef>(std::move(reply->error().context("namespace holder")));
+    Answer answer;
+    std::memcpy(&answer, (*reply)->bytes.data(), sizeof answer);
+    if (!answer.has_pidfd) {  // never sent so: a holder is cloned with CLONE_PIDFD
+        (void)::kill(answer.pid, SIGKILL);
+        (void)::waitpid(answer.pid, nullptr, __WALL);
+        return Result<PidRef>(sys_error(EPROTO, "namespace holder: no pidfd from the zygote"));
+    }
+    ++holders_;
+    return Result<PidRef>(PidRef(answer.pid, std::move((*reply)->fds[0])));
 }
 
 }  // namespace corral

@@ -19,6 +19,15 @@
 // reads its reports; the orphan walk does not meet it, child_reaper.hpp), and is made by the same
 // code: born in its cgroup, every signal blocked, non-dumpable, the same setup steps.
 //
+// A session's namespace holder (holder_plan.hpp) is cloned there too (clone_holder): its plan
+// crosses as bytes with the descriptors it names, and the zygote clones it with CLONE_PARENT,
+// the plan's namespaces and CLONE_INTO_CGROUP, so it is the worker thread's child as one cloned
+// on the worker was (Sandbox waits for it the same way). A holder lives as long as its session,
+// as its sandbox's PID 1: a copy of corrald was a copy of every session's token (until it
+// dropped its heap copy after setup, and in corrald's other mappings for good), and each clone
+// copied corrald's page tables (copy_page_range ~9.5% of corrald's CPU beside 1,000 sessions)
+// and left corrald copy-on-write faults to pay.
+//
 // Security: the zygote holds corrald's privileges and nothing of any session but the launch at
 // hand (no tokens: before, every launch was a copy of corrald with all of them until its execve;
 // now it is a copy of the zygote). Nothing of a session can reach it
@@ -36,9 +45,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <string_view>
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
+#include "isolation/descriptor_passing.hpp"
+#include "isolation/holder_plan.hpp"
 #include "isolation/launcher.hpp"
 #include "isolation/pid_ref.hpp"
 #include "isolation/setup_deadline.hpp"
@@ -63,6 +76,12 @@ class LaunchZygote {
     /// leaf, is not empty once the zygote is reaped), what is there is killed and reaped and the
     /// launch fails (ECANCELED): the command is never started twice.
     std::optional<Result<PendingLaunch>> launch_begin(const LaunchSpec& spec);
+    /// A session's namespace holder (holder_plan.hpp) cloned in the zygote with CLONE_PARENT
+    /// into `cgroup_fd` (the holder's own fresh leaf): a child of the worker's thread, as one
+    /// cloned there (sandbox.cpp), but a copy of the zygote's memory, not corrald's. nullopt:
+    /// nothing was cloned, clone another way (as launch_begin: the zygote gone, or the plan too
+    /// large for one message). An unanswered clone is handled as an unanswered launch.
+    std::optional<Result<PidRef>> clone_holder(const HolderPlan& plan, int cgroup_fd);
     /// Kills and reaps the zygote (a caller that cannot use it); later launches get nullopt.
     void give_up();
 
@@ -72,6 +91,8 @@ class LaunchZygote {
     pid_t pid() const { return process_.pid(); }
     /// Launches it started (tests).
     uint64_t launches() const;
+    /// Holders it cloned (tests).
+    uint64_t holders() const;
 
     LaunchZygote(const LaunchZygote&) = delete;
     LaunchZygote& operator=(const LaunchZygote&) = delete;
@@ -80,12 +101,21 @@ class LaunchZygote {
     LaunchZygote(UniqueFd socket, PidRef process, std::chrono::milliseconds answer_limit);
     /// Kills and reaps the zygote; later launches fail with EPIPE.
     void bury();
+    /// Sends one request and reads its answer (mutex_ held). The answer's bytes start with the
+    /// zygote's Answer; its descriptors are `channels` of the child's, then its pidfd when it
+    /// has one. nullopt: nothing was started (the request went nowhere, or the zygote was lost
+    /// and `cgroup_fd`, the child's fresh cgroup, is empty). An Error: the zygote's, or the
+    /// zygote was lost after it started something (ended here, ECANCELED).
+    std::optional<Result<PassedMessage>> exchange(std::string_view bytes,
+                                                  std::span<const int> fds, int cgroup_fd,
+                                                  size_t channels);
 
     mutable std::mutex mutex_;  ///< one launch at a time
     UniqueFd socket_;
     PidRef process_;
     std::chrono::milliseconds answer_limit_;
     uint64_t launches_ = 0;
+    uint64_t holders_ = 0;
 };
 
 /// The zygote's side: serves launches on `socket` until it closes. Never returns.

@@ -31,6 +31,8 @@ class PidRef {
     /// descriptor less per finished process.
     void close_pidfd() { pidfd_.reset(); }
     int pidfd() const { return pidfd_.get(); }
+    /// Hands the pidfd on (the launch zygote sends it to corrald); this keeps the pid only.
+    UniqueFd take_pidfd() { return std::move(pidfd_); }
     bool valid() const { return pid_ > 0; }
 
     /// pidfd_send_signal; ESRCH once the process is gone.

@@ -24,7 +24,9 @@
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
 #include "isolation/confinement.hpp"
+#include "isolation/holder_plan.hpp"
 #include "isolation/launch_worker.hpp"
+#include "isolation/launch_zygote.hpp"
 #include "isolation/mounts.hpp"
 #include "isolation/namespaces.hpp"
 #include "isolation/setup_deadline.hpp"
@@ -34,42 +36,6 @@ namespace {
 
 /// How long a restart waits for a holder to serve what the previous run queued in its store.
 constexpr std::chrono::milliseconds kStoreTakeOverBound{2000};
-
-/// What the holder needs after clone besides its mounts, all computed beforehand: values and
-/// descriptor numbers, none owned, so a copy is a plain copy (HolderPlan::without_trees).
-struct HolderSettings {
-    int flags = 0;
-    std::string hostname;
-    int report_fd = -1;
-    int go_fd = -1;            ///< user namespace: wait until the parent wrote the id maps
-    int go_write_fd = -1;      ///< the parent's end, closed at once (see holder_main)
-    int lease_fd = -1;         ///< the uid range's lock: kept open for the holder's whole life
-    int store_holder_fd = -1;  ///< descriptor store: the holder's end (-1: no store)
-    int store_daemon_fd = -1;  ///< and its copy of the daemon's end (descriptor_store.hpp)
-    /// Test seam (SandboxOptions::rehearse_suid_dumpable): what the kernel does on a host with
-    /// fs.suid_dumpable=1 after a credential change, without touching the host's sysctl.
-    bool rehearse_suid_dumpable = false;
-    /// Root wrote the id maps: clear supplementary groups (namespaces.hpp).
-    bool drop_groups = false;
-    /// Where the caller's brk heap starts when the holder runs on a copy of another thread's
-    /// stack (clone_holder_on_worker): dropped after setup (drop_heap_copy). 0: kept.
-    uintptr_t heap_start = 0;
-};
-
-/// What the holder needs after clone, all computed beforehand.
-struct HolderPlan : HolderSettings {
-    PreparedMounts mounts;
-
-    /// A copy that owns no descriptor: every setting, and the mounts without their detached
-    /// trees (PreparedMounts::without_trees), which stay with this plan. The plan cannot simply
-    /// be copied (it owns the trees); this gives every field added to HolderSettings for free.
-    HolderPlan without_trees() const {
-        HolderPlan copy;
-        static_cast<HolderSettings&>(copy) = *this;
-        copy.mounts = mounts.without_trees();
-        return copy;
-    }
-};
 
 [[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error) noexcept {
     write_failure_report(plan.report_fd, step, error);
@@ -165,11 +131,16 @@ void reap_children() noexcept {
 /// use the stack and system calls only, and a holder cloned on the launch worker runs on that
 /// thread's stack copy, its thread-local storage there too. Defense in depth as well: no holder
 /// keeps a copy of other sessions' secrets (it is non-dumpable, so none could be read anyway).
+/// A holder cloned in the launch zygote is a copy of the zygote, whose small heap holds its own
+/// plan (the zygote's main thread: launch_zygote.cpp, droppable_heap); dropping it costs little
+/// and leaves nothing shared with the zygote.
 void drop_heap_copy(uintptr_t start) noexcept {
     if (start == 0) return;
     const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
     if (end > start) (void)::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
 }
+
+}  // namespace
 
 [[noreturn]] void holder_main(const HolderPlan& plan) noexcept {
     // The holder never execs: it stays a copy of the caller's memory for the session's life, as
@@ -203,9 +174,33 @@ void drop_heap_copy(uintptr_t start) noexcept {
     if (!stay_non_dumpable()) holder_fail(plan, "stay non-dumpable", EPERM);
     write_report(plan.report_fd, ChildReport::ready, ::getpid());
     release_descriptors(plan);
+    // Read before the heap copy goes: the zygote's plan lives in its heap (launch_zygote.cpp).
+    const bool pid_namespace = plan.flags & CLONE_NEWPID;
+    const bool store = plan.store_holder_fd >= 0;
     drop_heap_copy(plan.heap_start);  // after the report: off the session's creation path
-    hold_forever(plan.flags & CLONE_NEWPID, plan.store_holder_fd >= 0);
+    hold_forever(pid_namespace, store);
 }
+
+std::vector<int> descriptors_of(const HolderPlan& plan, int cgroup_fd) {
+    std::vector<int> fds{cgroup_fd};
+    for (int fd : {plan.report_fd, plan.go_fd, plan.lease_fd, plan.store_holder_fd,
+                   plan.store_daemon_fd})
+        if (fd >= 0 && std::find(fds.begin(), fds.end(), fd) == fds.end()) fds.push_back(fd);
+    for (const MountOp& op : plan.mounts.ops)
+        if (op.fd >= 0 && std::find(fds.begin(), fds.end(), op.fd) == fds.end())
+            fds.push_back(op.fd);
+    return fds;
+}
+
+uintptr_t heap_start() {
+    static const uintptr_t start = [] {
+        auto field = process_stat_field(::getpid(), 47);
+        return field ? static_cast<uintptr_t>(*field) : uintptr_t{0};
+    }();
+    return start;
+}
+
+namespace {
 
 Result<HolderPlan> plan_holder(const Policy& policy, const WorkdirBinding& workdir, int flags,
                                const std::optional<SocketReach>& reach,
@@ -305,28 +300,6 @@ void discard(PidRef& holder) {
     (void)holder.wait();
 }
 
-/// Every descriptor the holder keeps or uses after clone (the cgroup's first): what the launch
-/// worker needs copies of. `go_write_fd` is not among them: the worker's child never has it.
-std::vector<int> descriptors_of(const HolderPlan& plan, int cgroup_fd) {
-    std::vector<int> fds{cgroup_fd};
-    for (int fd : {plan.report_fd, plan.go_fd, plan.lease_fd, plan.store_holder_fd,
-                   plan.store_daemon_fd})
-        if (fd >= 0) fds.push_back(fd);
-    for (const MountOp& op : plan.mounts.ops)
-        if (op.fd >= 0 && std::find(fds.begin(), fds.end(), op.fd) == fds.end())
-            fds.push_back(op.fd);
-    return fds;
-}
-
-/// Where this process's brk heap starts (/proc/self/stat field 47, start_brk); 0 if unknown.
-uintptr_t heap_start() {
-    static const uintptr_t start = [] {
-        auto field = process_stat_field(::getpid(), 47);
-        return field ? static_cast<uintptr_t>(*field) : uintptr_t{0};
-    }();
-    return start;
-}
-
 /// Clones the holder on the launch worker's thread (SandboxOptions::clone_from_small_table):
 /// the child copies the worker's table of a few descriptors, renumbered in its copy of the plan.
 /// The holder is then a child of the worker's thread (waitid from any of our threads reaps it).
@@ -364,6 +337,17 @@ std::optional<Result<PidRef>> clone_holder_on_worker(const HolderPlan& plan, int
     if (back->size() != 1)
         return Result<PidRef>(sys_error(EPROTO, "namespace holder: its pidfd did not arrive"));
     return Result<PidRef>(PidRef(pid, std::move((*back)[0])));
+}
+
+/// Clones the holder in corrald's launch zygote (launch_zygote.hpp) when it has one: the
+/// holder is then a copy of the zygote's small memory, not of corrald's (no copy of corrald's
+/// page tables, no copy-on-write faults in corrald afterwards, no other session's token in it),
+/// and still a child of the worker's thread (CLONE_PARENT). nullopt: nothing was cloned there.
+std::optional<Result<PidRef>> clone_holder_in_zygote(const HolderPlan& plan, int cgroup_fd) {
+    LaunchWorker* worker = LaunchWorker::shared();
+    LaunchZygote* zygote = worker != nullptr ? worker->started_zygote() : nullptr;
+    if (zygote == nullptr) return std::nullopt;
+    return zygote->clone_holder(plan, cgroup_fd);
 }
 
 }  // namespace
@@ -526,9 +510,13 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     plan->go_write_fd = go.write_end.get();
 
     PidRef holder;
+    // From the zygote where corrald has one (a copy of a small process, not of corrald: issue
+    // 18), else from the worker's table; directly where neither can take it.
     auto on_worker = options.clone_from_small_table
-                         ? clone_holder_on_worker(*plan, holder_cgroup.dir_fd())
+                         ? clone_holder_in_zygote(*plan, holder_cgroup.dir_fd())
                          : std::nullopt;
+    if (!on_worker && options.clone_from_small_table)
+        on_worker = clone_holder_on_worker(*plan, holder_cgroup.dir_fd());
     if (on_worker) {
         if (!*on_worker) return std::move(on_worker->error());
         holder = std::move(**on_worker);

@@ -46,10 +46,12 @@ struct SandboxOptions {
     /// SIGKILL: corrald's ChildReaper reaps it when its pidfd says it ended, so nothing on the
     /// event loop waits for a process (issue 12). Unset: start() reaps it itself, a short wait.
     std::function<void(PidRef)> reap_given_up;
-    /// Clone the holder on corrald's launch worker (launch_worker.hpp), from its small
-    /// descriptor table, instead of copying the caller's table (and closing it again in the
-    /// holder): corrald, with thousands of descriptors. Where the worker cannot take it (not
-    /// started, too many detached trees to pass), start() clones directly.
+    /// Clone the holder in corrald's launch zygote (launch_zygote.hpp) when it was started, a
+    /// copy of that small process instead of corrald's memory and descriptor table; else on the
+    /// launch worker (launch_worker.hpp), from its small descriptor table, instead of copying
+    /// the caller's table (and closing it again in the holder): corrald, with thousands of
+    /// descriptors. Where neither can take it (not started, too many detached trees to pass),
+    /// start() clones directly.
     bool clone_from_small_table = false;
 };
 

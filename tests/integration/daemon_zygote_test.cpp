@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include "base/file_io.hpp"
 #include "support/corrald_process.hpp"
 #include "support/http_client.hpp"
+#include "support/test_helpers.hpp"
 
 namespace corral {
 namespace {
@@ -26,6 +28,8 @@ using namespace std::chrono_literals;
 using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
+using testing::HttpResponse;
+using test_support::memory_holds;
 
 std::string proc_text(pid_t pid, const std::string& file) {
     auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
@@ -51,30 +55,6 @@ pid_t zygote_of(pid_t daemon) {
     return found.size() == 1 ? found[0] : -1;
 }
 
-/// Whether `needle` is anywhere in the writable memory of `pid` (root reads /proc/<pid>/mem).
-/// nullopt: the memory could not be read.
-std::optional<bool> memory_holds(pid_t pid, const std::string& needle) {
-    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-    std::ifstream mem("/proc/" + std::to_string(pid) + "/mem", std::ios::binary);
-    if (!maps || !mem) return std::nullopt;
-    bool read_any = false;
-    for (std::string line; std::getline(maps, line);) {
-        unsigned long begin = 0, end = 0;
-        char perms[5] = {};
-        if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3) continue;
-        if (perms[0] != 'r' || perms[1] != 'w') continue;  // heap, stacks, data: what was written
-        std::string region(end - begin, '\0');
-        mem.clear();
-        mem.seekg(static_cast<std::streamoff>(begin));
-        mem.read(region.data(), static_cast<std::streamsize>(region.size()));
-        if (mem.gcount() <= 0) continue;
-        read_any = true;
-        region.resize(static_cast<size_t>(mem.gcount()));
-        if (region.find(needle) != std::string::npos) return true;
-    }
-    if (!read_any) return std::nullopt;
-    return false;
-}
 
 class DaemonZygote : public ::testing::Test {
   protected:
@@ -217,6 +197,119 @@ TEST_F(DaemonZygote, HoldsNoSessionsTokenBeforeOrAfterARestart) {
             ASSERT_EQ(again.status, 200u) << again.body;
         }
     }
+}
+
+/// The holder of session `id` (the one process in its holder cgroup), -1 when not exactly one.
+pid_t holder_of(const CorraldProcess& daemon, const std::string& id) {
+    std::ifstream procs(daemon.instance_cgroup() + "/sessions/" + id + "/holder/cgroup.procs");
+    std::vector<pid_t> pids;
+    for (pid_t pid; procs >> pid;) pids.push_back(pid);
+    return pids.size() == 1 ? pids[0] : -1;
+}
+
+/// Freezes a cgroup v2 directory (cgroup.freeze) while it lives: what is cloned into a cgroup
+/// below it is frozen at birth. Thawed however the test ends.
+class FrozenCgroup {
+  public:
+    explicit FrozenCgroup(std::string dir) : dir_(std::move(dir)) { frozen_ = set("1"); }
+    ~FrozenCgroup() { thaw(); }
+    bool frozen() const { return frozen_; }
+    void thaw() {
+        if (frozen_) frozen_ = !set("0");
+    }
+
+  private:
+    bool set(const char* value) {
+        std::ofstream out(dir_ + "/cgroup.freeze");
+        out << value;
+        out.flush();
+        return static_cast<bool>(out);
+    }
+    std::string dir_;
+    bool frozen_ = false;
+};
+
+/// A session below `sessions` not among `known` whose holder cgroup has one process: that
+/// process; -1 when there is none (yet).
+pid_t new_holder(const std::string& sessions, const std::vector<std::string>& known,
+                 std::string& id) {
+    for (const auto& name : subdirectory_names(sessions)) {
+        if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+        std::ifstream procs(sessions + "/" + name + "/holder/cgroup.procs");
+        std::vector<pid_t> pids;
+        for (pid_t pid; procs >> pid;) pids.push_back(pid);
+        if (pids.size() == 1) {
+            id = name;
+            return pids[0];
+        }
+    }
+    return -1;
+}
+
+// Issue 18, CVE-2019-5736 (a sandboxed process reaching the runtime's memory) and warm-pool
+// reuse bugs (one tenant's secrets left in what the next one is given): a session's namespace
+// holder, its sandbox's PID 1 for the session's life, was a copy of corrald with every session's
+// token (its heap copy dropped only once set up). Cloned in the zygote, a new session's holder
+// holds none of the sessions made before it: seen as it is born (frozen there, before it runs a
+// step) and once it has settled.
+TEST_F(DaemonZygote, ANewSessionsHolderHoldsNoEarlierSessionsToken) {
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    std::vector<std::string> tokens, ids;
+    for (int i = 0; i < 3; ++i) {
+        auto made = c.post("/v1/sessions", {{"policy", "default"}});
+        ASSERT_EQ(made.status, 201u) << made.body;
+        tokens.push_back(made.json()["token"]);
+        ids.push_back(made.json()["id"]);
+        ASSERT_GE(tokens.back().size(), 32u);
+        auto ran = c.post("/v1/sessions/" + ids.back() + "/run", {{"command", "true"}});
+        ASSERT_EQ(ran.status, 200u) << ran.body;
+    }
+    // The scan works: corrald holds them.
+    for (const auto& token : tokens)
+        EXPECT_EQ(memory_holds(daemon.pid(), token), std::optional<bool>(true));
+
+    const std::string sessions = daemon.instance_cgroup() + "/sessions";
+    FrozenCgroup frozen(sessions);
+    if (!frozen.frozen()) GTEST_SKIP() << "cannot freeze " << sessions << " (cgroup.freeze)";
+    HttpResponse made;
+    std::thread create([&] {
+        HttpClient other = daemon.client();
+        made = other.post("/v1/sessions", {{"policy", "default"}});
+    });
+    std::string id;
+    pid_t holder = -1;
+    for (int i = 0; i < 250 && holder < 0; ++i) {  // corrald gives a frozen holder 10 s
+        holder = new_holder(sessions, ids, id);
+        if (holder < 0) std::this_thread::sleep_for(20ms);
+    }
+    if (holder > 0) {
+        SCOPED_TRACE("as born");
+        for (size_t i = 0; i < tokens.size(); ++i)
+            EXPECT_EQ(memory_holds(holder, tokens[i]), std::optional<bool>(false))
+                << "session " << ids[i] << "'s token is in the new session's holder";
+    }
+    frozen.thaw();
+    create.join();
+    ASSERT_GT(holder, 0) << "no holder appeared for the new session";
+    ASSERT_EQ(made.status, 201u) << made.body;
+    EXPECT_EQ(made.json()["id"], id);
+    // It lets go of what it inherited (and its heap copy) just after its ready report.
+    for (int i = 0; i < 200; ++i) {
+        size_t fds = 0;
+        for ([[maybe_unused]] const auto& entry :
+             std::filesystem::directory_iterator("/proc/" + std::to_string(holder) + "/fd"))
+            ++fds;
+        if (fds <= 7) break;
+        std::this_thread::sleep_for(20ms);
+    }
+    SCOPED_TRACE("settled");
+    EXPECT_EQ(proc_text(holder, "comm"), proc_text(daemon.pid(), "comm"))
+        << "named as corrald's holders are, not as its zygote";
+    for (size_t i = 0; i < tokens.size(); ++i)
+        EXPECT_EQ(memory_holds(holder, tokens[i]), std::optional<bool>(false))
+            << "session " << ids[i] << "'s token is in the new session's holder";
 }
 
 }  // namespace

@@ -893,12 +893,8 @@ TEST_F(ZygoteLaunchTest, ASpecTooLargeForOneMessageLaunchesFromTheWorker) {
 TEST_F(ZygoteLaunchTest, AnUnansweredLaunchThatStartedSomethingFailsAndEndsIt) {
     auto own = LaunchZygote::start(*worker_, std::chrono::milliseconds(300));
     ASSERT_TRUE(own) << own.error().describe();
-    const pid_t started = ::fork();
+    const pid_t started = test_support::fork_pausing();
     ASSERT_GE(started, 0);
-    if (started == 0) {
-        ::pause();
-        ::_exit(0);
-    }
     ASSERT_TRUE(cgroup_.attach(started));
     ASSERT_EQ(::kill((*own)->pid(), SIGSTOP), 0);
     auto launched = (*own)->launch_begin(forked_spec({"true"}));

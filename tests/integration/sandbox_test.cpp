@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,7 +25,12 @@
 #include <vector>
 
 #include "base/file_io.hpp"
+#include "isolation/holder_plan.hpp"
 #include "isolation/id_range.hpp"
+#include "isolation/launch_worker.hpp"
+#include "isolation/launch_zygote.hpp"
+#include "isolation/child_report.hpp"
+#include "base/pipe.hpp"
 #include "isolation/launcher.hpp"
 #include "tests/integration/support/test_helpers.hpp"
 
@@ -33,6 +39,8 @@ namespace {
 
 using test_support::drain;
 using test_support::exists;
+using test_support::fork_pausing;
+using test_support::memory_holds;
 using test_support::unique_name;
 
 /// Prints the file system type of the mount at `/` (the last one there: the visible one).
@@ -404,6 +412,18 @@ std::vector<int> open_descriptors_of(pid_t pid) {
     return fds;
 }
 
+/// The holder's table once it is `expected`, or as it is after a bounded wait: it lets go of
+/// what it inherited just after its ready report (off the session's creation path,
+/// holder_main), so a test waits for that rather than race it.
+std::vector<int> settled_descriptors(pid_t holder, const std::vector<int>& expected) {
+    std::vector<int> kept = open_descriptors_of(holder);
+    for (int i = 0; i < 500 && kept != expected; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        kept = open_descriptors_of(holder);
+    }
+    return kept;
+}
+
 // corrald clones holders on its launch worker: the holder's table starts as the worker's few
 // descriptors, not corrald's thousands, and ends as what the holder keeps (stdio on /dev/null,
 // the id range's lock as 3 with a user namespace) — nothing of the caller's (CVE-2024-21626:
@@ -423,14 +443,7 @@ TEST_F(SandboxTest, Sandbox_HolderFromTheSmallTableKeepsNothingOfTheCallersAndWo
     sandbox_ = std::move(*sandbox);
     ASSERT_TRUE(sandbox_.active());
     const pid_t holder = sandbox_.holder_pid();
-    // The holder lets go of what it inherited just after its ready report (off the session's
-    // creation path, holder_main): wait for that, bounded, rather than race it.
-    std::vector<int> kept = open_descriptors_of(holder);
-    for (int i = 0; i < 500 && kept != std::vector<int>{0, 1, 2, 3}; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        kept = open_descriptors_of(holder);
-    }
-    EXPECT_EQ(kept, (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(settled_descriptors(holder, {0, 1, 2, 3}), (std::vector<int>{0, 1, 2, 3}));
     const auto children = main_thread_children();
     EXPECT_EQ(std::find(children.begin(), children.end(), holder), children.end())
         << "the holder is a child of the main thread: the launch worker did not clone it";
@@ -497,6 +510,231 @@ TEST_F(SandboxTest, Sandbox_HolderClonedDirectlyIsTheCallingThreadsChild) {
     start(default_like_policy());
     const auto children = main_thread_children();
     EXPECT_NE(std::find(children.begin(), children.end(), sandbox_.holder_pid()), children.end());
+}
+
+// ---- holders cloned in corrald's launch zygote (launch_zygote.hpp, issue 18) ----
+
+/// A holder cloned where corrald clones it (clone_from_small_table) once the zygote is started:
+/// in the zygote.
+class ZygoteHolderTest : public SandboxTest {
+  protected:
+    void SetUp() override {
+        SandboxTest::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        worker_ = LaunchWorker::shared();
+        ASSERT_NE(worker_, nullptr);
+        zygote_ = worker_->zygote();
+        if (zygote_ == nullptr) GTEST_SKIP() << "no zygote here (no CLONE_INTO_CGROUP)";
+    }
+    Status create(const Policy& policy, SandboxOptions options = {}) {
+        options.clone_from_small_table = true;
+        inside_ = "/workspace";
+        auto sandbox = Sandbox::create(policy, holder_cgroup_, {workdir_, inside_}, {}, options);
+        if (!sandbox) return std::move(sandbox.error());
+        sandbox_ = std::move(*sandbox);
+        return {};
+    }
+    LaunchWorker* worker_ = nullptr;
+    LaunchZygote* zygote_ = nullptr;
+};
+
+std::string proc_text(pid_t pid, const std::string& file) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
+    return text ? *text : std::string();
+}
+
+std::string proc_status_field(pid_t pid, const std::string& field) {
+    auto status = read_file("/proc/" + std::to_string(pid) + "/status");
+    if (!status) return {};
+    const size_t at = status->find("\n" + field + ":\t");
+    if (at == std::string::npos) return {};
+    const size_t begin = at + field.size() + 3;
+    return status->substr(begin, status->find('\n', begin) - begin);
+}
+
+/// The socket inodes ("socket:[123]") open in `pid`.
+std::vector<std::string> sockets_of(pid_t pid) {
+    std::vector<std::string> sockets;
+    for (const auto& entry :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+        std::error_code error;
+        const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+        if (target.rfind("socket:", 0) == 0) sockets.push_back(target);
+    }
+    return sockets;
+}
+
+// The holder is a copy of the zygote, yet our child as before (CLONE_PARENT: reaped by our
+// waits, its end seen by Sandbox as ever), not the zygote's; its table ends as exactly what it
+// keeps, with no socket of the zygote's (CVE-2024-21626: runc leaked a host descriptor into the
+// container); and it is non-dumpable (CVE-2019-5736: a container process reaching the runtime
+// through /proc/<pid>/exe and its memory), also after its credential change in its user
+// namespace. Its setup ran as the plan says.
+TEST_F(ZygoteHolderTest, Sandbox_HolderFromTheZygoteIsOursKeepsOnlyItsDescriptorsAndIsNotDumpable) {
+    std::vector<UniqueFd> held;  // the caller's descriptors: none may reach the holder
+    for (int i = 0; i < 300; ++i) held.emplace_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    Policy policy = default_like_policy();
+    policy.namespaces.user = true;
+    const uint64_t before = zygote_->holders();
+    SandboxOptions options;
+    options.keep_output = true;
+    ASSERT_TRUE(create(policy, options));
+    ASSERT_TRUE(sandbox_.active());
+    EXPECT_EQ(zygote_->holders(), before + 1) << "not cloned in the zygote";
+    const pid_t holder = sandbox_.holder_pid();
+    EXPECT_EQ(proc_status_field(holder, "PPid"), std::to_string(::getpid()))
+        << "the zygote is " << zygote_->pid();
+    EXPECT_EQ(proc_text(holder, "comm"), proc_text(::getpid(), "comm"))
+        << "named as a holder cloned from us, not as the zygote";
+    EXPECT_EQ(settled_descriptors(holder, {0, 1, 2, 3, 4, 5, 6}),
+              (std::vector<int>{0, 1, 2, 3, 4, 5, 6}))
+        << "stdio, the id range's lock, the store's two ends, its signalfd for SIGCHLD";
+    const auto zygote_sockets = sockets_of(zygote_->pid());
+    ASSERT_FALSE(zygote_sockets.empty());
+    for (const auto& socket : sockets_of(holder))
+        EXPECT_EQ(std::find(zygote_sockets.begin(), zygote_sockets.end(), socket),
+                  zygote_sockets.end())
+            << "the holder has the zygote's " << socket;
+    // /proc/<pid>/status of a dumpable process belongs to its euid (here the leased host uid,
+    // root of its namespace), of a non-dumpable one to root (task_dump_owner; /proc/<pid>
+    // itself always shows the euid).
+    auto host = sandbox_.host_identity();
+    ASSERT_TRUE(host);
+    ASSERT_NE(host->uid, 0u);
+    EXPECT_NE(proc_status_field(holder, "Uid").find(std::to_string(host->uid)), std::string::npos);
+    struct stat st {};
+    ASSERT_EQ(::stat(("/proc/" + std::to_string(holder) + "/status").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0u) << "the holder is dumpable";
+    auto s = spec({"sh", "-c", "hostname; ls /home | wc -l; touch /usr/x 2>/dev/null || echo ro"});
+    s.cwd = "/";
+    Output out = run(s);
+    EXPECT_EQ(out.text, "corral-test\n0\nro\n");
+    sandbox_.stop();  // reaps it: our child
+    EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(holder)));
+}
+
+
+// Issue 10.1 / CVE-2019-5736 (a sandboxed process reaching the memory of the runtime that
+// started it) and warm-pool reuse bugs (one tenant's secrets left in a process the next one
+// gets): a holder was a copy of corrald with every session's tokens, in its heap (dropped once
+// set up) and in its other mappings (kept for the session's life). Cloned in the zygote, it is a
+// copy of a process that never saw them. Here secrets made after the zygote started stand for
+// the tokens of sessions made since: one in the brk heap, one large enough for malloc to mmap.
+TEST_F(ZygoteHolderTest, Sandbox_HolderFromTheZygoteHoldsNoSecretOfTheCaller) {
+    const std::string small = "small-secret-" + unique_name() + "-of-another-session";
+    const std::string large_mark = "large-secret-" + unique_name() + "-of-another-session";
+    auto small_copy = std::make_unique<std::string>(small);
+    auto large = std::make_unique<std::string>(std::string(512 * 1024, 'x') + large_mark);
+    ASSERT_EQ(memory_holds(::getpid(), large_mark), std::optional<bool>(true)) << "the scan works";
+    ASSERT_TRUE(create(default_like_policy()));
+    const pid_t holder = sandbox_.holder_pid();
+    EXPECT_EQ(memory_holds(holder, large_mark), std::optional<bool>(false));
+    EXPECT_EQ(memory_holds(holder, small), std::optional<bool>(false));
+    EXPECT_EQ(memory_holds(zygote_->pid(), large_mark), std::optional<bool>(false));
+}
+
+// A zygote killed (OOM killer, an operator) before a holder's clone is reaped, and the holder is
+// cloned from the worker as before it: one holder in its cgroup, no zygote left a zombie.
+TEST_F(ZygoteHolderTest, Sandbox_AKilledZygoteIsReapedAndTheHolderComesFromTheWorker) {
+    const pid_t zygote = zygote_->pid();
+    ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+    const uint64_t before = zygote_->holders();
+    ASSERT_TRUE(create(default_like_policy()));
+    EXPECT_EQ(zygote_->holders(), before);
+    EXPECT_FALSE(zygote_->alive());
+    EXPECT_FALSE(exists("/proc/" + std::to_string(zygote))) << "left a zombie";
+    auto procs = read_file(holder_cgroup_.path() + "/cgroup.procs");
+    ASSERT_TRUE(procs);
+    EXPECT_EQ(*procs, std::to_string(sandbox_.holder_pid()) + "\n") << "one holder, no other";
+    EXPECT_EQ(run_inside("hostname").text, "corral-test\n");
+}
+
+/// The smallest plan a holder runs: a pid namespace, a report pipe.
+struct SmallPlan {
+    HolderPlan plan;
+    Pipe report;
+};
+std::unique_ptr<SmallPlan> small_plan() {
+    auto small = std::make_unique<SmallPlan>();
+    auto report = make_pipe();
+    EXPECT_TRUE(report);
+    if (report) small->report = std::move(*report);
+    small->plan.flags = CLONE_NEWPID;
+    small->plan.report_fd = small->report.write_end.get();
+    return small;
+}
+
+// A zygote that stops answering during a holder's clone is given up after its limit (killed,
+// reaped); as it cloned nothing (the holder's fresh cgroup is empty), the caller may clone
+// another way, and nothing is left behind.
+TEST_F(ZygoteHolderTest, Sandbox_ASilentZygoteIsGivenUpAndNothingIsLeftInTheHoldersCgroup) {
+    auto own = LaunchZygote::start(*worker_, std::chrono::milliseconds(300));
+    ASSERT_TRUE(own) << own.error().describe();
+    const pid_t pid = (*own)->pid();
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    auto small = small_plan();
+    auto cloned = (*own)->clone_holder(small->plan, holder_cgroup_.dir_fd());
+    EXPECT_FALSE(cloned.has_value()) << "a stopped zygote cloned a holder";
+    EXPECT_FALSE((*own)->alive());
+    EXPECT_FALSE(exists("/proc/" + std::to_string(pid))) << "left a zombie";
+    auto procs = read_file(holder_cgroup_.path() + "/cgroup.procs");
+    ASSERT_TRUE(procs);
+    EXPECT_EQ(*procs, "");
+}
+
+// A zygote that took a holder's request and then gave no answer may have cloned it: once the
+// zygote is reaped, what is in the holder's cgroup is ended and the clone fails, never made a
+// second time (here a process of ours stands for the holder it cloned).
+TEST_F(ZygoteHolderTest, Sandbox_AnUnansweredCloneThatStartedSomethingFailsAndEndsIt) {
+    auto own = LaunchZygote::start(*worker_, std::chrono::milliseconds(300));
+    ASSERT_TRUE(own) << own.error().describe();
+    const pid_t started = fork_pausing();
+    ASSERT_GE(started, 0);
+    ASSERT_TRUE(holder_cgroup_.attach(started));
+    ASSERT_EQ(::kill((*own)->pid(), SIGSTOP), 0);
+    auto small = small_plan();
+    auto cloned = (*own)->clone_holder(small->plan, holder_cgroup_.dir_fd());
+    ASSERT_TRUE(cloned.has_value()) << "cloned another way: there would be two holders";
+    ASSERT_FALSE(*cloned);
+    EXPECT_EQ(cloned->error().code, ECANCELED) << cloned->error().describe();
+    errno = 0;
+    EXPECT_EQ(::waitpid(started, nullptr, WNOHANG), -1) << "not reaped";
+    EXPECT_EQ(errno, ECHILD);
+}
+
+// The zygote reads a holder's plan as it reads a launch: a field it cannot take is refused with
+// its name, nothing is cloned, and the zygote serves on.
+TEST_F(ZygoteHolderTest, Sandbox_AMalformedHolderRequestIsRefusedNamingTheField) {
+    auto small = small_plan();
+    MountOp bad;
+    bad.kind = static_cast<MountOp::Kind>(0x7777);
+    bad.step = "no such op";
+    small->plan.flags |= CLONE_NEWNS;
+    small->plan.mounts.ops.push_back(bad);
+    const uint64_t before = zygote_->holders();
+    auto cloned = zygote_->clone_holder(small->plan, holder_cgroup_.dir_fd());
+    ASSERT_TRUE(cloned.has_value());
+    ASSERT_FALSE(*cloned) << "a holder was cloned with op kind 0x7777";
+    EXPECT_EQ(cloned->error().code, EPROTO);
+    EXPECT_NE(cloned->error().describe().find("mount op kind out of range"), std::string::npos)
+        << cloned->error().describe();
+    EXPECT_TRUE(zygote_->alive());
+    EXPECT_EQ(zygote_->holders(), before);
+    auto procs = read_file(holder_cgroup_.path() + "/cgroup.procs");
+    ASSERT_TRUE(procs);
+    EXPECT_EQ(*procs, "");
+    // And the next one is cloned there.
+    auto good = small_plan();
+    auto next = zygote_->clone_holder(good->plan, holder_cgroup_.dir_fd());
+    ASSERT_TRUE(next.has_value());
+    ASSERT_TRUE(*next) << next->error().describe();
+    good->report.write_end.reset();
+    auto report = read_report(good->report.read_end.get());
+    ASSERT_TRUE(report) << report.error().describe();
+    ASSERT_TRUE(*report);
+    EXPECT_EQ((*report)->kind, ChildReport::ready);
+    ASSERT_TRUE((*next)->send_signal(SIGKILL));
+    EXPECT_TRUE((*next)->wait());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace corral {
@@ -26,6 +27,20 @@ std::vector<UniqueFd> received_copies(const std::vector<int>& fds) {
     std::vector<UniqueFd> copies;
     for (int fd : fds) copies.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 100));
     return copies;
+}
+
+/// Every message `bytes` cut short (at each length) is refused by `decode`, naming where.
+template <typename Decode>
+void expect_every_shortened_refused(const std::string& bytes, const std::vector<int>& fds,
+                                    Decode decode) {
+    for (size_t length = 0; length < bytes.size(); ++length) {
+        auto decoded = decode(std::string_view(bytes).substr(0, length), received_copies(fds));
+        ASSERT_FALSE(decoded) << "a message of " << length << " of " << bytes.size()
+                              << " bytes was read";
+        EXPECT_EQ(decoded.error().code, EPROTO);
+        EXPECT_NE(decoded.error().describe().find("cut short at "), std::string::npos)
+            << decoded.error().describe();
+    }
 }
 
 struct Sent {
@@ -135,11 +150,17 @@ TEST(LaunchMessage, EveryFieldComesBackAndDescriptorsByTheirPlace) {
     EXPECT_EQ(c.no_new_privs, false);
 }
 
-TEST(LaunchMessage, ASpecWithoutConfinementOrDescriptorsStaysWithout) {
+/// `true` with no descriptor at all (a LaunchSpec's stdout and stderr are ours by default).
+LaunchSpec spec_without_descriptors() {
     LaunchSpec s;
     s.argv = {"true"};
     s.stdout_fd = -1;
     s.stderr_fd = -1;
+    return s;
+}
+
+TEST(LaunchMessage, ASpecWithoutConfinementOrDescriptorsStaysWithout) {
+    LaunchSpec s = spec_without_descriptors();
     auto bytes = encode_launch(s, {});
     ASSERT_TRUE(bytes) << bytes.error().describe();
     auto decoded = decode_launch(*bytes, {});
@@ -165,15 +186,7 @@ TEST(LaunchMessage, EveryShortenedMessageIsRefusedNamingWhereItEnds) {
     const std::vector<int> fds = launch_descriptors(sent->spec);
     auto bytes = encode_launch(sent->spec, fds);
     ASSERT_TRUE(bytes);
-    for (size_t length = 0; length < bytes->size(); ++length) {
-        auto decoded = decode_launch(std::string_view(*bytes).substr(0, length),
-                                     received_copies(fds));
-        ASSERT_FALSE(decoded) << "a message of " << length << " of " << bytes->size()
-                              << " bytes was read";
-        EXPECT_EQ(decoded.error().code, EPROTO);
-        EXPECT_NE(decoded.error().describe().find("cut short at "), std::string::npos)
-            << decoded.error().describe();
-    }
+    expect_every_shortened_refused(*bytes, fds, decode_launch);
 }
 
 TEST(LaunchMessage, TrailingBytesAnotherVersionAndMissingDescriptorsAreRefused) {
@@ -204,14 +217,264 @@ TEST(LaunchMessage, TrailingBytesAnotherVersionAndMissingDescriptorsAreRefused) 
 // A count that claims more entries than bytes remain must not allocate for them (a length read
 // as 4 billion would otherwise be a 4-billion-entry vector).
 TEST(LaunchMessage, ACountLargerThanTheMessageIsRefusedWithoutAllocatingIt) {
-    std::string bytes(4, '\0');
-    const uint32_t version = 1;
-    std::memcpy(bytes.data(), &version, 4);
+    auto header = encode_launch(spec_without_descriptors(), {});  // version and kind, then argv
+    ASSERT_TRUE(header);
+    std::string bytes = header->substr(0, 5);
     const uint32_t huge = 0xffffffffu;
     bytes.append(reinterpret_cast<const char*>(&huge), 4);  // argv: 4 billion strings
     auto decoded = decode_launch(bytes, {});
     ASSERT_FALSE(decoded);
     EXPECT_NE(decoded.error().describe().find("cut short at argv"), std::string::npos)
+        << decoded.error().describe();
+}
+
+// ---- a namespace holder's plan (holder_plan.hpp), for a holder cloned in the zygote ----
+
+struct SentHolder {
+    std::vector<UniqueFd> own;  ///< what the plan's numbers are
+    HolderPlan plan;
+    int cgroup_fd = -1;
+};
+
+MountOp op(MountOp::Kind kind, std::string target, int fd = -1) {
+    MountOp o;
+    o.kind = kind;
+    o.source = "/src" + target;
+    o.target = std::move(target);
+    o.data = "mode=0755";
+    o.flags = 0x1234'5678'9abcULL & ~0UL;
+    o.recursive = true;
+    o.step = "step for " + o.target;
+    o.fd = fd;
+    o.optional = true;
+    o.expect_dev = 0x0801;
+    o.expect_ino = 0x1234'5678'9abcULL;
+    return o;
+}
+
+/// A plan with every setting other than its default, and ops of every kind.
+std::unique_ptr<SentHolder> full_plan() {
+    auto sent = std::make_unique<SentHolder>();
+    sent->own = open_null(8);
+    HolderPlan& p = sent->plan;
+    sent->cgroup_fd = sent->own[0].get();
+    p.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER | CLONE_NEWUTS | CLONE_NEWNET;
+    p.hostname = "corral-test";
+    p.report_fd = sent->own[1].get();
+    p.go_fd = sent->own[2].get();
+    p.go_write_fd = sent->own[3].get();  // never crosses
+    p.lease_fd = sent->own[4].get();
+    p.store_holder_fd = sent->own[5].get();
+    p.store_daemon_fd = sent->own[6].get();
+    p.rehearse_suid_dumpable = true;
+    p.drop_groups = true;
+    p.heap_start = 0x5555'0000;  // the cloner's own: never crosses
+    for (int k = 0; k <= static_cast<int>(MountOp::Kind::pivot_into); ++k)
+        p.mounts.ops.push_back(op(static_cast<MountOp::Kind>(k), "/t" + std::to_string(k)));
+    p.mounts.ops[static_cast<size_t>(MountOp::Kind::attach_tree)].fd = sent->own[7].get();
+    p.mounts.ops[static_cast<size_t>(MountOp::Kind::attach_tree_beneath)].fd = sent->own[7].get();
+    p.mounts.ops[0].optional = false;
+    p.mounts.ops[0].data.clear();
+    return sent;
+}
+
+std::vector<int> numbers(const std::vector<UniqueFd>& fds) {
+    std::vector<int> out;
+    for (const auto& fd : fds) out.push_back(fd.get());
+    return out;
+}
+
+TEST(HolderMessage, EverySettingAndMountOpComesBackAndDescriptorsByTheirPlace) {
+    auto sent = full_plan();
+    const HolderPlan& p = sent->plan;
+    const std::vector<int> fds = descriptors_of(p, sent->cgroup_fd);
+    ASSERT_EQ(fds.size(), 7u) << "cgroup first, report, go, lease, store x2, one tree; no go_write";
+    EXPECT_EQ(fds[0], sent->cgroup_fd);
+    auto bytes = encode_holder(p, sent->cgroup_fd, fds);
+    ASSERT_TRUE(bytes) << bytes.error().describe();
+    EXPECT_EQ(request_kind(*bytes).ok() ? *request_kind(*bytes) : ZygoteRequest::launch,
+              ZygoteRequest::holder);
+    auto copies = received_copies(fds);
+    const std::vector<int> theirs = numbers(copies);
+    auto decoded = decode_holder(*bytes, std::move(copies));
+    ASSERT_TRUE(decoded) << decoded.error().describe();
+    const HolderPlan& d = (*decoded)->plan;
+    auto same_place = [&](int ours, int got) {
+        for (size_t i = 0; i < fds.size(); ++i)
+            if (fds[i] == ours) return theirs[i] == got;
+        return false;
+    };
+    EXPECT_TRUE(same_place(sent->cgroup_fd, (*decoded)->cgroup_fd));
+    EXPECT_EQ(d.flags, p.flags);
+    EXPECT_EQ(d.hostname, p.hostname);
+    EXPECT_TRUE(same_place(p.report_fd, d.report_fd));
+    EXPECT_TRUE(same_place(p.go_fd, d.go_fd));
+    EXPECT_EQ(d.go_write_fd, -1) << "the parent's end of `go` crossed";
+    EXPECT_TRUE(same_place(p.lease_fd, d.lease_fd));
+    EXPECT_TRUE(same_place(p.store_holder_fd, d.store_holder_fd));
+    EXPECT_TRUE(same_place(p.store_daemon_fd, d.store_daemon_fd));
+    EXPECT_TRUE(d.rehearse_suid_dumpable);
+    EXPECT_TRUE(d.drop_groups);
+    EXPECT_EQ(d.heap_start, 0u) << "the cloner's heap is its own to name";
+    ASSERT_EQ(d.mounts.ops.size(), p.mounts.ops.size());
+    for (size_t i = 0; i < p.mounts.ops.size(); ++i) {
+        SCOPED_TRACE(p.mounts.ops[i].step);
+        const MountOp& a = p.mounts.ops[i];
+        const MountOp& b = d.mounts.ops[i];
+        EXPECT_EQ(b.kind, a.kind);
+        EXPECT_EQ(b.source, a.source);
+        EXPECT_EQ(b.target, a.target);
+        EXPECT_EQ(b.data, a.data);
+        EXPECT_EQ(b.flags, a.flags);
+        EXPECT_EQ(b.recursive, a.recursive);
+        EXPECT_EQ(b.step, a.step);
+        if (a.fd < 0) EXPECT_EQ(b.fd, -1);
+        else EXPECT_TRUE(same_place(a.fd, b.fd));
+        EXPECT_EQ(b.optional, a.optional);
+        EXPECT_EQ(b.expect_dev, a.expect_dev);
+        EXPECT_EQ(b.expect_ino, a.expect_ino);
+    }
+}
+
+TEST(HolderMessage, APlanWithoutMountsOrOptionalDescriptorsStaysWithout) {
+    auto fds = open_null(2);
+    HolderPlan p;
+    p.flags = CLONE_NEWPID;
+    p.report_fd = fds[1].get();
+    const std::vector<int> list = descriptors_of(p, fds[0].get());
+    auto bytes = encode_holder(p, fds[0].get(), list);
+    ASSERT_TRUE(bytes) << bytes.error().describe();
+    auto decoded = decode_holder(*bytes, received_copies(list));
+    ASSERT_TRUE(decoded) << decoded.error().describe();
+    EXPECT_EQ((*decoded)->plan.go_fd, -1);
+    EXPECT_EQ((*decoded)->plan.lease_fd, -1);
+    EXPECT_EQ((*decoded)->plan.store_holder_fd, -1);
+    EXPECT_TRUE((*decoded)->plan.mounts.ops.empty());
+    EXPECT_TRUE((*decoded)->plan.hostname.empty());
+}
+
+TEST(HolderMessage, APlanNamingADescriptorNotAttachedIsNotEncoded) {
+    auto sent = full_plan();
+    std::vector<int> fds = descriptors_of(sent->plan, sent->cgroup_fd);
+    fds.pop_back();  // the detached tree
+    auto bytes = encode_holder(sent->plan, sent->cgroup_fd, fds);
+    ASSERT_FALSE(bytes);
+    EXPECT_NE(bytes.error().describe().find("mount op tree"), std::string::npos)
+        << bytes.error().describe();
+}
+
+TEST(HolderMessage, EveryShortenedMessageIsRefusedNamingWhereItEnds) {
+    auto sent = full_plan();
+    const std::vector<int> fds = descriptors_of(sent->plan, sent->cgroup_fd);
+    auto bytes = encode_holder(sent->plan, sent->cgroup_fd, fds);
+    ASSERT_TRUE(bytes);
+    expect_every_shortened_refused(*bytes, fds, decode_holder);
+}
+
+// Every byte flipped in turn: the decoder refuses the message or reads a plan whose every kind
+// is a real one and whose every descriptor is one that arrived (never a number it made up).
+TEST(HolderMessage, AFlippedByteIsRefusedOrReadWithinBounds) {
+    auto sent = full_plan();
+    const std::vector<int> fds = descriptors_of(sent->plan, sent->cgroup_fd);
+    auto bytes = encode_holder(sent->plan, sent->cgroup_fd, fds);
+    ASSERT_TRUE(bytes);
+    size_t refused = 0;
+    for (size_t at = 0; at < bytes->size(); ++at) {
+        std::string flipped = *bytes;
+        flipped[at] = static_cast<char>(flipped[at] ^ 0xff);
+        auto copies = received_copies(fds);
+        const std::vector<int> theirs = numbers(copies);
+        auto decoded = decode_holder(flipped, std::move(copies));
+        if (!decoded) {
+            ++refused;
+            EXPECT_EQ(decoded.error().code, EPROTO) << decoded.error().describe();
+            EXPECT_EQ(decoded.error().describe().rfind("holder message: ", 0), 0u)
+                << decoded.error().describe();
+            continue;
+        }
+        const HolderPlan& d = (*decoded)->plan;
+        auto arrived = [&](int fd) {
+            return std::find(theirs.begin(), theirs.end(), fd) != theirs.end();
+        };
+        EXPECT_TRUE(arrived((*decoded)->cgroup_fd)) << "byte " << at;
+        EXPECT_TRUE(arrived(d.report_fd)) << "byte " << at;
+        for (int fd : {d.go_fd, d.lease_fd, d.store_holder_fd, d.store_daemon_fd})
+            EXPECT_TRUE(fd == -1 || arrived(fd)) << "byte " << at;
+        for (const MountOp& o : d.mounts.ops) {
+            EXPECT_LE(static_cast<uint32_t>(o.kind),
+                      static_cast<uint32_t>(MountOp::Kind::pivot_into))
+                << "byte " << at;
+            EXPECT_TRUE(o.fd == -1 || arrived(o.fd)) << "byte " << at;
+        }
+    }
+    EXPECT_GT(refused, bytes->size() / 4) << "lengths, kinds and indexes are checked";
+}
+
+// A malformed message is refused with the field named, never read half.
+TEST(HolderMessage, AMalformedMessageIsRefusedNamingTheField) {
+    auto sent = full_plan();
+    const std::vector<int> fds = descriptors_of(sent->plan, sent->cgroup_fd);
+    auto bytes = encode_holder(sent->plan, sent->cgroup_fd, fds);
+    ASSERT_TRUE(bytes);
+    auto refused_for = [&](std::string message, std::vector<UniqueFd> given) {
+        auto decoded = decode_holder(message, std::move(given));
+        EXPECT_FALSE(decoded);
+        return decoded ? std::string() : decoded.error().describe();
+    };
+    EXPECT_NE(refused_for(*bytes + "x", received_copies(fds)).find("bytes after its end"),
+              std::string::npos);
+    auto fewer = received_copies(fds);
+    fewer.resize(1);  // the cgroup arrived, nothing else
+    EXPECT_NE(refused_for(*bytes, std::move(fewer)).find("the report descriptor is not among the 1"),
+              std::string::npos);
+    EXPECT_NE(refused_for(*bytes, {}).find("the cgroup descriptor is not among the 0"),
+              std::string::npos);
+    // The first op's kind, one past the last kind there is.
+    HolderPlan one;
+    one.report_fd = fds[1];
+    one.mounts.ops.push_back(op(MountOp::Kind::mkdir, "/x"));
+    const std::vector<int> two = {fds[0], fds[1]};
+    auto small = encode_holder(one, fds[0], two);
+    ASSERT_TRUE(small);
+    HolderPlan none = one.without_trees();
+    none.mounts.ops.clear();
+    auto before_ops = encode_holder(none, fds[0], two);  // the ops follow what it holds
+    ASSERT_TRUE(before_ops);
+    const size_t kind_at = before_ops->size();
+    const uint32_t past = static_cast<uint32_t>(MountOp::Kind::pivot_into) + 1;
+    std::string bad_kind = *small;
+    std::memcpy(bad_kind.data() + kind_at, &past, 4);
+    EXPECT_NE(refused_for(bad_kind, received_copies(two)).find("mount op kind out of range"),
+              std::string::npos);
+    // A launch is not a holder, nor a holder a launch.
+    auto launch = encode_launch(spec_without_descriptors(), {});
+    ASSERT_TRUE(launch);
+    EXPECT_NE(refused_for(*launch, {}).find("request kind 1, expected 2"), std::string::npos);
+    auto as_launch = decode_launch(*bytes, received_copies(fds));
+    ASSERT_FALSE(as_launch);
+    EXPECT_NE(as_launch.error().describe().find("request kind 2, expected 1"), std::string::npos);
+    EXPECT_FALSE(request_kind(std::string_view(*bytes).substr(0, 4)));
+    std::string unknown = *bytes;
+    unknown[4] = 9;
+    ASSERT_FALSE(request_kind(unknown));
+    EXPECT_NE(request_kind(unknown).error().describe().find("unknown request kind 9"),
+              std::string::npos);
+}
+
+// A count of ops larger than the bytes could hold is refused before a vector of it is made.
+TEST(HolderMessage, AnOpCountLargerThanTheMessageIsRefusedWithoutAllocatingIt) {
+    auto fds = open_null(2);
+    HolderPlan p;
+    p.report_fd = fds[1].get();
+    const std::vector<int> list = {fds[0].get(), fds[1].get()};
+    auto bytes = encode_holder(p, fds[0].get(), list);
+    ASSERT_TRUE(bytes);
+    std::string huge = *bytes;
+    const uint32_t count = 0xffffffffu;
+    std::memcpy(huge.data() + huge.size() - 4, &count, 4);  // the op count is last
+    auto decoded = decode_holder(huge, received_copies(list));
+    ASSERT_FALSE(decoded);
+    EXPECT_NE(decoded.error().describe().find("cut short at mount ops"), std::string::npos)
         << decoded.error().describe();
 }
 

@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <optional>
 #include <string>
 
 namespace corral::test_support {
@@ -33,6 +36,41 @@ inline std::string drain(int fd) {
 inline bool exists(const std::string& path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0;
+}
+
+/// Whether `needle` is anywhere in the writable memory of `pid` (heap, stacks, data: what was
+/// written; root reads /proc/<pid>/mem). nullopt: the memory could not be read.
+inline std::optional<bool> memory_holds(pid_t pid, const std::string& needle) {
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    std::ifstream mem("/proc/" + std::to_string(pid) + "/mem", std::ios::binary);
+    if (!maps || !mem) return std::nullopt;
+    bool read_any = false;
+    for (std::string line; std::getline(maps, line);) {
+        unsigned long begin = 0, end = 0;
+        char perms[5] = {};
+        if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3) continue;
+        if (perms[0] != 'r' || perms[1] != 'w') continue;
+        std::string region(end - begin, '\0');
+        mem.clear();
+        mem.seekg(static_cast<std::streamoff>(begin));
+        mem.read(region.data(), static_cast<std::streamsize>(region.size()));
+        if (mem.gcount() <= 0) continue;
+        read_any = true;
+        region.resize(static_cast<size_t>(mem.gcount()));
+        if (region.find(needle) != std::string::npos) return true;
+    }
+    if (!read_any) return std::nullopt;
+    return false;
+}
+
+/// A child of ours that waits for a signal: a stand-in for a process someone else started.
+inline pid_t fork_pausing() {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::pause();
+        ::_exit(0);
+    }
+    return pid;
 }
 
 }  // namespace corral::test_support
