@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <atomic>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "base/file_io.hpp"
+#include "base/pipe.hpp"
+#include "isolation/child_report.hpp"
 #include "isolation/holder_plan.hpp"
 #include "isolation/id_range.hpp"
 #include "isolation/launch_worker.hpp"
 #include "isolation/launch_zygote.hpp"
-#include "isolation/child_report.hpp"
-#include "base/pipe.hpp"
 #include "isolation/launcher.hpp"
 #include "tests/integration/support/test_helpers.hpp"
 
@@ -611,7 +611,6 @@ TEST_F(ZygoteHolderTest, Sandbox_HolderFromTheZygoteIsOursKeepsOnlyItsDescriptor
     sandbox_.stop();  // reaps it: our child
     EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(holder)));
 }
-
 
 // Issue 10.1 / CVE-2019-5736 (a sandboxed process reaching the memory of the runtime that
 // started it) and warm-pool reuse bugs (one tenant's secrets left in a process the next one
