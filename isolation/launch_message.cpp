@@ -119,8 +119,8 @@ class DescriptorIndexer {
     /// EBADF naming the first descriptor not attached, else ok.
     Status check(const char* message) const {
         if (missing_.empty()) return {};
-        return sys_error(EBADF,
-                         std::string(message) + ": the " + missing_ + " descriptor is not attached");
+        return sys_error(
+            EBADF, std::string(message) + ": the " + missing_ + " descriptor is not attached");
     }
 
   private:
@@ -173,12 +173,11 @@ Status read_header(Reader& in, ZygoteRequest expected, const char* message) {
     const uint32_t version = in.value<uint32_t>("version");
     if (in.failed() == nullptr && version != kLaunchMessageVersion)
         return sys_error(EPROTO, std::string(message) + ": version " + std::to_string(version) +
-                                     ", this build reads " +
-                                     std::to_string(kLaunchMessageVersion));
+                                     ", this build reads " + std::to_string(kLaunchMessageVersion));
     const uint8_t kind = in.value<uint8_t>("request kind");
     if (in.failed() == nullptr && kind != static_cast<uint8_t>(expected))
-        return sys_error(EPROTO, std::string(message) + ": request kind " +
-                                     std::to_string(kind) + ", expected " +
+        return sys_error(EPROTO, std::string(message) + ": request kind " + std::to_string(kind) +
+                                     ", expected " +
                                      std::to_string(static_cast<uint8_t>(expected)));
     return {};
 }
@@ -193,8 +192,7 @@ Result<ZygoteRequest> request_kind(std::string_view bytes) {
         return sys_error(EPROTO, std::string("zygote request: cut short at ") + in.failed());
     if (version != kLaunchMessageVersion)
         return sys_error(EPROTO, "zygote request: version " + std::to_string(version) +
-                                     ", this build reads " +
-                                     std::to_string(kLaunchMessageVersion));
+                                     ", this build reads " + std::to_string(kLaunchMessageVersion));
     if (kind != static_cast<uint8_t>(ZygoteRequest::launch) &&
         kind != static_cast<uint8_t>(ZygoteRequest::holder))
         return sys_error(EPROTO, "zygote request: unknown request kind " + std::to_string(kind));
@@ -316,8 +314,7 @@ Result<std::unique_ptr<DecodedLaunch>> decode_launch(std::string_view bytes,
     return decoded;
 }
 
-Result<std::string> encode_holder(const HolderPlan& plan, int cgroup_fd,
-                                  std::span<const int> fds) {
+Result<std::string> encode_holder(const HolderPlan& plan, int cgroup_fd, std::span<const int> fds) {
     DescriptorIndexer indexer(fds);
     Writer out;
     write_header(out, ZygoteRequest::holder);

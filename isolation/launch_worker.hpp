@@ -86,9 +86,7 @@ class LaunchWorker {
     LaunchZygote* zygote();
     /// The zygote if start_zygote() started one, else nullptr; never starts it (a zygote
     /// forked later would be a copy of corrald with its sessions).
-    LaunchZygote* started_zygote() const {
-        return started_zygote_.load(std::memory_order_acquire);
-    }
+    LaunchZygote* started_zygote() const { return started_zygote_.load(std::memory_order_acquire); }
 
     /// Descriptors open in the worker's table now (for tests: small however many corrald holds).
     Result<int> open_descriptors();

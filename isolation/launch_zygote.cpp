@@ -19,8 +19,8 @@
 
 #include "isolation/cgroup.hpp"
 #include "isolation/child_report.hpp"
-#include "isolation/holder_plan.hpp"
 #include "isolation/descriptor_passing.hpp"
+#include "isolation/holder_plan.hpp"
 #include "isolation/launch_message.hpp"
 #include "isolation/launch_worker.hpp"
 
@@ -304,8 +304,8 @@ void LaunchZygote::bury() {
 }
 
 std::optional<Result<PassedMessage>> LaunchZygote::exchange(std::string_view bytes,
-                                                             std::span<const int> fds,
-                                                             int cgroup_fd, size_t channels) {
+                                                            std::span<const int> fds, int cgroup_fd,
+                                                            size_t channels) {
     if (!socket_.valid()) return std::nullopt;
     if (Status sent = send_passing(socket_.get(), bytes, fds, kCaller); !sent) {
         if (sent.error().code == EMSGSIZE) return std::nullopt;
@@ -357,8 +357,7 @@ std::optional<Result<PendingLaunch>> LaunchZygote::launch_begin(const LaunchSpec
     std::memcpy(&answer, (*reply)->bytes.data(), sizeof answer);
     PendingLaunch pending;
     pending.report = std::move((*reply)->fds[0]);
-    pending.child =
-        PidRef(answer.pid, answer.has_pidfd ? std::move((*reply)->fds[1]) : UniqueFd());
+    pending.child = PidRef(answer.pid, answer.has_pidfd ? std::move((*reply)->fds[1]) : UniqueFd());
     pending.listener_expected = answer.listener_expected != 0;
     ++launches_;
     return Result<PendingLaunch>(std::move(pending));

@@ -106,9 +106,8 @@ class LaunchZygote {
     /// has one. nullopt: nothing was started (the request went nowhere, or the zygote was lost
     /// and `cgroup_fd`, the child's fresh cgroup, is empty). An Error: the zygote's, or the
     /// zygote was lost after it started something (ended here, ECANCELED).
-    std::optional<Result<PassedMessage>> exchange(std::string_view bytes,
-                                                  std::span<const int> fds, int cgroup_fd,
-                                                  size_t channels);
+    std::optional<Result<PassedMessage>> exchange(std::string_view bytes, std::span<const int> fds,
+                                                  int cgroup_fd, size_t channels);
 
     mutable std::mutex mutex_;  ///< one launch at a time
     UniqueFd socket_;

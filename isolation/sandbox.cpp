@@ -183,8 +183,8 @@ void drop_heap_copy(uintptr_t start) noexcept {
 
 std::vector<int> descriptors_of(const HolderPlan& plan, int cgroup_fd) {
     std::vector<int> fds{cgroup_fd};
-    for (int fd : {plan.report_fd, plan.go_fd, plan.lease_fd, plan.store_holder_fd,
-                   plan.store_daemon_fd})
+    for (int fd :
+         {plan.report_fd, plan.go_fd, plan.lease_fd, plan.store_holder_fd, plan.store_daemon_fd})
         if (fd >= 0 && std::find(fds.begin(), fds.end(), fd) == fds.end()) fds.push_back(fd);
     for (const MountOp& op : plan.mounts.ops)
         if (op.fd >= 0 && std::find(fds.begin(), fds.end(), op.fd) == fds.end())

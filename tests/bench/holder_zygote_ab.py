@@ -16,6 +16,7 @@ the share of copy_page_range, do_wp_page and unmap_page_range in each profile.
 import http.client
 import json
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -26,7 +27,10 @@ import time
 
 
 SYMBOLS = ("copy_page_range", "do_wp_page", "unmap_page_range")
-PAUSE = float(os.environ.get("PAUSE_MS", "20")) / 1000
+# "20", or "10-40" for a pause drawn uniformly from that range each round (not phase-locked to
+# the pool's 20 ms refill delay).
+PAUSE_RANGE = [float(x) / 1000 for x in os.environ.get("PAUSE_MS", "20").split("-")]
+PAUSE = PAUSE_RANGE[0]
 
 
 class UnixConnection(http.client.HTTPConnection):
@@ -74,7 +78,7 @@ class Daemon:
             self.request("POST", f"/v1/sessions/{sid}/processes", {"argv": ["sleep", "3600"]})
 
     def one_round(self):
-        time.sleep(PAUSE)
+        time.sleep(random.uniform(PAUSE_RANGE[0], PAUSE_RANGE[-1]))
         cpu = self.cpu_seconds()
         start = time.monotonic()
         sid = self.request("POST", "/v1/sessions", {"policy": "default"})["id"]
@@ -127,7 +131,7 @@ def main():
             for d in daemons:
                 results[d.tag].append(d.one_round())
         print(f"load {open('/proc/loadavg').read().split()[0]}, {rounds} rounds each, alternated, "
-              f"{PAUSE * 1000:.0f} ms pause before each")
+              f"{os.environ.get('PAUSE_MS', '20')} ms pause before each")
         print("daemon  binary                          create p50  create+run p50  corrald CPU/round (mean)")
         med = {}
         for d, binary in zip(daemons, (a, b)):

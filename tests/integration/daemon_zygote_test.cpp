@@ -25,11 +25,11 @@ namespace corral {
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::memory_holds;
 using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
 using testing::HttpResponse;
-using test_support::memory_holds;
 
 std::string proc_text(pid_t pid, const std::string& file) {
     auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
@@ -54,7 +54,6 @@ pid_t zygote_of(pid_t daemon) {
     EXPECT_EQ(found.size(), 1u) << "corrald-launch children of " << daemon;
     return found.size() == 1 ? found[0] : -1;
 }
-
 
 class DaemonZygote : public ::testing::Test {
   protected:

@@ -893,7 +893,8 @@ TEST_F(ZygoteLaunchTest, ASpecTooLargeForOneMessageLaunchesFromTheWorker) {
 TEST_F(ZygoteLaunchTest, AnUnansweredLaunchThatStartedSomethingFailsAndEndsIt) {
     auto own = LaunchZygote::start(*worker_, std::chrono::milliseconds(300));
     ASSERT_TRUE(own) << own.error().describe();
-    const pid_t started = test_support::fork_pausing();
+    const test_support::PausingChild child;
+    const pid_t started = child.pid();
     ASSERT_GE(started, 0);
     ASSERT_TRUE(cgroup_.attach(started));
     ASSERT_EQ(::kill((*own)->pid(), SIGSTOP), 0);

@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <atomic>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "base/file_io.hpp"
+#include "base/pipe.hpp"
+#include "isolation/child_report.hpp"
 #include "isolation/holder_plan.hpp"
 #include "isolation/id_range.hpp"
 #include "isolation/launch_worker.hpp"
 #include "isolation/launch_zygote.hpp"
-#include "isolation/child_report.hpp"
-#include "base/pipe.hpp"
 #include "isolation/launcher.hpp"
 #include "tests/integration/support/test_helpers.hpp"
 
@@ -39,7 +39,6 @@ namespace {
 
 using test_support::drain;
 using test_support::exists;
-using test_support::fork_pausing;
 using test_support::memory_holds;
 using test_support::unique_name;
 
@@ -613,7 +612,6 @@ TEST_F(ZygoteHolderTest, Sandbox_HolderFromTheZygoteIsOursKeepsOnlyItsDescriptor
     EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(holder)));
 }
 
-
 // Issue 10.1 / CVE-2019-5736 (a sandboxed process reaching the memory of the runtime that
 // started it) and warm-pool reuse bugs (one tenant's secrets left in a process the next one
 // gets): a holder was a copy of corrald with every session's tokens, in its heap (dropped once
@@ -664,6 +662,37 @@ std::unique_ptr<SmallPlan> small_plan() {
     return small;
 }
 
+// Before its setup, while it waits for corrald's go (its id maps), a holder cloned in the zygote
+// already has no socket of the zygote's: the descriptor that reaches corrald's zygote, which a
+// process of the session could take (pidfd_getfd) from a holder made dumpable by its credential
+// change on an fs.suid_dumpable=1 host (CVE-2024-21626: a leaked descriptor of the runtime's).
+TEST_F(ZygoteHolderTest, Sandbox_AHolderWaitingForItsGoHasNoSocketOfTheZygotes) {
+    auto small = small_plan();
+    auto go = make_pipe();
+    ASSERT_TRUE(go);
+    small->plan.go_fd = go->read_end.get();
+    auto cloned = zygote_->clone_holder(small->plan, holder_cgroup_.dir_fd());
+    ASSERT_TRUE(cloned.has_value());
+    ASSERT_TRUE(*cloned) << cloned->error().describe();
+    const pid_t holder = (*cloned)->pid();
+    std::string wchan;
+    for (int i = 0; i < 500 && wchan.find("pipe_read") == std::string::npos; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        wchan = proc_text(holder, "wchan");  // anon_pipe_read since 6.14
+    }
+    EXPECT_NE(wchan.find("pipe_read"), std::string::npos) << "not waiting for its go: " << wchan;
+    const auto zygote_sockets = sockets_of(zygote_->pid());
+    ASSERT_FALSE(zygote_sockets.empty());
+    for (const auto& socket : sockets_of(holder))
+        EXPECT_EQ(std::find(zygote_sockets.begin(), zygote_sockets.end(), socket),
+                  zygote_sockets.end())
+            << "the holder has the zygote's " << socket;
+    go->write_end.reset();  // corrald gave up: the holder ends without a step
+    auto status = (*cloned)->wait();
+    ASSERT_TRUE(status) << status.error().describe();
+    EXPECT_EQ(status->code, 127);
+}
+
 // A zygote that stops answering during a holder's clone is given up after its limit (killed,
 // reaped); as it cloned nothing (the holder's fresh cgroup is empty), the caller may clone
 // another way, and nothing is left behind.
@@ -688,7 +717,8 @@ TEST_F(ZygoteHolderTest, Sandbox_ASilentZygoteIsGivenUpAndNothingIsLeftInTheHold
 TEST_F(ZygoteHolderTest, Sandbox_AnUnansweredCloneThatStartedSomethingFailsAndEndsIt) {
     auto own = LaunchZygote::start(*worker_, std::chrono::milliseconds(300));
     ASSERT_TRUE(own) << own.error().describe();
-    const pid_t started = fork_pausing();
+    const test_support::PausingChild child;
+    const pid_t started = child.pid();
     ASSERT_GE(started, 0);
     ASSERT_TRUE(holder_cgroup_.attach(started));
     ASSERT_EQ(::kill((*own)->pid(), SIGSTOP), 0);

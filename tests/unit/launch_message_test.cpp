@@ -328,8 +328,10 @@ TEST(HolderMessage, EverySettingAndMountOpComesBackAndDescriptorsByTheirPlace) {
         EXPECT_EQ(b.flags, a.flags);
         EXPECT_EQ(b.recursive, a.recursive);
         EXPECT_EQ(b.step, a.step);
-        if (a.fd < 0) EXPECT_EQ(b.fd, -1);
-        else EXPECT_TRUE(same_place(a.fd, b.fd));
+        if (a.fd < 0)
+            EXPECT_EQ(b.fd, -1);
+        else
+            EXPECT_TRUE(same_place(a.fd, b.fd));
         EXPECT_EQ(b.optional, a.optional);
         EXPECT_EQ(b.expect_dev, a.expect_dev);
         EXPECT_EQ(b.expect_ino, a.expect_ino);
@@ -425,8 +427,9 @@ TEST(HolderMessage, AMalformedMessageIsRefusedNamingTheField) {
               std::string::npos);
     auto fewer = received_copies(fds);
     fewer.resize(1);  // the cgroup arrived, nothing else
-    EXPECT_NE(refused_for(*bytes, std::move(fewer)).find("the report descriptor is not among the 1"),
-              std::string::npos);
+    EXPECT_NE(
+        refused_for(*bytes, std::move(fewer)).find("the report descriptor is not among the 1"),
+        std::string::npos);
     EXPECT_NE(refused_for(*bytes, {}).find("the cgroup descriptor is not among the 0"),
               std::string::npos);
     // The first op's kind, one past the last kind there is.

@@ -1,7 +1,9 @@
 #pragma once
 // Small helpers shared by the integration suites.
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -64,13 +66,27 @@ inline std::optional<bool> memory_holds(pid_t pid, const std::string& needle) {
 }
 
 /// A child of ours that waits for a signal: a stand-in for a process someone else started.
-inline pid_t fork_pausing() {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::pause();
-        ::_exit(0);
+/// Killed and reaped when this goes, unless it was reaped before (however the test ends).
+class PausingChild {
+  public:
+    PausingChild() : pid_(::fork()) {
+        if (pid_ == 0) {
+            ::pause();
+            ::_exit(0);
+        }
     }
-    return pid;
-}
+    ~PausingChild() {
+        if (pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0) {  // still ours, still there
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+    }
+    pid_t pid() const { return pid_; }
+    PausingChild(const PausingChild&) = delete;
+    PausingChild& operator=(const PausingChild&) = delete;
+
+  private:
+    pid_t pid_;
+};
 
 }  // namespace corral::test_support
