@@ -20,9 +20,12 @@ struct RefillGate {
     Clock::duration latest;
 
     /// How much longer a refill wanted since `wanted_since` must wait at `now`, when the last
-    /// client request arrived at `last_request`; zero: start it now.
+    /// client request arrived at `last_request`; zero: start it now. A pool `running_low` (half
+    /// its target or less) is refilled now: a client creating sessions one after another would
+    /// otherwise empty it while it waits for a pause, and then wait for holders itself.
     Clock::duration wait(Clock::time_point now, Clock::time_point last_request,
-                         Clock::time_point wanted_since) const {
+                         Clock::time_point wanted_since, bool running_low = false) const {
+        if (running_low) return Clock::duration::zero();
         const Clock::time_point quiet_at = last_request + quiet;
         const Clock::time_point deadline = wanted_since + latest;
         const Clock::time_point start = std::min(quiet_at, deadline);

@@ -13,9 +13,9 @@
 // which walks every task on the host, the network namespace), so it waits until clients pause
 // (kRefillGate: no request for a few milliseconds, as after a claimed session's first commands,
 // or in an agent's think time). A client that never pauses still gets its pool refilled, a
-// little later. Before, a fixed 20 ms after each claim, a client creating a session every ~20 ms
-// met the refill on its next creation's first run: 7.4-9.6 ms instead of ~3.7 ms beside 1,000
-// sessions (docs/BENCHMARKS.md).
+// little later, and a pool down to half its target is refilled at once. Before, a fixed 20 ms after
+// each claim, a client creating a session every ~20 ms met the refill on its next creation's first
+// run: 7.4-9.6 ms instead of ~3.7 ms beside 1,000 sessions (docs/BENCHMARKS.md).
 //
 // What a creation may ask for and still take one: a pooled policy by name (or none: `default`),
 // env, cwd, commandTimeoutMs, and `ports` only as the policy has them. An `id`, `policyYaml` or
@@ -35,7 +35,7 @@ namespace {
 /// How long after a claim the pool may be refilled at the earliest.
 constexpr Millis kRefillDelay{5};
 /// A refill starts once no client request arrived for 5 ms, or 250 ms after it was wanted.
-constexpr RefillGate kRefillGate{std::chrono::milliseconds(5), std::chrono::milliseconds(250)};
+constexpr RefillGate kRefillGate{std::chrono::milliseconds(5), std::chrono::milliseconds(20)};
 /// How long before a pool whose preparation failed is tried again.
 constexpr Millis kRetryDelay{2000};
 
@@ -143,8 +143,11 @@ void SessionManager::schedule_refill(Millis delay) {
 
 void SessionManager::refill_when_quiet() {
     const auto now = std::chrono::steady_clock::now();
-    const auto wait =
-        kRefillGate.wait(now, last_client_request_, refill_wanted_since_.value_or(now));
+    bool running_low = false;
+    for (const auto& [name, pool] : pools_)
+        running_low |= 2 * (pool.ready.size() + pool.preparing.size()) <= pool.target;
+    const auto wait = kRefillGate.wait(now, last_client_request_,
+                                       refill_wanted_since_.value_or(now), running_low);
     if (wait > std::chrono::steady_clock::duration::zero()) {
         schedule_refill(std::chrono::ceil<Millis>(wait));
         return;

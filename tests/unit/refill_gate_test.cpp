@@ -33,5 +33,12 @@ TEST(RefillGate, AClientThatNeverPausesWaitsNoLongerThanTheBound) {
     EXPECT_EQ(kGate.wait(t0 + 248ms, t0 + 248ms, t0), 2ms);
 }
 
+TEST(RefillGate, APoolRunningLowIsRefilledAtOnce) {
+    // A client creating sessions one after another never pauses: at half the target or less,
+    // the pool does not wait for it.
+    EXPECT_EQ(kGate.wait(t0 + 1ms, t0 + 1ms, t0, /*running_low=*/true), Clock::duration::zero());
+    EXPECT_GT(kGate.wait(t0 + 1ms, t0 + 1ms, t0, /*running_low=*/false), Clock::duration::zero());
+}
+
 }  // namespace
 }  // namespace corral
