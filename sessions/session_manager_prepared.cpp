@@ -34,7 +34,7 @@ namespace {
 
 /// How long after a claim the pool may be refilled at the earliest.
 constexpr Millis kRefillDelay{5};
-/// A refill starts once no client request arrived for 5 ms, or 250 ms after it was wanted.
+/// A refill starts once no client request arrived for 5 ms, or 20 ms after it was wanted.
 constexpr RefillGate kRefillGate{std::chrono::milliseconds(5), std::chrono::milliseconds(20)};
 /// How long before a pool whose preparation failed is tried again.
 constexpr Millis kRetryDelay{2000};
