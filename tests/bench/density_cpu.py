@@ -7,22 +7,12 @@ Runs /bin/true RUNS times in a `none` session, then creates SESSIONS more `none`
 a `sleep` each and runs again. CPU is the daemon's user + system time including its reaped
 children (the commands), from /proc/PID/stat, divided by RUNS. Deletes every session it made.
 """
-import http.client
 import json
 import os
-import socket
 import sys
 import time
 
-
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost")
-        self.path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(self.path)
+from unix_http import UnixConnection
 
 
 def main():

@@ -13,17 +13,17 @@ stops; its temp directory is removed. With PERF=SECONDS set, it then records `pe
 of each daemon and its launch zygote for that long while it keeps making sessions, and prints
 the share of copy_page_range, do_wp_page and unmap_page_range in each profile.
 """
-import http.client
 import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from unix_http import UnixConnection
 
 
 SYMBOLS = ("copy_page_range", "do_wp_page", "unmap_page_range")
@@ -31,16 +31,6 @@ SYMBOLS = ("copy_page_range", "do_wp_page", "unmap_page_range")
 # the pool's 20 ms refill delay).
 PAUSE_RANGE = [float(x) / 1000 for x in os.environ.get("PAUSE_MS", "20").split("-")]
 PAUSE = PAUSE_RANGE[0]
-
-
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost")
-        self.path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(self.path)
 
 
 class Daemon:
