@@ -222,7 +222,9 @@ void SessionManager::prepare_one(const std::string& policy_name, PreparedPool& p
             return;
         }
         found->second.ready.push_back(std::move(prepared));
-        schedule_refill(Millis(0));  // the next one, once clients pause
+        // The next one at once: a refill under way goes on (the gate only decides when one
+        // starts), else a burst of creations would drain the pool between waits.
+        refill_pools();
     });
 }
 
