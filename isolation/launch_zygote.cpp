@@ -23,13 +23,15 @@
 #include "isolation/holder_plan.hpp"
 #include "isolation/launch_message.hpp"
 #include "isolation/launch_worker.hpp"
+#include "isolation/launch_zygote_protocol.hpp"
 
 namespace corral {
 namespace {
 
-constexpr const char* kCaller = "launch zygote";
-/// The zygote's first message, once it has set itself up.
-constexpr std::string_view kReady = "ready";
+using zygote_protocol::Answer;
+using zygote_protocol::kCaller;
+using zygote_protocol::kMessageBytes;
+using zygote_protocol::Ready;
 
 /// Kills what a launch the zygote never answered started in its (fresh) cgroup, and reaps the
 /// one that is ours: the zygote's clone made it a child of the worker's thread, which no orphan
@@ -44,186 +46,68 @@ std::optional<size_t> end_unanswered_launch(int cgroup_fd) {
     return pids->size();
 }
 
+/// The image set_image() registered (process-wide, as the launch worker is).
+UniqueFd& registered_image_fd() {
+    static UniqueFd image;
+    return image;
+}
+
+/// In the forked child: becomes the zygote's own program (`image`, corrald-launch), given our
+/// end of the socket, our pid and the holders' name; nothing of our environment goes with it.
+/// Returns only if the image cannot be executed: the child then exits, and start() reads no
+/// Ready from it.
+[[noreturn]] void exec_zygote(int image, int socket, pid_t parent, const char* holder_name) {
+    const int flags = ::fcntl(socket, F_GETFD);
+    if (flags < 0 || ::fcntl(socket, F_SETFD, flags & ~FD_CLOEXEC) != 0) ::_exit(127);
+    char socket_text[16], parent_text[16], name[16] = {};
+    std::snprintf(socket_text, sizeof socket_text, "%d", socket);
+    std::snprintf(parent_text, sizeof parent_text, "%d", static_cast<int>(parent));
+    std::memcpy(name, holder_name, ::strnlen(holder_name, sizeof name - 1));
+    char program[] = "corrald-launch";
+    char* argv[] = {program, socket_text, parent_text, name, nullptr};
+    char* envp[] = {nullptr};
+    ::syscall(SYS_execveat, image, "", argv, envp, AT_EMPTY_PATH);
+    ::_exit(127);
+}
+
 /// Once, when the zygote is given up: launches fork from the worker from then on.
 void complain(const std::string& why) {
     std::fprintf(stderr, "corral: launch zygote given up (%s); launching from the worker\n",
                  why.c_str());
 }
 
-/// The zygote's answer: a launch started (its report channel and pidfd attached, in that order)
-/// or the Error launch_begin() gave.
-struct Answer {
-    int32_t code = 0;  ///< failed: the Error's code (its message follows this struct)
-    int32_t pid = -1;
-    uint8_t failed = 0;
-    uint8_t listener_expected = 0;
-    uint8_t has_pidfd = 0;
-    uint8_t unused = 0;
-};
-static_assert(sizeof(Answer) == 12, "no padding: every byte of it is sent");
-
-/// How much one launch may weigh (argv, env, filters). Raised from the socket's default
-/// (~200 KiB) where we may: a larger spec is launched from the worker instead (EMSGSIZE).
-constexpr int kMessageBytes = 4 << 20;
-
-/// Wipes a request once served: every child the zygote starts later is a copy of its memory,
-/// freed memory included, and must not carry another launch's environment (secrets) with it.
-void scrub(std::string& bytes) {
-    ::explicit_bzero(bytes.data(), bytes.size());
 }
 
-void scrub(DecodedLaunch& launch) {
-    for (auto* strings : {&launch.spec.argv, &launch.spec.env})
-        for (auto& text : *strings) scrub(text);
-    scrub(launch.spec.cwd);
+void LaunchZygote::set_image(UniqueFd image) {
+    registered_image_fd() = std::move(image);
 }
 
-/// A holder's plan names the session's paths (its directory, so its id): gone with the request.
-void scrub(DecodedHolder& holder) {
-    scrub(holder.plan.hostname);
-    for (MountOp& op : holder.plan.mounts.ops)
-        for (auto* text : {&op.source, &op.target, &op.data, &op.step}) scrub(*text);
-}
-
-/// What the zygote answers to one request: the Answer, an error's message after it, and the
-/// descriptors attached (owned here until sent; the child is corrald's, which has them then).
-struct Served {
-    Answer answer;
-    std::string text;
-    std::vector<UniqueFd> attached;
-};
-
-Served failed(Error error) {
-    Served served;
-    served.answer.failed = 1;
-    served.answer.code = error.code;
-    served.text = std::move(error.message);
-    return served;
-}
-
-/// launch_begin() of a command, as corrald's child (CLONE_PARENT): its report channel and pidfd.
-Served serve_launch(std::string_view bytes, std::vector<UniqueFd> fds) {
-    auto decoded = decode_launch(bytes, std::move(fds));
-    if (!decoded) return failed(std::move(decoded.error()));
-    (*decoded)->spec.clone_parent = true;
-    auto started = corral::launch_begin((*decoded)->spec);
-    scrub(**decoded);
-    if (!started) return failed(std::move(started.error()));
-    Served served;
-    served.answer.pid = started->child.pid();
-    served.answer.listener_expected = started->listener_expected;
-    served.answer.has_pidfd = started->child.pidfd() >= 0;
-    served.attached.push_back(std::move(started->report));
-    if (served.answer.has_pidfd) served.attached.push_back(started->child.take_pidfd());
-    return served;
-}
-
-/// Where the heap a holder cloned here may drop once set up starts (HolderPlan::heap_start), 0
-/// for none. It runs on our main stack's copy, the plan in our heap (read before the drop:
-/// holder_main), so the heap is droppable unless this thread's own TLS lies in it, as glibc puts
-/// a static binary's main-thread TLS (__libc_setup_tls uses sbrk); then it is kept, a copy of
-/// this small process's heap, not of corrald's.
-uintptr_t droppable_heap() {
-    static thread_local char in_tls = 0;
-    const uintptr_t start = heap_start();
-    const auto tls = reinterpret_cast<uintptr_t>(&in_tls);
-    const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
-    return tls >= start && tls < end ? 0 : start;
-}
-
-/// A session's namespace holder, as corrald's child (CLONE_PARENT): the same clone as corrald's
-/// (Sandbox::start), born in its cgroup with the plan's namespaces, from a copy of this small
-/// process. Its pidfd goes back.
-Served serve_holder(int socket, const char* holder_name, std::string_view bytes,
-                    std::vector<UniqueFd> fds) {
-    auto decoded = decode_holder(bytes, std::move(fds));
-    if (!decoded) return failed(std::move(decoded.error()));
-    HolderPlan& plan = (*decoded)->plan;
-    plan.heap_start = droppable_heap();
-    int pidfd = -1;
-    const pid_t pid = clone3_fork(CLONE_PARENT | CLONE_PIDFD | static_cast<uint64_t>(plan.flags),
-                                  (*decoded)->cgroup_fd, &pidfd);
-    if (pid == 0) {
-        // Before anything of the session: our socket to corrald is not the holder's
-        // (release_descriptors would close it only after its setup, and a session's process
-        // could take it meanwhile once the holder is briefly dumpable; CVE-2024-21626).
-        ::close(socket);
-        // Named as a holder cloned from corrald is (`ps`, and tests that count our zygotes).
-        ::prctl(PR_SET_NAME, holder_name, 0, 0, 0);
-        holder_main(plan);
-    }
-    const int error = errno;
-    scrub(**decoded);
-    if (pid < 0) return failed(sys_error(error, "clone3 namespace holder (in the launch zygote)"));
-    Served served;
-    served.answer.pid = pid;
-    served.answer.has_pidfd = 1;
-    served.attached.emplace_back(pidfd);
-    return served;
-}
-
-/// Answers one request; `holder_name` is corrald's name, which a holder keeps.
-void serve_one(int socket, const char* holder_name, PassedMessage& request,
-               std::vector<UniqueFd> fds) {
-    auto kind = request_kind(request.bytes);
-    Served served = !kind ? failed(std::move(kind.error()))
-                    : *kind == ZygoteRequest::holder
-                        ? serve_holder(socket, holder_name, request.bytes, std::move(fds))
-                        : serve_launch(request.bytes, std::move(fds));
-    std::string bytes(reinterpret_cast<const char*>(&served.answer), sizeof served.answer);
-    bytes += served.text;
-    std::vector<int> attached;
-    for (const auto& fd : served.attached) attached.push_back(fd.get());
-    scrub(request.bytes);
-    // Our copies of what is attached close when `served` goes: the child is corrald's
-    // (CLONE_PARENT), and corrald has them now. If corrald is gone, so are we.
-    if (!send_passing(socket, bytes, attached, kCaller)) ::_exit(0);
-}
-
-}  // namespace
-
-[[noreturn]] void launch_zygote_main(int socket, pid_t parent) noexcept {
-    // Dies with corrald: the signal comes when the worker's thread ends (the whole process, as it
-    // never returns), and a parent gone before the prctl is caught by the look after it.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (::getppid() != parent) ::_exit(0);
-    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    char holder_name[16] = "corrald";  // corrald's own (PR_GET_NAME: 16 bytes with its NUL)
-    ::prctl(PR_GET_NAME, holder_name, 0, 0, 0);
-    ::prctl(PR_SET_NAME, "corrald-launch", 0, 0, 0);
-    // corrald's handlers and ignored signals (SIGPIPE) go, once: the zygote needs none (every
-    // signal stays blocked, as on the worker's thread; its sends use MSG_NOSIGNAL), so the
-    // children it launches find every disposition at the default and skip resetting them.
-    reset_signal_dispositions_for_good();
-    // The worker's table is stdio, its socket and ours; keep stdio (diagnostics) and ours.
-    ::close_range(3, static_cast<unsigned>(socket) - 1, 0);
-    ::close_range(static_cast<unsigned>(socket) + 1, ~0U, 0);
-    // Freed memory of corrald's goes back to the kernel: every launch copies what is left.
-    ::malloc_trim(0);
-    // Ready: start() returns once this arrives, so the zygote it returns is this one, named and
-    // bound to corrald's life.
-    if (!send_passing(socket, kReady, {}, kCaller)) ::_exit(0);
-    for (;;) {
-        auto request = receive_passing(socket, kCaller);
-        if (!request) {
-            if (request.error().code == EPROTO) continue;  // its descriptors are closed
-            ::_exit(0);                                      // corrald's end is gone
-        }
-        std::vector<UniqueFd> fds = std::move(request->fds);
-        serve_one(socket, holder_name, *request, std::move(fds));
-        ::malloc_trim(0);  // what the launch allocated and freed goes, not into the next copy
-    }
+int LaunchZygote::registered_image() {
+    return registered_image_fd().get();
 }
 
 Result<std::unique_ptr<LaunchZygote>> LaunchZygote::start(LaunchWorker& worker,
-                                                          std::chrono::milliseconds answer_limit) {
+                                                          std::chrono::milliseconds answer_limit,
+                                                          int image) {
+    if (image >= 0) {
+        auto executed = start_one(worker, answer_limit, image);
+        if (executed) return executed;
+        std::fprintf(stderr, "corral: launch zygote: %s; a fork of corrald serves instead\n",
+                     executed.error().describe().c_str());
+    }
+    return start_one(worker, answer_limit, -1);
+}
+
+Result<std::unique_ptr<LaunchZygote>> LaunchZygote::start_one(
+    LaunchWorker& worker, std::chrono::milliseconds answer_limit, int image) {
     // Forked by the worker's thread: the zygote's CLONE_PARENT children are then that thread's,
-    // like the worker's own launches. glibc's fork (not a raw clone), because the zygote
-    // allocates: fork takes malloc's locks across the fork, so none is held by a thread that
-    // does not exist in the child.
+    // like the worker's own launches. glibc's fork (not a raw clone), because a zygote that is
+    // not executed allocates: fork takes malloc's locks across the fork, so none is held by a
+    // thread that does not exist in the child.
     pid_t pid = -1;
-    auto back = worker.run_in_small_table({}, [&pid](std::span<const int>)
-                                                  -> Result<std::vector<UniqueFd>> {
+    const std::vector<int> passed = image >= 0 ? std::vector<int>{image} : std::vector<int>{};
+    auto back = worker.run_in_small_table(passed, [&pid](std::span<const int> received)
+                                                      -> Result<std::vector<UniqueFd>> {
         int pair[2];
         if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
             return sys_error("launch zygote: socketpair");
@@ -236,7 +120,13 @@ Result<std::unique_ptr<LaunchZygote>> LaunchZygote::start(LaunchWorker& worker,
         const pid_t parent = ::getpid();
         pid = ::fork();
         if (pid < 0) return sys_error("launch zygote: fork");
-        if (pid == 0) launch_zygote_main(theirs.get(), parent);
+        if (pid == 0) {
+            // Holders are named as one cloned by corrald is: this thread's name (16 bytes).
+            char holder_name[16] = "corrald";
+            ::prctl(PR_GET_NAME, holder_name, 0, 0, 0);
+            if (!received.empty()) exec_zygote(received[0], theirs.get(), parent, holder_name);
+            launch_zygote_main(theirs.get(), parent, holder_name);
+        }
         const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
         if (pidfd < 0) {
             const int error = errno;
@@ -254,22 +144,33 @@ Result<std::unique_ptr<LaunchZygote>> LaunchZygote::start(LaunchWorker& worker,
         if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, __WALL);
         return sys_error(EPROTO, "launch zygote: its descriptors did not arrive");
     }
-    std::unique_ptr<LaunchZygote> zygote(new LaunchZygote(
-        std::move((*back)[0]), PidRef(pid, std::move((*back)[1])), answer_limit));
+    std::unique_ptr<LaunchZygote> zygote(new LaunchZygote(std::move((*back)[0]),
+                                                          PidRef(pid, std::move((*back)[1])),
+                                                          answer_limit, image >= 0));
+    const char* kind = image >= 0 ? "launch zygote (executed)" : "launch zygote";
     auto ready = receive_passing(zygote->socket_.get(), kCaller,
                                  std::chrono::steady_clock::now() + answer_limit);
-    if (!ready || ready->bytes != kReady) {
+    std::optional<Error> refused;
+    if (!ready)
+        refused = std::move(ready.error().context(std::string(kind) + ": wait until it is ready"));
+    else if (ready->bytes != Ready::of_this_thread().bytes())
+        refused = ready->bytes.size() == sizeof(Ready) && ready->bytes.starts_with("ready")
+                      ? sys_error(EPERM, std::string(kind) + ": it lacks some of our capabilities")
+                      : sys_error(EPROTO, std::string(kind) + ": not ready");
+    if (refused) {
         std::lock_guard lock(zygote->mutex_);
         zygote->bury();
-        return ready ? sys_error(EPROTO, "launch zygote: not ready")
-                     : std::move(ready.error().context("launch zygote: wait until it is ready"));
+        return std::move(*refused);
     }
     return zygote;
 }
 
 LaunchZygote::LaunchZygote(UniqueFd socket, PidRef process,
-                           std::chrono::milliseconds answer_limit)
-    : socket_(std::move(socket)), process_(std::move(process)), answer_limit_(answer_limit) {}
+                           std::chrono::milliseconds answer_limit, bool executed)
+    : socket_(std::move(socket)),
+      process_(std::move(process)),
+      answer_limit_(answer_limit),
+      executed_(executed) {}
 
 void LaunchZygote::give_up() {
     std::lock_guard lock(mutex_);

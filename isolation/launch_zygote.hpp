@@ -10,9 +10,18 @@
 // profile, and it grows with corrald's heap, i.e. with the number of sessions.
 //
 // The zygote is forked once, by the launch worker's thread (launch_worker.hpp), when the session
-// manager starts and before it reads the journal: a copy of corrald before it knows any session,
-// single-threaded, with a descriptor table of stdio and one socket (corrald moves it into its own
-// cgroup with itself). For each launch corrald sends the spec as bytes
+// manager starts and before it reads the journal, and executes corrald-launch: a small static
+// program (supervisor/corrald_launch_main.cpp) that corrald carries in its own binary and runs
+// from a sealed memfd (sealed_executable.hpp), so there is no second file to install or to trust.
+// Single-threaded, with a descriptor table of stdio and one socket (corrald moves it into its own
+// cgroup with itself). Why its own program: a fork of corrald was a copy of corrald's 118
+// mappings (20 shared libraries: nftables, systemd, their compressors and crypto), and every
+// clone copies the mappings of the process it clones, and every execve tears them down again: the
+// zygote's clone of a command took 163 us back-to-back and 496 us after a 20 ms pause (a fork of
+// a process with a handful of mappings: 52 and 178 us on the same machine). Where it cannot be
+// executed (a memfd may not be executed, vm.memfd_noexec = 2; an LSM refuses; it would hold fewer
+// capabilities than corrald), the fork serves as the zygote itself, a copy of corrald before it
+// knows any session, as before. For each launch corrald sends the spec as bytes
 // (launch_message.hpp) and its descriptors (SCM_RIGHTS); the zygote runs launch_begin() with
 // CLONE_PARENT and sends back the child's pidfd and report channel. The child is therefore a
 // child of the worker's thread, exactly as a launch from the worker (corrald waits for it and
@@ -62,10 +71,20 @@ class LaunchWorker;
 
 class LaunchZygote {
   public:
-    /// Forks the zygote from `worker`'s thread. A launch it has not answered within
-    /// `answer_limit` gives it up (bury). Errors name the step.
+    /// Forks the zygote from `worker`'s thread. With an `image` (an executable's descriptor:
+    /// the one registered with set_image() unless one is given), the fork executes it, with
+    /// nothing of corrald's memory, libraries or environment; if that zygote does not start or
+    /// lacks any of our capabilities, the fork serves as the zygote itself, as without an
+    /// image. A launch it has not answered within `answer_limit` gives it up (bury). Errors name
+    /// the step.
     static Result<std::unique_ptr<LaunchZygote>> start(
-        LaunchWorker& worker, std::chrono::milliseconds answer_limit = kSetupReportLimit);
+        LaunchWorker& worker, std::chrono::milliseconds answer_limit = kSetupReportLimit,
+        int image = registered_image());
+    /// The program a zygote runs from now on (corrald's carried corrald-launch: supervisor/).
+    /// Once, before the first start(); the descriptor is kept for the process's life.
+    static void set_image(UniqueFd image);
+    /// What set_image() was given; -1 when nothing was.
+    static int registered_image();
     ~LaunchZygote();
 
     /// launch_begin(spec) in the zygote (a fork launch, whatever spec.may_share_memory says).
@@ -85,6 +104,8 @@ class LaunchZygote {
     /// Kills and reaps the zygote (a caller that cannot use it); later launches get nullopt.
     void give_up();
 
+    /// Whether it runs the image (its own program) rather than a fork of corrald (tests).
+    bool executed() const { return executed_; }
     /// Whether the zygote is (as far as we know) still there.
     bool alive() const;
     /// Its pid (tests, and operators reading `ps`: it is named corrald-launch).
@@ -98,7 +119,12 @@ class LaunchZygote {
     LaunchZygote& operator=(const LaunchZygote&) = delete;
 
   private:
-    LaunchZygote(UniqueFd socket, PidRef process, std::chrono::milliseconds answer_limit);
+    LaunchZygote(UniqueFd socket, PidRef process, std::chrono::milliseconds answer_limit,
+                 bool executed);
+    /// start() of one kind: the fork executes `image`, or serves itself when it is -1.
+    static Result<std::unique_ptr<LaunchZygote>> start_one(LaunchWorker& worker,
+                                                           std::chrono::milliseconds answer_limit,
+                                                           int image);
     /// Kills and reaps the zygote; later launches fail with EPIPE.
     void bury();
     /// Sends one request and reads its answer (mutex_ held). The answer's bytes start with the
@@ -115,9 +141,12 @@ class LaunchZygote {
     std::chrono::milliseconds answer_limit_;
     uint64_t launches_ = 0;
     uint64_t holders_ = 0;
+    bool executed_ = false;
 };
 
-/// The zygote's side: serves launches on `socket` until it closes. Never returns.
-[[noreturn]] void launch_zygote_main(int socket, pid_t parent) noexcept;
+/// The zygote's side (launch_zygote_main.cpp): serves launches on `socket` until it closes,
+/// while `parent` (corrald's worker thread) lives; the holders it clones are named
+/// `holder_name` (corrald's name, as a holder cloned by corrald is). Never returns.
+[[noreturn]] void launch_zygote_main(int socket, pid_t parent, const char* holder_name) noexcept;
 
 }  // namespace corral

@@ -19,10 +19,13 @@
 #include "base/asio.hpp"
 #include "isolation/cgroup.hpp"
 #include "isolation/host_probe.hpp"
+#include "isolation/launch_zygote.hpp"
+#include "isolation/sealed_executable.hpp"
 #include "isolation/systemd_scope.hpp"
 #include "policies/policy_parser.hpp"
 #include "sessions/network/egress_hosts.hpp"
 #include "sessions/session_manager.hpp"
+#include "supervisor/corrald_launch_image.hpp"
 #include "supervisor/daemon/api.hpp"
 #include "supervisor/daemon/daemon_options.hpp"
 #include "supervisor/daemon/http_server.hpp"
@@ -177,6 +180,13 @@ int run(const DaemonOptions& options) {
                  "` prepared");
     }
     config.prepared = options.prepare;
+    // The launch zygote runs the program corrald carries (launch_zygote.hpp), set before the
+    // session manager starts it; without it, a fork of corrald serves as the zygote.
+    if (auto image = sealed_executable(corrald_launch_image(), "corrald-launch"))
+        LaunchZygote::set_image(std::move(*image));
+    else
+        log_line("launch zygote: a fork of corrald, not corrald-launch: " +
+                 image.error().describe());
     auto sessions = SessionManager::create(io, std::move(config), *host);
     if (!sessions) return fail(sessions.error().context("start session manager"));
     log_adoption((*sessions)->adoption());
