@@ -100,6 +100,49 @@ TEST_F(DaemonZygote, OneSmallChildInCorraldsCgroupThatDiesWithIt) {
     ASSERT_TRUE(daemon.start()) << daemon.log();
 }
 
+/// The holder of session `id` (the one process in its holder cgroup), -1 when not exactly one.
+pid_t holder_of(const CorraldProcess& daemon, const std::string& id) {
+    std::ifstream procs(daemon.instance_cgroup() + "/sessions/" + id + "/holder/cgroup.procs");
+    std::vector<pid_t> pids;
+    for (pid_t pid; procs >> pid;) pids.push_back(pid);
+    return pids.size() == 1 ? pids[0] : -1;
+}
+
+size_t line_count(const std::string& text) {
+    return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// Issue 18: every command of a `default` session and every holder is a clone of the zygote, and a
+// clone copies the mappings of what it clones. corrald's zygote is the small program corrald
+// carries, executed from a sealed memfd: a handful of mappings (corrald has over a hundred, with
+// its shared libraries) and none of corrald's environment; the session's holder, cloned there,
+// is as small and keeps corrald's name.
+TEST_F(DaemonZygote, RunsTheProgramCorraldCarriesNotACopyOfCorrald) {
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    const pid_t zygote = zygote_of(daemon.pid());
+    ASSERT_GT(zygote, 0) << daemon.log();
+    std::error_code error;
+    const auto exe =
+        std::filesystem::read_symlink("/proc/" + std::to_string(zygote) + "/exe", error);
+    EXPECT_EQ(exe.string().rfind("/memfd:corrald-launch", 0), 0u) << exe << "\n" << daemon.log();
+    const std::string maps = proc_text(zygote, "maps");
+    EXPECT_LT(line_count(maps), 30u) << maps;
+    EXPECT_LT(line_count(maps), line_count(proc_text(daemon.pid(), "maps")) / 2);
+    EXPECT_EQ(proc_text(zygote, "environ"), "");
+    HttpClient c = daemon.client();
+    auto made = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string id = made.json()["id"].get<std::string>();
+    auto ran = c.post("/v1/sessions/" + id + "/run", {{"command", "cat /proc/1/comm"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    EXPECT_EQ(ran.json()["stdout"], proc_text(daemon.pid(), "comm")) << "the holder's name";
+    const pid_t holder = holder_of(daemon, id);
+    ASSERT_GT(holder, 0) << daemon.log();
+    EXPECT_LT(line_count(proc_text(holder, "maps")), 30u) << proc_text(holder, "maps");
+}
+
 /// The "SigBlk/SigIgn/SigCgt" lines of a /proc/<pid>/status text.
 std::string signal_lines(const std::string& status) {
     std::istringstream lines(status);
@@ -196,14 +239,6 @@ TEST_F(DaemonZygote, HoldsNoSessionsTokenBeforeOrAfterARestart) {
             ASSERT_EQ(again.status, 200u) << again.body;
         }
     }
-}
-
-/// The holder of session `id` (the one process in its holder cgroup), -1 when not exactly one.
-pid_t holder_of(const CorraldProcess& daemon, const std::string& id) {
-    std::ifstream procs(daemon.instance_cgroup() + "/sessions/" + id + "/holder/cgroup.procs");
-    std::vector<pid_t> pids;
-    for (pid_t pid; procs >> pid;) pids.push_back(pid);
-    return pids.size() == 1 ? pids[0] : -1;
 }
 
 /// Freezes a cgroup v2 directory (cgroup.freeze) while it lives: what is cloned into a cgroup
