@@ -82,9 +82,14 @@ Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, Chi
     if (setup.session_cgroup == nullptr) return plain_error("start process: no session cgroup");
     std::shared_ptr<Process> process(
         new Process(io, reaper, std::move(setup), std::move(on_finish)));
-    auto leaf = process->setup_.session_cgroup->create_child(process->setup_.id);
-    if (!leaf) return std::move(leaf.error().context("start process " + process->setup_.id));
-    process->leaf_ = std::move(*leaf);
+    if (process->setup_.leaf) {
+        process->leaf_ = std::move(*process->setup_.leaf);
+        process->setup_.leaf.reset();
+    } else {
+        auto leaf = process->setup_.session_cgroup->create_child(process->setup_.id);
+        if (!leaf) return std::move(leaf.error().context("start process " + process->setup_.id));
+        process->leaf_ = std::move(*leaf);
+    }
     if (process->setup_.read_limit_events)
         process->events_at_start_ = process->setup_.read_limit_events();
     auto launched = process->launch_into_leaf();

@@ -75,6 +75,9 @@ struct ProcessSetup {
     bool stdin_open = false;
     int extra_fd = -1;  ///< becomes fd 3 of the process (a shell context's state pipe); -1: none
     const Cgroup* session_cgroup = nullptr;  ///< parent of the leaf
+    /// The leaf, made ahead (a prepared session's first process: session_prepared.cpp); empty:
+    /// made at start beneath session_cgroup.
+    std::optional<Cgroup> leaf;
     std::vector<int> limit_join_fds;         ///< v1 `tasks` fds (hybrid limits)
     int holder_pidfd = -1;                   ///< namespaces to join, -1: none
     int namespace_flags = 0;

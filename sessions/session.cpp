@@ -323,6 +323,10 @@ ProcessSetup Session::base_setup(const ProcessRequest& request) {
 
 void Session::wire_setup(ProcessSetup& setup) {
     setup.session_cgroup = &cgroup_;
+    if (first_leaf_ && setup.id == "p1") {  // made while the session was prepared
+        setup.leaf = std::move(first_leaf_);
+        first_leaf_.reset();
+    }
     if (limits_) {
         setup.limit_join_fds = limits_->join_fds();
         setup.read_limit_events = [limits = limits_.get()] { return limits->read_events(); };

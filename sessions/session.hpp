@@ -394,6 +394,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
     std::map<std::string, std::shared_ptr<Process>> processes_;
     std::vector<std::string> process_order_;
+    /// p1's leaf, made while the session was prepared (session_prepared.cpp); taken by the first
+    /// process, removed with the session if none came.
+    std::optional<Cgroup> first_leaf_;
     unsigned next_process_ = 1;
     std::vector<bool> slots_in_use_;  ///< the holder's store slots, by number
     size_t pruned_processes_ = 0;

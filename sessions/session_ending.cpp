@@ -302,6 +302,8 @@ void Session::release_resources() {
         cgroup_.leave();
     }
     constexpr std::chrono::milliseconds kNoWait{0};
+    if (first_leaf_ && !first_leaf_->remove(kNoWait)) first_leaf_->leave();
+    first_leaf_.reset();
     if (!holder_cgroup_.remove(kNoWait)) holder_cgroup_.leave();
     holder_cgroup_ = Cgroup{};
     if (!cgroup_.remove(kNoWait)) cgroup_.leave();

@@ -39,6 +39,11 @@ void Session::complete_preparation() {
         return;
     }
     ::close(fd);
+    // The first process's leaf too: its mkdir is then not on the first run's path (a cgroup v2
+    // mkdir with the session's controllers is tens of microseconds; issue 18, "session ready").
+    // Best effort: without it the leaf is made at launch, as for every later process. A restart
+    // finds it empty and owned by no process, and removes it (reap_unowned_leaves).
+    if (auto leaf = cgroup_.create_child("p1")) first_leaf_ = std::move(*leaf);
     start_request_.reset();
     state_ = SessionState::active;  // still nobody's: only the manager's pool holds it
     auto ready = std::move(ready_handler_);

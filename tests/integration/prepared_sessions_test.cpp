@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -477,6 +478,55 @@ TEST(PreparedSessions, KillNineAndRestartLeaveNothingOfThemAndShutdownEndsThem) 
     const int status = daemon.stop(60s);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon.log();
     EXPECT_TRUE(daemon.footprint().empty()) << daemon.footprint().describe();
+}
+
+// A prepared session has its first process's leaf made too, so the first run makes no cgroup
+// (issue 18, "session ready"): the first command runs in it (p1, as in any session), later ones
+// in leaves of their own. One never used goes with its session, and a restart finds a claimed
+// session's unused one empty and owned by no process: removed, silently, and the first process
+// after the restart is p1 as it would have been.
+TEST(PreparedSessions, TheFirstRunUsesTheLeafMadeAheadAndAnUnusedOneLeavesNothing) {
+    std::string why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon({"--prepare", "default=2"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    const std::string sessions = daemon.instance_cgroup() + "/sessions/";
+    for (const auto& sid : session_dirs(daemon))
+        EXPECT_TRUE(std::filesystem::exists(sessions + sid + "/p1")) << sid;
+    const std::string own_cgroup = "grep '^0::' /proc/self/cgroup";
+
+    auto first = c.post("/v1/sessions", json::object());
+    ASSERT_EQ(first.status, 201u) << first.body;
+    const std::string used = first.json()["id"];
+    const std::string in_first = run_stdout(c, used, own_cgroup);
+    EXPECT_TRUE(in_first.size() > 4 && in_first.substr(in_first.size() - 4) == "/p1\n")
+        << in_first;
+    const std::string in_second = run_stdout(c, used, own_cgroup);
+    EXPECT_TRUE(in_second.size() > 4 && in_second.substr(in_second.size() - 4) == "/p2\n")
+        << in_second;
+
+    auto second = c.post("/v1/sessions", json::object());
+    ASSERT_EQ(second.status, 201u) << second.body;
+    const std::string unused = second.json()["id"];
+    ASSERT_TRUE(std::filesystem::exists(sessions + unused + "/p1"));
+    daemon.kill_hard();
+    auto& args = daemon.arguments();
+    args.erase(std::find(args.begin(), args.end(), "--prepare"),
+               std::find(args.begin(), args.end(), "--prepare") + 2);
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+    auto back = c.get("/v1/sessions/" + unused);
+    ASSERT_EQ(back.status, 200u) << back.body;
+    EXPECT_EQ(back.json()["state"], "active") << back.body;
+    EXPECT_EQ(daemon.log().find("leaf `p1`"), std::string::npos) << daemon.log();
+    EXPECT_FALSE(std::filesystem::exists(sessions + unused + "/p1")) << "left after the restart";
+    auto ran = c.post("/v1/sessions/" + unused + "/run", {{"command", own_cgroup}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["id"], "p1") << ran.body;
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    for (const auto& sid : {used, unused}) EXPECT_EQ(c.del("/v1/sessions/" + sid).status, 200u);
+    EXPECT_TRUE(footprint_empty(daemon)) << daemon.footprint().describe();
 }
 
 // Bad --prepare values stop the start with an error naming the flag.
