@@ -362,6 +362,67 @@ TEST(PreparedSessions, APolicyFileChangedSincePreparationDiscardsThePreparedSess
     EXPECT_EQ(run_stdout(c, again.json()["id"], "echo $WHICH"), "second\n");
 }
 
+// A policy-dir file of a preset's name shadows the preset for POST /v1/sessions, even when the
+// file appears after the preset's pool was prepared: corrald takes an unshadowed preset on its
+// event loop (issue 18) and must still look for the file on every request, so the creation gets
+// the file's policy and no session prepared from the preset (the claim compares the resolved
+// policies). Both file names a name may mean count (default.yaml, strict.yml). A name that is a
+// path is refused as before, even when the policy dir holds a file at that path.
+TEST(PreparedSessions, APolicyDirFileShadowsAPresetAndItsPreparedSessions) {
+    std::string why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
+    char dir[] = "/tmp/corral-prepared-shadow-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    struct RemoveDir {
+        std::string path;
+        ~RemoveDir() { std::filesystem::remove_all(path); }
+    } remove_dir{dir};
+    std::filesystem::create_directories(std::string(dir) + "/a");
+    std::ofstream(std::string(dir) + "/a/b.yaml") << "extends: none\n";
+    CorraldProcess daemon({"--policy-dir", dir, "--prepare", "default=2"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    const std::set<std::string> prepared = session_dirs(daemon);
+    ASSERT_EQ(prepared.size(), 2u);
+
+    // Unshadowed: the preset, from the pool.
+    auto preset = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(preset.status, 201u) << preset.body;
+    EXPECT_TRUE(prepared.count(preset.json()["id"].get<std::string>()));
+    EXPECT_EQ(run_stdout(c, preset.json()["id"], "echo \"[$WHICH]\""), "[]\n");
+    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+
+    std::ofstream(std::string(dir) + "/default.yaml")
+        << "name: default\nextends: default\nenv: { set: { WHICH: dir-default } }\n";
+    std::ofstream(std::string(dir) + "/strict.yml")
+        << "name: strict\nextends: strict\nenv: { set: { WHICH: dir-strict } }\n";
+    const std::set<std::string> pooled = session_dirs(daemon);
+    for (const json& body : {json{{"policy", "default"}}, json::object()}) {
+        auto made = c.post("/v1/sessions", body);
+        ASSERT_EQ(made.status, 201u) << made.body;
+        const std::string sid = made.json()["id"];
+        EXPECT_FALSE(pooled.count(sid)) << body << ": a session prepared from the preset";
+        EXPECT_EQ(run_stdout(c, sid, "echo $WHICH"), "dir-default\n") << body;
+    }
+    auto strict = c.post("/v1/sessions", {{"policy", "strict"}});
+    ASSERT_EQ(strict.status, 201u) << strict.body;
+    EXPECT_EQ(run_stdout(c, strict.json()["id"], "echo $WHICH"), "dir-strict\n");
+
+    for (const std::string name : {"../x", "a/b", "a/b.yaml", "./default"}) {
+        auto refused = c.post("/v1/sessions", {{"policy", name}});
+        EXPECT_EQ(refused.status, 422u) << name << ": " << refused.body;
+        const json error = refused.json()["error"];
+        EXPECT_EQ(error["code"], "invalid_policy") << refused.body;
+        EXPECT_EQ(error["message"].get<std::string>(),
+                  "invalid policy: <policy>: policy: `" + name +
+                      "` is not a policy name: name a preset (default, none, strict) or a policy "
+                      "of the daemon's --policy-dir ([A-Za-z0-9._-]); paths are not accepted "
+                      "(send your own policy as policyYaml)")
+            << refused.body;
+    }
+}
+
 // A claimed session's life starts at the claim: a prepared session that waited longer than its
 // policy's session and idle timeouts is handed out active, and those timeouts end it afterwards.
 TEST(PreparedSessions, TimeoutsCountFromTheClaimNotFromThePreparation) {
