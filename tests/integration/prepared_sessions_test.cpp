@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -538,6 +539,65 @@ TEST(PreparedSessions, KillNineAndRestartLeaveNothingOfThemAndShutdownEndsThem) 
     const int status = daemon.stop(60s);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon.log();
     EXPECT_TRUE(daemon.footprint().empty()) << daemon.footprint().describe();
+}
+
+// A claim is journalled before its answer, and its `.prepared` marker (which tells a restart "no
+// client's") is removed only after the answer (Session::claim). A kill -9 in between must still
+// report the session as a client's: adopted when something runs in it, else "ended", never 404
+// as a never-claimed one; those stay 404. The window is made here by putting the markers back.
+TEST(PreparedSessions, AClaimedSessionWhoseMarkerOutlivedAKillNineIsStillTheClients) {
+    std::string why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon({"--prepare", "none=3"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, "none", 3)) << pool(c, "none") << daemon.log();
+    auto running = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(running.status, 201u) << running.body;
+    auto idle = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(idle.status, 201u) << idle.body;
+    const std::string adopted = running.json()["id"], ended = idle.json()["id"];
+    auto sleeper = c.post("/v1/sessions/" + adopted + "/processes", {{"argv", {"sleep", "600"}}});
+    ASSERT_EQ(sleeper.status, 201u) << sleeper.body;
+    auto marker = [&](const std::string& sid) {
+        return daemon.state_dir() + "/sessions/" + sid + "/.prepared";
+    };
+    // Off the answer's path, but soon after it.
+    bool settled = false;
+    for (int i = 0; i < 500 && !settled; ++i) {
+        settled =
+            !std::filesystem::exists(marker(adopted)) && !std::filesystem::exists(marker(ended));
+        if (!settled) std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_TRUE(settled) << "a claimed session kept its prepared marker";
+    ASSERT_TRUE(wait_ready(c, "none", 3)) << pool(c, "none");
+    std::set<std::string> never_claimed = session_dirs(daemon);
+    never_claimed.erase(adopted);
+    never_claimed.erase(ended);
+    ASSERT_EQ(never_claimed.size(), 3u);
+    for (const auto& sid : never_claimed) ASSERT_TRUE(std::filesystem::exists(marker(sid)));
+    std::ofstream(marker(adopted)).close();
+    std::ofstream(marker(ended)).close();
+
+    daemon.kill_hard();
+    auto& args = daemon.arguments();
+    args.erase(std::find(args.begin(), args.end(), "--prepare"), args.end());
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+    auto back = c.get("/v1/sessions/" + adopted);
+    ASSERT_EQ(back.status, 200u) << back.body;
+    EXPECT_EQ(back.json()["state"], "active") << back.body;
+    EXPECT_FALSE(std::filesystem::exists(marker(adopted))) << "an adopted session kept it";
+    auto gone = c.get("/v1/sessions/" + ended);
+    ASSERT_EQ(gone.status, 200u) << "a client's session is unknown after the restart: "
+                                 << gone.body;
+    EXPECT_EQ(gone.json()["state"], "ended") << gone.body;
+    EXPECT_EQ(gone.json()["endReason"], "daemon-restart") << gone.body;
+    for (const auto& sid : never_claimed) {
+        auto got = c.get("/v1/sessions/" + sid);
+        EXPECT_EQ(got.status, 404u) << got.body;
+    }
+    EXPECT_EQ(c.del("/v1/sessions/" + adopted).status, 200u);
+    EXPECT_TRUE(footprint_empty(daemon)) << daemon.footprint().describe();
 }
 
 // Bad --prepare values stop the start with an error naming the flag.
