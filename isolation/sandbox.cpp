@@ -350,6 +350,15 @@ std::optional<Result<PidRef>> clone_holder_in_zygote(const HolderPlan& plan, int
     return zygote->clone_holder(plan, cgroup_fd);
 }
 
+/// Clones the holder from a small process (SandboxOptions::clone_from_small_table): the zygote
+/// where corrald has one (a copy of a small process, not of corrald: issue 18), else the launch
+/// worker's table. nullopt: neither can take it, clone directly.
+std::optional<Result<PidRef>> clone_holder_from_small_process(const HolderPlan& plan,
+                                                              int cgroup_fd) {
+    if (auto from_zygote = clone_holder_in_zygote(plan, cgroup_fd)) return from_zygote;
+    return clone_holder_on_worker(plan, cgroup_fd);
+}
+
 }  // namespace
 
 Sandbox::Sandbox(Sandbox&& other) noexcept
@@ -510,16 +519,12 @@ Result<Sandbox> Sandbox::start(const Policy& policy, const Cgroup& holder_cgroup
     plan->go_write_fd = go.write_end.get();
 
     PidRef holder;
-    // From the zygote where corrald has one (a copy of a small process, not of corrald: issue
-    // 18), else from the worker's table; directly where neither can take it.
-    auto on_worker = options.clone_from_small_table
-                         ? clone_holder_in_zygote(*plan, holder_cgroup.dir_fd())
-                         : std::nullopt;
-    if (!on_worker && options.clone_from_small_table)
-        on_worker = clone_holder_on_worker(*plan, holder_cgroup.dir_fd());
-    if (on_worker) {
-        if (!*on_worker) return std::move(on_worker->error());
-        holder = std::move(**on_worker);
+    auto from_small = options.clone_from_small_table
+                          ? clone_holder_from_small_process(*plan, holder_cgroup.dir_fd())
+                          : std::nullopt;
+    if (from_small) {
+        if (!*from_small) return std::move(from_small->error());
+        holder = std::move(**from_small);
     } else {
         int pidfd = -1;
         const pid_t pid = clone3_fork(static_cast<uint64_t>(flags) | CLONE_PIDFD,

@@ -4,8 +4,10 @@
 #include "policies/policy_parser.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <filesystem>
 
@@ -381,6 +383,13 @@ bool valid_policy_name(const std::string& name) {
     });
 }
 
+/// The policy-dir files a valid name may mean, in the order they are tried.
+std::vector<std::string> named_policy_candidates(const std::string& name) {
+    std::vector<std::string> candidates = {name + ".yaml", name + ".yml"};
+    if (looks_like_file(name)) candidates.insert(candidates.begin(), name);
+    return candidates;
+}
+
 }  // namespace
 
 PolicyParseResult parse_confined_policy(std::string_view yaml, const std::string& source_name,
@@ -389,6 +398,21 @@ PolicyParseResult parse_confined_policy(std::string_view yaml, const std::string
     const Confinement confined = open_confinement(policy_dir, dir_fd);
     return parse_outermost(
         Document{yaml, source_name, "", Link{source_name, source_name}, &confined});
+}
+
+bool policy_dir_may_hold(const std::string& name, const std::string& policy_dir) {
+    if (!valid_policy_name(name)) return true;  // refused by load_named_policy, before any lookup
+    if (policy_dir.empty()) return false;
+    // What read_dir_policy() takes for "not there": ENOENT, or ENOTDIR (the dir is a file). Any
+    // entry at all (a symlink, a FIFO, a directory) or any other error sends the caller to
+    // load_named_policy, which reads it and answers as always.
+    for (const auto& candidate : named_policy_candidates(name)) {
+        struct stat st;
+        const std::string path = policy_dir + "/" + candidate;
+        if (::fstatat(AT_FDCWD, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return true;
+        if (errno != ENOENT && errno != ENOTDIR) return true;
+    }
+    return false;
 }
 
 PolicyParseResult load_named_policy(const std::string& name, const std::string& policy_dir,
@@ -402,9 +426,7 @@ PolicyParseResult load_named_policy(const std::string& name, const std::string& 
     }
     UniqueFd dir_fd;
     const Confinement confined = open_confinement(policy_dir, dir_fd);
-    std::vector<std::string> candidates = {name + ".yaml", name + ".yml"};
-    if (looks_like_file(name)) candidates.insert(candidates.begin(), name);
-    for (const auto& candidate : candidates) {
+    for (const auto& candidate : named_policy_candidates(name)) {
         std::string content;
         auto found = read_dir_policy(confined, candidate, content);
         if (!found) {

@@ -86,6 +86,11 @@ PolicyParseResult parse_confined_policy(std::string_view yaml, const std::string
 using PresetSource = std::optional<Policy> (*)(std::string_view name);
 PolicyParseResult load_named_policy(const std::string& name, const std::string& policy_dir,
                                     PresetSource presets = nullptr);
+/// Whether load_named_policy(name, policy_dir) may read a file of the policy dir: false only when
+/// `name` is a valid policy name and no file it may mean (NAME.yaml, NAME.yml) exists there, so
+/// its answer is the preset's (or "no policy of that name"). An invalid name is true without
+/// asking the file system (load_named_policy refuses it); otherwise one fstatat per candidate.
+bool policy_dir_may_hold(const std::string& name, const std::string& policy_dir);
 
 /// Resolves what a user typed after --policy: an existing file path, else a preset name.
 PolicyParseResult load_policy(const std::string& file_or_preset);

@@ -141,6 +141,9 @@ class Session : public std::enable_shared_from_this<Session> {
     /// its timers. EINVAL when it is not an unclaimed, untouched prepared session (each is handed
     /// out once). On an error the caller ends it.
     Status claim(const CreateSessionRequest& request);
+    /// Removes the prepared marker a journalled claim left for after the client's answer
+    /// (claim() says why); no-op when there is none. Ending the session removes it too.
+    void settle_claim();
     /// Takes over a session a previous run of the daemon left running (session_adoption.cpp):
     /// its cgroup, holder, limits, directory, ports (forwarders made anew), tokens, env and
     /// processes, from `record`. `notes` gets what could not be taken and why. An error means
@@ -245,6 +248,8 @@ class Session : public std::enable_shared_from_this<Session> {
     Status apply_request(const CreateSessionRequest& request);
     /// complete_start() of a prepared session (session_prepared.cpp).
     void complete_preparation();
+    /// Unlinks this session's kPreparedMarker (ENOENT counts as done).
+    Status remove_marker();
     /// create()'s blocking wait for the holder's setup.
     Status wait_for_holder();
     // session_starting.cpp: await_ready's steps.
@@ -413,6 +418,8 @@ class Session : public std::enable_shared_from_this<Session> {
     bool journalled_ = false;
     /// Prepared for the pool and not claimed yet (mark_prepared, claim).
     bool prepared_ = false;
+    /// Claimed, and its kPreparedMarker is still there (claim, settle_claim).
+    bool marker_left_ = false;
 
     boost::asio::steady_timer session_timer_;
     boost::asio::steady_timer idle_timer_;

@@ -319,6 +319,9 @@ void Session::release_resources() {
     workdir_.host_fd = -1;
     context_.ports.release_all(id_);
     leased_.clear();
+    // Before its "end" record: from then on only a missing marker tells a restart that a client
+    // had this session (recovery).
+    if (marker_left_) (void)remove_marker();
     (void)directory_.remove();
 }
 

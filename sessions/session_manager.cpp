@@ -123,7 +123,13 @@ Status SessionManager::initialize() {
     std::set<std::string> keep;
     for (const auto& [sid, record] : adoptable) keep.insert(sid);
     const LeftoverScope scope{state_dir, instance_dir, config_.instance_name, host_.v1_own};
-    const std::set<std::string> never_claimed = prepared_leftovers(state_dir);
+    // A claim is journalled before its answer and its marker removed after (Session::claim): a
+    // session the journal knows was some client's, marker or not (its marker goes now).
+    std::set<std::string> never_claimed = prepared_leftovers(state_dir);
+    for (const auto& sid : journal_known) {
+        if (never_claimed.erase(sid) != 0)
+            (void)::unlink((state_dir + "/sessions/" + sid + "/" + kPreparedMarker).c_str());
+    }
     leftovers_ = reap_leftovers(scope, keep);
     for (const auto& sid : journal_known) {
         if (keep.count(sid) == 0 &&
@@ -379,6 +385,11 @@ void SessionManager::async_create_session(const CreateSessionRequest& request,
         sessions_[sid] = started;
         answer(std::move(handler), created_record(*started));
     });
+}
+
+void SessionManager::creation_answered(const std::string& sid) {
+    auto found = sessions_.find(sid);
+    if (found != sessions_.end()) found->second->settle_claim();
 }
 
 std::vector<SessionInfo> SessionManager::list_sessions(const std::optional<std::string>& only) {

@@ -168,6 +168,9 @@ class SessionManager {
     /// session once it is active and journalled, or with the error naming the failed step once
     /// everything the creation made is gone again. A shutdown fails the creations under way.
     void async_create_session(const CreateSessionRequest& request, CreateHandler handler);
+    /// The client has the answer of its creation of `sid`: what a claimed prepared session left
+    /// for after it is done now (its marker's removal, Session::settle_claim).
+    void creation_answered(const std::string& sid);
     /// Active and ending sessions (not ended ones); with `only`, that one session if it is
     /// among them (a session token's listing builds no other session's record: a record reads
     /// the session's cgroup and processes).

@@ -32,7 +32,10 @@
 namespace corral {
 namespace {
 
-/// How long after a claim the pool may be refilled at the earliest.
+/// How long after a claim (or an end) the pool may be refilled at the earliest. Not redundant
+/// with kRefillGate's quiet time: a pool running low skips that wait, and a 0 ms timer's handler
+/// can run before the claim's answer is written (the coroutine that writes it is resumed only
+/// after the creation's posted handler has run), putting a holder's clone ahead of the answer.
 constexpr Millis kRefillDelay{5};
 /// A refill starts once no client request arrived for 5 ms, or 20 ms after it was wanted.
 constexpr RefillGate kRefillGate{std::chrono::milliseconds(5), std::chrono::milliseconds(20)};

@@ -16,8 +16,9 @@
 namespace corral {
 namespace {
 
-/// <state>/sessions/<sid>/.prepared while a prepared session is nobody's: a restart after a crash
-/// reaps such a session like any unowned one and keeps no "ended" record of an id no client had
+/// <state>/sessions/<sid>/.prepared while a prepared session is nobody's (and, journalled, until
+/// its claim's answer is out): a restart after a crash reaps such a session like any unowned one
+/// and keeps no "ended" record of an id no client had, unless the journal knows the id
 /// (SessionManager::remember_reaped_sessions). Beside the session's root, never inside it.
 std::string prepared_marker(const std::string& root) {
     return root.substr(0, root.rfind('/')) + "/" + kPreparedMarker;
@@ -57,9 +58,12 @@ Status Session::claim(const CreateSessionRequest& request) {
         !full_token_.empty() || journalled_)
         return sys_error(EINVAL, "session `" + id_ + "` is not an unclaimed prepared session");
     prepared_ = false;
-    const std::string marker = prepared_marker(directory_.root());
-    if (::unlink(marker.c_str()) != 0 && errno != ENOENT)
-        return sys_error("claim prepared session " + id_ + ": remove `" + marker + "`");
+    // The marker says "nobody's" to a restart. With a journal, the claim's record says otherwise
+    // (recovery takes a journalled session for a claimed one, marker or not), so the unlink,
+    // ~65 us, waits until the client has its answer (settle_claim, or the session's end).
+    // Without one, nothing else would tell, so it goes before the answer.
+    marker_left_ = true;
+    if (context_.journal == nullptr) CORRAL_TRY(remove_marker(), "claim prepared session " + id_);
     CORRAL_TRY(apply_request(request), "claim prepared session " + id_);
     created_at_ = std::chrono::system_clock::now();  // its life starts now, for the client
     // Journalled before its id and tokens reach anyone, as every creation is.
@@ -67,6 +71,20 @@ Status Session::claim(const CreateSessionRequest& request) {
     CORRAL_TRY(journal_session(), "claim prepared session " + id_);
     arm_session_timer();
     arm_idle_timer();
+    return {};
+}
+
+void Session::settle_claim() {
+    // A failure leaves it for the session's end (release_resources) to try again.
+    if (marker_left_ && state_ != SessionState::ended) (void)remove_marker();
+}
+
+Status Session::remove_marker() {
+    if (directory_.root().empty()) return {};
+    const std::string marker = prepared_marker(directory_.root());
+    if (::unlink(marker.c_str()) != 0 && errno != ENOENT)
+        return sys_error("remove `" + marker + "`");
+    marker_left_ = false;
     return {};
 }
 

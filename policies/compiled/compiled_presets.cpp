@@ -31,4 +31,10 @@ PolicyParseResult load_named_policy_compiled(const std::string& name,
     return load_named_policy(name, policy_dir, &compiled_preset);
 }
 
+std::optional<Policy> unshadowed_compiled_preset(const std::string& name,
+                                                 const std::string& policy_dir) {
+    if (policy_dir_may_hold(name, policy_dir)) return std::nullopt;
+    return compiled_preset(name);
+}
+
 }  // namespace corral

@@ -66,6 +66,13 @@ PolicyParseResult load_policy_compiled(const std::string& file_or_preset);
 PolicyParseResult load_named_policy_compiled(const std::string& name,
                                              const std::string& policy_dir);
 
+/// What load_named_policy_compiled(name, policy_dir) gives when that needs no file read: the
+/// compiled preset `name`, when no policy-dir file may shadow it (policy_dir_may_hold: an fstatat
+/// per candidate name, nothing read or parsed). nullopt otherwise (a file of that name, an invalid
+/// name, no such preset): ask load_named_policy_compiled.
+std::optional<Policy> unshadowed_compiled_preset(const std::string& name,
+                                                 const std::string& policy_dir);
+
 namespace detail {
 /// One generated entry: the preset's name and a function that builds its Policy.
 struct CompiledPresetEntry {

@@ -53,6 +53,7 @@ asio::awaitable<void> Api::create_session(Exchange& ex, const RouteParams&, cons
         end_unclaimed();  // the answer did not reach the client
         throw;
     }
+    sessions_.creation_answered(created.info.id);
 }
 
 asio::awaitable<void> Api::list_sessions(Exchange& ex, const RouteParams&, const Caller& caller) {

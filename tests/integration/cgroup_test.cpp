@@ -356,7 +356,9 @@ TEST(CgroupDiscovery, SkippingTheV1HierarchiesChangesNothingElse) {
     EXPECT_EQ(skipped->v2_own, found->v2_own);
     EXPECT_EQ(skipped->v2_controllers, found->v2_controllers);
     EXPECT_TRUE(skipped->v1_own.empty());
-    if (found->layout == CgroupLayout::hybrid) EXPECT_FALSE(found->v1_own.empty());
+    if (found->layout == CgroupLayout::hybrid) {
+        EXPECT_FALSE(found->v1_own.empty());
+    }
     auto cgroups = read_file("/proc/self/cgroup");
     ASSERT_TRUE(cgroups) << cgroups.error().describe();
     auto usual = discover_cgroup_host_at_usual_mounts(*cgroups, V1Hierarchies::find);
@@ -443,7 +445,9 @@ TEST(CgroupPlacementOnTheRealHost, PlacingMovesNoOtherProcess) {
         EXPECT_EQ(placed.v2_own, placed.v2_mount);
         EXPECT_EQ(placed.v2_started_in, host->v2_own);
     }
-    if (plan && host->layout == CgroupLayout::hybrid) EXPECT_EQ(placed.v2_own, host->v2_own);
+    if (plan && host->layout == CgroupLayout::hybrid) {
+        EXPECT_EQ(placed.v2_own, host->v2_own);
+    }
     ::kill(sibling, SIGKILL);
     ::waitpid(sibling, nullptr, 0);
 }

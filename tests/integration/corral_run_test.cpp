@@ -69,7 +69,9 @@ class CorralRun : public ::testing::Test {
         // (README "Identity"), so the job's directory must let any user in and write, as a CI
         // checkout shared with an unprivileged job user would. Idmapping hosts keep mkdtemp's 0700.
         idmaps_ = static_cast<bool>(corral::probe_idmapped_mount(dir_.string()));
-        if (!idmaps_) ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
+        if (!idmaps_) {
+            ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
+        }
         fs::copy_file(CORRAL_PROBE, dir_ / "probe");
         auto host = corral::discover_cgroup_host();
         ASSERT_TRUE(host) << host.error().describe();
@@ -131,9 +133,10 @@ class CorralRun : public ::testing::Test {
         result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         // Whatever happened, corral must have removed its cgroup before returning (a populated
         // stale one of its pid is not its own: it is left as it was).
-        if (stale_ != Stale::populated)
+        if (stale_ != Stale::populated) {
             EXPECT_FALSE(fs::exists(v2_own_ + "/corral-run-" + std::to_string(pid)))
                 << "corral left its cgroup behind";
+        }
         return result;
     }
 

@@ -363,6 +363,67 @@ TEST(PreparedSessions, APolicyFileChangedSincePreparationDiscardsThePreparedSess
     EXPECT_EQ(run_stdout(c, again.json()["id"], "echo $WHICH"), "second\n");
 }
 
+// A policy-dir file of a preset's name shadows the preset for POST /v1/sessions, even when the
+// file appears after the preset's pool was prepared: corrald takes an unshadowed preset on its
+// event loop (issue 18) and must still look for the file on every request, so the creation gets
+// the file's policy and no session prepared from the preset (the claim compares the resolved
+// policies). Both file names a name may mean count (default.yaml, strict.yml). A name that is a
+// path is refused as before, even when the policy dir holds a file at that path.
+TEST(PreparedSessions, APolicyDirFileShadowsAPresetAndItsPreparedSessions) {
+    std::string why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
+    char dir[] = "/tmp/corral-prepared-shadow-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    struct RemoveDir {
+        std::string path;
+        ~RemoveDir() { std::filesystem::remove_all(path); }
+    } remove_dir{dir};
+    std::filesystem::create_directories(std::string(dir) + "/a");
+    std::ofstream(std::string(dir) + "/a/b.yaml") << "extends: none\n";
+    CorraldProcess daemon({"--policy-dir", dir, "--prepare", "default=2"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    const std::set<std::string> prepared = session_dirs(daemon);
+    ASSERT_EQ(prepared.size(), 2u);
+
+    // Unshadowed: the preset, from the pool.
+    auto preset = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(preset.status, 201u) << preset.body;
+    EXPECT_TRUE(prepared.count(preset.json()["id"].get<std::string>()));
+    EXPECT_EQ(run_stdout(c, preset.json()["id"], "echo \"[$WHICH]\""), "[]\n");
+    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+
+    std::ofstream(std::string(dir) + "/default.yaml")
+        << "name: default\nextends: default\nenv: { set: { WHICH: dir-default } }\n";
+    std::ofstream(std::string(dir) + "/strict.yml")
+        << "name: strict\nextends: strict\nenv: { set: { WHICH: dir-strict } }\n";
+    const std::set<std::string> pooled = session_dirs(daemon);
+    for (const json& body : {json{{"policy", "default"}}, json::object()}) {
+        auto made = c.post("/v1/sessions", body);
+        ASSERT_EQ(made.status, 201u) << made.body;
+        const std::string sid = made.json()["id"];
+        EXPECT_FALSE(pooled.count(sid)) << body << ": a session prepared from the preset";
+        EXPECT_EQ(run_stdout(c, sid, "echo $WHICH"), "dir-default\n") << body;
+    }
+    auto strict = c.post("/v1/sessions", {{"policy", "strict"}});
+    ASSERT_EQ(strict.status, 201u) << strict.body;
+    EXPECT_EQ(run_stdout(c, strict.json()["id"], "echo $WHICH"), "dir-strict\n");
+
+    for (const std::string name : {"../x", "a/b", "a/b.yaml", "./default"}) {
+        auto refused = c.post("/v1/sessions", {{"policy", name}});
+        EXPECT_EQ(refused.status, 422u) << name << ": " << refused.body;
+        const json error = refused.json()["error"];
+        EXPECT_EQ(error["code"], "invalid_policy") << refused.body;
+        EXPECT_EQ(error["message"].get<std::string>(),
+                  "invalid policy: <policy>: policy: `" + name +
+                      "` is not a policy name: name a preset (default, none, strict) or a policy "
+                      "of the daemon's --policy-dir ([A-Za-z0-9._-]); paths are not accepted "
+                      "(send your own policy as policyYaml)")
+            << refused.body;
+    }
+}
+
 // A claimed session's life starts at the claim: a prepared session that waited longer than its
 // policy's session and idle timeouts is handed out active, and those timeouts end it afterwards.
 TEST(PreparedSessions, TimeoutsCountFromTheClaimNotFromThePreparation) {
@@ -526,6 +587,65 @@ TEST(PreparedSessions, TheFirstRunUsesTheLeafMadeAheadAndAnUnusedOneLeavesNothin
     EXPECT_EQ(ran.json()["id"], "p1") << ran.body;
     EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
     for (const auto& sid : {used, unused}) EXPECT_EQ(c.del("/v1/sessions/" + sid).status, 200u);
+    EXPECT_TRUE(footprint_empty(daemon)) << daemon.footprint().describe();
+}
+
+// A claim is journalled before its answer, and its `.prepared` marker (which tells a restart "no
+// client's") is removed only after the answer (Session::claim). A kill -9 in between must still
+// report the session as a client's: adopted when something runs in it, else "ended", never 404
+// as a never-claimed one; those stay 404. The window is made here by putting the markers back.
+TEST(PreparedSessions, AClaimedSessionWhoseMarkerOutlivedAKillNineIsStillTheClients) {
+    std::string why;
+    if (!corrald_can_run(why)) GTEST_SKIP() << why;
+    CorraldProcess daemon({"--prepare", "none=3"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, "none", 3)) << pool(c, "none") << daemon.log();
+    auto running = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(running.status, 201u) << running.body;
+    auto idle = c.post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(idle.status, 201u) << idle.body;
+    const std::string adopted = running.json()["id"], ended = idle.json()["id"];
+    auto sleeper = c.post("/v1/sessions/" + adopted + "/processes", {{"argv", {"sleep", "600"}}});
+    ASSERT_EQ(sleeper.status, 201u) << sleeper.body;
+    auto marker = [&](const std::string& sid) {
+        return daemon.state_dir() + "/sessions/" + sid + "/.prepared";
+    };
+    // Off the answer's path, but soon after it.
+    bool settled = false;
+    for (int i = 0; i < 500 && !settled; ++i) {
+        settled =
+            !std::filesystem::exists(marker(adopted)) && !std::filesystem::exists(marker(ended));
+        if (!settled) std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_TRUE(settled) << "a claimed session kept its prepared marker";
+    ASSERT_TRUE(wait_ready(c, "none", 3)) << pool(c, "none");
+    std::set<std::string> never_claimed = session_dirs(daemon);
+    never_claimed.erase(adopted);
+    never_claimed.erase(ended);
+    ASSERT_EQ(never_claimed.size(), 3u);
+    for (const auto& sid : never_claimed) ASSERT_TRUE(std::filesystem::exists(marker(sid)));
+    std::ofstream(marker(adopted)).close();
+    std::ofstream(marker(ended)).close();
+
+    daemon.kill_hard();
+    auto& args = daemon.arguments();
+    args.erase(std::find(args.begin(), args.end(), "--prepare"), args.end());
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+    auto back = c.get("/v1/sessions/" + adopted);
+    ASSERT_EQ(back.status, 200u) << back.body;
+    EXPECT_EQ(back.json()["state"], "active") << back.body;
+    EXPECT_FALSE(std::filesystem::exists(marker(adopted))) << "an adopted session kept it";
+    auto gone = c.get("/v1/sessions/" + ended);
+    ASSERT_EQ(gone.status, 200u) << "a client's session is unknown after the restart: "
+                                 << gone.body;
+    EXPECT_EQ(gone.json()["state"], "ended") << gone.body;
+    EXPECT_EQ(gone.json()["endReason"], "daemon-restart") << gone.body;
+    for (const auto& sid : never_claimed) {
+        auto got = c.get("/v1/sessions/" + sid);
+        EXPECT_EQ(got.status, 404u) << got.body;
+    }
+    EXPECT_EQ(c.del("/v1/sessions/" + adopted).status, 200u);
     EXPECT_TRUE(footprint_empty(daemon)) << daemon.footprint().describe();
 }
 

@@ -159,6 +159,30 @@ class SandboxTest : public ::testing::Test {
 
     Output run_inside(const std::string& script) { return run(spec({"sh", "-c", script})); }
 
+    /// Where the holder-from-a-small-process tests (launch worker, zygote) start: this process
+    /// holds 300 descriptors of its own, none of which may reach the holder, and the policy is
+    /// default-like with a user namespace (id maps written after the clone).
+    struct ManyDescriptorsAndAUserNamespace {
+        std::vector<UniqueFd> held;  ///< keep until the holder is made
+        Policy policy;
+    };
+    static ManyDescriptorsAndAUserNamespace many_descriptors_and_a_user_namespace() {
+        ManyDescriptorsAndAUserNamespace setup;
+        for (int i = 0; i < 300; ++i)
+            setup.held.emplace_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        setup.policy = default_like_policy();
+        setup.policy.namespaces.user = true;
+        return setup;
+    }
+
+    /// The holder's setup ran as its plan says: hostname, hidden /home, read-only /usr.
+    void expect_setup_as_planned() {
+        auto s =
+            spec({"sh", "-c", "hostname; ls /home | wc -l; touch /usr/x 2>/dev/null || echo ro"});
+        s.cwd = "/";  // the workdir belongs to the host's root, not to the sandbox
+        EXPECT_EQ(run(s).text, "corral-test\n0\nro\n");
+    }
+
     Cgroup session_;
     Cgroup holder_cgroup_;
     std::vector<Cgroup> leaves_;
@@ -430,14 +454,11 @@ std::vector<int> settled_descriptors(pid_t holder, const std::vector<int>& expec
 // main thread, whose children the orphan reaper walks (sessions/child_reaper.hpp). With a user
 // namespace too, whose id maps are written after the clone.
 TEST_F(SandboxTest, Sandbox_HolderFromTheSmallTableKeepsNothingOfTheCallersAndWorks) {
-    std::vector<UniqueFd> held;  // the caller's descriptors: none may reach the holder
-    for (int i = 0; i < 300; ++i) held.emplace_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    Policy policy = default_like_policy();
-    policy.namespaces.user = true;
+    const auto setup = many_descriptors_and_a_user_namespace();
     SandboxOptions options;
     options.clone_from_small_table = true;
     inside_ = "/workspace";
-    auto sandbox = Sandbox::create(policy, holder_cgroup_, {workdir_, inside_}, {}, options);
+    auto sandbox = Sandbox::create(setup.policy, holder_cgroup_, {workdir_, inside_}, {}, options);
     ASSERT_TRUE(sandbox) << sandbox.error().describe();
     sandbox_ = std::move(*sandbox);
     ASSERT_TRUE(sandbox_.active());
@@ -447,10 +468,7 @@ TEST_F(SandboxTest, Sandbox_HolderFromTheSmallTableKeepsNothingOfTheCallersAndWo
     EXPECT_EQ(std::find(children.begin(), children.end(), holder), children.end())
         << "the holder is a child of the main thread: the launch worker did not clone it";
     // Its setup ran as the plan says: mounts, hostname, the processes that join it.
-    auto s = spec({"sh", "-c", "hostname; ls /home | wc -l; touch /usr/x 2>/dev/null || echo ro"});
-    s.cwd = "/";  // the workdir belongs to the host's root, not to the sandbox
-    Output out = run(s);
-    EXPECT_EQ(out.text, "corral-test\n0\nro\n");
+    expect_setup_as_planned();
     sandbox_.stop();  // reaps it: a child of another of our threads
     EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(holder)));
 }
@@ -570,14 +588,11 @@ std::vector<std::string> sockets_of(pid_t pid) {
 // through /proc/<pid>/exe and its memory), also after its credential change in its user
 // namespace. Its setup ran as the plan says.
 TEST_F(ZygoteHolderTest, Sandbox_HolderFromTheZygoteIsOursKeepsOnlyItsDescriptorsAndIsNotDumpable) {
-    std::vector<UniqueFd> held;  // the caller's descriptors: none may reach the holder
-    for (int i = 0; i < 300; ++i) held.emplace_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    Policy policy = default_like_policy();
-    policy.namespaces.user = true;
+    const auto setup = many_descriptors_and_a_user_namespace();
     const uint64_t before = zygote_->holders();
     SandboxOptions options;
     options.keep_output = true;
-    ASSERT_TRUE(create(policy, options));
+    ASSERT_TRUE(create(setup.policy, options));
     ASSERT_TRUE(sandbox_.active());
     EXPECT_EQ(zygote_->holders(), before + 1) << "not cloned in the zygote";
     const pid_t holder = sandbox_.holder_pid();
@@ -604,10 +619,7 @@ TEST_F(ZygoteHolderTest, Sandbox_HolderFromTheZygoteIsOursKeepsOnlyItsDescriptor
     struct stat st {};
     ASSERT_EQ(::stat(("/proc/" + std::to_string(holder) + "/status").c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, 0u) << "the holder is dumpable";
-    auto s = spec({"sh", "-c", "hostname; ls /home | wc -l; touch /usr/x 2>/dev/null || echo ro"});
-    s.cwd = "/";
-    Output out = run(s);
-    EXPECT_EQ(out.text, "corral-test\n0\nro\n");
+    expect_setup_as_planned();
     sandbox_.stop();  // reaps it: our child
     EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(holder)));
 }

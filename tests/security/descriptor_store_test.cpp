@@ -57,7 +57,9 @@ class HolderStore : public ::testing::TestWithParam<bool> {
     void TearDown() override {
         sandbox_.stop();
         leaves_.clear();
-        if (session_.valid()) EXPECT_TRUE(session_.remove());
+        if (session_.valid()) {
+            EXPECT_TRUE(session_.remove());
+        }
         std::error_code ignored;
         if (!workdir_.empty()) fs::remove_all(workdir_, ignored);
     }

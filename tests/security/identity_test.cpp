@@ -373,8 +373,9 @@ TEST_F(Identity, PlantedSetuidFilesGiveNoHostUserRoot) {
     }
     ASSERT_EQ(::stat(root.parent_path().c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 077, 0u) << "the session dir is open to other host users";
-    if (fs::exists(root / "planted"))
+    if (fs::exists(root / "planted")) {
         EXPECT_NE(run_as_nobody((root / "planted").string(), "-u"), "0\n");
+    }
 
     const fs::path theirs = this->theirs();
     const RunOptions in_theirs = in(theirs);
@@ -403,7 +404,9 @@ TEST_F(Identity, WritableMountsAreNosuidNodev) {
         ++writable;
         SCOPED_TRACE(line);
         EXPECT_NE(options.find("nosuid"), std::string::npos) << point;
-        if (point != "/proc") EXPECT_NE(options.find("nodev"), std::string::npos) << point;
+        if (point != "/proc") {
+            EXPECT_NE(options.find("nodev"), std::string::npos) << point;
+        }
     }
     EXPECT_GT(writable, 0) << got.out;
 }

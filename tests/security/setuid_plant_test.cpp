@@ -112,7 +112,9 @@ TEST_F(SetuidPlantDaemon, SessionsRefuseEverySetidBit) {
         upload_probe(c, base, CORRAL_SYSCALL_PROBE, "sprobe");
         auto out = run(c, base, "chmod 755 sprobe; mkdir -m 777 plant; ./sprobe setid plant");
         expect_no_setid(out);
-        if (!root.empty()) EXPECT_EQ(host_setid_files(root), 0u);
+        if (!root.empty()) {
+            EXPECT_EQ(host_setid_files(root), 0u);
+        }
     }
 }
 

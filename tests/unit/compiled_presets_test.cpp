@@ -53,6 +53,13 @@ TEST(CompiledPresets, NamedPoliciesTakeThePolicyDirFirstThenTheCompiledPreset) {
     ASSERT_TRUE(overridden.ok()) << overridden.format_errors();
     EXPECT_EQ(overridden.policy->limits.pids, 5u) << "the policy dir's strict.yaml wins";
     EXPECT_EQ(load_named_policy_compiled("../strict", dir).diagnostics.size(), 1u);
+    // What corrald takes on its loop: only a preset no file of the dir shadows.
+    EXPECT_FALSE(unshadowed_compiled_preset("strict", dir).has_value());
+    EXPECT_FALSE(unshadowed_compiled_preset("../strict", dir).has_value());
+    EXPECT_FALSE(unshadowed_compiled_preset("no-such-preset", dir).has_value());
+    std::optional<Policy> unshadowed = unshadowed_compiled_preset("default", dir);
+    ASSERT_TRUE(unshadowed.has_value());
+    EXPECT_TRUE(*unshadowed == *load_named_policy_compiled("default", dir).policy);
     std::filesystem::remove_all(dir);
 }
 

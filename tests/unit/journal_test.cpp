@@ -159,7 +159,9 @@ TEST_F(JournalTest, ATailTornAtAnyByteIsIgnored) {
         EXPECT_EQ(read->records.size(), 1u) << cut;
         EXPECT_EQ(read->valid_bytes, whole) << cut;
         EXPECT_EQ(read->ignored_bytes, cut - whole) << cut;
-        if (cut > whole) EXPECT_FALSE(read->notes.empty()) << cut;
+        if (cut > whole) {
+            EXPECT_FALSE(read->notes.empty()) << cut;
+        }
     }
     write_bytes(full.substr(0, full.size() - 3));
     auto read = read_journal(path_);

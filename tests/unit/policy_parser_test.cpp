@@ -486,6 +486,28 @@ TEST(NamedPolicy, NamesThePolicyDirThenPresetsAndRefusesPaths) {
     EXPECT_THAT(load_named_policy("nope", root).format_errors(), HasSubstr("no policy `nope`"));
 }
 
+// corrald resolves a preset on its event loop when no policy-dir file may shadow it (issue 18):
+// any file the name could mean, of any kind, sends it to load_named_policy; a bad name is refused
+// there too, so it is "may hold" without a lookup.
+TEST(NamedPolicy, PolicyDirMayHoldAnyFileTheNameCouldMean) {
+    TempDir dir;
+    const std::string root = dir.path().string();
+    EXPECT_FALSE(policy_dir_may_hold("default", root));
+    EXPECT_FALSE(policy_dir_may_hold("default", ""));
+    EXPECT_FALSE(policy_dir_may_hold("default", root + "/missing"));
+    dir.write("default.yaml", "extends: none\n");
+    EXPECT_TRUE(policy_dir_may_hold("default", root));
+    dir.write("strict.yml", "extends: none\n");
+    EXPECT_TRUE(policy_dir_may_hold("strict", root));
+    fs::create_symlink("nowhere.yaml", dir.path() / "none.yaml");  // dangling: still an entry
+    EXPECT_TRUE(policy_dir_may_hold("none", root));
+    fs::create_directories(dir.path() / "a");
+    dir.write("a/b.yaml", "extends: none\n");
+    for (const char* name : {"a/b", "../x", "./default", ".hidden", ""})
+        EXPECT_TRUE(policy_dir_may_hold(name, root)) << name;
+    EXPECT_FALSE(policy_dir_may_hold("other", root));
+}
+
 // ---- bounds: size, aliases, diagnostics, durations ----
 
 TEST(PolicyBounds, DocumentsOverOneMebibyteAreRefusedBeforeParsing) {
