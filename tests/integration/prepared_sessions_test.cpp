@@ -35,6 +35,25 @@ using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
 
+/// A fresh directory under /tmp, removed with what is in it however the test ends; path() is
+/// empty when it could not be made.
+class TempDir {
+  public:
+    explicit TempDir(const std::string& prefix) {
+        std::string pattern = "/tmp/" + prefix + "-XXXXXX";
+        if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+    }
+    ~TempDir() {
+        if (!path_.empty()) std::filesystem::remove_all(path_);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+};
+
 /// The pool of `policy` as /v1/health shows it: {target, ready, preparing}.
 json pool(HttpClient& c, const std::string& policy) {
     auto health = c.get("/v1/health");
@@ -267,13 +286,10 @@ TEST(PreparedSessions, TwoClaimsShareNothingAndATokenReachesNoPreparedSession) {
 TEST(PreparedSessions, RequestPartsApplyAtClaimAndHolderPartsBypassThePool) {
     std::string why;
     if (!corrald_can_run(why)) GTEST_SKIP() << why;
-    char work[] = "/tmp/corral-prepared-work-XXXXXX";
-    ASSERT_NE(::mkdtemp(work), nullptr);
-    struct RemoveDir {
-        std::string path;
-        ~RemoveDir() { std::filesystem::remove_all(path); }
-    } remove_work{work};
-    std::filesystem::create_directories(std::string(work) + "/checkout");
+    const TempDir temp("corral-prepared-work");
+    ASSERT_FALSE(temp.path().empty());
+    const std::string work = temp.path();
+    std::filesystem::create_directories(work + "/checkout");
     CorraldProcess daemon({"--prepare", "default=2", "--allow-workdir", work});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -304,7 +320,7 @@ TEST(PreparedSessions, RequestPartsApplyAtClaimAndHolderPartsBypassThePool) {
     const json bypassing[] = {
         {{"id", "chosen-id"}},
         {{"policyYaml", "name: inline\nextends: default\n"}},
-        {{"workdir", std::string(work) + "/checkout"}},
+        {{"workdir", work + "/checkout"}},
         {{"ports", 1}},
     };
     for (const json& body : bypassing) {
@@ -324,13 +340,10 @@ TEST(PreparedSessions, RequestPartsApplyAtClaimAndHolderPartsBypassThePool) {
 TEST(PreparedSessions, APolicyFileChangedSincePreparationDiscardsThePreparedSessions) {
     std::string why;
     if (!corrald_can_run(why)) GTEST_SKIP() << why;
-    char dir[] = "/tmp/corral-prepared-policies-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    struct RemoveDir {
-        std::string path;
-        ~RemoveDir() { std::filesystem::remove_all(path); }
-    } remove_dir{dir};
-    const std::string file = std::string(dir) + "/agent.yaml";
+    const TempDir temp("corral-prepared-policies");
+    ASSERT_FALSE(temp.path().empty());
+    const std::string dir = temp.path();
+    const std::string file = dir + "/agent.yaml";
     std::ofstream(file) << "name: agent\nextends: default\nenv: { set: { WHICH: first } }\n";
     CorraldProcess daemon({"--policy-dir", dir, "--prepare", "agent=2"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
@@ -372,14 +385,11 @@ TEST(PreparedSessions, APolicyFileChangedSincePreparationDiscardsThePreparedSess
 TEST(PreparedSessions, APolicyDirFileShadowsAPresetAndItsPreparedSessions) {
     std::string why;
     if (!corrald_can_run(why)) GTEST_SKIP() << why;
-    char dir[] = "/tmp/corral-prepared-shadow-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    struct RemoveDir {
-        std::string path;
-        ~RemoveDir() { std::filesystem::remove_all(path); }
-    } remove_dir{dir};
-    std::filesystem::create_directories(std::string(dir) + "/a");
-    std::ofstream(std::string(dir) + "/a/b.yaml") << "extends: none\n";
+    const TempDir temp("corral-prepared-shadow");
+    ASSERT_FALSE(temp.path().empty());
+    const std::string dir = temp.path();
+    std::filesystem::create_directories(dir + "/a");
+    std::ofstream(dir + "/a/b.yaml") << "extends: none\n";
     CorraldProcess daemon({"--policy-dir", dir, "--prepare", "default=2"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
@@ -394,9 +404,9 @@ TEST(PreparedSessions, APolicyDirFileShadowsAPresetAndItsPreparedSessions) {
     EXPECT_EQ(run_stdout(c, preset.json()["id"], "echo \"[$WHICH]\""), "[]\n");
     ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
 
-    std::ofstream(std::string(dir) + "/default.yaml")
+    std::ofstream(dir + "/default.yaml")
         << "name: default\nextends: default\nenv: { set: { WHICH: dir-default } }\n";
-    std::ofstream(std::string(dir) + "/strict.yml")
+    std::ofstream(dir + "/strict.yml")
         << "name: strict\nextends: strict\nenv: { set: { WHICH: dir-strict } }\n";
     const std::set<std::string> pooled = session_dirs(daemon);
     for (const json& body : {json{{"policy", "default"}}, json::object()}) {
@@ -429,13 +439,10 @@ TEST(PreparedSessions, APolicyDirFileShadowsAPresetAndItsPreparedSessions) {
 TEST(PreparedSessions, TimeoutsCountFromTheClaimNotFromThePreparation) {
     std::string why;
     if (!corrald_can_run(why)) GTEST_SKIP() << why;
-    char dir[] = "/tmp/corral-prepared-timeouts-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    struct RemoveDir {
-        std::string path;
-        ~RemoveDir() { std::filesystem::remove_all(path); }
-    } remove_dir{dir};
-    std::ofstream(std::string(dir) + "/brief.yaml")
+    const TempDir temp("corral-prepared-timeouts");
+    ASSERT_FALSE(temp.path().empty());
+    const std::string dir = temp.path();
+    std::ofstream(dir + "/brief.yaml")
         << "name: brief\nextends: none\ntimeouts: { session: 2s, idle: 2s }\n";
     CorraldProcess daemon({"--policy-dir", dir, "--prepare", "brief=1"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
