@@ -75,6 +75,10 @@ class Reader {
     std::vector<std::string> texts(const char* field) {
         const uint32_t count = value<uint32_t>(field);
         std::vector<std::string> items;
+        // Room for all at once (each text takes 4 bytes at least): a vector that grows copies
+        // its short strings (held inline) and frees the old buffer unwiped, and in the zygote
+        // every later clone is a copy of that heap (launch_zygote_main.cpp, scrub).
+        items.reserve(std::min<size_t>(count, remaining() / sizeof(uint32_t)));
         for (uint32_t i = 0; i < count && failed_ == nullptr; ++i) items.push_back(text(field));
         return items;
     }

@@ -138,6 +138,9 @@ void serve_one(int socket, const char* holder_name, PassedMessage& request,
     // Our copies of what is attached close when `served` goes: the child is corrald's
     // (CLONE_PARENT), and corrald has them now. If corrald is gone, so are we.
     if (!send_passing(socket, bytes, attached, kCaller)) ::_exit(0);
+    // An error's text names the launch's paths (its cwd, its program): gone as the request is.
+    scrub(bytes);
+    scrub(served.text);
 }
 
 }  // namespace

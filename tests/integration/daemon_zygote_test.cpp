@@ -291,13 +291,22 @@ TEST_F(DaemonZygote, ANewSessionsHolderHoldsNoEarlierSessionsToken) {
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
     std::vector<std::string> tokens, ids;
+    // And what their launches went through the zygote with: an environment value short enough
+    // for a string to hold it inline (a copy of it can outlive the request's wipe), and a long one.
+    std::vector<std::string> secrets;
     for (int i = 0; i < 3; ++i) {
         auto made = c.post("/v1/sessions", {{"policy", "default"}});
         ASSERT_EQ(made.status, 201u) << made.body;
         tokens.push_back(made.json()["token"]);
         ids.push_back(made.json()["id"]);
         ASSERT_GE(tokens.back().size(), 32u);
-        auto ran = c.post("/v1/sessions/" + ids.back() + "/run", {{"command", "true"}});
+        const std::string suffix = tokens.back().substr(tokens.back().size() - 8);
+        secrets.push_back("pw" + suffix);
+        secrets.push_back("long-secret-" + tokens.back().substr(0, 24));
+        auto ran = c.post("/v1/sessions/" + ids.back() + "/run",
+                          {{"command", "true"},
+                           {"env", {{"SHORT", secrets[secrets.size() - 2]},
+                                    {"LONG", secrets.back()}}}});
         ASSERT_EQ(ran.status, 200u) << ran.body;
     }
     // The scan works: corrald holds them.
@@ -323,6 +332,9 @@ TEST_F(DaemonZygote, ANewSessionsHolderHoldsNoEarlierSessionsToken) {
         for (size_t i = 0; i < tokens.size(); ++i)
             EXPECT_EQ(memory_holds(holder, tokens[i]), std::optional<bool>(false))
                 << "session " << ids[i] << "'s token is in the new session's holder";
+        for (const auto& secret : secrets)
+            EXPECT_EQ(memory_holds(holder, secret), std::optional<bool>(false))
+                << "an earlier launch's environment (" << secret << ") is in the new holder";
     }
     frozen.thaw();
     create.join();
@@ -344,6 +356,9 @@ TEST_F(DaemonZygote, ANewSessionsHolderHoldsNoEarlierSessionsToken) {
     for (size_t i = 0; i < tokens.size(); ++i)
         EXPECT_EQ(memory_holds(holder, tokens[i]), std::optional<bool>(false))
             << "session " << ids[i] << "'s token is in the new session's holder";
+    for (const auto& secret : secrets)
+        EXPECT_EQ(memory_holds(holder, secret), std::optional<bool>(false))
+            << "an earlier launch's environment (" << secret << ") is in the new holder";
 }
 
 }  // namespace

@@ -160,6 +160,13 @@ TEST_F(ExecutedZygoteTest, RunsTheCarriedProgramWithAHandfulOfMappingsAndNothing
     EXPECT_LE(open_descriptors(pid), 4u) << "stdio and its socket";
     EXPECT_NE(proc_text(pid, "status").find("PPid:\t" + std::to_string(::getpid()) + "\n"),
               std::string::npos);
+    // Position-independent (-static-pie), as corrald is: its code, which every holder and every
+    // command until its execve shares, is not at a fixed address (a second zygote's differs).
+    auto second = LaunchZygote::start(*worker_, kSetupReportLimit, image_.get());
+    ASSERT_TRUE(second) << second.error().describe();
+    const std::string other = proc_text((*second)->pid(), "maps");
+    EXPECT_NE(maps.substr(0, maps.find('-')), other.substr(0, other.find('-')))
+        << "two zygotes' programs at the same address:\n" << maps;
 }
 
 // It launches as the forked zygote does: the command is our child (CLONE_PARENT), gets its stdio
