@@ -54,8 +54,7 @@ UniqueFd& registered_image_fd() {
 
 /// In the forked child: becomes the zygote's own program (`image`, corrald-launch), given our
 /// end of the socket, our pid and the holders' name; nothing of our environment goes with it.
-/// Returns only if the image cannot be executed: the child then exits, and start() reads no
-/// Ready from it.
+/// If the image cannot be executed, the child exits (127) and start() reads no Ready from it.
 [[noreturn]] void exec_zygote(int image, int socket, pid_t parent, const char* holder_name) {
     const int flags = ::fcntl(socket, F_GETFD);
     if (flags < 0 || ::fcntl(socket, F_SETFD, flags & ~FD_CLOEXEC) != 0) ::_exit(127);
