@@ -130,6 +130,12 @@ void LaunchWorker::start_zygote() {
     });
 }
 
+const char* LaunchWorker::zygote_kind() const {
+    const LaunchZygote* zygote = started_zygote();
+    if (zygote == nullptr || !zygote->alive()) return "none";
+    return zygote->executed() ? "executed" : "forked";
+}
+
 LaunchZygote* LaunchWorker::zygote() {
     start_zygote();
     return zygote_.get();

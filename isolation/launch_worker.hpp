@@ -87,6 +87,11 @@ class LaunchWorker {
     /// The zygote if start_zygote() started one, else nullptr; never starts it (a zygote
     /// forked later would be a copy of corrald with its sessions).
     LaunchZygote* started_zygote() const { return started_zygote_.load(std::memory_order_acquire); }
+    /// What starts forked launches now, for operators (GET /v1/health): "executed" (the zygote
+    /// runs corrald's carried program), "forked" (the zygote is a fork of corrald: the program
+    /// could not be executed or would lack capabilities, launch_zygote.hpp), or "none" (no
+    /// zygote, or it died and was given up: launches fork from this worker, copying corrald).
+    const char* zygote_kind() const;
 
     /// Descriptors open in the worker's table now (for tests: small however many corrald holds).
     Result<int> open_descriptors();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "isolation/launch_worker.hpp"
 #include "policies/compiled/compiled_presets.hpp"
 #include "policies/policy_parser.hpp"
 #include "policies/presets.hpp"
@@ -51,6 +52,12 @@ asio::awaitable<void> Api::health(Exchange& ex, const RouteParams&, const Caller
     cgroup["sessions"] = sessions_.sessions_cgroup_path();
     layers["cloneIntoCgroup"] = cgroup.value("cloneIntoCgroup", false);
     layers["limits"] = cgroup.value("limits", nlohmann::json::object());
+    // Where forked launches and holders come from (issue 18): corrald's own small program, or a
+    // fork of corrald where it could not be executed (a memfd that may not run, an LSM, fewer
+    // capabilities), or corrald's worker when there is no zygote. Not a layer of its own, but an
+    // operator who confines corrald with an LSM needs to see which program its children run.
+    const LaunchWorker* worker = LaunchWorker::shared();
+    layers["launchZygote"] = worker != nullptr ? worker->zygote_kind() : "none";
     // corrald --prepare: each pool's size, what is ready and what is being prepared.
     nlohmann::json prepared = nlohmann::json::object();
     for (const auto& [name, pool] : sessions_.prepared_pools())

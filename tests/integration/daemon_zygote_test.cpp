@@ -100,6 +100,42 @@ TEST_F(DaemonZygote, OneSmallChildInCorraldsCgroupThatDiesWithIt) {
     ASSERT_TRUE(daemon.start()) << daemon.log();
 }
 
+// GET /v1/health says what starts corrald's forked launches and holders: an operator who confines
+// corrald with an LSM must know which program its children run (stop 33's review: an AppArmor
+// `ux` rule on the memfd would leave an executed zygote unconfined, and falling back to a fork
+// of corrald was only a log line). And it says it truthfully: once the zygote is dead and given
+// up, launches fork from corrald's worker (the zygote is not restarted), and health says so.
+TEST_F(DaemonZygote, HealthSaysWhatStartsLaunchesAndWhenTheZygoteIsGone) {
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    const pid_t zygote = zygote_of(daemon.pid());
+    ASSERT_GT(zygote, 0) << daemon.log();
+    std::error_code error;
+    const auto exe =
+        std::filesystem::read_symlink("/proc/" + std::to_string(zygote) + "/exe", error);
+    const bool executed = exe.string().rfind("/memfd:corrald-launch", 0) == 0;
+    HttpClient c = daemon.client();
+    auto health = c.get("/v1/health");
+    ASSERT_EQ(health.status, 200u) << health.body;
+    EXPECT_EQ(health.json()["layers"]["launchZygote"], executed ? "executed" : "forked")
+        << health.body << "\n" << exe;
+
+    // Killed by hand (the daemon is this test's): the next launch finds it gone and forks from
+    // corrald's worker instead; the command still runs.
+    ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+    auto made = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string s = "/v1/sessions/" + made.json()["id"].get<std::string>();
+    auto ran = c.post(s + "/run", {{"command", "echo ran"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    EXPECT_EQ(ran.json()["stdout"], "ran\n") << ran.body;
+    health = c.get("/v1/health");
+    ASSERT_EQ(health.status, 200u) << health.body;
+    EXPECT_EQ(health.json()["layers"]["launchZygote"], "none") << health.body;
+    EXPECT_EQ(c.del(s).status, 200u);
+}
+
 /// The holder of session `id` (the one process in its holder cgroup), -1 when not exactly one.
 pid_t holder_of(const CorraldProcess& daemon, const std::string& id) {
     std::ifstream procs(daemon.instance_cgroup() + "/sessions/" + id + "/holder/cgroup.procs");
