@@ -198,7 +198,8 @@ Result<ZygoteRequest> request_kind(std::string_view bytes) {
         return sys_error(EPROTO, "zygote request: version " + std::to_string(version) +
                                      ", this build reads " + std::to_string(kLaunchMessageVersion));
     if (kind != static_cast<uint8_t>(ZygoteRequest::launch) &&
-        kind != static_cast<uint8_t>(ZygoteRequest::holder))
+        kind != static_cast<uint8_t>(ZygoteRequest::holder) &&
+        kind != static_cast<uint8_t>(ZygoteRequest::ahead))
         return sys_error(EPROTO, "zygote request: unknown request kind " + std::to_string(kind));
     return static_cast<ZygoteRequest>(kind);
 }
@@ -222,11 +223,12 @@ std::vector<int> launch_descriptors(const LaunchSpec& spec) {
     return fds;
 }
 
-Result<std::string> encode_launch(const LaunchSpec& spec, std::span<const int> fds) {
+Result<std::string> encode_launch(const LaunchSpec& spec, std::span<const int> fds,
+                                  ZygoteRequest kind) {
     DescriptorIndexer indexer(fds);
     auto index = [&](int fd, const char* what) { return indexer.index(fd, what); };
     Writer out;
-    write_header(out, ZygoteRequest::launch);
+    write_header(out, kind);
     out.texts(spec.argv);
     out.texts(spec.env);
     out.text(spec.cwd);
@@ -266,13 +268,14 @@ Result<std::string> encode_launch(const LaunchSpec& spec, std::span<const int> f
 }
 
 Result<std::unique_ptr<DecodedLaunch>> decode_launch(std::string_view bytes,
-                                                     std::vector<UniqueFd> fds) {
+                                                     std::vector<UniqueFd> fds,
+                                                     ZygoteRequest kind) {
     auto decoded = std::make_unique<DecodedLaunch>();
     decoded->fds = std::move(fds);
     Reader in(bytes);
     DescriptorReader descriptors(in, decoded->fds);
     auto descriptor = [&](const char* field) { return descriptors.descriptor(field); };
-    CORRAL_TRY(read_header(in, ZygoteRequest::launch, "launch message"), "");
+    CORRAL_TRY(read_header(in, kind, "launch message"), "");
     LaunchSpec& spec = decoded->spec;
     spec.argv = in.texts("argv");
     spec.env = in.texts("env");

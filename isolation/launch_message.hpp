@@ -30,6 +30,7 @@ namespace corral {
 enum class ZygoteRequest : uint8_t {
     launch = 1,  ///< encode_launch: start a command
     holder = 2,  ///< encode_holder: clone a session's namespace holder
+    ahead = 3,   ///< encode_launch of a session's part: start a waiting child (launch_ahead.hpp)
 };
 /// The kind of request `bytes` is; EPROTO for a message too short, of another version or kind.
 Result<ZygoteRequest> request_kind(std::string_view bytes);
@@ -40,7 +41,9 @@ std::vector<int> launch_descriptors(const LaunchSpec& spec);
 
 /// The bytes of `spec` with its descriptors named by their index in `fds`
 /// (launch_descriptors(spec)). Fails only for a spec that names a descriptor not in `fds`.
-Result<std::string> encode_launch(const LaunchSpec& spec, std::span<const int> fds);
+/// With `kind` ahead, the same bytes say "start a waiting child" (launch_ahead.hpp).
+Result<std::string> encode_launch(const LaunchSpec& spec, std::span<const int> fds,
+                                  ZygoteRequest kind = ZygoteRequest::launch);
 
 /// A spec read back, and what it points to. Not movable: spec.confinement points into it.
 struct DecodedLaunch {
@@ -58,8 +61,9 @@ struct DecodedLaunch {
 
 /// Reads encode_launch's bytes with `fds` as received (owned from here on). The spec is a fork
 /// launch (may_share_memory false, no setup limit: the sender applies its own).
-Result<std::unique_ptr<DecodedLaunch>> decode_launch(std::string_view bytes,
-                                                     std::vector<UniqueFd> fds);
+/// `kind`: what the header must say (launch, or ahead).
+Result<std::unique_ptr<DecodedLaunch>> decode_launch(
+    std::string_view bytes, std::vector<UniqueFd> fds, ZygoteRequest kind = ZygoteRequest::launch);
 
 /// The bytes of a holder's plan (holder_plan.hpp) and its cgroup, descriptors named by their
 /// index in `fds` (descriptors_of(plan, cgroup_fd): the cgroup's first). plan.go_write_fd and

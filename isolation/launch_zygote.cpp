@@ -186,6 +186,11 @@ uint64_t LaunchZygote::launches() const {
     return launches_;
 }
 
+uint64_t LaunchZygote::launches_ahead() const {
+    std::lock_guard lock(mutex_);
+    return launches_ahead_;
+}
+
 uint64_t LaunchZygote::holders() const {
     std::lock_guard lock(mutex_);
     return holders_;
@@ -261,6 +266,34 @@ std::optional<Result<PendingLaunch>> LaunchZygote::launch_begin(const LaunchSpec
     pending.listener_expected = answer.listener_expected != 0;
     ++launches_;
     return Result<PendingLaunch>(std::move(pending));
+}
+
+std::optional<Result<WaitingLaunch>> LaunchZygote::launch_ahead(const LaunchSpec& spec) {
+    // Only the session's part crosses: the request makes no command, and carries no secret.
+    LaunchSpec part;
+    part.cgroup_fd = spec.cgroup_fd;
+    part.v1_join_fds = spec.v1_join_fds;
+    part.namespace_holder_pidfd = spec.namespace_holder_pidfd;
+    part.namespace_flags = spec.namespace_flags;
+    part.stdout_fd = -1;
+    part.stderr_fd = -1;
+    const std::vector<int> fds = launch_descriptors(part);
+    auto bytes = encode_launch(part, fds, ZygoteRequest::ahead);
+    if (!bytes) return Result<WaitingLaunch>(std::move(bytes.error()));
+    std::lock_guard lock(mutex_);
+    auto reply = exchange(*bytes, fds, spec.cgroup_fd, 1);  // the `go` socket, then the pidfd
+    if (!reply) return std::nullopt;
+    if (!*reply) return Result<WaitingLaunch>(std::move(reply->error().context("launch ahead")));
+    Answer answer;
+    std::memcpy(&answer, (*reply)->bytes.data(), sizeof answer);
+    if (!answer.has_pidfd) {  // never sent so: it is cloned with CLONE_PIDFD
+        (void)::kill(answer.pid, SIGKILL);
+        (void)::waitpid(answer.pid, nullptr, __WALL);
+        return Result<WaitingLaunch>(sys_error(EPROTO, "launch ahead: no pidfd from the zygote"));
+    }
+    ++launches_ahead_;
+    return Result<WaitingLaunch>(WaitingLaunch{
+        PidRef(answer.pid, std::move((*reply)->fds[1])), std::move((*reply)->fds[0])});
 }
 
 std::optional<Result<PidRef>> LaunchZygote::clone_holder(const HolderPlan& plan, int cgroup_fd) {

@@ -61,6 +61,7 @@
 #include "base/unique_fd.hpp"
 #include "isolation/descriptor_passing.hpp"
 #include "isolation/holder_plan.hpp"
+#include "isolation/launch_ahead.hpp"
 #include "isolation/launcher.hpp"
 #include "isolation/pid_ref.hpp"
 #include "isolation/setup_deadline.hpp"
@@ -95,6 +96,10 @@ class LaunchZygote {
     /// leaf, is not empty once the zygote is reaped), what is there is killed and reaped and the
     /// launch fails (ECANCELED): the command is never started twice.
     std::optional<Result<PendingLaunch>> launch_begin(const LaunchSpec& spec);
+    /// A session's first process started ahead (launch_ahead.hpp) for `spec`'s session part,
+    /// as corrald's child. nullopt: nothing was started (as launch_begin). An unanswered request
+    /// is handled as an unanswered launch.
+    std::optional<Result<WaitingLaunch>> launch_ahead(const LaunchSpec& spec);
     /// A session's namespace holder (holder_plan.hpp) cloned in the zygote with CLONE_PARENT
     /// into `cgroup_fd` (the holder's own fresh leaf): a child of the worker's thread, as one
     /// cloned there (sandbox.cpp), but a copy of the zygote's memory, not corrald's. nullopt:
@@ -114,6 +119,8 @@ class LaunchZygote {
     uint64_t launches() const;
     /// Holders it cloned (tests).
     uint64_t holders() const;
+    /// Waiting children it started (launch_ahead; tests).
+    uint64_t launches_ahead() const;
 
     LaunchZygote(const LaunchZygote&) = delete;
     LaunchZygote& operator=(const LaunchZygote&) = delete;
@@ -141,6 +148,7 @@ class LaunchZygote {
     std::chrono::milliseconds answer_limit_;
     uint64_t launches_ = 0;
     uint64_t holders_ = 0;
+    uint64_t launches_ahead_ = 0;
     bool executed_ = false;
 };
 

@@ -17,6 +17,7 @@
 #include "isolation/child_report.hpp"
 #include "isolation/descriptor_passing.hpp"
 #include "isolation/holder_plan.hpp"
+#include "isolation/launch_ahead.hpp"
 #include "isolation/launch_message.hpp"
 #include "isolation/launch_zygote.hpp"
 #include "isolation/launch_zygote_protocol.hpp"
@@ -78,6 +79,23 @@ Served serve_launch(std::string_view bytes, std::vector<UniqueFd> fds) {
     return served;
 }
 
+/// A session's first process started ahead (launch_ahead.hpp), as corrald's child
+/// (CLONE_PARENT): corrald's end of its `go` socket and its pidfd.
+Served serve_ahead(std::string_view bytes, std::vector<UniqueFd> fds) {
+    auto decoded = decode_launch(bytes, std::move(fds), ZygoteRequest::ahead);
+    if (!decoded) return failed(std::move(decoded.error()));
+    (*decoded)->spec.clone_parent = true;
+    auto started = start_waiting_launch((*decoded)->spec);
+    scrub(**decoded);
+    if (!started) return failed(std::move(started.error()));
+    Served served;
+    served.answer.pid = started->child.pid();
+    served.answer.has_pidfd = started->child.pidfd() >= 0;
+    served.attached.push_back(std::move(started->go));
+    if (served.answer.has_pidfd) served.attached.push_back(started->child.take_pidfd());
+    return served;
+}
+
 /// Where the heap a holder cloned here may drop once set up starts (HolderPlan::heap_start), 0
 /// for none. It runs on our main stack's copy, the plan in our heap (read before the drop:
 /// holder_main), so the heap is droppable unless this thread's own TLS lies in it, as glibc puts
@@ -126,10 +144,11 @@ Served serve_holder(int socket, const char* holder_name, std::string_view bytes,
 void serve_one(int socket, const char* holder_name, PassedMessage& request,
                std::vector<UniqueFd> fds) {
     auto kind = request_kind(request.bytes);
-    Served served = !kind ? failed(std::move(kind.error()))
-                    : *kind == ZygoteRequest::holder
-                        ? serve_holder(socket, holder_name, request.bytes, std::move(fds))
-                        : serve_launch(request.bytes, std::move(fds));
+    Served served = !kind                           ? failed(std::move(kind.error()))
+                    : *kind == ZygoteRequest::holder ? serve_holder(socket, holder_name,
+                                                                    request.bytes, std::move(fds))
+                    : *kind == ZygoteRequest::ahead  ? serve_ahead(request.bytes, std::move(fds))
+                                                     : serve_launch(request.bytes, std::move(fds));
     std::string bytes(reinterpret_cast<const char*>(&served.answer), sizeof served.answer);
     bytes += served.text;
     std::vector<int> attached;

@@ -30,6 +30,7 @@
 #include "isolation/child_report.hpp"
 #include "isolation/clone_vm.hpp"
 #include "isolation/exit_reason.hpp"
+#include "isolation/launcher_internal.hpp"
 #include "isolation/namespaces.hpp"
 #include "isolation/setup_deadline.hpp"
 #include "isolation/setup_watchdog.hpp"
@@ -285,13 +286,14 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
     return true;
 }
 
-/// The child: joins the v1 cgroups and the session's namespaces, then becomes the command. It
-/// was born in the session's pid namespace (the parent entered it for its children, see
-/// PidNamespaceForChildren); every other namespace applies to the caller itself.
-/// `reached_execve` non-null: the child shares our memory (CLONE_VM | CLONE_VFORK, launcher.hpp)
-/// and sets it just before execve.
-[[noreturn]] void child_main(const LaunchSpec& spec, const ChildPlan& plan, int report_fd,
-                             int release_fd, volatile int* reached_execve) noexcept {
+/// The part of a child's way that depends only on its session: joins the v1 cgroups and the
+/// session's namespaces, keeping nothing of the launching process's table but `keep`. It was born
+/// in the session's pid namespace (the parent entered it for its children, see
+/// PidNamespaceForChildren); every other namespace applies to the caller itself. A failure is
+/// reported on `report_fd` and ends the child. `reached_execve` non-null: the child shares our
+/// memory (CLONE_VM | CLONE_VFORK, launcher.hpp).
+void enter_session(const LaunchSpec& spec, const std::vector<int>& keep, int report_fd,
+                   int release_fd, volatile int* reached_execve) noexcept {
     // Forked (no `reached_execve`): until execve this is a copy of the caller's memory. corrald
     // and corral are non-dumpable from main() (fork keeps it); repeat it for any other caller of
     // the launcher (issue 10.1). Defence in depth, kept even though redundant for them: one
@@ -306,7 +308,7 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
     // execve then gives the child a fresh mm, whose dumpability the kernel sets from the new
     // program (setuid, unreadable) as for any exec.
     if (reached_execve == nullptr) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    keep_only_planned(plan.keep);
+    keep_only_planned(keep);
     reset_signals();
     if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup
         char go;
@@ -329,6 +331,12 @@ bool join_v1_cgroups(const LaunchSpec& spec) noexcept {
         if ((flags & CLONE_NEWUSER) && !stay_non_dumpable())
             child_fail(report_fd, "stay non-dumpable", EPERM);
     }
+}
+
+/// The child: enters its session, then becomes the command.
+[[noreturn]] void child_main(const LaunchSpec& spec, const ChildPlan& plan, int report_fd,
+                             int release_fd, volatile int* reached_execve) noexcept {
+    enter_session(spec, plan.keep, report_fd, release_fd, reached_execve);
     exec_child(spec, plan, report_fd, reached_execve);
 }
 
@@ -363,15 +371,28 @@ Result<Pipe> make_report_socket() {
     return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
-/// Reaps a child that failed setup (it has exited or is about to).
-void reap(const PidRef& child) {
-    (void)child.wait();
-}
-
 /// Whether the child hands its seccomp listener over before execve (launcher.hpp).
 bool hands_over_listener(const LaunchSpec& spec) {
     return spec.refusals != nullptr && spec.confinement != nullptr &&
            !spec.confinement->seccomp_notifying_filter.empty();
+}
+
+/// Everything the child needs but its descriptors (ChildPlan::keep, which depend on the caller's
+/// own channels). spec.argv must not be empty.
+ChildPlan plan_child(const LaunchSpec& spec) {
+    ChildPlan plan;
+    plan.candidates = exec_candidates(spec.argv[0], spec.env);
+    plan.argv = c_array(spec.argv);
+    plan.envp = c_array(spec.env);
+    plan.chdir_step = "chdir `" + spec.cwd + "`";
+    plan.exec_step = std::string(kExecStep) + spec.argv[0] + "`";
+    plan.hand_over_listener = hands_over_listener(spec);
+    return plan;
+}
+
+/// Reaps a child that failed setup (it has exited or is about to).
+void reap(const PidRef& child) {
+    (void)child.wait();
 }
 
 Error failure_error(const ChildReport& report) {
@@ -555,13 +576,7 @@ void reset_signal_dispositions_for_good() noexcept {
 Result<PendingLaunch> launch_begin(const LaunchSpec& spec) {
     if (spec.argv.empty() || spec.argv[0].empty()) return plain_error("launch: empty argv");
     if (spec.cgroup_fd < 0) return plain_error("launch: no cgroup given");
-    ChildPlan plan;
-    plan.candidates = exec_candidates(spec.argv[0], spec.env);
-    plan.argv = c_array(spec.argv);
-    plan.envp = c_array(spec.env);
-    plan.chdir_step = "chdir `" + spec.cwd + "`";
-    plan.exec_step = std::string(kExecStep) + spec.argv[0] + "`";
-    plan.hand_over_listener = hands_over_listener(spec);
+    ChildPlan plan = plan_child(spec);
 
     auto pipe = plan.hand_over_listener ? make_report_socket() : make_pipe();
     if (!pipe) return std::move(pipe.error());
@@ -701,5 +716,49 @@ bool clone_into_cgroup_supported() {
     }();
     return supported;
 }
+
+namespace launcher_internal {
+
+Result<PidRef> start_session_child(const LaunchSpec& spec, int own_fd, AfterEntering then) {
+    if (spec.cgroup_fd < 0) return plain_error("launch ahead: no cgroup given");
+    const std::vector<int> keep = planned_descriptors(spec, {own_fd});
+    std::optional<PidNamespaceForChildren> pid_namespace;
+    if (spec.namespace_holder_pidfd >= 0 && (spec.namespace_flags & CLONE_NEWPID)) {
+        auto entered = PidNamespaceForChildren::enter(spec.namespace_holder_pidfd);
+        if (!entered) return std::move(entered.error());
+        pid_namespace.emplace(std::move(*entered));
+    }
+    // Born with every signal blocked, as every launch's child (launch_begin).
+    sigset_t all, ours;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &ours);
+    int pidfd = -1;
+    const uint64_t parent = spec.clone_parent ? CLONE_PARENT : 0;
+    const pid_t pid = clone3_fork(CLONE_PIDFD | parent, spec.cgroup_fd, &pidfd);
+    if (pid == 0) {
+        enter_session(spec, keep, own_fd, -1, nullptr);
+        then(own_fd);
+    }
+    const int clone_errno = errno;
+    ::pthread_sigmask(SIG_SETMASK, &ours, nullptr);
+    pid_namespace.reset();
+    if (pid < 0) return sys_error(clone_errno, "clone3 into cgroup (a launch ahead)");
+    return PidRef(pid, UniqueFd(pidfd));
+}
+
+[[noreturn]] void become_command(const LaunchSpec& spec, int report_fd) noexcept {
+    if (spec.argv.empty() || spec.argv[0].empty())
+        child_fail(report_fd, "launch: empty argv", EINVAL);
+    ChildPlan plan = plan_child(spec);
+    plan.keep = planned_descriptors(spec, {report_fd});
+    keep_only_planned(plan.keep);
+    exec_child(spec, plan, report_fd, nullptr);
+}
+
+bool hands_over_listener(const LaunchSpec& spec) {
+    return corral::hands_over_listener(spec);
+}
+
+}  // namespace launcher_internal
 
 }  // namespace corral

@@ -135,7 +135,7 @@ Status Process::launch_into_leaf() {
     spec.extra_fd = setup_.extra_fd;
     started_wall_ = std::chrono::system_clock::now();
     started_ = std::chrono::steady_clock::now();
-    auto pending = launch_from_small_table(spec);
+    auto pending = launch_child(spec);
     if (!pending) return std::move(pending.error());
     take_launch(std::move(*pending));
 
@@ -178,7 +178,7 @@ Status Process::launch_on_terminal() {
     UniqueFd write_end(writing);
     started_wall_ = std::chrono::system_clock::now();
     started_ = std::chrono::steady_clock::now();
-    auto pending = launch_from_small_table(spec);
+    auto pending = launch_child(spec);
     setup_.terminal->slave.reset();
     if (!pending) return std::move(pending.error());
     take_launch(std::move(*pending));
@@ -187,6 +187,20 @@ Status Process::launch_on_terminal() {
     out_.eof = false;
     stdin_pipe_.assign(write_end.release());
     return {};
+}
+
+Result<PendingLaunch> Process::launch_child(const LaunchSpec& spec) {
+    if (auto waiting = std::move(setup_.waiting)) {
+        setup_.waiting.reset();
+        if (auto handed = launch_waiting(*waiting, spec)) return std::move(*handed);
+        // It did not take it (gone, or the spec too large for one message): it must not wait
+        // beside what the client starts now (launch_ahead.hpp), so it is ended first.
+        if (waiting->child.valid()) {
+            (void)waiting->child.send_signal(SIGKILL);
+            reaper_.hand_over(std::move(waiting->child));
+        }
+    }
+    return launch_from_small_table(spec);
 }
 
 void Process::take_launch(PendingLaunch launch) {

@@ -27,6 +27,7 @@
 #include "isolation/cgroup.hpp"
 #include "isolation/confinement.hpp"
 #include "isolation/exit_reason.hpp"
+#include "isolation/launch_ahead.hpp"
 #include "isolation/launcher.hpp"
 #include "isolation/seccomp_listener.hpp"
 #include "isolation/limits.hpp"
@@ -78,6 +79,9 @@ struct ProcessSetup {
     /// The leaf, made ahead (a prepared session's first process: session_prepared.cpp); empty:
     /// made at start beneath session_cgroup.
     std::optional<Cgroup> leaf;
+    /// A child already in that leaf and in the session's namespaces, waiting for its command
+    /// (a prepared session's first process: launch_ahead.hpp); empty: launched as every process.
+    std::shared_ptr<WaitingLaunch> waiting;
     std::vector<int> limit_join_fds;         ///< v1 `tasks` fds (hybrid limits)
     int holder_pidfd = -1;                   ///< namespaces to join, -1: none
     int namespace_flags = 0;
@@ -257,6 +261,9 @@ class Process : public std::enable_shared_from_this<Process> {
     LaunchSpec launch_spec();
     Status launch_into_leaf();
     Status launch_on_terminal();
+    /// Launches `spec`: hands it to setup_.waiting's child when there is one, else (and when
+    /// that child cannot take it, which is then ended first) from the launch worker.
+    Result<PendingLaunch> launch_child(const LaunchSpec& spec);
     /// Makes a started launch this process's: its child is main_ (owned by the reaper), its
     /// report channel watched unless the child already exec'd (either launch_* above).
     void take_launch(PendingLaunch launch);

@@ -326,6 +326,7 @@ void Session::wire_setup(ProcessSetup& setup) {
     if (first_leaf_ && setup.id == "p1") {  // made while the session was prepared
         setup.leaf = std::move(first_leaf_);
         first_leaf_.reset();
+        setup.waiting = std::move(first_launch_);
     }
     if (limits_) {
         setup.limit_join_fds = limits_->join_fds();

@@ -264,6 +264,8 @@ class Session : public std::enable_shared_from_this<Session> {
     void adopt_processes(const JournalSession& record, std::vector<std::string>& notes);
     void adopt_keeper(const JournalSession& record, std::vector<std::string>& notes);
     void reap_unowned_leaves(std::vector<std::string>& notes);
+    /// Starts p1 ahead in first_leaf_ (session_prepared.cpp); best effort.
+    void start_first_launch_ahead();
     // session_held_output.cpp: output descriptors kept by the holder across a daemon restart.
     /// Hands a just-started process's output descriptors to the holder (before it is journalled).
     void hold_output(Process& process);
@@ -402,6 +404,9 @@ class Session : public std::enable_shared_from_this<Session> {
     /// p1's leaf, made while the session was prepared (session_prepared.cpp); taken by the first
     /// process, removed with the session if none came.
     std::optional<Cgroup> first_leaf_;
+    /// p1 itself, started ahead in that leaf and waiting for its command (launch_ahead.hpp);
+    /// taken by the first process with the leaf, ended with the session if none came.
+    std::shared_ptr<WaitingLaunch> first_launch_;
     unsigned next_process_ = 1;
     std::vector<bool> slots_in_use_;  ///< the holder's store slots, by number
     size_t pruned_processes_ = 0;

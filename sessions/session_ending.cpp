@@ -288,6 +288,11 @@ void Session::release_resources() {
     end_watches_.clear();
     stop_network();
     if (sandbox_.active()) context_.reaper.hand_over(sandbox_.release());
+    if (first_launch_ && first_launch_->child.valid()) {  // p1 never came: it waited for nothing
+        (void)first_launch_->child.send_signal(SIGKILL);
+        context_.reaper.hand_over(std::move(first_launch_->child));
+    }
+    first_launch_.reset();
     auto populated = cgroup_.valid() ? cgroup_.populated() : Result<bool>(false);
     const bool stuck = !populated || *populated;
     for (const auto& process : processes()) {

@@ -9,8 +9,11 @@
 // restart reaps it with everything unowned), and is handed out once: claim() refuses a session
 // that is not an untouched prepared one, and the manager removes it from the pool before.
 #include <fcntl.h>
+#include <cstdio>
 #include <unistd.h>
 
+#include "isolation/launch_worker.hpp"
+#include "isolation/launch_zygote.hpp"
 #include "sessions/session.hpp"
 
 namespace corral {
@@ -45,11 +48,35 @@ void Session::complete_preparation() {
     // Best effort: without it the leaf is made at launch, as for every later process. A restart
     // finds it empty and owned by no process, and removes it (reap_unowned_leaves).
     if (auto leaf = cgroup_.create_child("p1")) first_leaf_ = std::move(*leaf);
+    start_first_launch_ahead();
     start_request_.reset();
     state_ = SessionState::active;  // still nobody's: only the manager's pool holds it
     auto ready = std::move(ready_handler_);
     ready_handler_ = nullptr;
     if (ready) ready(Status{});
+}
+
+void Session::start_first_launch_ahead() {
+    // Only where a launch forks (a session with namespaces: launch_may_share_memory() is false)
+    // and the zygote is there to start it: its child may allocate once its command comes.
+    LaunchWorker* worker = LaunchWorker::shared();
+    LaunchZygote* zygote = worker != nullptr ? worker->started_zygote() : nullptr;
+    if (zygote == nullptr || !first_leaf_ || !sandbox_.active() || sandbox_.namespace_flags() == 0)
+        return;
+    LaunchSpec part;
+    part.cgroup_fd = first_leaf_->dir_fd();
+    if (limits_) part.v1_join_fds = limits_->join_fds();
+    part.namespace_holder_pidfd = sandbox_.holder_pidfd();
+    part.namespace_flags = sandbox_.namespace_flags();
+    auto waiting = zygote->launch_ahead(part);
+    if (!waiting) return;  // no zygote to ask: p1 is launched as every process
+    if (!*waiting) {
+        // Launched as every process then; said once per session, as the zygote's own troubles.
+        std::fprintf(stderr, "corral: session %s: p1 not started ahead: %s\n", id_.c_str(),
+                     waiting->error().describe().c_str());
+        return;
+    }
+    first_launch_ = std::make_shared<WaitingLaunch>(std::move(**waiting));
 }
 
 Status Session::claim(const CreateSessionRequest& request) {

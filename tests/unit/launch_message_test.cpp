@@ -186,7 +186,7 @@ TEST(LaunchMessage, EveryShortenedMessageIsRefusedNamingWhereItEnds) {
     const std::vector<int> fds = launch_descriptors(sent->spec);
     auto bytes = encode_launch(sent->spec, fds);
     ASSERT_TRUE(bytes);
-    expect_every_shortened_refused(*bytes, fds, decode_launch);
+    expect_every_shortened_refused(*bytes, fds, [](std::string_view b, std::vector<UniqueFd> f) { return decode_launch(b, std::move(f)); });
 }
 
 TEST(LaunchMessage, TrailingBytesAnotherVersionAndMissingDescriptorsAreRefused) {

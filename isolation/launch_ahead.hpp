@@ -1,0 +1,61 @@
+#pragma once
+// A session's first process started ahead (issue 18, "a session ready to run"): a prepared
+// session (session_prepared.cpp) holds a child that has already been cloned into the first
+// process's leaf and has entered the session's namespaces, and waits there for its command. The
+// first launch hands it the rest of its spec instead of asking the launch zygote for a clone.
+//
+// Why: after an idle pause, a launch's way to its command was the zygote's wake-up, its clone3
+// (264 us: page tables, the cgroup's css_set, the pid namespace), and the child's entering of the
+// session (setns into six namespaces, the identity change): ~0.35 ms of the ~2.4 ms a client
+// waited for a new session's first run. Done while the session is prepared, none of it is on the
+// client's path; what is left is one message to the waiting child.
+//
+// Its way: the zygote clones it as it clones a launch's child (CLONE_PARENT, born in the leaf
+// with every signal blocked, in the holder's pid namespace) and it runs the same first half as
+// every launched child (launcher.cpp: enter_session): non-dumpable, every descriptor closed but
+// the session's and its end of `go` (a SOCK_SEQPACKET socket pair with corrald), signals reset,
+// the v1 cgroups and the session's namespaces joined, root of the session's user namespace,
+// non-dumpable again. Then it closes the session's descriptors too and waits on `go`. The launch
+// message (launch_message.hpp, without the session's part, which it has already joined) and the
+// write end of the launch's report channel arrive there, and it runs the same second half as every
+// launched child (become_command: stdio, cwd, confinement, execve), reporting the same way. If
+// corrald closes `go` (the session ended, corrald stopped) it exits with 0 and nothing else.
+//
+// Security: it is a launch's child that waits between its two halves, so it holds what one holds
+// there and no more: nothing of corrald's table (keep_only_planned, before it joins anything), no
+// session's secrets (it is a copy of the zygote, which wipes every request once served, and the
+// request that made it carries no command, environment or cwd), and it cannot be reached from
+// the session: non-dumpable with its mm owned by the host's user namespace (no ptrace, no
+// /proc/N/mem or /proc/N/fd for a process of the session; CVE-2016-9962, runc's process that was
+// dumpable while it joined a container), and nothing of a client's runs in the session while it
+// waits: a prepared session has run nothing, and the session's first launch either takes it (it
+// *is* that process) or kills it before launching another way (Process::launch_child).
+
+#include <optional>
+
+#include "base/error.hpp"
+#include "base/unique_fd.hpp"
+#include "isolation/launcher.hpp"
+#include "isolation/pid_ref.hpp"
+
+namespace corral {
+
+/// A child that entered its session and waits for its command.
+struct WaitingLaunch {
+    PidRef child;  ///< its pidfd; corrald's child (the zygote clones it with CLONE_PARENT)
+    UniqueFd go;   ///< corrald's end of the socket pair the command comes over
+};
+
+/// In the launch zygote: clones the waiting child for `spec`'s session part (cgroup_fd,
+/// v1_join_fds, namespace_holder_pidfd, namespace_flags, clone_parent; the command's fields are
+/// not read). The caller must be single-threaded (the child allocates once its command comes).
+Result<WaitingLaunch> start_waiting_launch(const LaunchSpec& spec);
+
+/// Hands `spec` to `waiting`'s child, which must have been started for the same session part
+/// (spec's cgroup, namespaces and v1 cgroups are not sent again). As launch_begin() from then on:
+/// the child's report channel, its listener when it counts refusals. nullopt: the child did not
+/// take it (gone, or the spec too large for one message); `waiting` still holds it then, for the
+/// caller to end (kill and reap) before launching another way.
+std::optional<Result<PendingLaunch>> launch_waiting(WaitingLaunch& waiting, const LaunchSpec& spec);
+
+}  // namespace corral
