@@ -93,6 +93,7 @@ Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, Chi
     if (process->setup_.read_limit_events)
         process->events_at_start_ = process->setup_.read_limit_events();
     auto launched = process->launch_into_leaf();
+    process->end_unused_waiting();  // a launch that failed before it could hand it over
     if (!launched) {
         process->record_setup_failure(launched.error());
         return process;
@@ -190,17 +191,24 @@ Status Process::launch_on_terminal() {
 }
 
 Result<PendingLaunch> Process::launch_child(const LaunchSpec& spec) {
-    if (auto waiting = std::move(setup_.waiting)) {
-        setup_.waiting.reset();
-        if (auto handed = launch_waiting(*waiting, spec)) return std::move(*handed);
-        // It did not take it (gone, or the spec too large for one message): it must not wait
-        // beside what the client starts now (launch_ahead.hpp), so it is ended first.
-        if (waiting->child.valid()) {
-            (void)waiting->child.send_signal(SIGKILL);
-            reaper_.hand_over(std::move(waiting->child));
+    if (setup_.waiting) {
+        if (auto handed = launch_waiting(*setup_.waiting, spec)) {
+            setup_.waiting.reset();
+            return std::move(*handed);
         }
+        end_unused_waiting();  // gone, or the spec too large for one message: another way
     }
     return launch_from_small_table(spec);
+}
+
+void Process::end_unused_waiting() {
+    // It must not wait beside what the client starts (launch_ahead.hpp), nor stay unreaped: it
+    // is a child of the launch worker's thread, which the orphan walk does not see.
+    if (setup_.waiting && setup_.waiting->child.valid()) {
+        (void)setup_.waiting->child.send_signal(SIGKILL);
+        reaper_.hand_over(std::move(setup_.waiting->child));
+    }
+    setup_.waiting.reset();
 }
 
 void Process::take_launch(PendingLaunch launch) {

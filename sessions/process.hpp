@@ -264,6 +264,8 @@ class Process : public std::enable_shared_from_this<Process> {
     /// Launches `spec`: hands it to setup_.waiting's child when there is one, else (and when
     /// that child cannot take it, which is then ended first) from the launch worker.
     Result<PendingLaunch> launch_child(const LaunchSpec& spec);
+    /// Kills and hands to the reaper setup_.waiting's child when no launch took it.
+    void end_unused_waiting();
     /// Makes a started launch this process's: its child is main_ (owned by the reaper), its
     /// report channel watched unless the child already exec'd (either launch_* above).
     void take_launch(PendingLaunch launch);

@@ -266,6 +266,8 @@ class Session : public std::enable_shared_from_this<Session> {
     void reap_unowned_leaves(std::vector<std::string>& notes);
     /// Starts p1 ahead in first_leaf_ (session_prepared.cpp); best effort.
     void start_first_launch_ahead();
+    /// Kills first_launch_'s child, if no process took it, and hands it to the reaper.
+    void end_first_launch();
     // session_held_output.cpp: output descriptors kept by the holder across a daemon restart.
     /// Hands a just-started process's output descriptors to the holder (before it is journalled).
     void hold_output(Process& process);

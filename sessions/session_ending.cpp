@@ -143,6 +143,9 @@ void Session::after_grace() {
     grace_over_ = true;
     end_watches_.clear();
     end_timer_.cancel();
+    // Before the holder is asked to go: as PID 1 its exit waits until every process of its pid
+    // namespace is reaped, and a p1 that waited for nothing is ours to reap (launch_ahead.hpp).
+    end_first_launch();
     if (cgroup_.valid()) (void)cgroup_.kill_all();
     end_timer_.expires_after(kKillBound);
     std::weak_ptr<Session> weak = weak_from_this();
@@ -278,6 +281,14 @@ void Session::finalize() {
     if (on_ended_) on_ended_(*this);
 }
 
+void Session::end_first_launch() {
+    if (first_launch_ && first_launch_->child.valid()) {  // p1 never came: it waited for nothing
+        (void)first_launch_->child.send_signal(SIGKILL);
+        context_.reaper.hand_over(std::move(first_launch_->child));
+    }
+    first_launch_.reset();
+}
+
 // Everything but the records: leaves, holder, cgroups, limit cgroups, ports, the directory.
 // Never blocks: once the session cgroup is empty each removal is one rmdir. A subtree still
 // populated here (the kill bound passed: a task stuck in the kernel) is left in place rather
@@ -288,11 +299,7 @@ void Session::release_resources() {
     end_watches_.clear();
     stop_network();
     if (sandbox_.active()) context_.reaper.hand_over(sandbox_.release());
-    if (first_launch_ && first_launch_->child.valid()) {  // p1 never came: it waited for nothing
-        (void)first_launch_->child.send_signal(SIGKILL);
-        context_.reaper.hand_over(std::move(first_launch_->child));
-    }
-    first_launch_.reset();
+    end_first_launch();
     auto populated = cgroup_.valid() ? cgroup_.populated() : Result<bool>(false);
     const bool stuck = !populated || *populated;
     for (const auto& process : processes()) {

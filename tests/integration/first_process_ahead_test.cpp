@@ -1,0 +1,305 @@
+// A prepared session's first process started ahead (isolation/launch_ahead.hpp, issue 18): the
+// child waits in p1's leaf, inside the session's namespaces, and the first launch hands it its
+// command. In a real corrald with a pool: the first run *is* that child, nothing of it outlives a
+// session that never ran anything, it holds nothing of corrald's, a process with the session's
+// credentials cannot reach it, and a first run still works when it is gone.
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/file_io.hpp"
+#include "support/corrald_process.hpp"
+#include "support/http_client.hpp"
+
+namespace corral {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::corrald_can_run;
+using testing::CorraldProcess;
+using testing::HttpClient;
+
+std::string proc_text(pid_t pid, const std::string& file) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
+    return text ? *text : std::string();
+}
+
+/// A /proc/<pid>/status field's value ("" when absent).
+std::string status_field(pid_t pid, const std::string& field) {
+    std::istringstream lines(proc_text(pid, "status"));
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind(field + ":\t", 0) == 0) return line.substr(field.size() + 2);
+    return {};
+}
+
+/// The pids in a session's leaf (or holder) cgroup.
+std::vector<pid_t> pids_in(const CorraldProcess& daemon, const std::string& id,
+                           const std::string& leaf) {
+    std::ifstream procs(daemon.instance_cgroup() + "/sessions/" + id + "/" + leaf +
+                        "/cgroup.procs");
+    std::vector<pid_t> pids;
+    for (pid_t pid; procs >> pid;) pids.push_back(pid);
+    return pids;
+}
+
+/// Running, as opposed to gone or a zombie nobody reaped yet.
+bool running(pid_t pid) {
+    const std::string stat = proc_text(pid, "stat");
+    return !stat.empty() && stat.find(") Z ") == std::string::npos;
+}
+
+/// Gone altogether: not even a zombie (a child nobody reaps would stay one for corrald's life).
+bool gone_within(pid_t pid, std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (proc_text(pid, "stat").empty()) return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return false;
+}
+
+bool wait_ready(HttpClient& c, size_t n) {
+    const auto until = std::chrono::steady_clock::now() + 120s;
+    while (std::chrono::steady_clock::now() < until) {
+        auto health = c.get("/v1/health");
+        if (health.status == 200) {
+            const json pool = health.json()["prepared"]["default"];
+            if (pool["ready"] == n && pool["preparing"] == 0) return true;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    return false;
+}
+
+/// What a process with session `holder`'s root identity gets when it opens /proc/<target>/mem
+/// and PTRACE_ATTACHes to `target` (host pids): 0 when allowed, else the errno. Run in a fork
+/// that enters the holder's user namespace and becomes its root, as a session's own process is.
+std::pair<int, int> reach_as_session_root(pid_t holder, pid_t target) {
+    int results[2];
+    if (::pipe(results) != 0) return {-1, -1};
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::close(results[0]);
+        int answer[2] = {-1, -1};
+        const int ns = ::open(("/proc/" + std::to_string(holder) + "/ns/user").c_str(), O_RDONLY);
+        if (ns >= 0 && ::setns(ns, CLONE_NEWUSER) == 0 && ::setresgid(0, 0, 0) == 0 &&
+            ::setresuid(0, 0, 0) == 0) {
+            const int mem =
+                ::open(("/proc/" + std::to_string(target) + "/mem").c_str(), O_RDONLY);
+            answer[0] = mem >= 0 ? 0 : errno;
+            if (::ptrace(PTRACE_ATTACH, target, nullptr, nullptr) == 0) {
+                answer[1] = 0;
+                ::ptrace(PTRACE_DETACH, target, nullptr, nullptr);
+            } else {
+                answer[1] = errno;
+            }
+        }
+        (void)!::write(results[1], answer, sizeof answer);
+        ::_exit(0);
+    }
+    ::close(results[1]);
+    int answer[2] = {-1, -1};
+    (void)!::read(results[0], answer, sizeof answer);
+    ::close(results[0]);
+    if (child > 0) ::waitpid(child, nullptr, 0);
+    return {answer[0], answer[1]};
+}
+
+class FirstProcessAhead : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        std::string why;
+        if (!corrald_can_run(why)) GTEST_SKIP() << why;
+    }
+
+    /// Claims one prepared `default` session; its id.
+    std::string claim(HttpClient& c) {
+        auto made = c.post("/v1/sessions", {{"policy", "default"}});
+        EXPECT_EQ(made.status, 201u) << made.body;
+        return made.status == 201 ? made.json()["id"].get<std::string>() : std::string();
+    }
+};
+
+// The first run of a claimed session is the child that waited in p1: the same process (its pid
+// inside the session is what `$$` says), with the run's own cwd and environment, and nothing else
+// of corrald's waits beside it (the session's pid namespace holds the holder and the command).
+TEST_F(FirstProcessAhead, TheFirstRunIsTheChildThatWaitedInItsLeaf) {
+    CorraldProcess daemon({"--prepare", "default=1"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    const std::string id = claim(c);
+    ASSERT_FALSE(id.empty());
+    const auto waiting = pids_in(daemon, id, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << "one child waits in p1\n" << daemon.log();
+    const pid_t w = waiting[0];
+    EXPECT_EQ(proc_text(w, "comm"), "corrald-launch\n");
+    // Inside the session's pid namespace already: its pid there is the last of NSpid.
+    std::istringstream nspid(status_field(w, "NSpid"));
+    std::vector<std::string> levels{std::istream_iterator<std::string>(nspid), {}};
+    ASSERT_GE(levels.size(), 2u) << status_field(w, "NSpid");
+
+    auto ran = c.post("/v1/sessions/" + id + "/run",
+                      {{"command", "echo $$ $FIRST; pwd; ls /proc | grep -c '^[0-9]'"},
+                       {"env", {{"FIRST", "yes"}}},
+                       {"cwd", "/tmp"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    // The holder (1), the shell, and the `ls` and `grep` it runs at the time: 4.
+    EXPECT_EQ(ran.json()["stdout"], levels.back() + " yes\n/tmp\n4\n") << ran.body;
+    EXPECT_TRUE(gone_within(w, 5s)) << "the command ended and was reaped";
+    // Later runs are launched as always.
+    auto second = c.post("/v1/sessions/" + id + "/run", {{"argv", {"true"}}});
+    EXPECT_EQ(second.json()["exitCode"], 0) << second.body;
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+}
+
+// CVE-2024-21626 (runc leaked a host descriptor into the container) and issue 10.1: while it
+// waits, the child holds stdio and its end of corrald's socket, nothing else of corrald's or the
+// zygote's (no session's descriptors either: it closed the holder's pidfd once it had joined).
+TEST_F(FirstProcessAhead, TheWaitingChildHoldsOnlyStdioAndItsSocket) {
+    CorraldProcess daemon({"--prepare", "default=1"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    const std::string id = claim(c);
+    const auto waiting = pids_in(daemon, id, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    std::set<std::string> fds;
+    std::string socket_target;
+    for (const auto& entry : std::filesystem::directory_iterator(
+             "/proc/" + std::to_string(waiting[0]) + "/fd")) {
+        fds.insert(entry.path().filename());
+        const auto target = std::filesystem::read_symlink(entry.path()).string();
+        if (entry.path().filename() != "0" && entry.path().filename() != "1" &&
+            entry.path().filename() != "2")
+            socket_target = target;
+    }
+    EXPECT_EQ(fds.size(), 4u) << "stdio and one socket";
+    EXPECT_EQ(socket_target.rfind("socket:", 0), 0u) << socket_target;
+    EXPECT_EQ(proc_text(waiting[0], "environ"), "") << "the zygote's empty environment";
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+}
+
+// CVE-2016-9962 (runc's process joining a container was dumpable, so the container's processes
+// could ptrace it and take its descriptors): the waiting child is in the session's namespaces as
+// the session's root, for as long as the session goes unused. A process with exactly those
+// credentials can neither open its memory nor attach to it (non-dumpable, its memory the host's
+// user namespace's). Control: the same process may do both to a command of another session's
+// root (a dumpable process of the same identity), so a refusal here is the child's protection.
+TEST_F(FirstProcessAhead, AProcessOfTheSessionCannotReachTheWaitingChild) {
+    CorraldProcess daemon({"--prepare", "default=2"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, 2)) << daemon.log();
+    const std::string a = claim(c);
+    const std::string b = claim(c);
+    ASSERT_FALSE(a.empty());
+    ASSERT_FALSE(b.empty());
+    const auto a_holder = pids_in(daemon, a, "holder");
+    const auto a_waiting = pids_in(daemon, a, "p1");
+    ASSERT_EQ(a_holder.size(), 1u);
+    ASSERT_EQ(a_waiting.size(), 1u) << daemon.log();
+
+    const auto [mem, attach] = reach_as_session_root(a_holder[0], a_waiting[0]);
+    EXPECT_NE(mem, 0) << "opened the waiting child's memory";
+    EXPECT_NE(mem, -1) << "could not become the session's root";
+    EXPECT_NE(attach, 0) << "attached to the waiting child";
+    EXPECT_TRUE(running(a_waiting[0]));
+
+    // Control, in session b: its first process, a command now, of b's root.
+    auto spawned = c.post("/v1/sessions/" + b + "/processes", {{"argv", {"sleep", "30"}}});
+    ASSERT_EQ(spawned.status, 201u) << spawned.body;
+    std::vector<pid_t> sleeping;
+    for (int i = 0; i < 200 && sleeping.empty(); ++i) {
+        for (pid_t pid : pids_in(daemon, b, "p1"))
+            if (proc_text(pid, "comm") == "sleep\n") sleeping.push_back(pid);
+        if (sleeping.empty()) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_EQ(sleeping.size(), 1u);
+    const auto b_holder = pids_in(daemon, b, "holder");
+    ASSERT_EQ(b_holder.size(), 1u);
+    const auto [control_mem, control_attach] = reach_as_session_root(b_holder[0], sleeping[0]);
+    EXPECT_EQ(control_mem, 0) << "the control could not open a command's memory: the test "
+                                 "cannot tell protection from failure";
+    EXPECT_EQ(control_attach, 0);
+    EXPECT_EQ(c.del("/v1/sessions/" + a).status, 200u);
+    EXPECT_EQ(c.del("/v1/sessions/" + b).status, 200u);
+}
+
+// A session deleted before it ran anything takes its waiting child with it: killed with the
+// session and reaped (a child of corrald's launch worker, which the orphan walk does not see: a
+// zombie would stay for corrald's life), and p1's leaf removed.
+TEST_F(FirstProcessAhead, AnUnusedOneEndsWithItsSessionAndIsReaped) {
+    CorraldProcess daemon({"--prepare", "default=1"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    const std::string id = claim(c);
+    const auto waiting = pids_in(daemon, id, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+    EXPECT_TRUE(gone_within(waiting[0], 5s)) << proc_text(waiting[0], "status");
+    EXPECT_FALSE(std::filesystem::exists(daemon.instance_cgroup() + "/sessions/" + id));
+}
+
+// The waiting child gone before the first run (killed from outside: the OOM killer, an
+// operator): the run is launched as any other, in the same leaf, and succeeds.
+TEST_F(FirstProcessAhead, AFirstRunStillWorksWhenTheWaitingChildIsGone) {
+    CorraldProcess daemon({"--prepare", "default=1"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    const std::string id = claim(c);
+    const auto waiting = pids_in(daemon, id, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    ASSERT_EQ(::kill(waiting[0], SIGKILL), 0);  // this test's daemon's child, by its pid
+    for (int i = 0; i < 200 && running(waiting[0]); ++i) std::this_thread::sleep_for(5ms);
+    auto ran = c.post("/v1/sessions/" + id + "/run", {{"command", "echo still"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    EXPECT_EQ(ran.json()["stdout"], "still\n");
+    EXPECT_TRUE(gone_within(waiting[0], 5s)) << "the killed child was reaped";
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+}
+
+// A daemon stopped hard while a claimed session's child still waits: the session survives the
+// restart (as every journalled session does), the child is gone (its socket's other end went
+// with corrald), and the first run after the restart is launched as any other.
+TEST_F(FirstProcessAhead, ARestartLeavesNoWaitingChildAndTheSessionRuns) {
+    CorraldProcess daemon({"--prepare", "default=1"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    const std::string id = claim(c);
+    const auto waiting = pids_in(daemon, id, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    daemon.kill_hard();
+    for (int i = 0; i < 500 && running(waiting[0]); ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_FALSE(running(waiting[0])) << "the waiting child outlived corrald";
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+    HttpClient again = daemon.client();
+    auto ran = again.post("/v1/sessions/" + id + "/run", {{"command", "echo after"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body << daemon.log();
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    EXPECT_EQ(ran.json()["stdout"], "after\n");
+    EXPECT_EQ(again.del("/v1/sessions/" + id).status, 200u);
+}
+
+}  // namespace
+}  // namespace corral
