@@ -5,10 +5,14 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <vector>
 
 #include "base/pipe.hpp"
@@ -21,14 +25,27 @@ namespace corral {
 namespace {
 
 constexpr const char* kWaiting = "waiting launch";
+/// What the waiting child sends once it has entered its session.
+constexpr char kEntered = 'E';
 
 /// The waiting child, once in its session: keeps nothing but `go` (the session's descriptors were
 /// for entering it), waits for its command, and becomes it. corrald's end closing is the end.
 [[noreturn]] void wait_for_command(int go) noexcept {
     if (go > 3) ::close_range(3, static_cast<unsigned>(go) - 1, 0);
     ::close_range(static_cast<unsigned>(go) + 1, ~0U, 0);
+    // Every signal blocked while it waits: it is still in corrald's session and process group,
+    // where a terminal's ^Z or ^C would stop or end every waiting child. The command gets the
+    // empty mask back (what enter_session left) before anything of it runs.
+    const uint64_t all = ~uint64_t{0}, none = 0;
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, nullptr, sizeof all);
+    // Not the zygote (`ps`, and whoever counts corrald's zygotes by name): a session's first
+    // process, until its command replaces the name.
+    ::prctl(PR_SET_NAME, "corrald-first", 0, 0, 0);
+    if (::send(go, &kEntered, 1, MSG_NOSIGNAL) != 1) ::_exit(0);
     auto message = receive_passing(go, kWaiting);
-    if (!message) ::_exit(0);  // corrald gave it up, or is gone
+    // corrald's end closed (it gave this child up, or is gone): nothing was asked of it.
+    // Anything else is a launch that went wrong: never an exit status of 0 for it.
+    if (!message) ::_exit(message.error().code == EPIPE ? 0 : 127);
     // The report channel's write end comes last, after the spec's descriptors.
     if (message->fds.empty()) ::_exit(127);
     UniqueFd report = std::move(message->fds.back());
@@ -39,7 +56,19 @@ constexpr const char* kWaiting = "waiting launch";
         ::_exit(127);
     }
     ::close(go);
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
     launcher_internal::become_command((*decoded)->spec, report.release());
+}
+
+/// Whether the child said it entered its session (and nothing else came first: a failure report
+/// is longer than one byte). Never waits.
+bool entered(int go) {
+    char bytes[2];
+    ssize_t n;
+    do {
+        n = ::recv(go, bytes, sizeof bytes, MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    return n == 1 && bytes[0] == kEntered;
 }
 
 /// A report channel as launch_begin() makes it: a pipe, or a socket pair when the listener
@@ -67,9 +96,10 @@ Result<WaitingLaunch> start_waiting_launch(const LaunchSpec& spec) {
 std::optional<Result<PendingLaunch>> launch_waiting(WaitingLaunch& waiting,
                                                     const LaunchSpec& spec) {
     if (!waiting.go.valid() || !waiting.child.valid()) return std::nullopt;
-    // Gone already (its pidfd is readable once it exited): nothing to hand over.
+    // Gone already (its pidfd is readable once it exited), or not (yet) in its session.
     pollfd exited{waiting.child.pidfd(), POLLIN, 0};
-    if (exited.fd >= 0 && ::poll(&exited, 1, 0) == 1) return std::nullopt;
+    if (exited.fd < 0 || ::poll(&exited, 1, 0) != 0) return std::nullopt;
+    if (!entered(waiting.go.get())) return std::nullopt;
     // The session's part is the child's already.
     LaunchSpec rest = spec;
     rest.cgroup_fd = -1;
@@ -77,11 +107,12 @@ std::optional<Result<PendingLaunch>> launch_waiting(WaitingLaunch& waiting,
     rest.namespace_holder_pidfd = -1;
     rest.namespace_flags = 0;
     const bool listener = launcher_internal::hands_over_listener(rest);
+    // A failure here (no descriptors left) is the caller's to retry another way.
     auto channel = report_channel(listener);
-    if (!channel) return Result<PendingLaunch>(std::move(channel.error()));
+    if (!channel) return std::nullopt;
     std::vector<int> fds = launch_descriptors(rest);
     auto bytes = encode_launch(rest, fds);
-    if (!bytes) return Result<PendingLaunch>(std::move(bytes.error()));
+    if (!bytes) return std::nullopt;
     fds.push_back(channel->write_end.get());
     if (fds.size() > kMaxPassedDescriptors) return std::nullopt;
     if (Status sent = send_passing(waiting.go.get(), *bytes, fds, kWaiting); !sent)
@@ -93,6 +124,18 @@ std::optional<Result<PendingLaunch>> launch_waiting(WaitingLaunch& waiting,
     pending.report = std::move(channel->read_end);
     pending.listener_expected = listener;
     return Result<PendingLaunch>(std::move(pending));
+}
+
+bool end_waiting_launch(WaitingLaunch& waiting) {
+    waiting.go.reset();
+    if (!waiting.child.valid()) return true;
+    (void)waiting.child.send_signal(SIGKILL);
+    pollfd gone{waiting.child.pidfd(), POLLIN, 0};
+    if (gone.fd < 0 || ::poll(&gone, 1, 100) != 1) return false;
+    auto reaped = waiting.child.try_wait();
+    if (!reaped || !*reaped) return false;
+    waiting.child = PidRef();
+    return true;
 }
 
 }  // namespace corral

@@ -15,7 +15,10 @@
 // every launched child (launcher.cpp: enter_session): non-dumpable, every descriptor closed but
 // the session's and its end of `go` (a SOCK_SEQPACKET socket pair with corrald), signals reset,
 // the v1 cgroups and the session's namespaces joined, root of the session's user namespace,
-// non-dumpable again. Then it closes the session's descriptors too and waits on `go`. The launch
+// non-dumpable again. Then it closes the session's descriptors too, says so on `go` (one byte,
+// which corrald requires before it hands a command over: a child that failed to enter wrote its
+// failure there instead, one still entering has written nothing), blocks every signal, and
+// waits on `go`. The launch
 // message (launch_message.hpp, without the session's part, which it has already joined) and the
 // write end of the launch's report channel arrive there, and it runs the same second half as every
 // launched child (become_command: stdio, cwd, confinement, execve), reporting the same way. If
@@ -51,11 +54,19 @@ struct WaitingLaunch {
 /// not read). The caller must be single-threaded (the child allocates once its command comes).
 Result<WaitingLaunch> start_waiting_launch(const LaunchSpec& spec);
 
+/// Kills `waiting`'s child and reaps it if it is gone within a moment (a SIGKILLed child blocked in
+/// recvmsg goes at once; it must be gone before another launch is charged to the same pids
+/// limit). true: reaped; false: still there (stuck in the kernel), the caller hands it over.
+bool end_waiting_launch(WaitingLaunch& waiting);
+
 /// Hands `spec` to `waiting`'s child, which must have been started for the same session part
-/// (spec's cgroup, namespaces and v1 cgroups are not sent again). As launch_begin() from then on:
+/// (spec's cgroup, namespaces and v1 cgroups are not sent again), and only once the child has said
+/// it entered its session (one byte on `go`: a child that failed to enter, or has not finished
+/// yet, is not used). As launch_begin() from then on:
 /// the child's report channel, its listener when it counts refusals. nullopt: the child did not
-/// take it (gone, or the spec too large for one message); `waiting` still holds it then, for the
-/// caller to end (kill and reap) before launching another way.
+/// take it (gone, not in its session, no descriptors left, or the spec too large for one
+/// message); `waiting` still holds it then, for the caller to end (end_waiting_launch) before
+/// launching another way.
 std::optional<Result<PendingLaunch>> launch_waiting(WaitingLaunch& waiting, const LaunchSpec& spec);
 
 }  // namespace corral

@@ -196,18 +196,19 @@ Result<PendingLaunch> Process::launch_child(const LaunchSpec& spec) {
             setup_.waiting.reset();
             return std::move(*handed);
         }
-        end_unused_waiting();  // gone, or the spec too large for one message: another way
+        // Gone, not in its session, or the spec too large for one message: another way, once it
+        // is gone (it must not wait beside the client's command, nor count against the pids
+        // limit the new clone is charged to).
+        end_unused_waiting();
     }
     return launch_from_small_table(spec);
 }
 
 void Process::end_unused_waiting() {
-    // It must not wait beside what the client starts (launch_ahead.hpp), nor stay unreaped: it
-    // is a child of the launch worker's thread, which the orphan walk does not see.
-    if (setup_.waiting && setup_.waiting->child.valid()) {
-        (void)setup_.waiting->child.send_signal(SIGKILL);
+    // Not left unreaped either: it is a child of the launch worker's thread, which the orphan
+    // walk does not see.
+    if (setup_.waiting && !end_waiting_launch(*setup_.waiting))
         reaper_.hand_over(std::move(setup_.waiting->child));
-    }
     setup_.waiting.reset();
 }
 

@@ -328,6 +328,9 @@ void Session::wire_setup(ProcessSetup& setup) {
         first_leaf_.reset();
         setup.waiting = std::move(first_launch_);
     }
+    // p1's id went to a launch that failed before it started anything (a terminal without a
+    // pty): the child that waited for it must not wait beside this one (launch_ahead.hpp).
+    if (first_launch_) end_first_launch();
     if (limits_) {
         setup.limit_join_fds = limits_->join_fds();
         setup.read_limit_events = [limits = limits_.get()] { return limits->read_events(); };

@@ -282,6 +282,7 @@ void Session::finalize() {
 }
 
 void Session::end_first_launch() {
+    // Killed, and reaped on the loop once its pidfd says it is gone (no wait here).
     if (first_launch_ && first_launch_->child.valid()) {  // p1 never came: it waited for nothing
         (void)first_launch_->child.send_signal(SIGKILL);
         context_.reaper.hand_over(std::move(first_launch_->child));
@@ -350,7 +351,11 @@ void Session::end_now() {
     on_ended_ = nullptr;  // the manager is tearing down its registry: no callbacks into it
     // Without the event loop nobody reaps: collect our children here. Zombies that are our
     // children keep a pid namespace's holder from exiting (it waits until its namespace is
-    // reaped), and orphans reparented to us keep the cgroup populated.
+    // reaped), and orphans reparented to us keep the cgroup populated. A p1 that waited for
+    // nothing is such a child, of the launch worker's thread, which the walk does not see.
+    if (first_launch_ && !end_waiting_launch(*first_launch_))
+        context_.reaper.hand_over(std::move(first_launch_->child));
+    first_launch_.reset();
     if (cgroup_.valid()) (void)cgroup_.kill_all();
     for (const auto& process : processes()) process->collect_exit_blocking();
     const auto deadline = std::chrono::steady_clock::now() + kKillBound;

@@ -148,7 +148,7 @@ TEST_F(FirstProcessAhead, TheFirstRunIsTheChildThatWaitedInItsLeaf) {
     const auto waiting = pids_in(daemon, id, "p1");
     ASSERT_EQ(waiting.size(), 1u) << "one child waits in p1\n" << daemon.log();
     const pid_t w = waiting[0];
-    EXPECT_EQ(proc_text(w, "comm"), "corrald-launch\n");
+    EXPECT_EQ(proc_text(w, "comm"), "corrald-first\n");
     // Inside the session's pid namespace already: its pid there is the last of NSpid.
     std::istringstream nspid(status_field(w, "NSpid"));
     std::vector<std::string> levels{std::istream_iterator<std::string>(nspid), {}};
@@ -240,6 +240,55 @@ TEST_F(FirstProcessAhead, AProcessOfTheSessionCannotReachTheWaitingChild) {
     EXPECT_EQ(control_attach, 0);
     EXPECT_EQ(c.del("/v1/sessions/" + a).status, 200u);
     EXPECT_EQ(c.del("/v1/sessions/" + b).status, 200u);
+}
+
+// CVE-2024-21626 at exec: what the first command holds is what every later command holds (stdio,
+// and here `ls`'s own directory), not the waiting child's socket or its report channel.
+TEST_F(FirstProcessAhead, TheFirstCommandHoldsWhatEveryCommandHolds) {
+    CorraldProcess daemon({"--prepare", "default=1"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    const std::string id = claim(c);
+    ASSERT_EQ(pids_in(daemon, id, "p1").size(), 1u) << daemon.log();
+    const json listing = {{"argv", {"ls", "/proc/self/fd"}}};
+    auto first = c.post("/v1/sessions/" + id + "/run", listing);
+    auto second = c.post("/v1/sessions/" + id + "/run", listing);
+    ASSERT_EQ(first.status, 200u) << first.body;
+    EXPECT_EQ(first.json()["stdout"], "0\n1\n2\n3\n") << first.body;
+    EXPECT_EQ(first.json()["stdout"], second.json()["stdout"]);
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+}
+
+// A first launch the waiting child cannot take (its spec larger than one message on its socket:
+// ~300 KB of environment) is launched another way, and the child is ended first: one process
+// runs, and the child is reaped, not left waiting beside it.
+TEST_F(FirstProcessAhead, AFirstLaunchItCannotTakeEndsItAndRunsAnotherWay) {
+    CorraldProcess daemon({"--prepare", "default=1"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    const std::string id = claim(c);
+    const auto waiting = pids_in(daemon, id, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    std::istringstream nspid(status_field(waiting[0], "NSpid"));
+    std::vector<std::string> levels{std::istream_iterator<std::string>(nspid), {}};
+    ASSERT_GE(levels.size(), 2u);
+    json env = json::object();
+    for (const char* key : {"BIG1", "BIG2", "BIG3"}) env[key] = std::string(100 * 1024, 'x');
+    auto ran = c.post(
+        "/v1/sessions/" + id + "/run",
+        {{"command", "echo $$; echo ${#BIG1} ${#BIG2} ${#BIG3}; ls /proc | grep -c '^[0-9]'"},
+         {"env", env}});
+    ASSERT_EQ(ran.status, 200u) << ran.body.substr(0, 500);
+    EXPECT_EQ(ran.json()["exitCode"], 0);
+    const std::string out = ran.json()["stdout"];
+    // Not the waiting child: another process, launched as every other.
+    EXPECT_NE(out.substr(0, out.find('\n')), levels.back()) << out;
+    // The holder, the shell, `ls` and `grep`: the waiting child is not among them.
+    EXPECT_EQ(out.substr(out.find('\n') + 1), "102400 102400 102400\n4\n");
+    EXPECT_TRUE(gone_within(waiting[0], 5s)) << proc_text(waiting[0], "status");
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
 }
 
 // A session deleted before it ran anything takes its waiting child with it: killed with the

@@ -171,6 +171,25 @@ TEST(LaunchMessage, ASpecWithoutConfinementOrDescriptorsStaysWithout) {
     EXPECT_EQ((*decoded)->spec.stdin_fd, -1);
 }
 
+// A request to start a waiting child (launch_ahead.hpp) and a launch are the same bytes but for
+// their kind, and neither is read as the other: a zygote never starts a command for a request
+// that only asked it to wait, nor a waiting child for a command.
+TEST(LaunchMessage, AnAheadRequestIsItsOwnKindAndNeverReadAsALaunch) {
+    LaunchSpec s = spec_without_descriptors();
+    auto ahead = encode_launch(s, {}, ZygoteRequest::ahead);
+    ASSERT_TRUE(ahead) << ahead.error().describe();
+    ASSERT_TRUE(request_kind(*ahead));
+    EXPECT_EQ(*request_kind(*ahead), ZygoteRequest::ahead);
+    auto as_launch = decode_launch(*ahead, {});
+    ASSERT_FALSE(as_launch);
+    EXPECT_EQ(as_launch.error().code, EPROTO);
+    EXPECT_TRUE(decode_launch(*ahead, {}, ZygoteRequest::ahead));
+    auto launch = encode_launch(s, {});
+    ASSERT_TRUE(launch);
+    EXPECT_EQ(*request_kind(*launch), ZygoteRequest::launch);
+    EXPECT_FALSE(decode_launch(*launch, {}, ZygoteRequest::ahead));
+}
+
 TEST(LaunchMessage, ASpecNamingADescriptorNotAttachedIsNotEncoded) {
     auto sent = full_spec();
     std::vector<int> fds = launch_descriptors(sent->spec);
