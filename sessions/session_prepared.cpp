@@ -9,6 +9,7 @@
 // restart reaps it with everything unowned), and is handed out once: claim() refuses a session
 // that is not an untouched prepared one, and the manager removes it from the pool before.
 #include <fcntl.h>
+#include <atomic>
 #include <cstdio>
 #include <unistd.h>
 
@@ -71,9 +72,14 @@ void Session::start_first_launch_ahead() {
     auto waiting = zygote->launch_ahead(part);
     if (!waiting) return;  // no zygote to ask: p1 is launched as every process
     if (!*waiting) {
-        // Launched as every process then; said once per session, as the zygote's own troubles.
-        std::fprintf(stderr, "corral: session %s: p1 not started ahead: %s\n", id_.c_str(),
-                     waiting->error().describe().c_str());
+        // Launched as every process then. Said once per daemon: a policy whose limits leave no
+        // room for it (pids.max of 1) would say it for every session the pool prepares.
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true))
+            std::fprintf(stderr,
+                         "corral: session %s: its first process not started ahead (%s); such "
+                         "sessions launch it as every other, and this is not said again\n",
+                         id_.c_str(), waiting->error().describe().c_str());
         return;
     }
     first_launch_ = std::make_shared<WaitingLaunch>(std::move(**waiting));

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -289,6 +290,48 @@ TEST_F(FirstProcessAhead, AFirstLaunchItCannotTakeEndsItAndRunsAnotherWay) {
     EXPECT_EQ(out.substr(out.find('\n') + 1), "102400 102400 102400\n4\n");
     EXPECT_TRUE(gone_within(waiting[0], 5s)) << proc_text(waiting[0], "status");
     EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+}
+
+// Issue 12 item 1: a child stopped before execve must stall nobody. A waiting child stopped
+// (SIGSTOP from the host: nothing in the session can signal it before its first launch) takes its
+// command and never reaches execve: the launch fails after the setup limit as any stuck child's
+// does (a setup-failed record naming it), and meanwhile corrald answers everyone else.
+TEST_F(FirstProcessAhead, AStoppedWaitingChildFailsItsLaunchAndStallsNobody) {
+    CorraldProcess daemon({"--prepare", "default=2"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    c.set_idle_timeout(120s);
+    ASSERT_TRUE(wait_ready(c, 2)) << daemon.log();
+    const std::string stuck = claim(c);
+    const std::string other = claim(c);
+    const auto waiting = pids_in(daemon, stuck, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    ASSERT_EQ(::kill(waiting[0], SIGSTOP), 0);  // this test's daemon's child, by its pid
+
+    std::atomic<bool> spawn_answered{false};
+    std::atomic<bool> answered_during_spawn{false};
+    std::thread prober([&] {
+        std::this_thread::sleep_for(500ms);  // the spawn below is outstanding by then
+        HttpClient h = daemon.client();
+        h.set_idle_timeout(120s);
+        const bool healthy = h.get("/v1/health").status == 200u;
+        auto ran = h.post("/v1/sessions/" + other + "/run", {{"argv", {"/bin/echo", "fine"}}});
+        answered_during_spawn = healthy && ran.status == 200u &&
+                                ran.json()["stdout"] == "fine\n" && !spawn_answered;
+    });
+    auto spawned =
+        c.post("/v1/sessions/" + stuck + "/processes", {{"argv", {"/bin/true"}}});
+    spawn_answered = true;
+    prober.join();
+    EXPECT_TRUE(answered_during_spawn) << "another session waited for the stuck launch";
+    ASSERT_EQ(spawned.status, 201u) << spawned.body;
+    EXPECT_EQ(spawned.json()["status"], "setup-failed") << spawned.body;
+    EXPECT_NE(spawned.json()["error"].get<std::string>().find("did not reach execve"),
+              std::string::npos)
+        << spawned.body;
+    EXPECT_TRUE(gone_within(waiting[0], 5s)) << "the stuck child was killed and reaped";
+    EXPECT_EQ(c.del("/v1/sessions/" + stuck).status, 200u);
+    EXPECT_EQ(c.del("/v1/sessions/" + other).status, 200u);
 }
 
 // A session deleted before it ran anything takes its waiting child with it: killed with the
