@@ -25,6 +25,7 @@
 #include "base/file_io.hpp"
 #include "support/corrald_process.hpp"
 #include "support/http_client.hpp"
+#include "support/test_helpers.hpp"
 
 namespace corral {
 namespace {
@@ -332,6 +333,44 @@ TEST_F(FirstProcessAhead, AStoppedWaitingChildFailsItsLaunchAndStallsNobody) {
     EXPECT_TRUE(gone_within(waiting[0], 5s)) << "the stuck child was killed and reaped";
     EXPECT_EQ(c.del("/v1/sessions/" + stuck).status, 200u);
     EXPECT_EQ(c.del("/v1/sessions/" + other).status, 200u);
+}
+
+// Warm-pool reuse bugs (one tenant's secrets in what the next one is given; CWE-226) and
+// CVE-2019-5736's class (a sandboxed process reaching the runtime's memory): the waiting child of
+// a session prepared after other sessions' launches went through the zygote is a copy of the
+// zygote's memory, and holds none of those launches' environment or tokens.
+TEST_F(FirstProcessAhead, AWaitingChildHoldsNoEarlierLaunchsSecret) {
+    CorraldProcess daemon({"--prepare", "default=1"});
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    HttpClient c = daemon.client();
+    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    auto made = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string id = made.json()["id"], token = made.json()["token"];
+    ASSERT_GE(token.size(), 32u);
+    const std::vector<std::string> secrets = {"pw" + token.substr(token.size() - 8),
+                                              "long-secret-" + token.substr(0, 24)};
+    // The first run takes the session's own waiting child; the next two go through the zygote.
+    for (int i = 0; i < 3; ++i) {
+        auto ran = c.post("/v1/sessions/" + id + "/run",
+                          {{"command", "true"},
+                           {"env", {{"SHORT", secrets[0]}, {"LONG", secrets[1]}}}});
+        ASSERT_EQ(ran.status, 200u) << ran.body;
+    }
+    // The pool refills after the claim (a session whose child is cloned after those launches);
+    // take it and look at its waiting child.
+    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    const std::string next = claim(c);
+    const auto waiting = pids_in(daemon, next, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    // The scan works: corrald itself holds the token.
+    EXPECT_EQ(test_support::memory_holds(daemon.pid(), token), std::optional<bool>(true));
+    EXPECT_EQ(test_support::memory_holds(waiting[0], token), std::optional<bool>(false));
+    for (const auto& secret : secrets)
+        EXPECT_EQ(test_support::memory_holds(waiting[0], secret), std::optional<bool>(false))
+            << "an earlier launch's environment (" << secret << ") is in the waiting child";
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+    EXPECT_EQ(c.del("/v1/sessions/" + next).status, 200u);
 }
 
 // A session deleted before it ran anything takes its waiting child with it: killed with the
