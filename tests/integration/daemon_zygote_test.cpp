@@ -55,6 +55,32 @@ pid_t zygote_of(pid_t daemon) {
     return found.size() == 1 ? found[0] : -1;
 }
 
+/// Whether `pid` runs corrald's carried program (an executed zygote) rather than a fork of corrald.
+bool runs_carried_program(pid_t pid) {
+    std::error_code error;
+    const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", error);
+    return exe.string().rfind("/memfd:corrald-launch", 0) == 0;
+}
+
+/// Waits until `pid` no longer runs (gone, or a zombie nobody reaped yet); false after 10 s.
+bool wait_until_dead(pid_t pid) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const std::string stat = proc_text(pid, "stat");
+        if (stat.empty() || stat.find(") Z ") != std::string::npos) return true;
+        std::this_thread::sleep_for(20ms);
+    }
+    return false;
+}
+
+/// A `default` command run in session `s` (its path); whether it ran and printed "ran".
+void expect_runs(HttpClient& c, const std::string& s) {
+    auto ran = c.post(s + "/run", {{"command", "echo ran"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    EXPECT_EQ(ran.json()["stdout"], "ran\n") << ran.body;
+}
+
 class DaemonZygote : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -103,36 +129,42 @@ TEST_F(DaemonZygote, OneSmallChildInCorraldsCgroupThatDiesWithIt) {
 // GET /v1/health says what starts corrald's forked launches and holders: an operator who confines
 // corrald with an LSM must know which program its children run (stop 33's review: an AppArmor
 // `ux` rule on the memfd would leave an executed zygote unconfined, and falling back to a fork
-// of corrald was only a log line). And it says it truthfully: once the zygote is dead and given
-// up, launches fork from corrald's worker (the zygote is not restarted), and health says so.
+// of corrald was only a log line). And it says it truthfully: once the zygote is dead, the next
+// launch starts a new executed one (stop 34), and health says "executed" again; a forked one is
+// never restarted (launch_zygote.hpp), launches fork from corrald's worker, and health says none.
 TEST_F(DaemonZygote, HealthSaysWhatStartsLaunchesAndWhenTheZygoteIsGone) {
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     const pid_t zygote = zygote_of(daemon.pid());
     ASSERT_GT(zygote, 0) << daemon.log();
-    std::error_code error;
-    const auto exe =
-        std::filesystem::read_symlink("/proc/" + std::to_string(zygote) + "/exe", error);
-    const bool executed = exe.string().rfind("/memfd:corrald-launch", 0) == 0;
+    const bool executed = runs_carried_program(zygote);
     HttpClient c = daemon.client();
     auto health = c.get("/v1/health");
     ASSERT_EQ(health.status, 200u) << health.body;
     EXPECT_EQ(health.json()["layers"]["launchZygote"], executed ? "executed" : "forked")
-        << health.body << "\n" << exe;
+        << health.body;
 
-    // Killed by hand (the daemon is this test's): the next launch finds it gone and forks from
-    // corrald's worker instead; the command still runs.
+    // Killed by hand (the daemon is this test's): the next launch finds it gone and starts a new
+    // one (executed) or forks from corrald's worker (forked); the command runs either way.
     ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+    ASSERT_TRUE(wait_until_dead(zygote));
     auto made = c.post("/v1/sessions", {{"policy", "default"}});
     ASSERT_EQ(made.status, 201u) << made.body;
     const std::string s = "/v1/sessions/" + made.json()["id"].get<std::string>();
-    auto ran = c.post(s + "/run", {{"command", "echo ran"}});
-    ASSERT_EQ(ran.status, 200u) << ran.body;
-    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
-    EXPECT_EQ(ran.json()["stdout"], "ran\n") << ran.body;
+    ASSERT_NO_FATAL_FAILURE(expect_runs(c, s));
     health = c.get("/v1/health");
     ASSERT_EQ(health.status, 200u) << health.body;
-    EXPECT_EQ(health.json()["layers"]["launchZygote"], "none") << health.body;
+    if (executed) {
+        EXPECT_EQ(health.json()["layers"]["launchZygote"], "executed") << health.body;
+        const pid_t restarted = zygote_of(daemon.pid());
+        EXPECT_GT(restarted, 0) << daemon.log();
+        EXPECT_NE(restarted, zygote);
+        EXPECT_TRUE(runs_carried_program(restarted)) << daemon.log();
+    } else {
+        EXPECT_EQ(health.json()["layers"]["launchZygote"], "none") << health.body;
+        EXPECT_TRUE(children_named(daemon.pid(), "corrald-launch").empty())
+            << "a fork of corrald was started again, with the sessions' tokens";
+    }
     EXPECT_EQ(c.del(s).status, 200u);
 }
 
