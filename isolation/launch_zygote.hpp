@@ -125,7 +125,7 @@ class LaunchZygote {
     /// The least time between two restarts of an executed zygote (see above). A restart costs a
     /// fork of corrald from the worker (one worker launch's worth: corrald's page tables), an
     /// execveat of the static carried program and a handshake, ~1-2 ms; one every 5 s is at
-    /// most ~0.04% of a CPU and one log line per 5 s for a zygote killed each time it starts,
+    /// most ~0.04% of a CPU and two log lines per 5 s for a zygote killed each time it starts,
     /// while one killed once (the OOM killer, an operator) is back at the next launch.
     static constexpr std::chrono::seconds kRestartInterval{5};
 
