@@ -204,7 +204,8 @@ int LaunchWorker::renumbered(int fd, std::span<const int> originals,
 
 Result<PendingLaunch> LaunchWorker::launch_begin(const LaunchSpec& spec) {
     const bool shares_memory = clone_on_stack_available() && launch_may_share_memory(spec);
-    // Never started here: a zygote forked now would be a copy of corrald with its sessions.
+    // Never started here: a zygote forked now would be a copy of corrald with its sessions (an
+    // executed one found dead is restarted inside launch_begin: its own program, no copy).
     LaunchZygote* forks = shares_memory ? nullptr : started_zygote();
     if (forks != nullptr) {
         if (auto launched = forks->launch_begin(spec)) return std::move(*launched);

@@ -25,8 +25,8 @@
 // when the launch zygote is there (launch_zygote.hpp): the caller hands it to the zygote, a small
 // process this thread forked, whose clone of the command (CLONE_PARENT) makes the command a child
 // of this thread all the same. The worker launches it only when there is no zygote (a kernel
-// without CLONE_INTO_CGROUP; the zygote killed or stuck, then given up; a spec too large for one
-// message).
+// without CLONE_INTO_CGROUP; the zygote killed or stuck, then given up, until an executed one is
+// restarted, launch_zygote.hpp; a spec too large for one message).
 //
 // A session's namespace holder is cloned there too (run_in_small_table, sandbox.hpp) when there
 // is no zygote to clone it (launch_zygote.hpp, clone_holder): it copied
@@ -85,12 +85,15 @@ class LaunchWorker {
     /// The zygote (started if it was not), nullptr when there is none.
     LaunchZygote* zygote();
     /// The zygote if start_zygote() started one, else nullptr; never starts it (a zygote
-    /// forked later would be a copy of corrald with its sessions).
+    /// forked later would be a copy of corrald with its sessions). The object stays for the
+    /// process's life: an executed zygote that died is restarted inside it (under its mutex, so
+    /// a pointer read here never dangles), a forked one stays dead.
     LaunchZygote* started_zygote() const { return started_zygote_.load(std::memory_order_acquire); }
     /// What starts forked launches now, for operators (GET /v1/health): "executed" (the zygote
     /// runs corrald's carried program), "forked" (the zygote is a fork of corrald: the program
     /// could not be executed or would lack capabilities, launch_zygote.hpp), or "none" (no
-    /// zygote, or it died and was given up: launches fork from this worker, copying corrald).
+    /// zygote, or it died and was given up: launches fork from this worker, copying corrald,
+    /// until an executed one is restarted at a launch, when it says "executed" again).
     const char* zygote_kind() const;
 
     /// Descriptors open in the worker's table now (for tests: small however many corrald holds).

@@ -143,9 +143,11 @@ Result<std::unique_ptr<LaunchZygote>> LaunchZygote::start_one(
         if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, __WALL);
         return sys_error(EPROTO, "launch zygote: its descriptors did not arrive");
     }
-    std::unique_ptr<LaunchZygote> zygote(new LaunchZygote(std::move((*back)[0]),
-                                                          PidRef(pid, std::move((*back)[1])),
-                                                          answer_limit, image >= 0));
+    // Our own copy of the image, for restarts (restart()); without one it is not restarted.
+    UniqueFd restart_image(image >= 0 ? ::fcntl(image, F_DUPFD_CLOEXEC, 3) : -1);
+    std::unique_ptr<LaunchZygote> zygote(
+        new LaunchZygote(std::move((*back)[0]), PidRef(pid, std::move((*back)[1])), answer_limit,
+                         worker, image >= 0, std::move(restart_image)));
     const char* kind = image >= 0 ? "launch zygote (executed)" : "launch zygote";
     auto ready = receive_passing(zygote->socket_.get(), kCaller,
                                  std::chrono::steady_clock::now() + answer_limit);
@@ -165,14 +167,18 @@ Result<std::unique_ptr<LaunchZygote>> LaunchZygote::start_one(
 }
 
 LaunchZygote::LaunchZygote(UniqueFd socket, PidRef process,
-                           std::chrono::milliseconds answer_limit, bool executed)
+                           std::chrono::milliseconds answer_limit, LaunchWorker& worker,
+                           bool executed, UniqueFd image)
     : socket_(std::move(socket)),
       process_(std::move(process)),
       answer_limit_(answer_limit),
+      worker_(worker),
+      image_(std::move(image)),
       executed_(executed) {}
 
 void LaunchZygote::give_up() {
     std::lock_guard lock(mutex_);
+    restartable_ = false;  // the caller cannot use it: nor a new one (e.g. outside its cgroup)
     bury();
 }
 
@@ -196,6 +202,16 @@ uint64_t LaunchZygote::holders() const {
     return holders_;
 }
 
+uint64_t LaunchZygote::restarts() const {
+    std::lock_guard lock(mutex_);
+    return restarts_;
+}
+
+pid_t LaunchZygote::pid() const {
+    std::lock_guard lock(mutex_);
+    return process_.pid();
+}
+
 bool LaunchZygote::alive() const {
     std::lock_guard lock(mutex_);
     return socket_.valid();
@@ -208,9 +224,49 @@ void LaunchZygote::bury() {
     (void)process_.wait();
 }
 
+bool LaunchZygote::restart() {
+    // Only the carried program: a fork of corrald now would hold every session's token (see the
+    // header), so a forked zygote stays dead, and start() (which falls back to such a fork when
+    // the image does not serve) is not what restarts an executed one.
+    if (!executed_ || !image_.valid() || !restartable_) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (last_restart_ && now - *last_restart_ < kRestartInterval) return false;
+    last_restart_ = now;
+    auto fresh = start_one(worker_, answer_limit_, image_.get());
+    if (!fresh) {
+        // It could run at start but not now (vm.memfd_noexec raised, an LSM, fewer capabilities,
+        // no memory for the fork): not tried again, launches fork from the worker.
+        restartable_ = false;
+        std::fprintf(stderr,
+                     "corral: launch zygote not restarted (%s); launching from the worker\n",
+                     fresh.error().describe().c_str());
+        return false;
+    }
+    // Its process and socket become ours; `fresh` is then an empty shell (its bury does nothing).
+    socket_ = std::move((*fresh)->socket_);
+    process_ = std::move((*fresh)->process_);
+    ++restarts_;
+    std::fprintf(stderr, "corral: launch zygote restarted (pid %d)\n",
+                 static_cast<int>(process_.pid()));
+    return true;
+}
+
 std::optional<Result<PassedMessage>> LaunchZygote::exchange(std::string_view bytes,
                                                             std::span<const int> fds, int cgroup_fd,
                                                             size_t channels) {
+    // Found dead by an earlier request: that is when a restart is tried (no check of its own).
+    if (!socket_.valid() && !restart()) return std::nullopt;
+    auto reply = exchange_once(bytes, fds, cgroup_fd, channels);
+    // Lost now, and nothing of this request started (nullopt with the zygote buried; a spec too
+    // large keeps it): a new zygote may take it. Never after ECANCELED: something had started.
+    if (!reply && !socket_.valid() && restart())
+        return exchange_once(bytes, fds, cgroup_fd, channels);
+    return reply;
+}
+
+std::optional<Result<PassedMessage>> LaunchZygote::exchange_once(std::string_view bytes,
+                                                                 std::span<const int> fds,
+                                                                 int cgroup_fd, size_t channels) {
     if (!socket_.valid()) return std::nullopt;
     if (Status sent = send_passing(socket_.get(), bytes, fds, kCaller); !sent) {
         if (sent.error().code == EMSGSIZE) return std::nullopt;

@@ -45,7 +45,23 @@
 // nothing of its table but the spec's descriptors (launcher.cpp: keep_only_planned), and the
 // zygote wipes each request once served. It dies with corrald (PR_SET_PDEATHSIG, and the end of
 // its socket). If it dies or stops answering (kSetupReportLimit), corrald kills and reaps it and
-// launches from the worker, as before the zygote.
+// launches from the worker, as before the zygote, until it is restarted.
+//
+// Restarts (stop 34): a dead zygote left every later launch and holder to fork from the worker,
+// a copy of corrald's whole address space (issue 18's cost, growing with sessions). An executed
+// zygote is started again, by the worker's thread as at start, when a launch or holder clone
+// finds it dead (its exchange failed: no check of its own on the way of a launch), and the
+// request at hand goes to the new one if nothing of it was started. Safe while sessions exist:
+// the new zygote is the carried program again, nothing of corrald's memory (the worker's fork is
+// a copy of corrald only until its execveat, as each of the worker's own launches is). Bounded:
+// at most one attempt per kRestartInterval, so one that is killed each time (an LSM, a watchdog)
+// costs a fork and a handshake every few seconds, not every launch; a restart that fails is
+// logged and not tried again (launches fork from the worker, as before restarts). The new one is
+// forked by the worker's thread, so it is born in corrald's cgroup (where corrald moved itself,
+// with its threads) and its CLONE_PARENT children are that thread's, as the first one's.
+// A *forked* zygote is never restarted: a fork of corrald now would be a copy of corrald with
+// every session's tokens (issue 10.1, CVE-2019-5736), and it would serve, and hand its memory to
+// every holder it clones, for as long as it lives.
 
 #include <sys/types.h>
 
@@ -88,10 +104,11 @@ class LaunchZygote {
     static int registered_image();
     ~LaunchZygote();
 
-    /// launch_begin(spec) in the zygote (a fork launch, whatever spec.may_share_memory says).
+    /// launch_begin(spec) in the zygote (a fork launch, whatever spec.may_share_memory says); an
+    /// executed zygote found dead is restarted first (see above: kRestartInterval).
     /// nullopt: nothing was launched and the caller should launch another way, because the
-    /// zygote is gone (killed and reaped then: alive() is false from now on) or the spec is too
-    /// large for one message. A zygote that took the request but gave no answer (gone or silent
+    /// zygote is gone (killed and reaped then: alive() is false until a restart) or the spec is
+    /// too large for one message. A zygote that took the request but gave no answer (gone or silent
     /// past its limit) is given up; if it had started the command (the spec's cgroup, a fresh
     /// leaf, is not empty once the zygote is reaped), what is there is killed and reaped and the
     /// launch fails (ECANCELED): the command is never started twice.
@@ -106,50 +123,79 @@ class LaunchZygote {
     /// nothing was cloned, clone another way (as launch_begin: the zygote gone, or the plan too
     /// large for one message). An unanswered clone is handled as an unanswered launch.
     std::optional<Result<PidRef>> clone_holder(const HolderPlan& plan, int cgroup_fd);
-    /// Kills and reaps the zygote (a caller that cannot use it); later launches get nullopt.
+    /// Kills and reaps the zygote (a caller that cannot use it); later launches get nullopt, and
+    /// it is never restarted.
     void give_up();
+
+    /// The least time between two restarts of an executed zygote (see above). A restart costs a
+    /// fork of corrald from the worker (one worker launch's worth: corrald's page tables), an
+    /// execveat of the static carried program and a handshake, ~1-2 ms; one every 5 s is at
+    /// most ~0.04% of a CPU and two log lines per 5 s for a zygote killed each time it starts,
+    /// while one killed once (the OOM killer, an operator) is back at the next launch.
+    static constexpr std::chrono::seconds kRestartInterval{5};
 
     /// Whether it runs the image (its own program) rather than a fork of corrald (tests).
     bool executed() const { return executed_; }
     /// Whether the zygote is (as far as we know) still there.
     bool alive() const;
-    /// Its pid (tests, and operators reading `ps`: it is named corrald-launch).
-    pid_t pid() const { return process_.pid(); }
+    /// Its pid (tests, and operators reading `ps`: it is named corrald-launch); a restart
+    /// changes it.
+    pid_t pid() const;
     /// Launches it started (tests).
     uint64_t launches() const;
     /// Holders it cloned (tests).
     uint64_t holders() const;
     /// Waiting children it started (launch_ahead; tests).
     uint64_t launches_ahead() const;
+    /// Times it was restarted (tests).
+    uint64_t restarts() const;
 
     LaunchZygote(const LaunchZygote&) = delete;
     LaunchZygote& operator=(const LaunchZygote&) = delete;
 
   private:
     LaunchZygote(UniqueFd socket, PidRef process, std::chrono::milliseconds answer_limit,
-                 bool executed);
+                 LaunchWorker& worker, bool executed, UniqueFd image);
     /// start() of one kind: the fork executes `image`, or serves itself when it is -1.
     static Result<std::unique_ptr<LaunchZygote>> start_one(LaunchWorker& worker,
                                                            std::chrono::milliseconds answer_limit,
                                                            int image);
-    /// Kills and reaps the zygote; later launches fail with EPIPE.
+    /// Kills and reaps the zygote; later launches get nullopt (or restart it).
     void bury();
-    /// Sends one request and reads its answer (mutex_ held). The answer's bytes start with the
-    /// zygote's Answer; its descriptors are `channels` of the child's, then its pidfd when it
-    /// has one. nullopt: nothing was started (the request went nowhere, or the zygote was lost
-    /// and `cgroup_fd`, the child's fresh cgroup, is empty). An Error: the zygote's, or the
-    /// zygote was lost after it started something (ended here, ECANCELED).
+    /// Starts a new zygote in place of a buried executed one (mutex_ held): true when it serves.
+    /// Never for a forked one, nor after give_up() or a restart that failed, nor within
+    /// kRestartInterval of the last attempt.
+    bool restart();
+    /// Sends one request and reads its answer (mutex_ held), restarting a dead executed zygote
+    /// first, and once more for a request the lost zygote had not started anything of. The
+    /// answer's bytes start with the zygote's Answer; its descriptors are `channels` of the
+    /// child's, then its pidfd when it has one. nullopt: nothing was started (the request went
+    /// nowhere, or the zygote was lost and `cgroup_fd`, the child's fresh cgroup, is empty). An
+    /// Error: the zygote's, or the zygote was lost after it started something (ended here,
+    /// ECANCELED: never retried, the command must not start twice).
     std::optional<Result<PassedMessage>> exchange(std::string_view bytes, std::span<const int> fds,
                                                   int cgroup_fd, size_t channels);
+    /// exchange() with the zygote there is now, no restart.
+    std::optional<Result<PassedMessage>> exchange_once(std::string_view bytes,
+                                                       std::span<const int> fds, int cgroup_fd,
+                                                       size_t channels);
 
-    mutable std::mutex mutex_;  ///< one launch at a time
-    UniqueFd socket_;
-    PidRef process_;
+    mutable std::mutex mutex_;  ///< one launch (or restart) at a time
+    UniqueFd socket_;           ///< replaced by a restart, under mutex_
+    PidRef process_;            ///< replaced by a restart, under mutex_
     std::chrono::milliseconds answer_limit_;
+    LaunchWorker& worker_;  ///< forks a restarted zygote (process-wide: outlives us)
+    /// Our own copy of the image an executed zygote runs, to restart it (the caller's may be
+    /// closed); invalid for a forked one, which is never restarted.
+    UniqueFd image_;
+    /// The last restart attempt: the next is not before kRestartInterval after it.
+    std::optional<std::chrono::steady_clock::time_point> last_restart_;
+    bool restartable_ = true;  ///< false after give_up() or a failed restart
     uint64_t launches_ = 0;
     uint64_t holders_ = 0;
     uint64_t launches_ahead_ = 0;
-    bool executed_ = false;
+    uint64_t restarts_ = 0;
+    const bool executed_;
 };
 
 /// The zygote's side (launch_zygote_main.cpp): serves launches on `socket` until it closes,

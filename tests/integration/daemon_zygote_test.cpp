@@ -17,6 +17,7 @@
 
 #include "base/directory_listing.hpp"
 #include "base/file_io.hpp"
+#include "isolation/launch_zygote.hpp"
 #include "support/corrald_process.hpp"
 #include "support/http_client.hpp"
 #include "support/test_helpers.hpp"
@@ -53,6 +54,32 @@ pid_t zygote_of(pid_t daemon) {
     auto found = children_named(daemon, "corrald-launch");
     EXPECT_EQ(found.size(), 1u) << "corrald-launch children of " << daemon;
     return found.size() == 1 ? found[0] : -1;
+}
+
+/// Whether `pid` runs corrald's carried program (an executed zygote) rather than a fork of corrald.
+bool runs_carried_program(pid_t pid) {
+    std::error_code error;
+    const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", error);
+    return exe.string().rfind("/memfd:corrald-launch", 0) == 0;
+}
+
+/// Waits until `pid` no longer runs (gone, or a zombie nobody reaped yet); false after 10 s.
+bool wait_until_dead(pid_t pid) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const std::string stat = proc_text(pid, "stat");
+        if (stat.empty() || stat.find(") Z ") != std::string::npos) return true;
+        std::this_thread::sleep_for(20ms);
+    }
+    return false;
+}
+
+/// A `default` command run in session `s` (its path); whether it ran and printed "ran".
+void expect_runs(HttpClient& c, const std::string& s) {
+    auto ran = c.post(s + "/run", {{"command", "echo ran"}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    EXPECT_EQ(ran.json()["stdout"], "ran\n") << ran.body;
 }
 
 class DaemonZygote : public ::testing::Test {
@@ -103,36 +130,144 @@ TEST_F(DaemonZygote, OneSmallChildInCorraldsCgroupThatDiesWithIt) {
 // GET /v1/health says what starts corrald's forked launches and holders: an operator who confines
 // corrald with an LSM must know which program its children run (stop 33's review: an AppArmor
 // `ux` rule on the memfd would leave an executed zygote unconfined, and falling back to a fork
-// of corrald was only a log line). And it says it truthfully: once the zygote is dead and given
-// up, launches fork from corrald's worker (the zygote is not restarted), and health says so.
+// of corrald was only a log line). And it says it truthfully: once the zygote is dead, the next
+// launch starts a new executed one (stop 34), and health says "executed" again; a forked one is
+// never restarted (launch_zygote.hpp), launches fork from corrald's worker, and health says none.
 TEST_F(DaemonZygote, HealthSaysWhatStartsLaunchesAndWhenTheZygoteIsGone) {
     CorraldProcess daemon;
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     const pid_t zygote = zygote_of(daemon.pid());
     ASSERT_GT(zygote, 0) << daemon.log();
-    std::error_code error;
-    const auto exe =
-        std::filesystem::read_symlink("/proc/" + std::to_string(zygote) + "/exe", error);
-    const bool executed = exe.string().rfind("/memfd:corrald-launch", 0) == 0;
+    const bool executed = runs_carried_program(zygote);
     HttpClient c = daemon.client();
     auto health = c.get("/v1/health");
     ASSERT_EQ(health.status, 200u) << health.body;
     EXPECT_EQ(health.json()["layers"]["launchZygote"], executed ? "executed" : "forked")
-        << health.body << "\n" << exe;
+        << health.body;
 
-    // Killed by hand (the daemon is this test's): the next launch finds it gone and forks from
-    // corrald's worker instead; the command still runs.
+    // Killed by hand (the daemon is this test's): the next launch finds it gone and starts a new
+    // one (executed) or forks from corrald's worker (forked); the command runs either way.
     ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+    ASSERT_TRUE(wait_until_dead(zygote));
     auto made = c.post("/v1/sessions", {{"policy", "default"}});
     ASSERT_EQ(made.status, 201u) << made.body;
     const std::string s = "/v1/sessions/" + made.json()["id"].get<std::string>();
-    auto ran = c.post(s + "/run", {{"command", "echo ran"}});
-    ASSERT_EQ(ran.status, 200u) << ran.body;
-    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
-    EXPECT_EQ(ran.json()["stdout"], "ran\n") << ran.body;
+    ASSERT_NO_FATAL_FAILURE(expect_runs(c, s));
     health = c.get("/v1/health");
     ASSERT_EQ(health.status, 200u) << health.body;
+    if (executed) {
+        EXPECT_EQ(health.json()["layers"]["launchZygote"], "executed") << health.body;
+        const pid_t restarted = zygote_of(daemon.pid());
+        EXPECT_GT(restarted, 0) << daemon.log();
+        EXPECT_NE(restarted, zygote);
+        EXPECT_TRUE(runs_carried_program(restarted)) << daemon.log();
+    } else {
+        EXPECT_EQ(health.json()["layers"]["launchZygote"], "none") << health.body;
+        EXPECT_TRUE(children_named(daemon.pid(), "corrald-launch").empty())
+            << "a fork of corrald was started again, with the sessions' tokens";
+    }
+    EXPECT_EQ(c.del(s).status, 200u);
+}
+
+// A zygote that died (the OOM killer, an operator's kill -9, a crash) left every later launch and
+// holder to fork from corrald's worker: a copy of its whole address space, growing with its
+// sessions (issue 18). An executed one is started again at the next launch, which it serves: the
+// same program from the same memfd, corrald's only corrald-launch child (the dead one reaped,
+// no zombie), in corrald's own cgroup (forked by the worker's thread, which moved with corrald
+// into <instance>/supervisor on a unified host), with stdio and its socket. And, as the first
+// one (issue 10.1, CVE-2019-5736, HoldsNoSessionsTokenBeforeOrAfterARestart), it holds no
+// token of the sessions that existed when it was started: it is the carried program, not a fork
+// of corrald, which by now holds them all.
+TEST_F(DaemonZygote, AKilledZygoteIsRestartedCleanInCorraldsCgroup) {
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    const pid_t zygote = zygote_of(daemon.pid());
+    ASSERT_GT(zygote, 0) << daemon.log();
+    if (!runs_carried_program(zygote))
+        GTEST_SKIP() << "the zygote is a fork of corrald here (never restarted): " << daemon.log();
+    HttpClient c = daemon.client();
+    auto made = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string token = made.json()["token"];
+    const std::string id = made.json()["id"];
+    ASSERT_GE(token.size(), 32u);
+    const std::string s = "/v1/sessions/" + id;
+    ASSERT_NO_FATAL_FAILURE(expect_runs(c, s));
+
+    ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+    ASSERT_TRUE(wait_until_dead(zygote));
+    ASSERT_NO_FATAL_FAILURE(expect_runs(c, s));
+    const auto zygotes = children_named(daemon.pid(), "corrald-launch");
+    ASSERT_EQ(zygotes.size(), 1u) << "corrald-launch children (the dead one reaped?)\n"
+                                  << daemon.log();
+    const pid_t restarted = zygotes[0];
+    EXPECT_NE(restarted, zygote);
+    EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(zygote)))
+        << "the dead zygote was not reaped: " << proc_text(zygote, "status");
+    EXPECT_TRUE(runs_carried_program(restarted));
+    EXPECT_EQ(proc_text(restarted, "cgroup"), proc_text(daemon.pid(), "cgroup"));
+    EXPECT_EQ(proc_text(restarted, "environ"), "");
+    size_t fds = 0;
+    for ([[maybe_unused]] const auto& entry :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(restarted) + "/fd"))
+        ++fds;
+    EXPECT_LE(fds, 4u) << "stdio and its socket";
+    auto health = c.get("/v1/health");
+    ASSERT_EQ(health.status, 200u) << health.body;
+    EXPECT_EQ(health.json()["layers"]["launchZygote"], "executed") << health.body;
+    // The scan works: corrald itself holds the session's id.
+    EXPECT_EQ(memory_holds(daemon.pid(), id), std::optional<bool>(true));
+    EXPECT_EQ(memory_holds(restarted, token), std::optional<bool>(false));
+    EXPECT_EQ(memory_holds(restarted, id), std::optional<bool>(false));
+    // And it serves the session's next holder too.
+    auto other = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(other.status, 201u) << other.body;
+    EXPECT_EQ(zygote_of(daemon.pid()), restarted);
+    EXPECT_EQ(c.del(s).status, 200u);
+}
+
+// A zygote killed each time it starts (an LSM, a watchdog) must not make every launch pay a
+// fork, an execve and a handshake: a second death within LaunchZygote::kRestartInterval of the
+// last restart leaves launches on corrald's worker (health says so) until the interval is over,
+// when the next launch starts one again. Launches succeed throughout.
+TEST_F(DaemonZygote, AZygoteThatKeepsDyingIsRestartedAtMostOncePerInterval) {
+    CorraldProcess daemon;
+    ASSERT_TRUE(daemon.ready()) << daemon.log();
+    const pid_t zygote = zygote_of(daemon.pid());
+    ASSERT_GT(zygote, 0) << daemon.log();
+    if (!runs_carried_program(zygote))
+        GTEST_SKIP() << "the zygote is a fork of corrald here (never restarted): " << daemon.log();
+    HttpClient c = daemon.client();
+    auto made = c.post("/v1/sessions", {{"policy", "default"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    const std::string s = "/v1/sessions/" + made.json()["id"].get<std::string>();
+
+    ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+    ASSERT_TRUE(wait_until_dead(zygote));
+    const auto restarted_at = std::chrono::steady_clock::now();
+    ASSERT_NO_FATAL_FAILURE(expect_runs(c, s));
+    const pid_t second = zygote_of(daemon.pid());
+    ASSERT_GT(second, 0) << "not restarted the first time: " << daemon.log();
+    ASSERT_NE(second, zygote);
+
+    ASSERT_EQ(::kill(second, SIGKILL), 0);
+    ASSERT_TRUE(wait_until_dead(second));
+    ASSERT_LT(std::chrono::steady_clock::now() - restarted_at, LaunchZygote::kRestartInterval / 2)
+        << "too slow to be within the interval";
+    for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(expect_runs(c, s));
+    EXPECT_TRUE(children_named(daemon.pid(), "corrald-launch").empty())
+        << "restarted again within the interval";
+    auto health = c.get("/v1/health");
+    ASSERT_EQ(health.status, 200u) << health.body;
     EXPECT_EQ(health.json()["layers"]["launchZygote"], "none") << health.body;
+
+    std::this_thread::sleep_until(restarted_at + LaunchZygote::kRestartInterval + 1s);
+    ASSERT_NO_FATAL_FAILURE(expect_runs(c, s));
+    const pid_t third = zygote_of(daemon.pid());
+    EXPECT_GT(third, 0) << "not restarted once the interval was over: " << daemon.log();
+    health = c.get("/v1/health");
+    ASSERT_EQ(health.status, 200u) << health.body;
+    EXPECT_EQ(health.json()["layers"]["launchZygote"], "executed") << health.body;
     EXPECT_EQ(c.del(s).status, 200u);
 }
 

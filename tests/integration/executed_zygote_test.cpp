@@ -212,6 +212,77 @@ TEST_F(ExecutedZygoteTest, AnImageThatCannotRunLeavesAForkOfOursServing) {
     EXPECT_EQ(served.status.code, 0);
 }
 
+/// Waits until `pid` (a child of ours) no longer runs: a zombie, which its zygote's bury reaps.
+bool wait_until_dead(pid_t pid) {
+    for (int i = 0; i < 500; ++i) {
+        const std::string stat = proc_text(pid, "stat");
+        if (stat.empty() || stat.find(") Z ") != std::string::npos) return true;
+        ::usleep(20000);
+    }
+    return false;
+}
+
+// Stop 34: a dead executed zygote is started again by the launch that finds it dead, which the
+// new one serves (nothing of it had started: the old one was gone before it took it). The new
+// one is the carried program again, our child, and the dead one is reaped.
+TEST_F(ExecutedZygoteTest, AKilledOneIsRestartedByTheNextLaunchWhichItServes) {
+    auto zygote = LaunchZygote::start(*worker_, kSetupReportLimit, image_.get());
+    ASSERT_TRUE(zygote) << zygote.error().describe();
+    ASSERT_TRUE((*zygote)->executed());
+    const pid_t first = (*zygote)->pid();
+    ASSERT_EQ(::kill(first, SIGKILL), 0);
+    ASSERT_TRUE(wait_until_dead(first));
+    Ran served = run_there(**zygote, forked_spec({"echo", "served"}));
+    EXPECT_EQ(served.out, "served\n");
+    EXPECT_EQ(served.status.code, 0);
+    EXPECT_EQ((*zygote)->restarts(), 1u);
+    EXPECT_EQ((*zygote)->launches(), 1u) << "served by the new zygote";
+    EXPECT_TRUE((*zygote)->alive());
+    const pid_t second = (*zygote)->pid();
+    EXPECT_NE(second, first);
+    EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(first))) << "left a zombie";
+    std::error_code error;
+    const auto exe =
+        std::filesystem::read_symlink("/proc/" + std::to_string(second) + "/exe", error);
+    EXPECT_EQ(exe.string().rfind("/memfd:corrald-launch", 0), 0u) << exe;
+    EXPECT_NE(proc_text(second, "status").find("PPid:\t" + std::to_string(::getpid()) + "\n"),
+              std::string::npos);
+    EXPECT_EQ(proc_text(second, "cgroup"), proc_text(::getpid(), "cgroup"));
+
+    // Killed again within kRestartInterval: not restarted, the caller launches another way.
+    ASSERT_EQ(::kill(second, SIGKILL), 0);
+    ASSERT_TRUE(wait_until_dead(second));
+    EXPECT_FALSE((*zygote)->launch_begin(forked_spec({"true"})).has_value());
+    EXPECT_FALSE((*zygote)->alive());
+    EXPECT_EQ((*zygote)->restarts(), 1u);
+    EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(second))) << "left a zombie";
+}
+
+// A forked zygote is a copy of corrald as it was at start, before any session. Forked again now,
+// it would be a copy of corrald with every session's token (issue 10.1, CVE-2019-5736: a
+// sandboxed process reaching the runtime's memory), serving for as long as it lives: it is never
+// restarted. (Here a junk image makes the fork serve, as vm.memfd_noexec = 2 would.)
+TEST_F(ExecutedZygoteTest, AForkedOneIsNeverRestarted) {
+    const std::string text = "not a program\n";
+    auto junk = sealed_executable({reinterpret_cast<const unsigned char*>(text.data()),
+                                   text.size()},
+                                  "not-corrald-launch");
+    ASSERT_TRUE(junk) << junk.error().describe();
+    auto zygote = LaunchZygote::start(*worker_, std::chrono::milliseconds(2000), junk->get());
+    ASSERT_TRUE(zygote) << zygote.error().describe();
+    ASSERT_FALSE((*zygote)->executed());
+    const pid_t pid = (*zygote)->pid();
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    ASSERT_TRUE(wait_until_dead(pid));
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_FALSE((*zygote)->launch_begin(forked_spec({"true"})).has_value())
+            << "launched by a zygote started after its death";
+        EXPECT_FALSE((*zygote)->alive());
+    }
+    EXPECT_EQ((*zygote)->restarts(), 0u);
+    EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(pid))) << "left a zombie";
+}
+
 /// Sets the worker thread's securebits (a thread's own credentials: run on that thread).
 void set_worker_securebits(LaunchWorker& worker, int bits) {
     auto done = worker.run_in_small_table({}, [bits](std::span<const int>)
@@ -271,6 +342,31 @@ TEST_F(ExecutedZygoteTest, TheImageCannotBeChangedOnceSealed) {
     } else {
         EXPECT_TRUE(errno == ETXTBSY || errno == EPERM || errno == EACCES) << std::strerror(errno);
     }
+}
+
+// A restart that cannot start the carried program (here it would hold fewer capabilities than we
+// do, as after a change of our securebits; elsewhere vm.memfd_noexec raised, an LSM) must not
+// fall back to a fork of ours as the first start does: that fork would be a copy of us with
+// every session's token (issue 10.1, CVE-2019-5736). Nothing serves, the caller launches another
+// way, and it is not tried again, even once kRestartInterval is over.
+TEST_F(ExecutedZygoteTest, ARestartThatFailsNeverForksUsAndIsNotTriedAgain) {
+    auto zygote = LaunchZygote::start(*worker_, kSetupReportLimit, image_.get());
+    ASSERT_TRUE(zygote) << zygote.error().describe();
+    ASSERT_TRUE((*zygote)->executed());
+    const pid_t pid = (*zygote)->pid();
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    ASSERT_TRUE(wait_until_dead(pid));
+    ASSERT_NO_FATAL_FAILURE(set_worker_securebits(*worker_, SECBIT_NOROOT));
+    auto launched = (*zygote)->launch_begin(forked_spec({"true"}));
+    ASSERT_NO_FATAL_FAILURE(set_worker_securebits(*worker_, 0));
+    EXPECT_FALSE(launched.has_value()) << "launched by a zygote started after its death";
+    EXPECT_FALSE((*zygote)->alive());
+    EXPECT_EQ((*zygote)->restarts(), 0u);
+    ::sleep(static_cast<unsigned>(LaunchZygote::kRestartInterval.count()) + 1);
+    EXPECT_FALSE((*zygote)->launch_begin(forked_spec({"true"})).has_value())
+        << "restarted after a restart that failed";
+    EXPECT_FALSE((*zygote)->alive());
+    EXPECT_EQ((*zygote)->restarts(), 0u);
 }
 
 }  // namespace
