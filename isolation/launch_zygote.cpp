@@ -69,10 +69,10 @@ UniqueFd& registered_image_fd() {
     ::_exit(127);
 }
 
-/// Once, when the zygote is given up: launches fork from the worker from then on.
+/// When the zygote is given up: an executed one is restarted by the next request (restart(),
+/// which says so), else launches fork from the worker from then on.
 void complain(const std::string& why) {
-    std::fprintf(stderr, "corral: launch zygote given up (%s); launching from the worker\n",
-                 why.c_str());
+    std::fprintf(stderr, "corral: launch zygote given up (%s)\n", why.c_str());
 }
 
 }
