@@ -433,6 +433,48 @@ class PidNamespaceForChildren {
     UniqueFd own_;  ///< the thread's own pid namespace
 };
 
+/// For its lifetime, the calling thread's children are born as a launch's must be: in the
+/// session holder's pid namespace when the spec has one, and with every signal blocked. Why the
+/// signals: until it resets them, the child has our signal handlers in its copy of our memory: a
+/// signal it got before then (a same-session process may signal it once it is in the session's
+/// user namespace, and stop it there for as long as it likes) would run corrald's handler in the
+/// child, which writes to asio's signal pipe, shared with us: a SIGTERM sent to the child would
+/// stop corrald. So it is born with every signal blocked (as glibc's posix_spawn does) and clears
+/// the mask only after setting every handler to the default. At the end: our mask, then our
+/// own pid namespace, back.
+class ChildBirth {
+  public:
+    static Result<ChildBirth> begin(const LaunchSpec& spec) {
+        ChildBirth birth;
+        if (spec.namespace_holder_pidfd >= 0 && (spec.namespace_flags & CLONE_NEWPID)) {
+            auto entered = PidNamespaceForChildren::enter(spec.namespace_holder_pidfd);
+            if (!entered) return std::move(entered.error());
+            birth.pid_namespace_.emplace(std::move(*entered));
+        }
+        sigset_t all;
+        sigfillset(&all);
+        ::pthread_sigmask(SIG_SETMASK, &all, &birth.ours_);
+        birth.blocked_ = true;
+        return birth;
+    }
+    ChildBirth(ChildBirth&& other) noexcept
+        : pid_namespace_(std::move(other.pid_namespace_)),
+          ours_(other.ours_),
+          blocked_(std::exchange(other.blocked_, false)) {
+        other.pid_namespace_.reset();
+    }
+    ChildBirth& operator=(ChildBirth&&) = delete;
+    ~ChildBirth() {
+        if (blocked_) ::pthread_sigmask(SIG_SETMASK, &ours_, nullptr);
+    }
+
+  private:
+    ChildBirth() = default;
+    std::optional<PidNamespaceForChildren> pid_namespace_;
+    sigset_t ours_{};
+    bool blocked_ = false;
+};
+
 /// Starts the child. With clone3 it is born in the cgroup; the fallback (kernels without
 /// CLONE_INTO_CGROUP) holds it on a pipe until the parent has written it into cgroup.procs.
 Result<PidRef> start_child(const LaunchSpec& spec, ChildPlan& plan, int report_fd) {
@@ -597,24 +639,11 @@ Result<PendingLaunch> launch_begin(const LaunchSpec& spec) {
             return pending;
         }
     }
-    std::optional<PidNamespaceForChildren> pid_namespace;
-    if (spec.namespace_holder_pidfd >= 0 && (spec.namespace_flags & CLONE_NEWPID)) {
-        auto entered = PidNamespaceForChildren::enter(spec.namespace_holder_pidfd);
-        if (!entered) return std::move(entered.error());
-        pid_namespace.emplace(std::move(*entered));
-    }
-    // Until it resets them, the child has our signal handlers in its copy of our memory: a
-    // signal it got before then (a same-session process may signal it once it is in the
-    // session's user namespace, and stop it there for as long as it likes) would run corrald's
-    // handler in the child, which writes to asio's signal pipe, shared with us: a SIGTERM sent
-    // to the child would stop corrald. So it is born with every signal blocked (as glibc's
-    // posix_spawn does) and clears the mask only after setting every handler to the default.
-    sigset_t all, ours;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &ours);
-    auto started = start_child(spec, plan, pipe->write_end.get());
-    ::pthread_sigmask(SIG_SETMASK, &ours, nullptr);
-    pid_namespace.reset();
+    auto started = [&]() -> Result<PidRef> {
+        auto birth = ChildBirth::begin(spec);
+        if (!birth) return std::move(birth.error());
+        return start_child(spec, plan, pipe->write_end.get());
+    }();
     pipe->write_end.reset();  // EOF once the child has exec'd or exited
     if (!started) return std::move(started.error());
     PendingLaunch pending;
@@ -722,26 +751,20 @@ namespace launcher_internal {
 Result<PidRef> start_session_child(const LaunchSpec& spec, int own_fd, AfterEntering then) {
     if (spec.cgroup_fd < 0) return plain_error("launch ahead: no cgroup given");
     const std::vector<int> keep = planned_descriptors(spec, {own_fd});
-    std::optional<PidNamespaceForChildren> pid_namespace;
-    if (spec.namespace_holder_pidfd >= 0 && (spec.namespace_flags & CLONE_NEWPID)) {
-        auto entered = PidNamespaceForChildren::enter(spec.namespace_holder_pidfd);
-        if (!entered) return std::move(entered.error());
-        pid_namespace.emplace(std::move(*entered));
-    }
-    // Born with every signal blocked, as every launch's child (launch_begin).
-    sigset_t all, ours;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &ours);
     int pidfd = -1;
-    const uint64_t parent = spec.clone_parent ? CLONE_PARENT : 0;
-    const pid_t pid = clone3_fork(CLONE_PIDFD | parent, spec.cgroup_fd, &pidfd);
-    if (pid == 0) {
-        enter_session(spec, keep, own_fd, -1, nullptr);
-        then(own_fd);
+    pid_t pid = -1;
+    int clone_errno = 0;
+    {
+        auto birth = ChildBirth::begin(spec);  // as every launch's child (launch_begin)
+        if (!birth) return std::move(birth.error());
+        const uint64_t parent = spec.clone_parent ? CLONE_PARENT : 0;
+        pid = clone3_fork(CLONE_PIDFD | parent, spec.cgroup_fd, &pidfd);
+        if (pid == 0) {
+            enter_session(spec, keep, own_fd, -1, nullptr);
+            then(own_fd);
+        }
+        clone_errno = errno;
     }
-    const int clone_errno = errno;
-    ::pthread_sigmask(SIG_SETMASK, &ours, nullptr);
-    pid_namespace.reset();
     if (pid < 0) return sys_error(clone_errno, "clone3 into cgroup (a launch ahead)");
     return PidRef(pid, UniqueFd(pidfd));
 }

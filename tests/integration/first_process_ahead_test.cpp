@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -129,22 +130,32 @@ class FirstProcessAhead : public ::testing::Test {
         if (!corrald_can_run(why)) GTEST_SKIP() << why;
     }
 
+    /// corrald with a pool of `pool` `default` sessions, once the pool is full.
+    void start(size_t pool) {
+        daemon_.emplace(std::vector<std::string>{"--prepare", "default=" + std::to_string(pool)});
+        ASSERT_TRUE(daemon_->ready()) << daemon_->log();
+        client_.emplace(daemon_->client());
+        ASSERT_TRUE(wait_ready(*client_, pool)) << daemon_->log();
+    }
+
     /// Claims one prepared `default` session; its id.
     std::string claim(HttpClient& c) {
         auto made = c.post("/v1/sessions", {{"policy", "default"}});
         EXPECT_EQ(made.status, 201u) << made.body;
         return made.status == 201 ? made.json()["id"].get<std::string>() : std::string();
     }
+
+    std::optional<CorraldProcess> daemon_;
+    std::optional<HttpClient> client_;
 };
 
 // The first run of a claimed session is the child that waited in p1: the same process (its pid
 // inside the session is what `$$` says), with the run's own cwd and environment, and nothing else
 // of corrald's waits beside it (the session's pid namespace holds the holder and the command).
 TEST_F(FirstProcessAhead, TheFirstRunIsTheChildThatWaitedInItsLeaf) {
-    CorraldProcess daemon({"--prepare", "default=1"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     const std::string id = claim(c);
     ASSERT_FALSE(id.empty());
     const auto waiting = pids_in(daemon, id, "p1");
@@ -175,10 +186,9 @@ TEST_F(FirstProcessAhead, TheFirstRunIsTheChildThatWaitedInItsLeaf) {
 // waits, the child holds stdio and its end of corrald's socket, nothing else of corrald's or the
 // zygote's (no session's descriptors either: it closed the holder's pidfd once it had joined).
 TEST_F(FirstProcessAhead, TheWaitingChildHoldsOnlyStdioAndItsSocket) {
-    CorraldProcess daemon({"--prepare", "default=1"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     const std::string id = claim(c);
     const auto waiting = pids_in(daemon, id, "p1");
     ASSERT_EQ(waiting.size(), 1u) << daemon.log();
@@ -205,10 +215,9 @@ TEST_F(FirstProcessAhead, TheWaitingChildHoldsOnlyStdioAndItsSocket) {
 // user namespace's). Control: the same process may do both to a command of another session's
 // root (a dumpable process of the same identity), so a refusal here is the child's protection.
 TEST_F(FirstProcessAhead, AProcessOfTheSessionCannotReachTheWaitingChild) {
-    CorraldProcess daemon({"--prepare", "default=2"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, 2)) << daemon.log();
+    ASSERT_NO_FATAL_FAILURE(start(2));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     const std::string a = claim(c);
     const std::string b = claim(c);
     ASSERT_FALSE(a.empty());
@@ -247,10 +256,9 @@ TEST_F(FirstProcessAhead, AProcessOfTheSessionCannotReachTheWaitingChild) {
 // CVE-2024-21626 at exec: what the first command holds is what every later command holds (stdio,
 // and here `ls`'s own directory), not the waiting child's socket or its report channel.
 TEST_F(FirstProcessAhead, TheFirstCommandHoldsWhatEveryCommandHolds) {
-    CorraldProcess daemon({"--prepare", "default=1"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     const std::string id = claim(c);
     ASSERT_EQ(pids_in(daemon, id, "p1").size(), 1u) << daemon.log();
     const json listing = {{"argv", {"ls", "/proc/self/fd"}}};
@@ -266,10 +274,9 @@ TEST_F(FirstProcessAhead, TheFirstCommandHoldsWhatEveryCommandHolds) {
 // ~300 KB of environment) is launched another way, and the child is ended first: one process
 // runs, and the child is reaped, not left waiting beside it.
 TEST_F(FirstProcessAhead, AFirstLaunchItCannotTakeEndsItAndRunsAnotherWay) {
-    CorraldProcess daemon({"--prepare", "default=1"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     const std::string id = claim(c);
     const auto waiting = pids_in(daemon, id, "p1");
     ASSERT_EQ(waiting.size(), 1u) << daemon.log();
@@ -298,11 +305,10 @@ TEST_F(FirstProcessAhead, AFirstLaunchItCannotTakeEndsItAndRunsAnotherWay) {
 // command and never reaches execve: the launch fails after the setup limit as any stuck child's
 // does (a setup-failed record naming it), and meanwhile corrald answers everyone else.
 TEST_F(FirstProcessAhead, AStoppedWaitingChildFailsItsLaunchAndStallsNobody) {
-    CorraldProcess daemon({"--prepare", "default=2"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
+    ASSERT_NO_FATAL_FAILURE(start(2));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     c.set_idle_timeout(120s);
-    ASSERT_TRUE(wait_ready(c, 2)) << daemon.log();
     const std::string stuck = claim(c);
     const std::string other = claim(c);
     const auto waiting = pids_in(daemon, stuck, "p1");
@@ -340,10 +346,9 @@ TEST_F(FirstProcessAhead, AStoppedWaitingChildFailsItsLaunchAndStallsNobody) {
 // a session prepared after other sessions' launches went through the zygote is a copy of the
 // zygote's memory, and holds none of those launches' environment or tokens.
 TEST_F(FirstProcessAhead, AWaitingChildHoldsNoEarlierLaunchsSecret) {
-    CorraldProcess daemon({"--prepare", "default=1"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     auto made = c.post("/v1/sessions", {{"policy", "default"}});
     ASSERT_EQ(made.status, 201u) << made.body;
     const std::string id = made.json()["id"], token = made.json()["token"];
@@ -377,10 +382,9 @@ TEST_F(FirstProcessAhead, AWaitingChildHoldsNoEarlierLaunchsSecret) {
 // session and reaped (a child of corrald's launch worker, which the orphan walk does not see: a
 // zombie would stay for corrald's life), and p1's leaf removed.
 TEST_F(FirstProcessAhead, AnUnusedOneEndsWithItsSessionAndIsReaped) {
-    CorraldProcess daemon({"--prepare", "default=1"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     const std::string id = claim(c);
     const auto waiting = pids_in(daemon, id, "p1");
     ASSERT_EQ(waiting.size(), 1u) << daemon.log();
@@ -392,10 +396,9 @@ TEST_F(FirstProcessAhead, AnUnusedOneEndsWithItsSessionAndIsReaped) {
 // The waiting child gone before the first run (killed from outside: the OOM killer, an
 // operator): the run is launched as any other, in the same leaf, and succeeds.
 TEST_F(FirstProcessAhead, AFirstRunStillWorksWhenTheWaitingChildIsGone) {
-    CorraldProcess daemon({"--prepare", "default=1"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     const std::string id = claim(c);
     const auto waiting = pids_in(daemon, id, "p1");
     ASSERT_EQ(waiting.size(), 1u) << daemon.log();
@@ -413,10 +416,9 @@ TEST_F(FirstProcessAhead, AFirstRunStillWorksWhenTheWaitingChildIsGone) {
 // restart (as every journalled session does), the child is gone (its socket's other end went
 // with corrald), and the first run after the restart is launched as any other.
 TEST_F(FirstProcessAhead, ARestartLeavesNoWaitingChildAndTheSessionRuns) {
-    CorraldProcess daemon({"--prepare", "default=1"});
-    ASSERT_TRUE(daemon.ready()) << daemon.log();
-    HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
     const std::string id = claim(c);
     const auto waiting = pids_in(daemon, id, "p1");
     ASSERT_EQ(waiting.size(), 1u) << daemon.log();
