@@ -13,6 +13,8 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "base/pipe.hpp"
@@ -28,6 +30,27 @@ constexpr const char* kWaiting = "waiting launch";
 /// What the waiting child sends once it has entered its session.
 constexpr char kEntered = 'E';
 
+/// What the waiting child makes its own while it is prepared: heap and stack it would otherwise
+/// share copy-on-write with the zygote until its command comes, when decoding the launch would
+/// fault and copy each page on the client's path (its execve was the slowest step of a first run
+/// after a pause: docs/BENCHMARKS.md, stop 34).
+constexpr size_t kWarmHeapBytes = 64 * 1024;
+constexpr size_t kWarmStackBytes = 32 * 1024;
+
+[[gnu::noinline]] void warm_stack() noexcept {
+    volatile char stack[kWarmStackBytes];
+    for (size_t i = 0; i < sizeof stack; i += 4096) stack[i] = 0;
+}
+
+void warm_memory() noexcept {
+    warm_stack();
+    // Freed at once: below glibc's trim threshold, the pages stay in the heap for the decode.
+    if (void* heap = std::malloc(kWarmHeapBytes)) {
+        std::memset(heap, 0, kWarmHeapBytes);
+        std::free(heap);
+    }
+}
+
 /// The waiting child, once in its session: keeps nothing but `go` (the session's descriptors were
 /// for entering it), waits for its command, and becomes it. corrald's end closing is the end.
 [[noreturn]] void wait_for_command(int go) noexcept {
@@ -41,6 +64,7 @@ constexpr char kEntered = 'E';
     // Not the zygote (`ps`, and whoever counts corrald's zygotes by name): a session's first
     // process, until its command replaces the name.
     ::prctl(PR_SET_NAME, "corrald-first", 0, 0, 0);
+    warm_memory();
     if (::send(go, &kEntered, 1, MSG_NOSIGNAL) != 1) ::_exit(0);
     auto message = receive_passing(go, kWaiting);
     // corrald's end closed (it gave this child up, or is gone): nothing was asked of it.
