@@ -90,7 +90,7 @@ bool stay_non_dumpable() noexcept {
 
 const char* apply_confinement(const Confinement& c, int* listener, int landlock_ruleset) {
     if (const char* step = apply_rlimits(c.rlimits.data(), c.rlimits.size())) return step;
-    if (c.drop_capabilities) {
+    if (c.drop_capabilities && !c.bounding_set_dropped) {
         if (const char* step = drop_bounding_capabilities(c.keep_capabilities, c.last_capability))
             return step;
     }

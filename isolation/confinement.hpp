@@ -37,6 +37,10 @@ struct Confinement {
     /// The marked program both come from: the supervisor's answers (seccomp_listener.hpp).
     std::shared_ptr<const std::vector<sock_filter>> seccomp_marked;
     bool drop_capabilities = true;            ///< false: leave caps as inherited
+    /// Set only by a child on itself, never sent: it dropped the bounding set to exactly these
+    /// keep_capabilities and last_capability while it waited (launch_ahead.hpp), and
+    /// apply_confinement does not drop it again (the other sets are still changed there).
+    bool bounding_set_dropped = false;
     uint64_t keep_capabilities = 0;           ///< bitmask of CAP_* kept in all sets (incl. ambient)
     int last_capability = 40;                 ///< highest cap number this kernel knows
     bool change_ids = false;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/pipe.hpp"
+#include "isolation/capabilities.hpp"
 #include "isolation/child_report.hpp"
 #include "isolation/descriptor_passing.hpp"
 #include "isolation/launch_message.hpp"
@@ -51,9 +52,36 @@ void warm_memory() noexcept {
     }
 }
 
+/// The bounding set a waiting child dropped for its session (ahead_part), to be compared with its
+/// command's confinement.
+struct DroppedBoundingSet {
+    bool dropped = false;
+    uint64_t kept = 0;
+    int last = 0;
+
+    /// Whether `c` asks for exactly this set: then its apply_confinement need not drop it again.
+    bool same_as(const Confinement& c) const {
+        return dropped && c.drop_capabilities && c.keep_capabilities == kept &&
+               c.last_capability == last;
+    }
+};
+
+/// Drops the bounding set `spec`'s confinement (ahead_part's) asks for; a failure is reported on
+/// `go` as a failure to enter, and the child is not used.
+DroppedBoundingSet drop_bounding_set_ahead(const LaunchSpec& spec, int go) noexcept {
+    const Confinement* c = spec.confinement;
+    if (c == nullptr || !c->drop_capabilities) return {};
+    if (const char* step = drop_bounding_capabilities(c->keep_capabilities, c->last_capability)) {
+        write_failure_report(go, step, errno);
+        ::_exit(127);
+    }
+    return {true, c->keep_capabilities, c->last_capability};
+}
+
 /// The waiting child, once in its session: keeps nothing but `go` (the session's descriptors were
 /// for entering it), waits for its command, and becomes it. corrald's end closing is the end.
-[[noreturn]] void wait_for_command(int go) noexcept {
+[[noreturn]] void wait_for_command(const LaunchSpec& spec, int go) noexcept {
+    const DroppedBoundingSet bounding = drop_bounding_set_ahead(spec, go);
     if (go > 3) ::close_range(3, static_cast<unsigned>(go) - 1, 0);
     ::close_range(static_cast<unsigned>(go) + 1, ~0U, 0);
     // Every signal blocked while it waits: it is still in corrald's session and process group,
@@ -79,6 +107,10 @@ void warm_memory() noexcept {
         write_failure_report(report.get(), "read the launch (started ahead)", EPROTO);
         ::_exit(127);
     }
+    // The decoded confinement is this child's own copy; the flag is never sent (confinement.hpp).
+    if ((*decoded)->spec.confinement == &(*decoded)->confinement &&
+        bounding.same_as((*decoded)->confinement))
+        (*decoded)->confinement.bounding_set_dropped = true;
     ::close(go);
     ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
     launcher_internal::become_command((*decoded)->spec, report.release());
@@ -95,17 +127,35 @@ bool entered(int go) {
     return n == 1 && bytes[0] == kEntered;
 }
 
-/// A report channel as launch_begin() makes it: a pipe, or a socket pair when the listener
-/// crosses it.
-Result<Pipe> report_channel(bool socket) {
-    if (!socket) return make_pipe();
-    int fds[2];
-    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
-        return sys_error("socketpair for the child's report");
-    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}  // namespace
+
+LaunchSpec ahead_part(const LaunchSpec& spec, Confinement& bounding) {
+    LaunchSpec part;
+    part.cgroup_fd = spec.cgroup_fd;
+    part.v1_join_fds = spec.v1_join_fds;
+    part.namespace_holder_pidfd = spec.namespace_holder_pidfd;
+    part.namespace_flags = spec.namespace_flags;
+    part.stdout_fd = -1;
+    part.stderr_fd = -1;
+    if (spec.confinement != nullptr && spec.confinement->drop_capabilities) {
+        bounding = Confinement{};
+        bounding.drop_capabilities = true;
+        bounding.keep_capabilities = spec.confinement->keep_capabilities;
+        bounding.last_capability = spec.confinement->last_capability;
+        bounding.no_new_privs = false;  // not applied ahead: only the bounding set is
+        part.confinement = &bounding;
+    }
+    return part;
 }
 
-}  // namespace
+LaunchSpec command_part(const LaunchSpec& spec) {
+    LaunchSpec rest = spec;
+    rest.cgroup_fd = -1;
+    rest.v1_join_fds.clear();
+    rest.namespace_holder_pidfd = -1;
+    rest.namespace_flags = 0;
+    return rest;
+}
 
 Result<WaitingLaunch> start_waiting_launch(const LaunchSpec& spec) {
     int pair[2];
@@ -117,22 +167,16 @@ Result<WaitingLaunch> start_waiting_launch(const LaunchSpec& spec) {
     return WaitingLaunch{std::move(*child), std::move(ours)};
 }
 
-std::optional<Result<PendingLaunch>> launch_waiting(WaitingLaunch& waiting,
-                                                    const LaunchSpec& spec) {
+std::optional<PendingLaunch> launch_waiting(WaitingLaunch& waiting, const LaunchSpec& spec) {
     if (!waiting.go.valid() || !waiting.child.valid()) return std::nullopt;
     // Gone already (its pidfd is readable once it exited), or not (yet) in its session.
     pollfd exited{waiting.child.pidfd(), POLLIN, 0};
     if (exited.fd < 0 || ::poll(&exited, 1, 0) != 0) return std::nullopt;
     if (!entered(waiting.go.get())) return std::nullopt;
-    // The session's part is the child's already.
-    LaunchSpec rest = spec;
-    rest.cgroup_fd = -1;
-    rest.v1_join_fds.clear();
-    rest.namespace_holder_pidfd = -1;
-    rest.namespace_flags = 0;
+    const LaunchSpec rest = command_part(spec);  // the session's part is the child's already
     const bool listener = launcher_internal::hands_over_listener(rest);
     // A failure here (no descriptors left) is the caller's to retry another way.
-    auto channel = report_channel(listener);
+    auto channel = launcher_internal::make_report_channel(listener);
     if (!channel) return std::nullopt;
     std::vector<int> fds = launch_descriptors(rest);
     auto bytes = encode_launch(rest, fds);
@@ -147,7 +191,7 @@ std::optional<Result<PendingLaunch>> launch_waiting(WaitingLaunch& waiting,
     pending.child = std::move(waiting.child);
     pending.report = std::move(channel->read_end);
     pending.listener_expected = listener;
-    return Result<PendingLaunch>(std::move(pending));
+    return pending;
 }
 
 bool end_waiting_launch(WaitingLaunch& waiting) {

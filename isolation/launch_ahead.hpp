@@ -15,10 +15,13 @@
 // every launched child (launcher.cpp: enter_session): non-dumpable, every descriptor closed but
 // the session's and its end of `go` (a SOCK_SEQPACKET socket pair with corrald), signals reset,
 // the v1 cgroups and the session's namespaces joined, root of the session's user namespace,
-// non-dumpable again. Then it closes the session's descriptors too, says so on `go` (one byte,
-// which corrald requires before it hands a command over: a child that failed to enter wrote its
-// failure there instead, one still entering has written nothing), blocks every signal, and
-// waits on `go`. The launch
+// non-dumpable again. Then it drops the capability bounding set its session's confinement asks
+// for (~40 prctl calls, the first step of apply_confinement; the command's confinement skips that
+// step when it asks for the same set and drops again otherwise: a bounding set only shrinks, so
+// the command never keeps more than its own confinement allows), closes the session's
+// descriptors too, says so on `go` (one byte, which corrald requires before it hands a command
+// over: a child that failed to enter wrote its failure there instead, one still entering has
+// written nothing), blocks every signal, and waits on `go`. The launch
 // message (launch_message.hpp, without the session's part, which it has already joined) and the
 // write end of the launch's report channel arrive there, and it runs the same second half as every
 // launched child (become_command: stdio, cwd, confinement, execve), reporting the same way. If
@@ -38,6 +41,7 @@
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
+#include "isolation/confinement.hpp"
 #include "isolation/launcher.hpp"
 #include "isolation/pid_ref.hpp"
 
@@ -49,9 +53,19 @@ struct WaitingLaunch {
     UniqueFd go;   ///< corrald's end of the socket pair the command comes over
 };
 
-/// In the launch zygote: clones the waiting child for `spec`'s session part (cgroup_fd,
-/// v1_join_fds, namespace_holder_pidfd, namespace_flags, clone_parent; the command's fields are
-/// not read). The caller must be single-threaded (the child allocates once its command comes).
+/// What of a launch's spec a waiting child is started with, and all that crosses to the zygote for
+/// it: the session's part (cgroup_fd, v1_join_fds, namespace_holder_pidfd, namespace_flags) and
+/// of `spec`'s confinement the capability bounding set, which `bounding` holds for the returned
+/// spec (no confinement there when `spec`'s drops no capabilities). Nothing of the command: no
+/// argv, environment, cwd, stdio, filter, ruleset or secret.
+LaunchSpec ahead_part(const LaunchSpec& spec, Confinement& bounding);
+
+/// What is left of a launch's spec for a child started with ahead_part() of it: `spec` without
+/// the session's part, which the child has joined already.
+LaunchSpec command_part(const LaunchSpec& spec);
+
+/// In the launch zygote: clones the waiting child for an ahead_part() spec (plus clone_parent).
+/// The caller must be single-threaded (the child allocates once its command comes).
 Result<WaitingLaunch> start_waiting_launch(const LaunchSpec& spec);
 
 /// Kills `waiting`'s child and reaps it if it is gone within a moment (a SIGKILLed child blocked in
@@ -59,14 +73,14 @@ Result<WaitingLaunch> start_waiting_launch(const LaunchSpec& spec);
 /// limit). true: reaped; false: still there (stuck in the kernel), the caller hands it over.
 bool end_waiting_launch(WaitingLaunch& waiting);
 
-/// Hands `spec` to `waiting`'s child, which must have been started for the same session part
-/// (spec's cgroup, namespaces and v1 cgroups are not sent again), and only once the child has said
-/// it entered its session (one byte on `go`: a child that failed to enter, or has not finished
-/// yet, is not used). As launch_begin() from then on:
-/// the child's report channel, its listener when it counts refusals. nullopt: the child did not
-/// take it (gone, not in its session, no descriptors left, or the spec too large for one
-/// message); `waiting` still holds it then, for the caller to end (end_waiting_launch) before
-/// launching another way.
-std::optional<Result<PendingLaunch>> launch_waiting(WaitingLaunch& waiting, const LaunchSpec& spec);
+/// Hands `spec` to `waiting`'s child, which must have been started with ahead_part() of a spec of
+/// the same session (only command_part() of `spec` is sent), and only once the child has said it
+/// entered its session (one byte on `go`: a child that failed to enter, or has not finished yet,
+/// is not used). As launch_begin() from then on: the child's report channel, its listener when it
+/// counts refusals. nullopt: the child did not take it (gone, not in its session, no descriptors
+/// left, or the spec too large for one message); `waiting` still holds it then, for the caller to
+/// end (end_waiting_launch) before launching another way. No error of its own: whatever fails
+/// here, another way may still work.
+std::optional<PendingLaunch> launch_waiting(WaitingLaunch& waiting, const LaunchSpec& spec);
 
 }  // namespace corral

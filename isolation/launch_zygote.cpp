@@ -325,14 +325,10 @@ std::optional<Result<PendingLaunch>> LaunchZygote::launch_begin(const LaunchSpec
 }
 
 std::optional<Result<WaitingLaunch>> LaunchZygote::launch_ahead(const LaunchSpec& spec) {
-    // Only the session's part crosses: the request makes no command, and carries no secret.
-    LaunchSpec part;
-    part.cgroup_fd = spec.cgroup_fd;
-    part.v1_join_fds = spec.v1_join_fds;
-    part.namespace_holder_pidfd = spec.namespace_holder_pidfd;
-    part.namespace_flags = spec.namespace_flags;
-    part.stdout_fd = -1;
-    part.stderr_fd = -1;
+    // Only what a waiting child is started with crosses: the request makes no command, and
+    // carries no secret.
+    Confinement bounding;
+    const LaunchSpec part = ahead_part(spec, bounding);
     const std::vector<int> fds = launch_descriptors(part);
     auto bytes = encode_launch(part, fds, ZygoteRequest::ahead);
     if (!bytes) return Result<WaitingLaunch>(std::move(bytes.error()));

@@ -113,7 +113,7 @@ class LaunchZygote {
     /// leaf, is not empty once the zygote is reaped), what is there is killed and reaped and the
     /// launch fails (ECANCELED): the command is never started twice.
     std::optional<Result<PendingLaunch>> launch_begin(const LaunchSpec& spec);
-    /// A session's first process started ahead (launch_ahead.hpp) for `spec`'s session part,
+    /// A session's first process started ahead (launch_ahead.hpp) for ahead_part(spec),
     /// as corrald's child. nullopt: nothing was started (as launch_begin). An unanswered request
     /// is handled as an unanswered launch.
     std::optional<Result<WaitingLaunch>> launch_ahead(const LaunchSpec& spec);

@@ -620,7 +620,7 @@ Result<PendingLaunch> launch_begin(const LaunchSpec& spec) {
     if (spec.cgroup_fd < 0) return plain_error("launch: no cgroup given");
     ChildPlan plan = plan_child(spec);
 
-    auto pipe = plan.hand_over_listener ? make_report_socket() : make_pipe();
+    auto pipe = launcher_internal::make_report_channel(plan.hand_over_listener);
     if (!pipe) return std::move(pipe.error());
     plan.keep = planned_descriptors(spec, {pipe->write_end.get()});
     if (clone_on_stack_available() && launch_may_share_memory(spec) &&
@@ -761,7 +761,7 @@ Result<PidRef> start_session_child(const LaunchSpec& spec, int own_fd, AfterEnte
         pid = clone3_fork(CLONE_PIDFD | parent, spec.cgroup_fd, &pidfd);
         if (pid == 0) {
             enter_session(spec, keep, own_fd, -1, nullptr);
-            then(own_fd);
+            then(spec, own_fd);
         }
         clone_errno = errno;
     }
@@ -780,6 +780,10 @@ Result<PidRef> start_session_child(const LaunchSpec& spec, int own_fd, AfterEnte
 
 bool hands_over_listener(const LaunchSpec& spec) {
     return corral::hands_over_listener(spec);
+}
+
+Result<Pipe> make_report_channel(bool hands_over_listener) {
+    return hands_over_listener ? make_report_socket() : make_pipe();
 }
 
 }  // namespace launcher_internal

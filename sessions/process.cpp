@@ -194,7 +194,7 @@ Result<PendingLaunch> Process::launch_child(const LaunchSpec& spec) {
     if (setup_.waiting) {
         if (auto handed = launch_waiting(*setup_.waiting, spec)) {
             setup_.waiting.reset();
-            return std::move(*handed);
+            return Result<PendingLaunch>(std::move(*handed));
         }
         // Gone, not in its session, or the spec too large for one message: another way, once it
         // is gone (it must not wait beside the client's command, nor count against the pids

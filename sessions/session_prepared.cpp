@@ -69,6 +69,7 @@ void Session::start_first_launch_ahead() {
     if (limits_) part.v1_join_fds = limits_->join_fds();
     part.namespace_holder_pidfd = sandbox_.holder_pidfd();
     part.namespace_flags = sandbox_.namespace_flags();
+    part.confinement = &confinement_;  // of which only the bounding set is applied ahead
     auto waiting = zygote->launch_ahead(part);
     if (!waiting) return;  // no zygote to ask: p1 is launched as every process
     if (!*waiting) {

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,12 +77,12 @@ bool gone_within(pid_t pid, std::chrono::milliseconds limit) {
     return false;
 }
 
-bool wait_ready(HttpClient& c, size_t n) {
+bool wait_ready(HttpClient& c, size_t n, const std::string& policy = "default") {
     const auto until = std::chrono::steady_clock::now() + 120s;
     while (std::chrono::steady_clock::now() < until) {
         auto health = c.get("/v1/health");
         if (health.status == 200) {
-            const json pool = health.json()["prepared"]["default"];
+            const json pool = health.json()["prepared"][policy];
             if (pool["ready"] == n && pool["preparing"] == 0) return true;
         }
         std::this_thread::sleep_for(20ms);
@@ -130,17 +131,20 @@ class FirstProcessAhead : public ::testing::Test {
         if (!corrald_can_run(why)) GTEST_SKIP() << why;
     }
 
-    /// corrald with a pool of `pool` `default` sessions, once the pool is full.
-    void start(size_t pool) {
-        daemon_.emplace(std::vector<std::string>{"--prepare", "default=" + std::to_string(pool)});
+    /// corrald with a pool of `pool` sessions of `policy` (a preset, or a file of `extra`'s
+    /// --policy-dir), once the pool is full.
+    void start(size_t pool, const std::string& policy = "default",
+               std::vector<std::string> extra = {}) {
+        extra.insert(extra.end(), {"--prepare", policy + "=" + std::to_string(pool)});
+        daemon_.emplace(extra);
         ASSERT_TRUE(daemon_->ready()) << daemon_->log();
         client_.emplace(daemon_->client());
-        ASSERT_TRUE(wait_ready(*client_, pool)) << daemon_->log();
+        ASSERT_TRUE(wait_ready(*client_, pool, policy)) << daemon_->log();
     }
 
-    /// Claims one prepared `default` session; its id.
-    std::string claim(HttpClient& c) {
-        auto made = c.post("/v1/sessions", {{"policy", "default"}});
+    /// Claims one prepared session of `policy`; its id.
+    std::string claim(HttpClient& c, const std::string& policy = "default") {
+        auto made = c.post("/v1/sessions", {{"policy", policy}});
         EXPECT_EQ(made.status, 201u) << made.body;
         return made.status == 201 ? made.json()["id"].get<std::string>() : std::string();
     }
@@ -432,6 +436,75 @@ TEST_F(FirstProcessAhead, ARestartLeavesNoWaitingChildAndTheSessionRuns) {
     EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
     EXPECT_EQ(ran.json()["stdout"], "after\n");
     EXPECT_EQ(again.del("/v1/sessions/" + id).status, 200u);
+}
+
+/// The capability lines of /proc/self/status as a session's command sees them.
+std::string capabilities_seen_by_a_run(HttpClient& c, const std::string& id) {
+    auto ran = c.post("/v1/sessions/" + id + "/run", {{"command", "grep ^Cap /proc/self/status"}});
+    EXPECT_EQ(ran.status, 200u) << ran.body;
+    return ran.status == 200 ? ran.json()["stdout"].get<std::string>() : std::string();
+}
+
+/// A /proc/<pid>/status capability mask as a number.
+uint64_t capability_mask(pid_t pid, const std::string& field) {
+    return std::stoull(status_field(pid, field), nullptr, 16);
+}
+
+// The waiting child drops the capability bounding set of its session's confinement while it
+// waits (launch_ahead.hpp), and its command then skips that step: the first run must still see
+// exactly what every later run sees (CVE-2022-0492 escaped through a capability a process should
+// not have kept; a bounding set left whole would let a setuid-root file of the session's user
+// namespace regain everything at exec).
+TEST_F(FirstProcessAhead, TheWaitingChildDropsTheBoundingSetTheFirstRunWouldHaveDropped) {
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
+    const std::string id = claim(c);
+    const auto waiting = pids_in(daemon, id, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    // `default` keeps no capability: dropped already while it waits; corrald's own set is whole.
+    EXPECT_EQ(capability_mask(waiting[0], "CapBnd"), 0u) << proc_text(waiting[0], "status");
+    EXPECT_NE(capability_mask(::getpid(), "CapBnd"), 0u) << "control: this test keeps its set";
+    const std::string first = capabilities_seen_by_a_run(c, id);
+    EXPECT_TRUE(gone_within(waiting[0], 5s)) << "the first run was the waiting child";
+    const std::string second = capabilities_seen_by_a_run(c, id);
+    EXPECT_EQ(first, second);
+    EXPECT_NE(first.find("CapBnd:\t0000000000000000\n"), std::string::npos) << first;
+    EXPECT_NE(first.find("CapEff:\t0000000000000000\n"), std::string::npos) << first;
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+}
+
+// A policy that keeps a capability: dropped ahead is everything but it, and the first run has it
+// in every set as later runs do (a drop ahead that took it too would leave the command short of
+// what its policy grants; one that left more would be a bounding set wider than the policy's).
+TEST_F(FirstProcessAhead, ACapabilityThePolicyKeepsIsKeptByTheFirstRunAsByLaterOnes) {
+    char pattern[] = "/tmp/corral-ahead-caps-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    const std::string dir = pattern;
+    struct Remove {
+        std::string dir;
+        ~Remove() { std::filesystem::remove_all(dir); }
+    } remove{dir};
+    std::ofstream(dir + "/keeper.yaml")
+        << "name: keeper\nextends: default\n"
+           "capabilities: { inherit: false, keep: [CAP_NET_BIND_SERVICE] }\n";
+    ASSERT_NO_FATAL_FAILURE(start(1, "keeper", {"--policy-dir", dir}));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
+    const std::string id = claim(c, "keeper");
+    ASSERT_FALSE(id.empty());
+    const auto waiting = pids_in(daemon, id, "p1");
+    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    const uint64_t net_bind_service = uint64_t{1} << CAP_NET_BIND_SERVICE;
+    EXPECT_EQ(capability_mask(waiting[0], "CapBnd"), net_bind_service)
+        << proc_text(waiting[0], "status");
+    const std::string first = capabilities_seen_by_a_run(c, id);
+    EXPECT_TRUE(gone_within(waiting[0], 5s)) << "the first run was the waiting child";
+    const std::string second = capabilities_seen_by_a_run(c, id);
+    EXPECT_EQ(first, second);
+    EXPECT_NE(first.find("CapBnd:\t0000000000000400\n"), std::string::npos) << first;
+    EXPECT_NE(first.find("CapEff:\t0000000000000400\n"), std::string::npos) << first;
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
 }
 
 }  // namespace
