@@ -387,10 +387,6 @@ void SessionManager::async_create_session(const CreateSessionRequest& request,
     });
 }
 
-void SessionManager::creation_answered(const std::string& sid) {
-    auto found = sessions_.find(sid);
-    if (found != sessions_.end()) found->second->settle_claim();
-}
 
 std::vector<SessionInfo> SessionManager::list_sessions(const std::optional<std::string>& only) {
     std::vector<SessionInfo> list;

@@ -169,7 +169,8 @@ class SessionManager {
     /// everything the creation made is gone again. A shutdown fails the creations under way.
     void async_create_session(const CreateSessionRequest& request, CreateHandler handler);
     /// The client has the answer of its creation of `sid`: what a claimed prepared session left
-    /// for after it is done now (its marker's removal, Session::settle_claim).
+    /// for after it (its marker's removal, Session::settle_claim) is done once clients pause,
+    /// with the refill the claim asked for (session_manager_prepared.cpp).
     void creation_answered(const std::string& sid);
     /// Active and ending sessions (not ended ones); with `only`, that one session if it is
     /// among them (a session token's listing builds no other session's record: a record reads
@@ -424,6 +425,8 @@ class SessionManager {
     /// The refill timer fired: refills now if clients have paused or the refill waited long
     /// enough, else waits again.
     void refill_when_quiet();
+    /// Settles claims_to_settle_ (Session::settle_claim) of sessions still there.
+    void settle_claims();
     /// A session ended: a pool that waited for room may refill.
     void refill_after_end();
     void refill_pools();
@@ -500,6 +503,8 @@ class SessionManager {
     /// When the refill now pending was first asked for (refill_when_quiet's upper bound).
     std::optional<std::chrono::steady_clock::time_point> refill_wanted_since_;
     std::chrono::steady_clock::time_point last_client_request_{};
+    /// Claimed sessions whose creation was answered and whose claim is not settled yet.
+    std::vector<std::string> claims_to_settle_;
     bool shutting_down_ = false;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -144,6 +144,22 @@ void SessionManager::schedule_refill(Millis delay) {
     });
 }
 
+void SessionManager::creation_answered(const std::string& sid) {
+    // Not now: a client that has its answer sends its first command next, and the marker's unlink
+    // (~50 us after an idle pause) was read on that command's way. A restart in between still
+    // takes the session for a client's (its claim is journalled: Session::claim).
+    if (sessions_.count(sid) == 0) return;
+    claims_to_settle_.push_back(sid);
+    schedule_refill(kRefillDelay);  // armed by the claim already, unless a refill ran since
+}
+
+void SessionManager::settle_claims() {
+    for (const std::string& sid : claims_to_settle_)
+        if (auto found = sessions_.find(sid); found != sessions_.end())
+            found->second->settle_claim();
+    claims_to_settle_.clear();
+}
+
 void SessionManager::refill_when_quiet() {
     const auto now = std::chrono::steady_clock::now();
     bool running_low = false;
@@ -156,6 +172,7 @@ void SessionManager::refill_when_quiet() {
         return;
     }
     refill_wanted_since_.reset();
+    settle_claims();
     refill_pools();
 }
 
@@ -234,6 +251,7 @@ void SessionManager::prepare_one(const std::string& policy_name, PreparedPool& p
 void SessionManager::end_prepared(const std::function<void()>& one_done) {
     shutting_down_ = true;
     if (refill_timer_) refill_timer_->cancel();
+    settle_claims();  // the sessions clients have outlive corrald: not as "nobody's"
     // Those already being discarded: their end counts too (taken before this adds more).
     std::vector<std::shared_ptr<Session>> discarding;
     for (auto& [sid, session] : discarding_) discarding.push_back(session);
