@@ -33,22 +33,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using test_support::proc_text;
+using test_support::status_field;
 using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
-
-std::string proc_text(pid_t pid, const std::string& file) {
-    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
-    return text ? *text : std::string();
-}
-
-/// A /proc/<pid>/status field's value ("" when absent).
-std::string status_field(pid_t pid, const std::string& field) {
-    std::istringstream lines(proc_text(pid, "status"));
-    for (std::string line; std::getline(lines, line);)
-        if (line.rfind(field + ":\t", 0) == 0) return line.substr(field.size() + 2);
-    return {};
-}
 
 /// The pids in a session's leaf (or holder) cgroup.
 std::vector<pid_t> pids_in(const CorraldProcess& daemon, const std::string& id,

@@ -36,6 +36,7 @@ namespace {
 
 using test_support::drain;
 using test_support::exists;
+using test_support::proc_text;
 using test_support::unique_name;
 
 class LauncherTest : public ::testing::Test {
@@ -759,11 +760,6 @@ class ZygoteLaunchTest : public LauncherTest {
     LaunchZygote* zygote_ = nullptr;
     std::optional<Confinement> confinement_;
 };
-
-std::string proc_text(pid_t pid, const std::string& file) {
-    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
-    return text ? *text : std::string();
-}
 
 // The zygote is forked by the worker's thread, so what it starts with CLONE_PARENT is our child,
 // as a launch from the worker was: the caller waits for it and reads its reports. Launches that

@@ -40,6 +40,8 @@ namespace {
 using test_support::drain;
 using test_support::exists;
 using test_support::memory_holds;
+using test_support::proc_text;
+using test_support::status_field;
 using test_support::unique_name;
 
 /// Prints the file system type of the mount at `/` (the last one there: the visible one).
@@ -555,20 +557,6 @@ class ZygoteHolderTest : public SandboxTest {
     LaunchZygote* zygote_ = nullptr;
 };
 
-std::string proc_text(pid_t pid, const std::string& file) {
-    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
-    return text ? *text : std::string();
-}
-
-std::string proc_status_field(pid_t pid, const std::string& field) {
-    auto status = read_file("/proc/" + std::to_string(pid) + "/status");
-    if (!status) return {};
-    const size_t at = status->find("\n" + field + ":\t");
-    if (at == std::string::npos) return {};
-    const size_t begin = at + field.size() + 3;
-    return status->substr(begin, status->find('\n', begin) - begin);
-}
-
 /// The socket inodes ("socket:[123]") open in `pid`.
 std::vector<std::string> sockets_of(pid_t pid) {
     std::vector<std::string> sockets;
@@ -596,7 +584,7 @@ TEST_F(ZygoteHolderTest, Sandbox_HolderFromTheZygoteIsOursKeepsOnlyItsDescriptor
     ASSERT_TRUE(sandbox_.active());
     EXPECT_EQ(zygote_->holders(), before + 1) << "not cloned in the zygote";
     const pid_t holder = sandbox_.holder_pid();
-    EXPECT_EQ(proc_status_field(holder, "PPid"), std::to_string(::getpid()))
+    EXPECT_EQ(status_field(holder, "PPid"), std::to_string(::getpid()))
         << "the zygote is " << zygote_->pid();
     EXPECT_EQ(proc_text(holder, "comm"), proc_text(::getpid(), "comm"))
         << "named as a holder cloned from us, not as the zygote";
@@ -615,7 +603,7 @@ TEST_F(ZygoteHolderTest, Sandbox_HolderFromTheZygoteIsOursKeepsOnlyItsDescriptor
     auto host = sandbox_.host_identity();
     ASSERT_TRUE(host);
     ASSERT_NE(host->uid, 0u);
-    EXPECT_NE(proc_status_field(holder, "Uid").find(std::to_string(host->uid)), std::string::npos);
+    EXPECT_NE(status_field(holder, "Uid").find(std::to_string(host->uid)), std::string::npos);
     struct stat st {};
     ASSERT_EQ(::stat(("/proc/" + std::to_string(holder) + "/status").c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, 0u) << "the holder is dumpable";

@@ -11,7 +11,10 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
+
+#include "base/file_io.hpp"
 
 namespace corral::test_support {
 
@@ -38,6 +41,21 @@ inline std::string drain(int fd) {
 inline bool exists(const std::string& path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0;
+}
+
+/// /proc/<pid>/<file> as text; "" when it cannot be read (the process is gone, not even a
+/// zombie, or the file is not there).
+inline std::string proc_text(pid_t pid, const std::string& file) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
+    return text ? *text : std::string();
+}
+
+/// A /proc/<pid>/status field's value, without its tab ("" when absent).
+inline std::string status_field(pid_t pid, const std::string& field) {
+    std::istringstream lines(proc_text(pid, "status"));
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind(field + ":\t", 0) == 0) return line.substr(field.size() + 2);
+    return {};
 }
 
 /// Whether `needle` is anywhere in the writable memory of `pid` (heap, stacks, data: what was
