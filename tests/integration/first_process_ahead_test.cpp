@@ -26,6 +26,7 @@
 #include "base/file_io.hpp"
 #include "support/corrald_process.hpp"
 #include "support/http_client.hpp"
+#include "support/prepared_pool.hpp"
 #include "support/test_helpers.hpp"
 
 namespace corral {
@@ -35,48 +36,11 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using test_support::proc_text;
 using test_support::status_field;
-using testing::corrald_can_run;
 using testing::CorraldProcess;
+using testing::gone_within;
 using testing::HttpClient;
-
-/// The pids in a session's leaf (or holder) cgroup.
-std::vector<pid_t> pids_in(const CorraldProcess& daemon, const std::string& id,
-                           const std::string& leaf) {
-    std::ifstream procs(daemon.instance_cgroup() + "/sessions/" + id + "/" + leaf +
-                        "/cgroup.procs");
-    std::vector<pid_t> pids;
-    for (pid_t pid; procs >> pid;) pids.push_back(pid);
-    return pids;
-}
-
-/// Running, as opposed to gone or a zombie nobody reaped yet.
-bool running(pid_t pid) {
-    const std::string stat = proc_text(pid, "stat");
-    return !stat.empty() && stat.find(") Z ") == std::string::npos;
-}
-
-/// Gone altogether: not even a zombie (a child nobody reaps would stay one for corrald's life).
-bool gone_within(pid_t pid, std::chrono::milliseconds limit) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (proc_text(pid, "stat").empty()) return true;
-        std::this_thread::sleep_for(10ms);
-    }
-    return false;
-}
-
-bool wait_ready(HttpClient& c, size_t n) {
-    const auto until = std::chrono::steady_clock::now() + 120s;
-    while (std::chrono::steady_clock::now() < until) {
-        auto health = c.get("/v1/health");
-        if (health.status == 200) {
-            const json pool = health.json()["prepared"]["default"];
-            if (pool["ready"] == n && pool["preparing"] == 0) return true;
-        }
-        std::this_thread::sleep_for(20ms);
-    }
-    return false;
-}
+using testing::pids_in;
+using testing::running;
 
 /// What a process with session `holder`'s root identity gets when it opens /proc/<target>/mem
 /// and PTRACE_ATTACHes to `target` (host pids): 0 when allowed, else the errno. Run in a fork
@@ -112,31 +76,7 @@ std::pair<int, int> reach_as_session_root(pid_t holder, pid_t target) {
     return {answer[0], answer[1]};
 }
 
-class FirstProcessAhead : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        std::string why;
-        if (!corrald_can_run(why)) GTEST_SKIP() << why;
-    }
-
-    /// corrald with a pool of `pool` `default` sessions, once the pool is full.
-    void start(size_t pool) {
-        daemon_.emplace(std::vector<std::string>{"--prepare", "default=" + std::to_string(pool)});
-        ASSERT_TRUE(daemon_->ready()) << daemon_->log();
-        client_.emplace(daemon_->client());
-        ASSERT_TRUE(wait_ready(*client_, pool)) << daemon_->log();
-    }
-
-    /// Claims one prepared `default` session; its id.
-    std::string claim(HttpClient& c) {
-        auto made = c.post("/v1/sessions", {{"policy", "default"}});
-        EXPECT_EQ(made.status, 201u) << made.body;
-        return made.status == 201 ? made.json()["id"].get<std::string>() : std::string();
-    }
-
-    std::optional<CorraldProcess> daemon_;
-    std::optional<HttpClient> client_;
-};
+class FirstProcessAhead : public testing::PreparedPoolTest {};
 
 // The first run of a claimed session is the child that waited in p1: the same process (its pid
 // inside the session is what `$$` says), with the run's own cwd and environment, and nothing else
@@ -353,7 +293,7 @@ TEST_F(FirstProcessAhead, AWaitingChildHoldsNoEarlierLaunchsSecret) {
     }
     // The pool refills after the claim (a session whose child is cloned after those launches);
     // take it and look at its waiting child.
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_TRUE(testing::wait_pool_ready(c, "default", 1)) << daemon.log();
     const std::string next = claim(c);
     const auto waiting = pids_in(daemon, next, "p1");
     ASSERT_EQ(waiting.size(), 1u) << daemon.log();
