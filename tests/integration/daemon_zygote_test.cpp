@@ -27,15 +27,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using test_support::memory_holds;
+using test_support::proc_text;
 using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
 using testing::HttpResponse;
-
-std::string proc_text(pid_t pid, const std::string& file) {
-    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
-    return text ? *text : std::string();
-}
 
 /// corrald's children (of any of its threads) whose name is `comm`.
 std::vector<pid_t> children_named(pid_t daemon, const std::string& comm) {

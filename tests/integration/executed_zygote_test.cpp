@@ -32,12 +32,8 @@ namespace corral {
 namespace {
 
 using test_support::drain;
+using test_support::proc_text;
 using test_support::unique_name;
-
-std::string proc_text(pid_t pid, const std::string& file) {
-    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
-    return text ? *text : std::string();
-}
 
 size_t count_lines(const std::string& text) {
     size_t lines = 0;

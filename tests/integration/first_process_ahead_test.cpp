@@ -27,6 +27,7 @@
 #include "base/file_io.hpp"
 #include "support/corrald_process.hpp"
 #include "support/http_client.hpp"
+#include "support/prepared_pool.hpp"
 #include "support/test_helpers.hpp"
 
 namespace corral {
@@ -34,61 +35,13 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-using testing::corrald_can_run;
+using test_support::proc_text;
+using test_support::status_field;
 using testing::CorraldProcess;
+using testing::gone_within;
 using testing::HttpClient;
-
-std::string proc_text(pid_t pid, const std::string& file) {
-    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
-    return text ? *text : std::string();
-}
-
-/// A /proc/<pid>/status field's value ("" when absent).
-std::string status_field(pid_t pid, const std::string& field) {
-    std::istringstream lines(proc_text(pid, "status"));
-    for (std::string line; std::getline(lines, line);)
-        if (line.rfind(field + ":\t", 0) == 0) return line.substr(field.size() + 2);
-    return {};
-}
-
-/// The pids in a session's leaf (or holder) cgroup.
-std::vector<pid_t> pids_in(const CorraldProcess& daemon, const std::string& id,
-                           const std::string& leaf) {
-    std::ifstream procs(daemon.instance_cgroup() + "/sessions/" + id + "/" + leaf +
-                        "/cgroup.procs");
-    std::vector<pid_t> pids;
-    for (pid_t pid; procs >> pid;) pids.push_back(pid);
-    return pids;
-}
-
-/// Running, as opposed to gone or a zombie nobody reaped yet.
-bool running(pid_t pid) {
-    const std::string stat = proc_text(pid, "stat");
-    return !stat.empty() && stat.find(") Z ") == std::string::npos;
-}
-
-/// Gone altogether: not even a zombie (a child nobody reaps would stay one for corrald's life).
-bool gone_within(pid_t pid, std::chrono::milliseconds limit) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (proc_text(pid, "stat").empty()) return true;
-        std::this_thread::sleep_for(10ms);
-    }
-    return false;
-}
-
-bool wait_ready(HttpClient& c, size_t n, const std::string& policy = "default") {
-    const auto until = std::chrono::steady_clock::now() + 120s;
-    while (std::chrono::steady_clock::now() < until) {
-        auto health = c.get("/v1/health");
-        if (health.status == 200) {
-            const json pool = health.json()["prepared"][policy];
-            if (pool["ready"] == n && pool["preparing"] == 0) return true;
-        }
-        std::this_thread::sleep_for(20ms);
-    }
-    return false;
-}
+using testing::pids_in;
+using testing::running;
 
 /// What a process with session `holder`'s root identity gets when it opens /proc/<target>/mem
 /// and PTRACE_ATTACHes to `target` (host pids): 0 when allowed, else the errno. Run in a fork
@@ -124,34 +77,7 @@ std::pair<int, int> reach_as_session_root(pid_t holder, pid_t target) {
     return {answer[0], answer[1]};
 }
 
-class FirstProcessAhead : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        std::string why;
-        if (!corrald_can_run(why)) GTEST_SKIP() << why;
-    }
-
-    /// corrald with a pool of `pool` sessions of `policy` (a preset, or a file of `extra`'s
-    /// --policy-dir), once the pool is full.
-    void start(size_t pool, const std::string& policy = "default",
-               std::vector<std::string> extra = {}) {
-        extra.insert(extra.end(), {"--prepare", policy + "=" + std::to_string(pool)});
-        daemon_.emplace(extra);
-        ASSERT_TRUE(daemon_->ready()) << daemon_->log();
-        client_.emplace(daemon_->client());
-        ASSERT_TRUE(wait_ready(*client_, pool, policy)) << daemon_->log();
-    }
-
-    /// Claims one prepared session of `policy`; its id.
-    std::string claim(HttpClient& c, const std::string& policy = "default") {
-        auto made = c.post("/v1/sessions", {{"policy", policy}});
-        EXPECT_EQ(made.status, 201u) << made.body;
-        return made.status == 201 ? made.json()["id"].get<std::string>() : std::string();
-    }
-
-    std::optional<CorraldProcess> daemon_;
-    std::optional<HttpClient> client_;
-};
+class FirstProcessAhead : public testing::PreparedPoolTest {};
 
 // The first run of a claimed session is the child that waited in p1: the same process (its pid
 // inside the session is what `$$` says), with the run's own cwd and environment, and nothing else
@@ -162,9 +88,8 @@ TEST_F(FirstProcessAhead, TheFirstRunIsTheChildThatWaitedInItsLeaf) {
     HttpClient& c = *client_;
     const std::string id = claim(c);
     ASSERT_FALSE(id.empty());
-    const auto waiting = pids_in(daemon, id, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << "one child waits in p1\n" << daemon.log();
-    const pid_t w = waiting[0];
+    const pid_t w = waiting_child(id);
+    ASSERT_NE(w, 0);
     EXPECT_EQ(proc_text(w, "comm"), "corrald-first\n");
     // Inside the session's pid namespace already: its pid there is the last of NSpid.
     std::istringstream nspid(status_field(w, "NSpid"));
@@ -194,12 +119,12 @@ TEST_F(FirstProcessAhead, TheWaitingChildHoldsOnlyStdioAndItsSocket) {
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
-    const auto waiting = pids_in(daemon, id, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
     std::set<std::string> fds;
     std::string socket_target;
     for (const auto& entry : std::filesystem::directory_iterator(
-             "/proc/" + std::to_string(waiting[0]) + "/fd")) {
+             "/proc/" + std::to_string(waiting) + "/fd")) {
         fds.insert(entry.path().filename());
         const auto target = std::filesystem::read_symlink(entry.path()).string();
         if (entry.path().filename() != "0" && entry.path().filename() != "1" &&
@@ -208,7 +133,7 @@ TEST_F(FirstProcessAhead, TheWaitingChildHoldsOnlyStdioAndItsSocket) {
     }
     EXPECT_EQ(fds.size(), 4u) << "stdio and one socket";
     EXPECT_EQ(socket_target.rfind("socket:", 0), 0u) << socket_target;
-    EXPECT_EQ(proc_text(waiting[0], "environ"), "") << "the zygote's empty environment";
+    EXPECT_EQ(proc_text(waiting, "environ"), "") << "the zygote's empty environment";
     EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
 }
 
@@ -227,15 +152,15 @@ TEST_F(FirstProcessAhead, AProcessOfTheSessionCannotReachTheWaitingChild) {
     ASSERT_FALSE(a.empty());
     ASSERT_FALSE(b.empty());
     const auto a_holder = pids_in(daemon, a, "holder");
-    const auto a_waiting = pids_in(daemon, a, "p1");
+    const pid_t a_waiting = waiting_child(a);
     ASSERT_EQ(a_holder.size(), 1u);
-    ASSERT_EQ(a_waiting.size(), 1u) << daemon.log();
+    ASSERT_NE(a_waiting, 0);
 
-    const auto [mem, attach] = reach_as_session_root(a_holder[0], a_waiting[0]);
+    const auto [mem, attach] = reach_as_session_root(a_holder[0], a_waiting);
     EXPECT_NE(mem, 0) << "opened the waiting child's memory";
     EXPECT_NE(mem, -1) << "could not become the session's root";
     EXPECT_NE(attach, 0) << "attached to the waiting child";
-    EXPECT_TRUE(running(a_waiting[0]));
+    EXPECT_TRUE(running(a_waiting));
 
     // Control, in session b: its first process, a command now, of b's root.
     auto spawned = c.post("/v1/sessions/" + b + "/processes", {{"argv", {"sleep", "30"}}});
@@ -264,7 +189,7 @@ TEST_F(FirstProcessAhead, TheFirstCommandHoldsWhatEveryCommandHolds) {
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
-    ASSERT_EQ(pids_in(daemon, id, "p1").size(), 1u) << daemon.log();
+    ASSERT_NE(waiting_child(id), 0);
     const json listing = {{"argv", {"ls", "/proc/self/fd"}}};
     auto first = c.post("/v1/sessions/" + id + "/run", listing);
     auto second = c.post("/v1/sessions/" + id + "/run", listing);
@@ -282,9 +207,9 @@ TEST_F(FirstProcessAhead, AFirstLaunchItCannotTakeEndsItAndRunsAnotherWay) {
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
-    const auto waiting = pids_in(daemon, id, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
-    std::istringstream nspid(status_field(waiting[0], "NSpid"));
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
+    std::istringstream nspid(status_field(waiting, "NSpid"));
     std::vector<std::string> levels{std::istream_iterator<std::string>(nspid), {}};
     ASSERT_GE(levels.size(), 2u);
     json env = json::object();
@@ -300,7 +225,7 @@ TEST_F(FirstProcessAhead, AFirstLaunchItCannotTakeEndsItAndRunsAnotherWay) {
     EXPECT_NE(out.substr(0, out.find('\n')), levels.back()) << out;
     // The holder, the shell, `ls` and `grep`: the waiting child is not among them.
     EXPECT_EQ(out.substr(out.find('\n') + 1), "102400 102400 102400\n4\n");
-    EXPECT_TRUE(gone_within(waiting[0], 5s)) << proc_text(waiting[0], "status");
+    EXPECT_TRUE(gone_within(waiting, 5s)) << proc_text(waiting, "status");
     EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
 }
 
@@ -315,9 +240,9 @@ TEST_F(FirstProcessAhead, AStoppedWaitingChildFailsItsLaunchAndStallsNobody) {
     c.set_idle_timeout(120s);
     const std::string stuck = claim(c);
     const std::string other = claim(c);
-    const auto waiting = pids_in(daemon, stuck, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
-    ASSERT_EQ(::kill(waiting[0], SIGSTOP), 0);  // this test's daemon's child, by its pid
+    const pid_t waiting = waiting_child(stuck);
+    ASSERT_NE(waiting, 0);
+    ASSERT_EQ(::kill(waiting, SIGSTOP), 0);  // this test's daemon's child, by its pid
 
     std::atomic<bool> spawn_answered{false};
     std::atomic<bool> answered_during_spawn{false};
@@ -340,7 +265,7 @@ TEST_F(FirstProcessAhead, AStoppedWaitingChildFailsItsLaunchAndStallsNobody) {
     EXPECT_NE(spawned.json()["error"].get<std::string>().find("did not reach execve"),
               std::string::npos)
         << spawned.body;
-    EXPECT_TRUE(gone_within(waiting[0], 5s)) << "the stuck child was killed and reaped";
+    EXPECT_TRUE(gone_within(waiting, 5s)) << "the stuck child was killed and reaped";
     EXPECT_EQ(c.del("/v1/sessions/" + stuck).status, 200u);
     EXPECT_EQ(c.del("/v1/sessions/" + other).status, 200u);
 }
@@ -368,15 +293,15 @@ TEST_F(FirstProcessAhead, AWaitingChildHoldsNoEarlierLaunchsSecret) {
     }
     // The pool refills after the claim (a session whose child is cloned after those launches);
     // take it and look at its waiting child.
-    ASSERT_TRUE(wait_ready(c, 1)) << daemon.log();
+    ASSERT_TRUE(testing::wait_pool_ready(c, "default", 1)) << daemon.log();
     const std::string next = claim(c);
-    const auto waiting = pids_in(daemon, next, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    const pid_t waiting = waiting_child(next);
+    ASSERT_NE(waiting, 0);
     // The scan works: corrald itself holds the token.
     EXPECT_EQ(test_support::memory_holds(daemon.pid(), token), std::optional<bool>(true));
-    EXPECT_EQ(test_support::memory_holds(waiting[0], token), std::optional<bool>(false));
+    EXPECT_EQ(test_support::memory_holds(waiting, token), std::optional<bool>(false));
     for (const auto& secret : secrets)
-        EXPECT_EQ(test_support::memory_holds(waiting[0], secret), std::optional<bool>(false))
+        EXPECT_EQ(test_support::memory_holds(waiting, secret), std::optional<bool>(false))
             << "an earlier launch's environment (" << secret << ") is in the waiting child";
     EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
     EXPECT_EQ(c.del("/v1/sessions/" + next).status, 200u);
@@ -390,10 +315,10 @@ TEST_F(FirstProcessAhead, AnUnusedOneEndsWithItsSessionAndIsReaped) {
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
-    const auto waiting = pids_in(daemon, id, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
     EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
-    EXPECT_TRUE(gone_within(waiting[0], 5s)) << proc_text(waiting[0], "status");
+    EXPECT_TRUE(gone_within(waiting, 5s)) << proc_text(waiting, "status");
     EXPECT_FALSE(std::filesystem::exists(daemon.instance_cgroup() + "/sessions/" + id));
 }
 
@@ -404,15 +329,15 @@ TEST_F(FirstProcessAhead, AFirstRunStillWorksWhenTheWaitingChildIsGone) {
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
-    const auto waiting = pids_in(daemon, id, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
-    ASSERT_EQ(::kill(waiting[0], SIGKILL), 0);  // this test's daemon's child, by its pid
-    for (int i = 0; i < 200 && running(waiting[0]); ++i) std::this_thread::sleep_for(5ms);
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
+    ASSERT_EQ(::kill(waiting, SIGKILL), 0);  // this test's daemon's child, by its pid
+    for (int i = 0; i < 200 && running(waiting); ++i) std::this_thread::sleep_for(5ms);
     auto ran = c.post("/v1/sessions/" + id + "/run", {{"command", "echo still"}});
     ASSERT_EQ(ran.status, 200u) << ran.body;
     EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
     EXPECT_EQ(ran.json()["stdout"], "still\n");
-    EXPECT_TRUE(gone_within(waiting[0], 5s)) << "the killed child was reaped";
+    EXPECT_TRUE(gone_within(waiting, 5s)) << "the killed child was reaped";
     EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
 }
 
@@ -424,11 +349,11 @@ TEST_F(FirstProcessAhead, ARestartLeavesNoWaitingChildAndTheSessionRuns) {
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
-    const auto waiting = pids_in(daemon, id, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
     daemon.kill_hard();
-    for (int i = 0; i < 500 && running(waiting[0]); ++i) std::this_thread::sleep_for(10ms);
-    EXPECT_FALSE(running(waiting[0])) << "the waiting child outlived corrald";
+    for (int i = 0; i < 500 && running(waiting); ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_FALSE(running(waiting)) << "the waiting child outlived corrald";
     ASSERT_TRUE(daemon.start()) << daemon.log();
     HttpClient again = daemon.client();
     auto ran = again.post("/v1/sessions/" + id + "/run", {{"command", "echo after"}});
@@ -460,13 +385,13 @@ TEST_F(FirstProcessAhead, TheWaitingChildDropsTheBoundingSetTheFirstRunWouldHave
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
-    const auto waiting = pids_in(daemon, id, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
     // `default` keeps no capability: dropped already while it waits; corrald's own set is whole.
-    EXPECT_EQ(capability_mask(waiting[0], "CapBnd"), 0u) << proc_text(waiting[0], "status");
+    EXPECT_EQ(capability_mask(waiting, "CapBnd"), 0u) << proc_text(waiting, "status");
     EXPECT_NE(capability_mask(::getpid(), "CapBnd"), 0u) << "control: this test keeps its set";
     const std::string first = capabilities_seen_by_a_run(c, id);
-    EXPECT_TRUE(gone_within(waiting[0], 5s)) << "the first run was the waiting child";
+    EXPECT_TRUE(gone_within(waiting, 5s)) << "the first run was the waiting child";
     const std::string second = capabilities_seen_by_a_run(c, id);
     EXPECT_EQ(first, second);
     EXPECT_NE(first.find("CapBnd:\t0000000000000000\n"), std::string::npos) << first;
@@ -488,18 +413,18 @@ TEST_F(FirstProcessAhead, ACapabilityThePolicyKeepsIsKeptByTheFirstRunAsByLaterO
     std::ofstream(dir + "/keeper.yaml")
         << "name: keeper\nextends: default\n"
            "capabilities: { inherit: false, keep: [CAP_NET_BIND_SERVICE] }\n";
-    ASSERT_NO_FATAL_FAILURE(start(1, "keeper", {"--policy-dir", dir}));
+    ASSERT_NO_FATAL_FAILURE(start_with({"--policy-dir", dir}, "keeper", 1));
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c, "keeper");
     ASSERT_FALSE(id.empty());
-    const auto waiting = pids_in(daemon, id, "p1");
-    ASSERT_EQ(waiting.size(), 1u) << daemon.log();
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
     const uint64_t net_bind_service = uint64_t{1} << CAP_NET_BIND_SERVICE;
-    EXPECT_EQ(capability_mask(waiting[0], "CapBnd"), net_bind_service)
-        << proc_text(waiting[0], "status");
+    EXPECT_EQ(capability_mask(waiting, "CapBnd"), net_bind_service)
+        << proc_text(waiting, "status");
     const std::string first = capabilities_seen_by_a_run(c, id);
-    EXPECT_TRUE(gone_within(waiting[0], 5s)) << "the first run was the waiting child";
+    EXPECT_TRUE(gone_within(waiting, 5s)) << "the first run was the waiting child";
     const std::string second = capabilities_seen_by_a_run(c, id);
     EXPECT_EQ(first, second);
     EXPECT_NE(first.find("CapBnd:\t0000000000000400\n"), std::string::npos) << first;

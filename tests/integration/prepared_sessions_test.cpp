@@ -25,6 +25,8 @@
 
 #include "support/corrald_process.hpp"
 #include "support/http_client.hpp"
+#include "support/prepared_pool.hpp"
+#include "support/test_helpers.hpp"
 
 namespace corral {
 namespace {
@@ -33,26 +35,9 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::corrald_can_run;
 using testing::CorraldProcess;
+using test_support::TempDir;
 using testing::HttpClient;
-
-/// A fresh directory under /tmp, removed with what is in it however the test ends; path() is
-/// empty when it could not be made.
-class TempDir {
-  public:
-    explicit TempDir(const std::string& prefix) {
-        std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-        if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-    }
-    ~TempDir() {
-        if (!path_.empty()) std::filesystem::remove_all(path_);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const std::string& path() const { return path_; }
-
-  private:
-    std::string path_;
-};
+using testing::wait_pool_ready;
 
 /// The pool of `policy` as /v1/health shows it: {target, ready, preparing}.
 json pool(HttpClient& c, const std::string& policy) {
@@ -66,17 +51,6 @@ json pool(HttpClient& c, const std::string& policy) {
 size_t ready(HttpClient& c, const std::string& policy) {
     const json p = pool(c, policy);
     return p.contains("ready") ? p["ready"].get<size_t>() : 0;
-}
-
-/// Waits (generously: a slow kernel takes long for holders) until `n` are ready.
-bool wait_ready(HttpClient& c, const std::string& policy, size_t n) {
-    const auto until = std::chrono::steady_clock::now() + 120s;
-    while (std::chrono::steady_clock::now() < until) {
-        const json p = pool(c, policy);
-        if (p.contains("ready") && p["ready"] == n && p["preparing"] == 0) return true;
-        std::this_thread::sleep_for(20ms);
-    }
-    return false;
 }
 
 /// The value of one sample of /metrics (-1 when absent).
@@ -142,7 +116,7 @@ TEST(PreparedSessions, PoolFillsAClaimIsFreshAndRunsAndThePoolRefills) {
     CorraldProcess daemon({"--prepare", "default=3"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "default", 3)) << pool(c, "default") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "default", 3)) << pool(c, "default") << daemon.log();
     EXPECT_EQ(pool(c, "default")["target"], 3);
     EXPECT_EQ(metric(c, "corral_sessions{state=\"prepared\"}"), 3);
     EXPECT_EQ(metric(c, "corral_sessions{state=\"active\"}"), 0);
@@ -178,7 +152,7 @@ TEST(PreparedSessions, PoolFillsAClaimIsFreshAndRunsAndThePoolRefills) {
     EXPECT_EQ(c.get("/v1/sessions/" + sid + "/files?path=/workspace/a").body, "hi\n");
 
     // Refilled in the background.
-    ASSERT_TRUE(wait_ready(c, "default", 3)) << pool(c, "default");
+    ASSERT_TRUE(wait_pool_ready(c, "default", 3)) << pool(c, "default");
     EXPECT_EQ(metric(c, "corral_sessions{state=\"prepared\"}"), 3);
     EXPECT_EQ(metric(c, "corral_sessions{state=\"active\"}"), 1);
 
@@ -205,7 +179,7 @@ TEST(PreparedSessions, APoolIsRefilledEvenWhileAClientNeverPauses) {
     CorraldProcess daemon({"--prepare", "default=2"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
     auto made = c.post("/v1/sessions", json::object());
     ASSERT_EQ(made.status, 201u) << made.body;
     bool refilled = false;
@@ -226,7 +200,7 @@ TEST(PreparedSessions, TwoClaimsShareNothingAndATokenReachesNoPreparedSession) {
     CorraldProcess daemon({"--prepare", "default=4"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "default", 4)) << pool(c, "default") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "default", 4)) << pool(c, "default") << daemon.log();
     auto a = c.post("/v1/sessions", json::object());
     auto b = c.post("/v1/sessions", {{"policy", "default"}});
     ASSERT_EQ(a.status, 201u) << a.body;
@@ -253,7 +227,7 @@ TEST(PreparedSessions, TwoClaimsShareNothingAndATokenReachesNoPreparedSession) {
 
     // The prepared sessions left in the pool: no route reaches them by id, with or without a
     // token (404 as for an id nobody made).
-    ASSERT_TRUE(wait_ready(c, "default", 4)) << pool(c, "default");
+    ASSERT_TRUE(wait_pool_ready(c, "default", 4)) << pool(c, "default");
     std::set<std::string> waiting = session_dirs(daemon);
     waiting.erase(sa);
     waiting.erase(sb);
@@ -293,7 +267,7 @@ TEST(PreparedSessions, RequestPartsApplyAtClaimAndHolderPartsBypassThePool) {
     CorraldProcess daemon({"--prepare", "default=2", "--allow-workdir", work});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
     std::set<std::string> prepared = session_dirs(daemon);
 
     auto made =
@@ -311,7 +285,7 @@ TEST(PreparedSessions, RequestPartsApplyAtClaimAndHolderPartsBypassThePool) {
     ASSERT_EQ(slow.status, 200u) << slow.body;
     EXPECT_EQ(slow.json()["status"], "timeout") << slow.body;
     // Validated as before: a bad body is refused and leaves the pool as it was.
-    ASSERT_TRUE(wait_ready(c, "default", 2));
+    ASSERT_TRUE(wait_pool_ready(c, "default", 2));
     EXPECT_EQ(c.post("/v1/sessions", {{"commandTimeoutMs", "soon"}}).status, 400u);
     EXPECT_EQ(c.post("/v1/sessions", {{"env", {{"A", 1}}}}).status, 400u);
     EXPECT_EQ(ready(c, "default"), 2u);
@@ -348,7 +322,7 @@ TEST(PreparedSessions, APolicyFileChangedSincePreparationDiscardsThePreparedSess
     CorraldProcess daemon({"--policy-dir", dir, "--prepare", "agent=2"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "agent", 2)) << pool(c, "agent") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "agent", 2)) << pool(c, "agent") << daemon.log();
     const std::set<std::string> old = session_dirs(daemon);
 
     std::ofstream(file, std::ios::trunc)
@@ -368,7 +342,7 @@ TEST(PreparedSessions, APolicyFileChangedSincePreparationDiscardsThePreparedSess
         if (!old_gone) std::this_thread::sleep_for(20ms);
     }
     EXPECT_TRUE(old_gone) << "a discarded prepared session left its directory";
-    ASSERT_TRUE(wait_ready(c, "agent", 2)) << pool(c, "agent");
+    ASSERT_TRUE(wait_pool_ready(c, "agent", 2)) << pool(c, "agent");
     const std::set<std::string> renewed = session_dirs(daemon);
     auto again = c.post("/v1/sessions", {{"policy", "agent"}});
     ASSERT_EQ(again.status, 201u) << again.body;
@@ -393,7 +367,7 @@ TEST(PreparedSessions, APolicyDirFileShadowsAPresetAndItsPreparedSessions) {
     CorraldProcess daemon({"--policy-dir", dir, "--prepare", "default=2"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
     const std::set<std::string> prepared = session_dirs(daemon);
     ASSERT_EQ(prepared.size(), 2u);
 
@@ -402,7 +376,7 @@ TEST(PreparedSessions, APolicyDirFileShadowsAPresetAndItsPreparedSessions) {
     ASSERT_EQ(preset.status, 201u) << preset.body;
     EXPECT_TRUE(prepared.count(preset.json()["id"].get<std::string>()));
     EXPECT_EQ(run_stdout(c, preset.json()["id"], "echo \"[$WHICH]\""), "[]\n");
-    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
 
     std::ofstream(dir + "/default.yaml")
         << "name: default\nextends: default\nenv: { set: { WHICH: dir-default } }\n";
@@ -447,7 +421,7 @@ TEST(PreparedSessions, TimeoutsCountFromTheClaimNotFromThePreparation) {
     CorraldProcess daemon({"--policy-dir", dir, "--prepare", "brief=1"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "brief", 1)) << pool(c, "brief") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "brief", 1)) << pool(c, "brief") << daemon.log();
     std::this_thread::sleep_for(3s);  // longer than both timeouts
     ASSERT_EQ(ready(c, "brief"), 1u) << "a prepared session's timeout ended it";
     const std::set<std::string> prepared = session_dirs(daemon);
@@ -476,14 +450,14 @@ TEST(PreparedSessions, KillNineAndRestartLeaveNothingOfThemAndShutdownEndsThem) 
     CorraldProcess daemon({"--prepare", "default=3", "--prepare", "none=2"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "default", 3)) << pool(c, "default") << daemon.log();
-    ASSERT_TRUE(wait_ready(c, "none", 2)) << pool(c, "none") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "default", 3)) << pool(c, "default") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "none", 2)) << pool(c, "none") << daemon.log();
     auto claimed = c.post("/v1/sessions", {{"policy", "none"}});
     ASSERT_EQ(claimed.status, 201u) << claimed.body;
     const std::string kept = claimed.json()["id"];
     auto sleeper = c.post("/v1/sessions/" + kept + "/processes", {{"argv", {"sleep", "600"}}});
     ASSERT_EQ(sleeper.status, 201u) << sleeper.body;
-    ASSERT_TRUE(wait_ready(c, "none", 2));
+    ASSERT_TRUE(wait_pool_ready(c, "none", 2));
     const auto prepared_holders = holders(daemon);
     std::set<std::string> prepared = session_dirs(daemon);
     prepared.erase(kept);
@@ -541,7 +515,7 @@ TEST(PreparedSessions, KillNineAndRestartLeaveNothingOfThemAndShutdownEndsThem) 
     daemon.stop(60s);
     args.insert(args.end(), {"--prepare", "default=2"});
     ASSERT_TRUE(daemon.start()) << daemon.log();
-    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
     EXPECT_EQ(session_dirs(daemon).size(), 2u);
     const int status = daemon.stop(60s);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon.log();
@@ -559,7 +533,7 @@ TEST(PreparedSessions, TheFirstRunUsesTheLeafMadeAheadAndAnUnusedOneLeavesNothin
     CorraldProcess daemon({"--prepare", "default=2"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "default", 2)) << pool(c, "default") << daemon.log();
     const std::string sessions = daemon.instance_cgroup() + "/sessions/";
     for (const auto& sid : session_dirs(daemon))
         EXPECT_TRUE(std::filesystem::exists(sessions + sid + "/p1")) << sid;
@@ -607,7 +581,7 @@ TEST(PreparedSessions, AClaimedSessionWhoseMarkerOutlivedAKillNineIsStillTheClie
     CorraldProcess daemon({"--prepare", "none=3"});
     ASSERT_TRUE(daemon.ready()) << daemon.log();
     HttpClient c = daemon.client();
-    ASSERT_TRUE(wait_ready(c, "none", 3)) << pool(c, "none") << daemon.log();
+    ASSERT_TRUE(wait_pool_ready(c, "none", 3)) << pool(c, "none") << daemon.log();
     auto running = c.post("/v1/sessions", {{"policy", "none"}});
     ASSERT_EQ(running.status, 201u) << running.body;
     auto idle = c.post("/v1/sessions", {{"policy", "none"}});
@@ -626,7 +600,7 @@ TEST(PreparedSessions, AClaimedSessionWhoseMarkerOutlivedAKillNineIsStillTheClie
         if (!settled) std::this_thread::sleep_for(10ms);
     }
     EXPECT_TRUE(settled) << "a claimed session kept its prepared marker";
-    ASSERT_TRUE(wait_ready(c, "none", 3)) << pool(c, "none");
+    ASSERT_TRUE(wait_pool_ready(c, "none", 3)) << pool(c, "none");
     std::set<std::string> never_claimed = session_dirs(daemon);
     never_claimed.erase(adopted);
     never_claimed.erase(ended);

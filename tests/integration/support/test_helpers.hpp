@@ -9,9 +9,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
+
+#include "base/file_io.hpp"
 
 namespace corral::test_support {
 
@@ -40,6 +45,21 @@ inline bool exists(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0;
 }
 
+/// /proc/<pid>/<file> as text; "" when it cannot be read (the process is gone, not even a
+/// zombie, or the file is not there).
+inline std::string proc_text(pid_t pid, const std::string& file) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/" + file);
+    return text ? *text : std::string();
+}
+
+/// A /proc/<pid>/status field's value, without its tab ("" when absent).
+inline std::string status_field(pid_t pid, const std::string& field) {
+    std::istringstream lines(proc_text(pid, "status"));
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind(field + ":\t", 0) == 0) return line.substr(field.size() + 2);
+    return {};
+}
+
 /// Whether `needle` is anywhere in the writable memory of `pid` (heap, stacks, data: what was
 /// written; root reads /proc/<pid>/mem). nullopt: the memory could not be read.
 inline std::optional<bool> memory_holds(pid_t pid, const std::string& needle) {
@@ -64,6 +84,28 @@ inline std::optional<bool> memory_holds(pid_t pid, const std::string& needle) {
     if (!read_any) return std::nullopt;
     return false;
 }
+
+/// A fresh directory under /tmp, removed with what is in it however the test ends; path() is
+/// empty when it could not be made.
+class TempDir {
+  public:
+    explicit TempDir(const std::string& prefix) {
+        std::string pattern = "/tmp/" + prefix + "-XXXXXX";
+        if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+    }
+    ~TempDir() {
+        if (!path_.empty()) {
+            std::error_code ignored;
+            std::filesystem::remove_all(path_, ignored);
+        }
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+};
 
 /// A child of ours that waits for a signal: a stand-in for a process someone else started.
 /// Killed and reaped when this goes, unless it was reaped before (however the test ends).
