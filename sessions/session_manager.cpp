@@ -387,7 +387,6 @@ void SessionManager::async_create_session(const CreateSessionRequest& request,
     });
 }
 
-
 std::vector<SessionInfo> SessionManager::list_sessions(const std::optional<std::string>& only) {
     std::vector<SessionInfo> list;
     if (only) {

@@ -77,14 +77,49 @@ std::pair<int, int> reach_as_session_root(pid_t holder, pid_t target) {
     return {answer[0], answer[1]};
 }
 
-class FirstProcessAhead : public testing::PreparedPoolTest {};
+/// The capability lines of /proc/self/status as a session's command sees them.
+std::string capabilities_seen_by_a_run(HttpClient& c, const std::string& id) {
+    auto ran = c.post("/v1/sessions/" + id + "/run", {{"command", "grep ^Cap /proc/self/status"}});
+    EXPECT_EQ(ran.status, 200u) << ran.body;
+    return ran.status == 200 ? ran.json()["stdout"].get<std::string>() : std::string();
+}
+
+/// A /proc/<pid>/status capability mask as a number.
+uint64_t capability_mask(pid_t pid, const std::string& field) {
+    return std::stoull(status_field(pid, field), nullptr, 16);
+}
+
+class FirstProcessAhead : public testing::PreparedPoolTest {
+  protected:
+    /// Claims a prepared session of `policy`, whose confinement keeps the capabilities of
+    /// `kept`: its waiting child has dropped the rest of its bounding set already, and its first
+    /// run (that child) sees the capability lines its second run sees, `kept` bounding and
+    /// effective.
+    void expect_bounding_set_dropped_ahead(const std::string& policy, uint64_t kept) {
+        HttpClient& c = *client_;
+        const std::string id = claim(c, policy);
+        ASSERT_FALSE(id.empty());
+        const pid_t waiting = waiting_child(id);
+        ASSERT_NE(waiting, 0);
+        EXPECT_EQ(capability_mask(waiting, "CapBnd"), kept) << proc_text(waiting, "status");
+        EXPECT_NE(capability_mask(::getpid(), "CapBnd"), kept) << "control: ours is whole";
+        const std::string first = capabilities_seen_by_a_run(c, id);
+        EXPECT_TRUE(gone_within(waiting, 5s)) << "the first run was the waiting child";
+        const std::string second = capabilities_seen_by_a_run(c, id);
+        EXPECT_EQ(first, second);
+        char mask[32];
+        std::snprintf(mask, sizeof mask, "%016llx\n", static_cast<unsigned long long>(kept));
+        EXPECT_NE(first.find(std::string("CapBnd:\t") + mask), std::string::npos) << first;
+        EXPECT_NE(first.find(std::string("CapEff:\t") + mask), std::string::npos) << first;
+        EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+    }
+};
 
 // The first run of a claimed session is the child that waited in p1: the same process (its pid
 // inside the session is what `$$` says), with the run's own cwd and environment, and nothing else
 // of corrald's waits beside it (the session's pid namespace holds the holder and the command).
 TEST_F(FirstProcessAhead, TheFirstRunIsTheChildThatWaitedInItsLeaf) {
     ASSERT_NO_FATAL_FAILURE(start(1));
-    CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
     ASSERT_FALSE(id.empty());
@@ -116,7 +151,6 @@ TEST_F(FirstProcessAhead, TheFirstRunIsTheChildThatWaitedInItsLeaf) {
 // zygote's (no session's descriptors either: it closed the holder's pidfd once it had joined).
 TEST_F(FirstProcessAhead, TheWaitingChildHoldsOnlyStdioAndItsSocket) {
     ASSERT_NO_FATAL_FAILURE(start(1));
-    CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
     const pid_t waiting = waiting_child(id);
@@ -186,7 +220,6 @@ TEST_F(FirstProcessAhead, AProcessOfTheSessionCannotReachTheWaitingChild) {
 // and here `ls`'s own directory), not the waiting child's socket or its report channel.
 TEST_F(FirstProcessAhead, TheFirstCommandHoldsWhatEveryCommandHolds) {
     ASSERT_NO_FATAL_FAILURE(start(1));
-    CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
     ASSERT_NE(waiting_child(id), 0);
@@ -204,7 +237,6 @@ TEST_F(FirstProcessAhead, TheFirstCommandHoldsWhatEveryCommandHolds) {
 // runs, and the child is reaped, not left waiting beside it.
 TEST_F(FirstProcessAhead, AFirstLaunchItCannotTakeEndsItAndRunsAnotherWay) {
     ASSERT_NO_FATAL_FAILURE(start(1));
-    CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
     const pid_t waiting = waiting_child(id);
@@ -326,7 +358,6 @@ TEST_F(FirstProcessAhead, AnUnusedOneEndsWithItsSessionAndIsReaped) {
 // operator): the run is launched as any other, in the same leaf, and succeeds.
 TEST_F(FirstProcessAhead, AFirstRunStillWorksWhenTheWaitingChildIsGone) {
     ASSERT_NO_FATAL_FAILURE(start(1));
-    CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
     const std::string id = claim(c);
     const pid_t waiting = waiting_child(id);
@@ -363,40 +394,14 @@ TEST_F(FirstProcessAhead, ARestartLeavesNoWaitingChildAndTheSessionRuns) {
     EXPECT_EQ(again.del("/v1/sessions/" + id).status, 200u);
 }
 
-/// The capability lines of /proc/self/status as a session's command sees them.
-std::string capabilities_seen_by_a_run(HttpClient& c, const std::string& id) {
-    auto ran = c.post("/v1/sessions/" + id + "/run", {{"command", "grep ^Cap /proc/self/status"}});
-    EXPECT_EQ(ran.status, 200u) << ran.body;
-    return ran.status == 200 ? ran.json()["stdout"].get<std::string>() : std::string();
-}
-
-/// A /proc/<pid>/status capability mask as a number.
-uint64_t capability_mask(pid_t pid, const std::string& field) {
-    return std::stoull(status_field(pid, field), nullptr, 16);
-}
-
 // The waiting child drops the capability bounding set of its session's confinement while it
 // waits (launch_ahead.hpp), and its command then skips that step: the first run must still see
 // exactly what every later run sees (CVE-2022-0492 escaped through a capability a process should
 // not have kept; a bounding set left whole would let a setuid-root file of the session's user
-// namespace regain everything at exec).
+// namespace regain everything at exec). `default` keeps none.
 TEST_F(FirstProcessAhead, TheWaitingChildDropsTheBoundingSetTheFirstRunWouldHaveDropped) {
     ASSERT_NO_FATAL_FAILURE(start(1));
-    CorraldProcess& daemon = *daemon_;
-    HttpClient& c = *client_;
-    const std::string id = claim(c);
-    const pid_t waiting = waiting_child(id);
-    ASSERT_NE(waiting, 0);
-    // `default` keeps no capability: dropped already while it waits; corrald's own set is whole.
-    EXPECT_EQ(capability_mask(waiting, "CapBnd"), 0u) << proc_text(waiting, "status");
-    EXPECT_NE(capability_mask(::getpid(), "CapBnd"), 0u) << "control: this test keeps its set";
-    const std::string first = capabilities_seen_by_a_run(c, id);
-    EXPECT_TRUE(gone_within(waiting, 5s)) << "the first run was the waiting child";
-    const std::string second = capabilities_seen_by_a_run(c, id);
-    EXPECT_EQ(first, second);
-    EXPECT_NE(first.find("CapBnd:\t0000000000000000\n"), std::string::npos) << first;
-    EXPECT_NE(first.find("CapEff:\t0000000000000000\n"), std::string::npos) << first;
-    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+    expect_bounding_set_dropped_ahead("default", 0);
 }
 
 // A policy that keeps a capability: dropped ahead is everything but it, and the first run has it
@@ -414,22 +419,7 @@ TEST_F(FirstProcessAhead, ACapabilityThePolicyKeepsIsKeptByTheFirstRunAsByLaterO
         << "name: keeper\nextends: default\n"
            "capabilities: { inherit: false, keep: [CAP_NET_BIND_SERVICE] }\n";
     ASSERT_NO_FATAL_FAILURE(start_with({"--policy-dir", dir}, "keeper", 1));
-    CorraldProcess& daemon = *daemon_;
-    HttpClient& c = *client_;
-    const std::string id = claim(c, "keeper");
-    ASSERT_FALSE(id.empty());
-    const pid_t waiting = waiting_child(id);
-    ASSERT_NE(waiting, 0);
-    const uint64_t net_bind_service = uint64_t{1} << CAP_NET_BIND_SERVICE;
-    EXPECT_EQ(capability_mask(waiting, "CapBnd"), net_bind_service)
-        << proc_text(waiting, "status");
-    const std::string first = capabilities_seen_by_a_run(c, id);
-    EXPECT_TRUE(gone_within(waiting, 5s)) << "the first run was the waiting child";
-    const std::string second = capabilities_seen_by_a_run(c, id);
-    EXPECT_EQ(first, second);
-    EXPECT_NE(first.find("CapBnd:\t0000000000000400\n"), std::string::npos) << first;
-    EXPECT_NE(first.find("CapEff:\t0000000000000400\n"), std::string::npos) << first;
-    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+    expect_bounding_set_dropped_ahead("keeper", uint64_t{1} << CAP_NET_BIND_SERVICE);
 }
 
 }  // namespace
