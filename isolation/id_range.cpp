@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -21,6 +23,32 @@ struct Span {
     uint64_t first;
     uint64_t count;
 };
+
+/// The slots this process holds a lease on, by lock dir (id_range.hpp: skipped without a look).
+class HeldSlots {
+  public:
+    bool holds(const std::string& dir, uid_t base) {
+        std::lock_guard lock(mutex_);
+        return held_.count({dir, base}) != 0;
+    }
+    void add(const std::string& dir, uid_t base) {
+        std::lock_guard lock(mutex_);
+        held_.insert({dir, base});
+    }
+    void remove(const std::string& dir, uid_t base) {
+        std::lock_guard lock(mutex_);
+        held_.erase({dir, base});
+    }
+
+  private:
+    std::mutex mutex_;
+    std::set<std::pair<std::string, uid_t>> held_;
+};
+
+HeldSlots& held_slots() {
+    static HeldSlots* slots = new HeldSlots;  // never destroyed: leases may outlive statics
+    return *slots;
+}
 
 enum class IdFile {
     accounts,     ///< passwd/group: "name:x:ID:..." names one id
@@ -160,6 +188,27 @@ bool is_corral_range_id(uint32_t id) {
     return id >= kIdRangeFirst && id < kIdRangeFirst + kIdRangeSlots * kIdRangeSize;
 }
 
+IdRangeLease::IdRangeLease(IdRangeLease&& other) noexcept
+    : lock_(std::move(other.lock_)), base_(other.base_), lock_dir_(std::move(other.lock_dir_)) {}
+
+IdRangeLease& IdRangeLease::operator=(IdRangeLease&& other) noexcept {
+    if (this != &other) {
+        release();
+        lock_ = std::move(other.lock_);
+        base_ = other.base_;
+        lock_dir_ = std::move(other.lock_dir_);
+    }
+    return *this;
+}
+
+IdRangeLease::~IdRangeLease() { release(); }
+
+void IdRangeLease::release() noexcept {
+    if (!lock_.valid()) return;
+    held_slots().remove(lock_dir_, base_);
+    lock_.reset();
+}
+
 Result<IdRangeLease> IdRangeLease::acquire(const std::string& lock_dir) {
     CORRAL_TRY(make_lock_dir(lock_dir), "uid range");
     std::vector<Span> taken;
@@ -169,7 +218,7 @@ Result<IdRangeLease> IdRangeLease::acquire(const std::string& lock_dir) {
     add_taken_ids("/etc/subgid", IdFile::subordinate, taken);
     for (uint32_t slot = 0; slot < kIdRangeSlots; ++slot) {
         uid_t base = kIdRangeFirst + slot * kIdRangeSize;
-        if (overlaps(taken, base, kIdRangeSize)) continue;
+        if (overlaps(taken, base, kIdRangeSize) || held_slots().holds(lock_dir, base)) continue;
         std::string path = lock_dir + "/" + std::to_string(slot) + ".lock";
         auto taken_slot = lock_slot(path, base);
         if (!taken_slot) return std::move(taken_slot.error());
@@ -177,6 +226,8 @@ Result<IdRangeLease> IdRangeLease::acquire(const std::string& lock_dir) {
         IdRangeLease lease;
         lease.lock_ = std::move(*taken_slot);
         lease.base_ = base;
+        lease.lock_dir_ = lock_dir;
+        held_slots().add(lock_dir, base);
         return lease;
     }
     return sys_error(EAGAIN, "uid range: all " + std::to_string(kIdRangeSlots) +
