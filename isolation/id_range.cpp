@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -25,24 +26,27 @@ struct Span {
 };
 
 /// The slots this process holds a lease on, by lock dir (id_range.hpp: skipped without a look).
+/// Looked up once per slot a scan passes, and released from a noexcept destructor: neither copies
+/// the dir's name nor allocates (only add() does).
 class HeldSlots {
   public:
     bool holds(const std::string& dir, uid_t base) {
         std::lock_guard lock(mutex_);
-        return held_.count({dir, base}) != 0;
+        auto found = held_.find(dir);
+        return found != held_.end() && found->second.count(base) != 0;
     }
     void add(const std::string& dir, uid_t base) {
         std::lock_guard lock(mutex_);
-        held_.insert({dir, base});
+        held_[dir].insert(base);
     }
-    void remove(const std::string& dir, uid_t base) {
+    void remove(const std::string& dir, uid_t base) noexcept {
         std::lock_guard lock(mutex_);
-        held_.erase({dir, base});
+        if (auto found = held_.find(dir); found != held_.end()) found->second.erase(base);
     }
 
   private:
     std::mutex mutex_;
-    std::set<std::pair<std::string, uid_t>> held_;
+    std::map<std::string, std::set<uid_t>, std::less<>> held_;
 };
 
 HeldSlots& held_slots() {

@@ -144,6 +144,8 @@ class Session : public std::enable_shared_from_this<Session> {
     /// Removes the prepared marker a journalled claim left for after the client's answer
     /// (claim() says why); no-op when there is none. Ending the session removes it too.
     void settle_claim();
+    /// Claimed, and what settle_claim() does is still to be done.
+    bool claim_unsettled() const { return marker_left_ && state_ != SessionState::ended; }
     /// Takes over a session a previous run of the daemon left running (session_adoption.cpp):
     /// its cgroup, holder, limits, directory, ports (forwarders made anew), tokens, env and
     /// processes, from `record`. `notes` gets what could not be taken and why. An error means

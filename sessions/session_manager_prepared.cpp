@@ -145,10 +145,18 @@ void SessionManager::schedule_refill(Millis delay) {
 }
 
 void SessionManager::creation_answered(const std::string& sid) {
+    auto found = sessions_.find(sid);
+    if (found == sessions_.end() || !found->second->claim_unsettled()) return;  // not a claim
     // Not now: a client that has its answer sends its first command next, and the marker's unlink
     // (~50 us after an idle pause) was read on that command's way. A restart in between still
-    // takes the session for a client's (its claim is journalled: Session::claim).
-    if (sessions_.count(sid) == 0) return;
+    // takes the session for a client's: its claim is journalled (Session::claim), and recovery
+    // goes by the journal, marker or not (with a journal refused at the restart, as with no
+    // journal, a claim in this window would be taken for a prepared one: that window was ~50 us
+    // and is now up to the refill gate's 20 ms).
+    if (!refill_timer_ || shutting_down_) {  // no refill to ride with
+        found->second->settle_claim();
+        return;
+    }
     claims_to_settle_.push_back(sid);
     schedule_refill(kRefillDelay);  // armed by the claim already, unless a refill ran since
 }

@@ -756,6 +756,20 @@ class ZygoteLaunchTest : public LauncherTest {
         EXPECT_TRUE(status) << status.error().describe();
         return {text, status ? *status : WaitStatus{}};
     }
+    /// AKilledZygoteIsReapedAndLaunchesGoOn's checks.
+    void kill_the_zygote_and_launch() {
+        const pid_t pid = zygote_->pid();
+        ASSERT_EQ(::kill(pid, SIGKILL), 0);
+        const uint64_t before = zygote_->launches();
+        auto [out, status] = run_through_worker(forked_spec({"echo", "still"}));
+        EXPECT_EQ(out, "still\n");
+        EXPECT_EQ(status.code, 0);
+        EXPECT_FALSE(zygote_->alive());
+        EXPECT_EQ(zygote_->launches(), before);
+        EXPECT_FALSE(exists("/proc/" + std::to_string(pid))) << "left a zombie";
+        auto again = run_through_worker(forked_spec({"true"}));
+        EXPECT_EQ(again.second.code, 0);
+    }
     LaunchWorker* worker_ = nullptr;
     LaunchZygote* zygote_ = nullptr;
     std::optional<Confinement> confinement_;
@@ -838,24 +852,19 @@ TEST_F(ZygoteLaunchTest, AChildStuckBeforeExecStallsNoOtherLaunch) {
 }
 
 // A zygote killed (by an operator, the OOM killer) is reaped, not left a zombie, and launches go
-// on from the worker's thread as before the zygote. A zygote of its own (forked, as the worker's
-// is in this binary, so never restarted): killing the worker's would leave it dead for every later
-// test of this process, which passed only while each test ran in a process of its own.
+// on from the worker's thread as before the zygote. In a process of its own (a "threadsafe" death
+// test runs the test again in a fresh process): the zygote it kills is the worker's, this
+// process's only one, which stays dead (a forked zygote is never restarted), so every later test
+// of a run of the whole binary failed on it.
 TEST_F(ZygoteLaunchTest, AKilledZygoteIsReapedAndLaunchesGoOn) {
-    auto own = LaunchZygote::start(*worker_, kSetupReportLimit, /*image=*/-1);
-    ASSERT_TRUE(own) << own.error().describe();
-    const pid_t pid = (*own)->pid();
-    ASSERT_EQ(::kill(pid, SIGKILL), 0);
-    const uint64_t before = (*own)->launches();
-    EXPECT_FALSE((*own)->launch_begin(forked_spec({"echo", "still"})).has_value())
-        << "a killed zygote launched: the caller must launch another way";
-    EXPECT_FALSE((*own)->alive());
-    EXPECT_EQ((*own)->launches(), before);
-    EXPECT_FALSE(exists("/proc/" + std::to_string(pid))) << "left a zombie";
-    // What the caller does then: the worker launches it itself when its zygote has none to give.
-    auto [out, status] = run_through_worker(forked_spec({"echo", "still"}));
-    EXPECT_EQ(out, "still\n");
-    EXPECT_EQ(status.code, 0);
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            kill_the_zygote_and_launch();
+            TearDown();  // this process's cgroup: its fixture is never destroyed
+            std::_Exit(HasFailure() ? 1 : 0);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 // A zygote that stops answering (stopped, stuck) holds a launch for its limit at most, then is
