@@ -204,12 +204,13 @@ Result<PendingLaunch> Process::launch_child(const LaunchSpec& spec) {
     return launch_from_small_table(spec);
 }
 
+void end_waiting_child(std::shared_ptr<WaitingLaunch>& waiting, ChildReaper& reaper) {
+    if (waiting && !end_waiting_launch(*waiting)) reaper.hand_over(std::move(waiting->child));
+    waiting.reset();
+}
+
 void Process::end_unused_waiting() {
-    // Not left unreaped either: it is a child of the launch worker's thread, which the orphan
-    // walk does not see.
-    if (setup_.waiting && !end_waiting_launch(*setup_.waiting))
-        reaper_.hand_over(std::move(setup_.waiting->child));
-    setup_.waiting.reset();
+    end_waiting_child(setup_.waiting, reaper_);
 }
 
 void Process::take_launch(PendingLaunch launch) {

@@ -111,6 +111,11 @@ struct ResumedOutput {
     bool any() const { return stdout_fd.valid() || stderr_fd.valid() || pty_master.valid(); }
 };
 
+/// Ends a child started ahead that no launch took (launch_ahead.hpp): killed, and reaped here
+/// once it is gone (within end_waiting_launch's moment), else handed to `reaper` (it is a child of
+/// the launch worker's thread, which the orphan walk does not see). `waiting` is empty after.
+void end_waiting_child(std::shared_ptr<WaitingLaunch>& waiting, ChildReaper& reaper);
+
 /// A started process and its record.
 class Process : public std::enable_shared_from_this<Process> {
   public:
@@ -264,7 +269,7 @@ class Process : public std::enable_shared_from_this<Process> {
     /// Launches `spec`: hands it to setup_.waiting's child when there is one, else (and when
     /// that child cannot take it, which is then ended first) from the launch worker.
     Result<PendingLaunch> launch_child(const LaunchSpec& spec);
-    /// Kills and hands to the reaper setup_.waiting's child when no launch took it.
+    /// end_waiting_child() of setup_.waiting, when no launch took it.
     void end_unused_waiting();
     /// Makes a started launch this process's: its child is main_ (owned by the reaper), its
     /// report channel watched unless the child already exec'd (either launch_* above).

@@ -353,9 +353,7 @@ void Session::end_now() {
     // children keep a pid namespace's holder from exiting (it waits until its namespace is
     // reaped), and orphans reparented to us keep the cgroup populated. A p1 that waited for
     // nothing is such a child, of the launch worker's thread, which the walk does not see.
-    if (first_launch_ && !end_waiting_launch(*first_launch_))
-        context_.reaper.hand_over(std::move(first_launch_->child));
-    first_launch_.reset();
+    end_waiting_child(first_launch_, context_.reaper);
     if (cgroup_.valid()) (void)cgroup_.kill_all();
     for (const auto& process : processes()) process->collect_exit_blocking();
     const auto deadline = std::chrono::steady_clock::now() + kKillBound;
