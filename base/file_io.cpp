@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 #include "base/unique_fd.hpp"
 #include "base/openat2.hpp"
@@ -138,6 +140,13 @@ Status write_file(int dirfd, const std::string& path, const std::string& content
 
 Status write_file(const std::string& path, const std::string& content) {
     return write_file(AT_FDCWD, path, content);
+}
+
+std::optional<std::string> real_path(const std::string& path) {
+    std::unique_ptr<char, decltype(&std::free)> resolved(::realpath(path.c_str(), nullptr),
+                                                         &std::free);
+    if (!resolved) return std::nullopt;
+    return std::string(resolved.get());
 }
 
 }  // namespace corral

@@ -3,6 +3,7 @@
 // naming the path, so callers only add their own context.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "base/error.hpp"
@@ -37,5 +38,9 @@ Result<std::string> read_file(const std::string& path);
 Status write_file(int dirfd, const std::string& path, const std::string& content);
 /// Same, for an absolute or cwd-relative path.
 Status write_file(const std::string& path, const std::string& content);
+
+/// `path` with every symbolic link and `.`/`..` resolved (realpath(3)); nothing when some part of
+/// it does not exist or cannot be searched.
+std::optional<std::string> real_path(const std::string& path);
 
 }  // namespace corral
