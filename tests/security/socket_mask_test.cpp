@@ -6,14 +6,17 @@
 // connect to is masked, a directory holding too many is covered whole, and what is still too
 // much is refused with an error naming the sockets.
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
@@ -201,6 +204,83 @@ TEST_F(SocketMask, ASocketWhoseAclGrantsMoreThanItsModeIsMasked) {
     auto r = timed_run(count_mounts(socket), &seconds);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "1\n") << "the socket with an ACL is not masked";
+}
+
+// Round 2, stop 36: the sockets to mask were read from /proc/net/unix's text, which holds a
+// socket's name as its binder passed it, byte for byte, and says nothing of its file. A name with a
+// newline was read as two lines, a socket renamed into place after its bind (how a service
+// replaces one atomically) was listed under its old name, a relative name under no directory: a
+// `default` sandbox connected to each of these world-writable host sockets. The kernel's
+// sock_diag now says each socket's file (device, inode), found at its name, renamed in its
+// directory, or beside the working directory of a process that holds it.
+TEST_F(SocketMask, ASocketWhoseNameHoldsANewlineIsMasked) {
+    listen_at(sockets_dir_ / "line\nbreak", 0777);
+    if (HasFatalFailure()) return;
+    double seconds = 0;
+    auto r = timed_run(count_mounts(sockets_dir_) +
+                           "; chmod 755 probe; ./probe connect-unix \"$(printf '%s/line\\nbreak' " +
+                           sockets_dir_.string() + ")\"; true",
+                       &seconds);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "1") << "no mask over it: " << r.out;
+    EXPECT_NE(answers(r.out)["connect"], "ok") << "the sandbox connected to it: " << r.out;
+}
+
+TEST_F(SocketMask, ASocketRenamedIntoPlaceAfterItsBindIsMasked) {
+    listen_at(sockets_dir_ / "service.sock.new", 0777);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(::rename((sockets_dir_ / "service.sock.new").c_str(),
+                       (sockets_dir_ / "service.sock").c_str()),
+              0)
+        << std::strerror(errno);
+    double seconds = 0;
+    auto r = timed_run(count_mounts(sockets_dir_) + "; chmod 755 probe; ./probe connect-unix " +
+                           (sockets_dir_ / "service.sock").string() + "; true",
+                       &seconds);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "1") << "no mask over it: " << r.out;
+    EXPECT_NE(answers(r.out)["connect"], "ok") << "the sandbox connected to it: " << r.out;
+}
+
+TEST_F(SocketMask, ASocketBoundByARelativeNameIsMasked) {
+    // A working directory is a process's: the binder is a child of its own, holding the socket
+    // until it is killed (async-signal-safe calls only between fork and _exit).
+    int ready[2];
+    ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+    const std::string dir = sockets_dir_.string();
+    const pid_t binder = ::fork();
+    ASSERT_GE(binder, 0) << std::strerror(errno);
+    if (binder == 0) {
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::memcpy(address.sun_path, "relative.sock", sizeof "relative.sock");
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        if (::chdir(dir.c_str()) != 0 || fd < 0 ||
+            ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+            ::listen(fd, 1) != 0 || ::chmod("relative.sock", 0777) != 0)
+            ::_exit(1);
+        (void)::write(ready[1], "r", 1);
+        for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    struct KillBinder {
+        pid_t pid;
+        ~KillBinder() {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+    } kill_binder{binder};
+    char byte = 0;
+    const ssize_t got = ::read(ready[0], &byte, 1);
+    ::close(ready[0]);
+    ASSERT_EQ(got, 1) << "the binder failed";
+    double seconds = 0;
+    auto r = timed_run(count_mounts(sockets_dir_) + "; chmod 755 probe; ./probe connect-unix " +
+                           (sockets_dir_ / "relative.sock").string() + "; true",
+                       &seconds);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "1") << "no mask over it: " << r.out;
+    EXPECT_NE(answers(r.out)["connect"], "ok") << "the sandbox connected to it: " << r.out;
 }
 
 TEST_F(SocketMask, TooManyReachableSocketsInTheJobDirectoryAreRefusedClearly) {

@@ -1,0 +1,116 @@
+// The listing the mount plan masks host sockets from (isolation/host_unix_sockets.hpp): names byte
+// for byte with their files' identities, and each socket's file where it is now. The sandbox side
+// of the same (that such sockets are masked) is tests/security/socket_mask_test.cpp.
+#include "isolation/host_unix_sockets.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.hpp"
+
+namespace corral {
+namespace {
+
+namespace fs = std::filesystem;
+
+class HostUnixSockets : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/corral-unix-sockets-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+    }
+    void TearDown() override {
+        sockets_.clear();
+        std::error_code ignored;
+        fs::remove_all(dir_, ignored);
+    }
+    /// A listening socket bound at `path` (any bytes but NUL), kept until the test ends.
+    void listen_at(const std::string& path) {
+        UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        ASSERT_TRUE(fd.valid());
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        ASSERT_LT(path.size(), sizeof address.sun_path);
+        std::memcpy(address.sun_path, path.data(), path.size());
+        ASSERT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0)
+            << path << ": " << std::strerror(errno);
+        ASSERT_EQ(::listen(fd.get(), 1), 0);
+        sockets_.push_back(std::move(fd));
+    }
+    static bool has(const std::vector<std::string>& files, const std::string& path) {
+        return std::find(files.begin(), files.end(), path) != files.end();
+    }
+
+    std::string dir_;
+    std::vector<UniqueFd> sockets_;
+};
+
+TEST_F(HostUnixSockets, ANameIsListedByteForByteWithItsFilesDeviceAndInode) {
+    // /proc/net/unix's text split this name in two (round 2, stop 36).
+    const std::string path = dir_ + "/new\nline and space";
+    listen_at(path);
+    if (HasFatalFailure()) return;
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    const auto listed = bound_unix_sockets();
+    auto it = std::find_if(listed.begin(), listed.end(),
+                           [&](const BoundUnixSocket& s) { return s.name == path; });
+    ASSERT_NE(it, listed.end()) << "not listed under its exact name";
+    EXPECT_EQ(it->device, st.st_dev);
+    EXPECT_EQ(static_cast<uint32_t>(it->inode), static_cast<uint32_t>(st.st_ino));
+    EXPECT_NE(it->socket_inode, 0u);
+    EXPECT_TRUE(has(host_unix_socket_files(), path));
+}
+
+TEST_F(HostUnixSockets, ASocketRenamedInItsDirectoryIsFoundUnderItsNewName) {
+    listen_at(dir_ + "/bound.tmp");
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(::rename((dir_ + "/bound.tmp").c_str(), (dir_ + "/live.sock").c_str()), 0);
+    const auto files = host_unix_socket_files();
+    EXPECT_TRUE(has(files, dir_ + "/live.sock"));
+    EXPECT_FALSE(has(files, dir_ + "/bound.tmp"));
+}
+
+TEST_F(HostUnixSockets, AnotherSocketNowAtAListedNameIsNotTakenForIt) {
+    // The listed socket's file was removed and another file put there: only a listed socket's
+    // own file counts (the other one, if it is a bound socket, is listed itself).
+    listen_at(dir_ + "/first");
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(::unlink((dir_ + "/first").c_str()), 0);
+    ASSERT_EQ(::mknod((dir_ + "/first").c_str(), S_IFSOCK | 0600, 0), 0) << std::strerror(errno);
+    EXPECT_FALSE(has(host_unix_socket_files(), dir_ + "/first"));
+}
+
+TEST_F(HostUnixSockets, ARelativeNameIsFoundFromItsHoldersWorkingDirectory) {
+    const fs::path before = fs::current_path();
+    ASSERT_EQ(::chdir(dir_.c_str()), 0);
+    listen_at("relative.sock");
+    ASSERT_EQ(::chdir(before.c_str()), 0);
+    if (HasFatalFailure()) return;
+    // Its holder (this process) is elsewhere now: not found from here...
+    EXPECT_FALSE(has(host_unix_socket_files(), dir_ + "/relative.sock"));
+    // ...and found once its holder's directory is the one it was bound in. (Each socket's holders
+    // are looked up once while it exists, so this one is bound anew.)
+    sockets_.clear();
+    ASSERT_EQ(::chdir(dir_.c_str()), 0);
+    ::unlink("relative.sock");
+    listen_at("relative.sock");
+    const auto files = host_unix_socket_files();
+    ASSERT_EQ(::chdir(before.c_str()), 0);
+    EXPECT_TRUE(has(files, dir_ + "/relative.sock"));
+}
+
+}  // namespace
+}  // namespace corral
