@@ -118,11 +118,12 @@ std::vector<BoundUnixSocket> read_proc_net_unix() {
     return out;
 }
 
-bool is_file_of(const BoundUnixSocket& socket, const struct stat& st) {
-    if (!S_ISSOCK(st.st_mode)) return false;
-    if (socket.inode == 0) return true;  // names only: any socket there is taken for it
-    return st.st_dev == socket.device &&
-           static_cast<uint32_t>(st.st_ino) == static_cast<uint32_t>(socket.inode);
+/// Whether `st` may be `socket`'s file by its inode number. The device is not compared, and
+/// cannot be: on overlayfs (a container's root, CI runners) stat() says the upper layer's device
+/// for a file while the kernel names the socket by the overlay's. An inode match among sockets
+/// errs only toward masking one more.
+bool same_inode(const BoundUnixSocket& socket, const struct stat& st) {
+    return static_cast<uint32_t>(st.st_ino) == static_cast<uint32_t>(socket.inode);
 }
 
 /// The socket files of one directory by (32-bit) inode number, read once per call of
@@ -136,7 +137,8 @@ class DirectorySockets {
         if (entry == it->second.end()) return std::nullopt;
         const std::string path = dir == "/" ? "/" + entry->second : dir + "/" + entry->second;
         struct stat st;
-        if (::lstat(path.c_str(), &st) != 0 || !is_file_of(socket, st)) return std::nullopt;
+        if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || !same_inode(socket, st))
+            return std::nullopt;
         return path;
     }
 
@@ -232,17 +234,20 @@ std::vector<std::string> host_unix_socket_files() {
     static RelativeNames relative_names;
     std::vector<std::string> out;
     DirectorySockets renamed;
-    // Its file at `name`, or renamed in `name`'s directory.
+    // Whatever socket file is at `name` (it, or one bound there since: both are masked, as
+    // before sock_diag), and, unless that is it, its file renamed within `name`'s directory.
     auto locate = [&](const BoundUnixSocket& socket, const std::string& name) {
         struct stat st;
-        if (::stat(name.c_str(), &st) == 0 && is_file_of(socket, st)) {
-            // Its file, maybe through symbolic links: where it really is.
+        bool found_it = false;
+        if (::stat(name.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+            // Maybe through symbolic links: where it really is.
             auto host = real_path(name);
-            if (host && ::lstat(host->c_str(), &st) == 0 && is_file_of(socket, st))
+            if (host && ::lstat(host->c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+                found_it = same_inode(socket, st);
                 out.push_back(std::move(*host));
-            return;
+            }
         }
-        if (socket.inode == 0) return;
+        if (found_it || socket.inode == 0) return;
         const size_t slash = name.rfind('/');
         auto dir = real_path(slash == 0 ? "/" : name.substr(0, slash));
         if (!dir) return;

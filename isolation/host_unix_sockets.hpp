@@ -15,7 +15,8 @@ struct BoundUnixSocket {
     /// working directory at the time; any byte but NUL (a newline included).
     std::string name;
     /// Its file's device and inode as the kernel reports them (sock_diag: a 32-bit inode number,
-    /// the kernel's device encoding turned into st_dev's); 0 and 0 when only a name is known.
+    /// the kernel's device encoding turned into st_dev's; on overlayfs, the overlay's device,
+    /// which stat() does not say for a file); 0 and 0 when only a name is known.
     dev_t device = 0;
     ino_t inode = 0;
     /// The socket's own inode (what /proc/<pid>/fd links name as "socket:[N]"); 0 when unknown.
@@ -29,9 +30,10 @@ struct BoundUnixSocket {
 std::vector<BoundUnixSocket> bound_unix_sockets();
 
 /// The real paths (symbolic links resolved, sorted, each once) of the files of every socket
-/// bound_unix_sockets() lists that can be found: its name, when that resolves to its file; else,
-/// when the kernel gave its identity, the entry of its name's directory that is its file (a
-/// socket bound under one name and renamed into place, the usual way to replace one atomically).
+/// bound_unix_sockets() lists that can be found: the socket file at its name (whichever socket it
+/// is now: masking one more is safe); unless that is its own, the entry of its name's directory
+/// with its inode number (a socket bound under one name and renamed into place, the usual way to
+/// replace one atomically).
 /// A relative name is taken from the working directory of a process that holds the socket (found
 /// by its descriptors in /proc, as `ss -xp` does; once per socket, remembered while it exists).
 /// Not found: a file moved to another directory or removed, a relative name whose binders all
