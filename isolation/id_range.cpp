@@ -30,10 +30,18 @@ struct Span {
 /// the dir's name nor allocates (only add() does).
 class HeldSlots {
   public:
-    bool holds(const std::string& dir, uid_t base) {
+    /// The first of `base`, `base + step`, ... that this process holds no lease on: one walk
+    /// along the held slots in order (beside 1,000 sessions a lookup per slot was ~0.3 ms of
+    /// every creation's, issue 18).
+    uint64_t first_unheld(const std::string& dir, uint64_t base, uint64_t step) {
         std::lock_guard lock(mutex_);
         auto found = held_.find(dir);
-        return found != held_.end() && found->second.count(base) != 0;
+        if (found == held_.end()) return base;
+        const std::set<uid_t>& held = found->second;
+        for (auto it = held.lower_bound(static_cast<uid_t>(base)); it != held.end() && *it == base;
+             ++it)
+            base += step;
+        return base;
     }
     void add(const std::string& dir, uid_t base) {
         std::lock_guard lock(mutex_);
@@ -221,8 +229,12 @@ Result<IdRangeLease> IdRangeLease::acquire(const std::string& lock_dir) {
     add_taken_ids("/etc/subuid", IdFile::subordinate, taken);
     add_taken_ids("/etc/subgid", IdFile::subordinate, taken);
     for (uint32_t slot = 0; slot < kIdRangeSlots; ++slot) {
+        const uint64_t unheld = held_slots().first_unheld(
+            lock_dir, kIdRangeFirst + uint64_t{slot} * kIdRangeSize, kIdRangeSize);
+        slot = static_cast<uint32_t>((unheld - kIdRangeFirst) / kIdRangeSize);
+        if (slot >= kIdRangeSlots) break;
         uid_t base = kIdRangeFirst + slot * kIdRangeSize;
-        if (overlaps(taken, base, kIdRangeSize) || held_slots().holds(lock_dir, base)) continue;
+        if (overlaps(taken, base, kIdRangeSize)) continue;
         std::string path = lock_dir + "/" + std::to_string(slot) + ".lock";
         auto taken_slot = lock_slot(path, base);
         if (!taken_slot) return std::move(taken_slot.error());
