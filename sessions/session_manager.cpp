@@ -207,6 +207,7 @@ SessionManager::~SessionManager() {
     retention_timers_.clear();
     auto sessions = std::move(sessions_);
     sessions_.clear();
+    ended_registered_ = 0;
     for (auto& [sid, session] : sessions) session->end_now();
     sessions.clear();
     auto starting = std::move(starting_);
@@ -295,9 +296,13 @@ void SessionManager::hide_daemon_paths(Policy& policy) const {
 }
 
 size_t SessionManager::live_count() const {
-    size_t live = starting_.size();
-    for (const auto& [sid, session] : sessions_) live += session->state() != SessionState::ended;
-    return live;
+    return starting_.size() + session_count();
+}
+
+void SessionManager::register_session(const std::string& sid, std::shared_ptr<Session> session) {
+    // Never one already ended in practice (a creation answers only a ready one): counted anyway.
+    ended_registered_ += session->state() == SessionState::ended;
+    sessions_[sid] = std::move(session);
 }
 
 Status SessionManager::check_room() const {
@@ -344,7 +349,7 @@ Result<CreatedSession> SessionManager::create_session(const CreateSessionRequest
     auto session = Session::create(session_context(), *id, std::move(policy), resolved,
                                    [this](Session& ended) { on_session_ended(ended.id()); });
     if (!session) return std::move(session.error());
-    sessions_[*id] = *session;
+    register_session(*id, *session);
     return created_record(**session);
 }
 
@@ -360,7 +365,7 @@ void SessionManager::async_create_session(const CreateSessionRequest& request,
     if (auto prepared = take_prepared(request)) {
         Status claimed = prepared->claim(request);
         if (claimed) {
-            sessions_[prepared->id()] = prepared;
+            register_session(prepared->id(), prepared);
             return answer(std::move(handler), created_record(*prepared));
         }
         if (config_.log) config_.log("prepared session: " + claimed.error().describe());
@@ -382,7 +387,7 @@ void SessionManager::async_create_session(const CreateSessionRequest& request,
         std::shared_ptr<Session> started = std::move(found->second);
         starting_.erase(found);
         if (!ready) return answer(std::move(handler), std::move(ready.error()));
-        sessions_[sid] = started;
+        register_session(sid, started);
         answer(std::move(handler), created_record(*started));
     });
 }
@@ -402,9 +407,7 @@ std::vector<SessionInfo> SessionManager::list_sessions(const std::optional<std::
 }
 
 size_t SessionManager::session_count() const {
-    size_t count = 0;
-    for (const auto& [sid, session] : sessions_) count += session->state() != SessionState::ended;
-    return count;
+    return sessions_.size() - ended_registered_;
 }
 
 bool SessionManager::knows_session(const std::string& sid) {
@@ -522,6 +525,7 @@ Result<std::shared_ptr<Session>> SessionManager::find_any(const std::string& sid
 // tombstone so that a late DELETE still says "already ended".
 void SessionManager::on_session_ended(const std::string& sid) {
     if (sessions_.count(sid) == 0) return;  // a prepared session nobody claimed: nothing to keep
+    ++ended_registered_;                    // once: a session ends once (Session::finalize)
     refill_after_end();                     // room again for prepared sessions that waited for it
     if (auto waiters = end_waiters_.find(sid); waiters != end_waiters_.end()) {
         for (auto& [alive, handler] : waiters->second)
@@ -538,6 +542,7 @@ void SessionManager::on_session_ended(const std::string& sid) {
         auto found = sessions_.find(sid);
         if (found == sessions_.end()) return;
         remember_tombstone(found->second->info());
+        ended_registered_ -= found->second->state() == SessionState::ended;
         sessions_.erase(found);
     });
 }

@@ -125,7 +125,7 @@ void SessionManager::adopt_sessions(std::map<std::string, JournalSession> sessio
         for (const auto& process : (*session)->processes())
             adoption_.running_processes += !process->finished();
         adoption_.adopted.push_back(sid);
-        sessions_[sid] = std::move(*session);
+        register_session(sid, std::move(*session));
     }
     // The journal starts again as a snapshot of what came back (the old records are history).
     (void)journal_->compact_now();

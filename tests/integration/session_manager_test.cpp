@@ -309,6 +309,71 @@ TEST_F(SessionManagerTest, SessionManager_PreparedSessionsGiveWayToClientsAtTheS
     std::filesystem::remove_all(state_dir);
 }
 
+// The session limit counts live sessions only, exactly, however sessions end: ended ones still
+// readable (the retention window) and ones forgotten after it. The count is kept as sessions end
+// and are forgotten (issue 18: no walk over every session per creation), so a count that drifted
+// by one would show here as a refusal too early or a creation past the limit.
+TEST_F(SessionManagerTest, SessionManager_TheSessionLimitCountsLiveSessionsThroughEndsAndRetention) {
+    auto host =
+        discover_placed_cgroup_host(PlacementOptions{false, "corral-test", scope_requester()});
+    ASSERT_TRUE(host) << host.error().describe();
+    char tmpl[] = "/tmp/corral-sm-limit-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const std::string state_dir = tmpl;
+    SessionManagerConfig config;
+    config.state_dir = state_dir;
+    config.instance_name = unique_instance();
+    config.port_first = static_cast<uint16_t>(10000 + (::getpid() % 500) * 10);
+    config.port_last = static_cast<uint16_t>(config.port_first + 9);
+    config.ended_retention = 100ms;
+    config.max_sessions = 2;
+    auto created = SessionManager::create(io_, config, *host);
+    ASSERT_TRUE(created) << created.error().describe();
+    std::unique_ptr<SessionManager> manager = std::move(*created);
+    auto create = [&](const std::string& id) {
+        CreateSessionRequest request;
+        request.policy = "none";
+        request.id = id;
+        std::optional<Result<CreatedSession>> result;
+        manager->async_create_session(
+            request, [&](Result<CreatedSession> r) { result.emplace(std::move(r)); });
+        EXPECT_TRUE(run_until([&] { return result.has_value(); }));
+        if (!result) return EIO;
+        return *result ? 0 : result->error().code;
+    };
+    auto end = [&](const std::string& id) {
+        std::optional<Result<EndSessionReport>> ended;
+        manager->end_session(id, [&](Result<EndSessionReport> r) { ended.emplace(std::move(r)); });
+        ASSERT_TRUE(run_until([&] { return ended.has_value(); }));
+        ASSERT_TRUE(*ended) << id << ": " << ended->error().describe();
+    };
+    // Past the retention window an ended session is forgotten (a tombstone, off the registry).
+    auto past_retention = [&] { run_until([] { return false; }, 400ms); };
+    EXPECT_EQ(create("a"), 0);
+    EXPECT_EQ(create("b"), 0);
+    EXPECT_EQ(create("c"), EBUSY);
+    end("a");  // ended, still readable: not live
+    EXPECT_EQ(manager->session_count(), 1u);
+    EXPECT_EQ(create("c"), 0);
+    EXPECT_EQ(create("d"), EBUSY);
+    past_retention();
+    EXPECT_EQ(create("d"), EBUSY) << "a forgotten ended session was taken off the live count";
+    end("b");
+    end("c");
+    EXPECT_EQ(manager->session_count(), 0u);
+    past_retention();
+    EXPECT_EQ(manager->session_count(), 0u);
+    EXPECT_EQ(create("e"), 0);
+    EXPECT_EQ(create("f"), 0);
+    EXPECT_EQ(create("g"), EBUSY);
+    EXPECT_EQ(manager->session_count(), 2u);
+    bool shut_down = false;
+    manager->shutdown([&] { shut_down = true; });
+    ASSERT_TRUE(run_until([&] { return shut_down; }));
+    manager.reset();
+    std::filesystem::remove_all(state_dir);
+}
+
 // A shutdown while a creation waits for its holder fails the creation (ESHUTDOWN) and ends what
 // it made; the shutdown completes, and TearDown finds nothing left.
 TEST_F(SessionManagerTest, SessionManager_ShutdownDuringAnAsyncCreationFailsItAndLeavesNothing) {
