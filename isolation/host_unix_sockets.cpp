@@ -1,20 +1,23 @@
 #include "isolation/host_unix_sockets.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -27,6 +30,9 @@
 
 namespace corral {
 namespace {
+
+/// The inode numbers sock_diag gives are 32 bits: compared as such on both sides.
+uint32_t inode32(ino_t inode) { return static_cast<uint32_t>(inode); }
 
 /// A sock_diag dump of every unix socket with a name attribute, or nothing when the kernel
 /// cannot answer one (no unix_diag, a refused netlink socket): the caller falls back to text.
@@ -55,17 +61,31 @@ std::optional<std::vector<BoundUnixSocket>> dump_sock_diag() {
                  sizeof kernel) != static_cast<ssize_t>(sizeof request))
         return std::nullopt;
 
+    // The kernel fills a dump's message up to 32 KiB less its overhead (netlink_dump); a
+    // truncated one (MSG_TRUNC) would lose sockets, so it counts as no answer. On the heap: a
+    // thread_local array would be in every corrald thread's static TLS (DaemonMemory tests).
+    std::vector<char> storage(32 * 1024 + sizeof(nlmsghdr));
     std::vector<BoundUnixSocket> out;
-    alignas(nlmsghdr) static thread_local char buffer[64 * 1024];
     for (;;) {
-        const ssize_t got = ::recv(fd.get(), buffer, sizeof buffer, 0);
+        iovec io{storage.data(), storage.size()};
+        msghdr message_header{};
+        message_header.msg_iov = &io;
+        message_header.msg_iovlen = 1;
+        const ssize_t got = ::recvmsg(fd.get(), &message_header, 0);
         if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return std::nullopt;
+        if (got <= 0 || (message_header.msg_flags & MSG_TRUNC) != 0) return std::nullopt;
         size_t left = static_cast<size_t>(got);
-        for (auto* header = reinterpret_cast<nlmsghdr*>(buffer); NLMSG_OK(header, left);
+        for (auto* header = reinterpret_cast<nlmsghdr*>(storage.data()); NLMSG_OK(header, left);
              header = NLMSG_NEXT(header, left)) {
             if (header->nlmsg_seq != request.header.nlmsg_seq) continue;
-            if (header->nlmsg_type == NLMSG_DONE) return out;
+            if (header->nlmsg_type == NLMSG_DONE) {
+                // Its payload is the dump's status: an error there means an incomplete list.
+                int status = 0;
+                if (header->nlmsg_len >= NLMSG_LENGTH(sizeof status))
+                    std::memcpy(&status, NLMSG_DATA(header), sizeof status);
+                if (status != 0) return std::nullopt;
+                return out;
+            }
             // An error (no unix_diag in this kernel: ENOENT) or anything unexpected: the text.
             if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY) return std::nullopt;
             if (header->nlmsg_len < NLMSG_LENGTH(sizeof(unix_diag_msg))) return std::nullopt;
@@ -85,8 +105,6 @@ std::optional<std::vector<BoundUnixSocket>> dump_sock_diag() {
                 } else if (attribute->rta_type == UNIX_DIAG_VFS && size >= sizeof(unix_diag_vfs)) {
                     unix_diag_vfs vfs;
                     std::memcpy(&vfs, data, sizeof vfs);
-                    // The kernel's dev_t (12-bit major above a 20-bit minor), not st_dev's.
-                    socket.device = ::makedev(vfs.udiag_vfs_dev >> 20, vfs.udiag_vfs_dev & 0xfffff);
                     socket.inode = vfs.udiag_vfs_ino;
                 }
             }
@@ -118,58 +136,76 @@ std::vector<BoundUnixSocket> read_proc_net_unix() {
     return out;
 }
 
-/// Whether `st` may be `socket`'s file by its inode number. The device is not compared, and
-/// cannot be: on overlayfs (a container's root, CI runners) stat() says the upper layer's device
-/// for a file while the kernel names the socket by the overlay's. An inode match among sockets
-/// errs only toward masking one more.
-bool same_inode(const BoundUnixSocket& socket, const struct stat& st) {
-    return static_cast<uint32_t>(st.st_ino) == static_cast<uint32_t>(socket.inode);
+std::string parent_of(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
 }
 
-/// The socket files of one directory by (32-bit) inode number, read once per call of
-/// host_unix_socket_files however many renamed sockets name it.
+std::string joined(const std::string& dir, const std::string& name) {
+    return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+/// The socket entries of directories with the inode numbers looked for, each directory read once
+/// per host_unix_socket_files() and only so far (kMaxDirectoryEntries): a local user can fill
+/// one with a million entries, or point a renamed socket's directory at such a one.
 class DirectorySockets {
   public:
-    std::optional<std::string> find(const std::string& dir, const BoundUnixSocket& socket) {
+    explicit DirectorySockets(std::set<uint32_t> wanted) : wanted_(std::move(wanted)) {}
+
+    /// Every socket file of `dir` with `socket`'s inode number (hard links included).
+    std::vector<std::string> find(const std::string& dir, const BoundUnixSocket& socket) {
         auto [it, fresh] = dirs_.try_emplace(dir);
         if (fresh) it->second = read(dir);
-        auto entry = it->second.find(static_cast<uint32_t>(socket.inode));
-        if (entry == it->second.end()) return std::nullopt;
-        const std::string path = dir == "/" ? "/" + entry->second : dir + "/" + entry->second;
-        struct stat st;
-        if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || !same_inode(socket, st))
-            return std::nullopt;
-        return path;
+        std::vector<std::string> found;
+        auto [first, last] = it->second.equal_range(inode32(socket.inode));
+        for (auto entry = first; entry != last; ++entry) {
+            const std::string path = joined(dir, entry->second);
+            struct stat st;
+            if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) &&
+                inode32(st.st_ino) == inode32(socket.inode))
+                found.push_back(path);
+        }
+        return found;
     }
 
   private:
-    static std::multimap<uint32_t, std::string> read(const std::string& dir) {
+    std::multimap<uint32_t, std::string> read(const std::string& dir) const {
         std::multimap<uint32_t, std::string> found;
         DIR* listing = ::opendir(dir.c_str());
         if (listing == nullptr) return found;
-        while (const dirent* entry = ::readdir(listing))
-            if (entry->d_type == DT_SOCK || entry->d_type == DT_UNKNOWN)
-                found.emplace(static_cast<uint32_t>(entry->d_ino), entry->d_name);
+        size_t entries = 0;
+        while (const dirent* entry = ::readdir(listing)) {
+            if (++entries > kMaxDirectoryEntries) break;
+            if ((entry->d_type == DT_SOCK || entry->d_type == DT_UNKNOWN) &&
+                wanted_.count(inode32(entry->d_ino)) != 0)
+                found.emplace(inode32(entry->d_ino), entry->d_name);
+        }
         ::closedir(listing);
         return found;
     }
+    std::set<uint32_t> wanted_;
     std::map<std::string, std::multimap<uint32_t, std::string>> dirs_;
 };
 
 /// The working directories of the processes holding each of `wanted` (socket inode numbers):
-/// every /proc/<pid>/fd entry read once, its link compared with "socket:[N]".
+/// /proc/<pid>/fd entries compared with "socket:[N]", at most kMaxDescriptorsRead of them (any
+/// user can hold many descriptors; this must not make every session's start slow).
 std::map<ino_t, std::set<std::string>> holder_directories(const std::set<ino_t>& wanted) {
     std::map<ino_t, std::set<std::string>> found;
     DIR* processes = ::opendir("/proc");
     if (processes == nullptr) return found;
+    size_t budget = kMaxDescriptorsRead;
     while (const dirent* process = ::readdir(processes)) {
         if (process->d_name[0] < '1' || process->d_name[0] > '9') continue;
         const std::string pid_dir = std::string("/proc/") + process->d_name;
         DIR* fds = ::opendir((pid_dir + "/fd").c_str());
         if (fds == nullptr) continue;  // gone, or not ours to read
         std::set<ino_t> held;
-        while (const dirent* fd = ::readdir(fds)) {
+        while (budget > 0) {
+            const dirent* fd = ::readdir(fds);
+            if (fd == nullptr) break;
             if (fd->d_name[0] == '.') continue;
+            --budget;
             char link[64];
             const ssize_t n = ::readlinkat(::dirfd(fds), fd->d_name, link, sizeof link - 1);
             if (n <= 8 || std::memcmp(link, "socket:[", 8) != 0) continue;
@@ -178,93 +214,182 @@ std::map<ino_t, std::set<std::string>> holder_directories(const std::set<ino_t>&
             if (wanted.count(inode) != 0) held.insert(inode);
         }
         ::closedir(fds);
-        if (held.empty()) continue;
-        char cwd[PATH_MAX];
-        const ssize_t n = ::readlink((pid_dir + "/cwd").c_str(), cwd, sizeof cwd - 1);
-        if (n <= 0 || cwd[0] != '/') continue;
-        for (ino_t inode : held) found[inode].insert(std::string(cwd, static_cast<size_t>(n)));
+        if (!held.empty()) {
+            char cwd[PATH_MAX];
+            const ssize_t n = ::readlink((pid_dir + "/cwd").c_str(), cwd, sizeof cwd - 1);
+            if (n > 0 && cwd[0] == '/')
+                for (ino_t inode : held) found[inode].insert(std::string(cwd, size_t(n)));
+        }
+        if (budget == 0) break;
     }
     ::closedir(processes);
     return found;
 }
 
-/// Where relatively named sockets were found (or not: nullopt), by socket inode, for as long as
-/// they are listed: finding one reads every process's descriptors, which a host with one such
-/// socket must not pay at every session's start.
+/// Where relatively named sockets' holders are, by socket inode, for as long as the socket is
+/// listed: finding them reads every process's descriptors, which a host with one such socket
+/// must not pay at every session's start. A socket whose holders were not found (a descriptor in
+/// flight, a holder not readable, the budget spent) is looked for again after kRetryUnexplained.
 class RelativeNames {
   public:
     /// The absolute names to try for each relatively named socket of `listed`.
     std::map<ino_t, std::set<std::string>> resolve(const std::vector<BoundUnixSocket>& listed) {
+        static constexpr std::chrono::seconds kRetryUnexplained{10};
+        const auto now = std::chrono::steady_clock::now();
         std::lock_guard lock(mutex_);
         std::set<ino_t> present, unknown;
         for (const auto& socket : listed) {
             if (socket.name.front() == '/' || socket.socket_inode == 0) continue;
             present.insert(socket.socket_inode);
-            if (known_.count(socket.socket_inode) == 0) unknown.insert(socket.socket_inode);
+            auto it = known_.find(socket.socket_inode);
+            if (it == known_.end() ||
+                (it->second.directories.empty() && now - it->second.looked >= kRetryUnexplained))
+                unknown.insert(socket.socket_inode);
         }
         std::erase_if(known_, [&](const auto& entry) { return present.count(entry.first) == 0; });
         if (!unknown.empty()) {
             auto directories = holder_directories(unknown);
-            for (ino_t inode : unknown) known_[inode] = std::move(directories[inode]);
+            for (ino_t inode : unknown) known_[inode] = {std::move(directories[inode]), now};
         }
         std::map<ino_t, std::set<std::string>> names;
         for (const auto& socket : listed) {
             auto it = known_.find(socket.socket_inode);
             if (socket.name.front() == '/' || it == known_.end()) continue;
-            for (const auto& dir : it->second)
-                names[socket.socket_inode].insert(dir == "/" ? "/" + socket.name
-                                                             : dir + "/" + socket.name);
+            for (const auto& dir : it->second.directories)
+                names[socket.socket_inode].insert(joined(dir, socket.name));
         }
         return names;
     }
 
   private:
+    struct Holders {
+        std::set<std::string> directories;
+        std::chrono::steady_clock::time_point looked;
+    };
     std::mutex mutex_;
-    std::map<ino_t, std::set<std::string>> known_;  // socket inode -> its holders' directories
+    std::map<ino_t, Holders> known_;
 };
+
+/// Whether `name`'s deepest existing directory resolves to `dir` or beneath it.
+bool named_beneath(const std::string& name, const std::string& dir) {
+    for (std::string at = parent_of(name);; at = parent_of(at)) {
+        if (auto real = real_path(at)) {
+            return *real == dir || dir == "/" ||
+                   (real->size() > dir.size() && real->compare(0, dir.size(), dir) == 0 &&
+                    (*real)[dir.size()] == '/');
+        }
+        if (at == "/") return false;
+    }
+}
 
 }  // namespace
 
 std::vector<BoundUnixSocket> bound_unix_sockets() {
     if (auto dumped = dump_sock_diag()) return std::move(*dumped);
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+        std::fprintf(stderr,
+                     "corral: the kernel's sock_diag did not list unix sockets (no unix_diag "
+                     "module?); host sockets to mask are read from /proc/net/unix, where one "
+                     "whose name holds a newline is missed; this is not said again\n");
     return read_proc_net_unix();
 }
 
-std::vector<std::string> host_unix_socket_files() {
+HostSocketFiles host_unix_socket_files() {
     static RelativeNames relative_names;
-    std::vector<std::string> out;
-    DirectorySockets renamed;
+    const std::vector<BoundUnixSocket> listed = bound_unix_sockets();
+    std::set<uint32_t> wanted;
+    for (const auto& socket : listed)
+        if (socket.inode != 0) wanted.insert(inode32(socket.inode));
+    DirectorySockets renamed(std::move(wanted));
+    HostSocketFiles out;
     // Whatever socket file is at `name` (it, or one bound there since: both are masked, as
     // before sock_diag), and, unless that is it, its file renamed within `name`'s directory.
     auto locate = [&](const BoundUnixSocket& socket, const std::string& name) {
         struct stat st;
-        bool found_it = false;
         if (::stat(name.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
             // Maybe through symbolic links: where it really is.
             auto host = real_path(name);
             if (host && ::lstat(host->c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-                found_it = same_inode(socket, st);
-                out.push_back(std::move(*host));
+                out.files.push_back(std::move(*host));
+                if (socket.inode == 0 || inode32(st.st_ino) == inode32(socket.inode)) return true;
             }
         }
-        if (found_it || socket.inode == 0) return;
-        const size_t slash = name.rfind('/');
-        auto dir = real_path(slash == 0 ? "/" : name.substr(0, slash));
-        if (!dir) return;
-        if (auto found = renamed.find(*dir, socket)) out.push_back(std::move(*found));
+        if (socket.inode == 0) return false;
+        auto dir = real_path(parent_of(name));
+        if (!dir) return false;
+        auto found = renamed.find(*dir, socket);
+        out.files.insert(out.files.end(), found.begin(), found.end());
+        return !found.empty();
     };
-    const std::vector<BoundUnixSocket> listed = bound_unix_sockets();
     const auto relative = relative_names.resolve(listed);
     for (const auto& socket : listed) {
         if (socket.name.front() == '/') {
-            locate(socket, socket.name);
+            if (!locate(socket, socket.name)) out.unlocated.push_back(socket);
         } else if (auto names = relative.find(socket.socket_inode); names != relative.end()) {
-            for (const auto& name : names->second) locate(socket, name);
+            bool found = false;
+            for (const auto& name : names->second) found = locate(socket, name) || found;
+            if (!found)
+                for (const auto& name : names->second)
+                    out.unlocated.push_back({name, socket.inode, socket.socket_inode});
         }
     }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
+    std::sort(out.files.begin(), out.files.end());
+    out.files.erase(std::unique(out.files.begin(), out.files.end()), out.files.end());
     return out;
+}
+
+Result<std::vector<std::string>> moved_socket_files_beneath(
+    const std::string& dir, const std::vector<BoundUnixSocket>& unlocated, size_t max_entries) {
+    std::map<uint32_t, const BoundUnixSocket*> wanted;
+    for (const auto& socket : unlocated)
+        if (socket.inode != 0 && named_beneath(socket.name, dir))
+            wanted.emplace(inode32(socket.inode), &socket);
+    std::vector<std::string> found;
+    if (wanted.empty()) return found;
+    // Depth first, by descriptors (openat with O_NOFOLLOW: a symbolic link is never entered).
+    std::vector<std::pair<UniqueFd, std::string>> pending;
+    pending.emplace_back(UniqueFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)), dir);
+    size_t entries = 0;
+    while (!pending.empty()) {
+        auto [fd, path] = std::move(pending.back());
+        pending.pop_back();
+        if (!fd.valid()) continue;
+        DIR* listing = ::fdopendir(fd.get());
+        if (listing == nullptr) continue;
+        (void)fd.release();  // closedir closes it
+        while (const dirent* entry = ::readdir(listing)) {
+            const std::string name = entry->d_name;
+            if (name == "." || name == "..") continue;
+            if (++entries > max_entries) {
+                ::closedir(listing);
+                return sys_error(
+                    E2BIG, "the unix socket bound on the host at `" +
+                               wanted.begin()->second->name + "` is no longer there, and `" +
+                               dir + "`, where a sandbox may have moved it, has more than " +
+                               std::to_string(max_entries) +
+                               " entries to look in (end the process holding it, or put the "
+                               "socket back)");
+            }
+            unsigned char type = entry->d_type;
+            if (type == DT_UNKNOWN) {
+                struct stat st;
+                if (::fstatat(::dirfd(listing), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+                    continue;
+                type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISSOCK(st.st_mode) ? DT_SOCK : DT_REG;
+            }
+            if (type == DT_DIR) {
+                pending.emplace_back(
+                    UniqueFd(::openat(::dirfd(listing), entry->d_name,
+                                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)),
+                    joined(path, name));
+            } else if (type == DT_SOCK && wanted.count(inode32(entry->d_ino)) != 0) {
+                found.push_back(joined(path, name));
+            }
+        }
+        ::closedir(listing);
+    }
+    return found;
 }
 
 }  // namespace corral

@@ -4,8 +4,11 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
+
+#include "base/error.hpp"
 
 namespace corral {
 
@@ -14,10 +17,9 @@ struct BoundUnixSocket {
     /// The path as its binder passed it, byte for byte: absolute, or relative to the binder's
     /// working directory at the time; any byte but NUL (a newline included).
     std::string name;
-    /// Its file's device and inode as the kernel reports them (sock_diag: a 32-bit inode number,
-    /// the kernel's device encoding turned into st_dev's; on overlayfs, the overlay's device,
-    /// which stat() does not say for a file); 0 and 0 when only a name is known.
-    dev_t device = 0;
+    /// Its file's inode number as the kernel reports it (sock_diag's UNIX_DIAG_VFS: 32 bits);
+    /// 0 when only a name is known. Its device is not kept: on overlayfs stat() says the upper
+    /// layer's for a file, on btrfs a subvolume's, where the kernel names the superblock's.
     ino_t inode = 0;
     /// The socket's own inode (what /proc/<pid>/fd links name as "socket:[N]"); 0 when unknown.
     ino_t socket_inode = 0;
@@ -25,19 +27,42 @@ struct BoundUnixSocket {
 
 /// Every pathname socket bound in the caller's network namespace, from the kernel's sock_diag
 /// (NETLINK_SOCK_DIAG: UNIX_DIAG_NAME, UNIX_DIAG_VFS), or, where that is unavailable (a kernel
-/// without unix_diag), from /proc/net/unix's text: names only, and a name holding a newline is
-/// lost there.
+/// without unix_diag; said once on stderr), from /proc/net/unix's text: names only, where a
+/// name holding a newline is lost.
 std::vector<BoundUnixSocket> bound_unix_sockets();
 
-/// The real paths (symbolic links resolved, sorted, each once) of the files of every socket
-/// bound_unix_sockets() lists that can be found: the socket file at its name (whichever socket it
-/// is now: masking one more is safe); unless that is its own, the entry of its name's directory
-/// with its inode number (a socket bound under one name and renamed into place, the usual way to
-/// replace one atomically).
-/// A relative name is taken from the working directory of a process that holds the socket (found
-/// by its descriptors in /proc, as `ss -xp` does; once per socket, remembered while it exists).
-/// Not found: a file moved to another directory or removed, a relative name whose binders all
-/// changed directory since. Each directory is read at most once per call.
-std::vector<std::string> host_unix_socket_files();
+struct HostSocketFiles {
+    /// Real paths (symbolic links resolved), sorted, each once.
+    std::vector<std::string> files;
+    /// Listed sockets whose file was found nowhere looked, each under the absolute name it was
+    /// looked for at (for a relative name, from its holder's directory; one no holder explains
+    /// is not here).
+    std::vector<BoundUnixSocket> unlocated;
+};
+
+/// The files of the sockets bound_unix_sockets() lists, where they can be found:
+/// - the socket file at its name, whichever socket it is now (masking one more is safe);
+/// - unless that is its own, the entry of its name's directory with its inode number (a socket
+///   bound under one name and renamed into place, the usual way to replace one atomically);
+/// - for a relative name, the same from the working directory of each process holding the
+///   socket (its descriptors in /proc, as `ss -xp` finds them: at most kMaxDescriptorsRead
+///   read per call, and what was found remembered while the socket exists; a socket no holder
+///   explained is looked for again after a while).
+/// Not found (`unlocated`): a file moved to another directory, or removed. Each directory is read
+/// at most once per call, up to kMaxDirectoryEntries entries, keeping only inodes looked for.
+HostSocketFiles host_unix_socket_files();
+
+/// Bounds on what one host_unix_socket_files() reads (a local user can make both large).
+inline constexpr size_t kMaxDescriptorsRead = 100000;
+inline constexpr size_t kMaxDirectoryEntries = 100000;
+
+/// The socket files beneath `dir` (a real path) of those `unlocated` sockets whose name lies
+/// beneath it (the deepest existing directory of the name resolves into `dir`): sockets a
+/// sandbox that could write in `dir` may have moved with a directory it renamed, so the next
+/// session there would not find them where the kernel says they were bound (red team, round 2).
+/// A walk of `dir` (no symbolic link followed) only when there is such a socket; one of more
+/// than `max_entries` entries is an error (E2BIG) naming the socket, rather than a mask left out.
+Result<std::vector<std::string>> moved_socket_files_beneath(
+    const std::string& dir, const std::vector<BoundUnixSocket>& unlocated, size_t max_entries);
 
 }  // namespace corral

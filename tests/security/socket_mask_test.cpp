@@ -283,6 +283,26 @@ TEST_F(SocketMask, ASocketBoundByARelativeNameIsMasked) {
     EXPECT_NE(answers(r.out)["connect"], "ok") << "the sandbox connected to it: " << r.out;
 }
 
+TEST_F(SocketMask, ASocketInTheJobDirectoryStaysMaskedAfterASandboxMovesItsDirectory) {
+    // Red team, round 2 (stop 36): a masked socket cannot be renamed from inside (its mount) but
+    // the directory holding it can; the next run in the same job directory looked for the socket
+    // at the name the kernel keeps, found nothing, and connected to it where it was moved. Here
+    // a host service's 0700 socket in the checkout, reachable through the idmapped job directory.
+    fs::create_directories(dir() / "sub");
+    listen_at(dir() / "sub" / "dev.sock", 0700);
+    if (HasFatalFailure()) return;
+    auto moved = corral({"run", "--policy", "default", "--", "sh", "-c", "mv sub moved"});
+    ASSERT_EQ(moved.exit_code, 0) << moved.err;
+    ASSERT_TRUE(fs::exists(dir() / "moved" / "dev.sock"));
+    double seconds = 0;
+    auto r = timed_run(count_mounts(dir() / "moved") +
+                           "; chmod 755 probe; ./probe connect-unix moved/dev.sock; true",
+                       &seconds);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "1") << "no mask over it: " << r.out;
+    EXPECT_NE(answers(r.out)["connect"], "ok") << "the sandbox connected to it: " << r.out;
+}
+
 TEST_F(SocketMask, TooManyReachableSocketsInTheJobDirectoryAreRefusedClearly) {
     // The job directory cannot be covered (it is the job's), and each socket there is reachable
     // through its idmapped bind: past the cap the run is refused, naming them.
