@@ -458,10 +458,14 @@ class ChildBirth {
         return birth;
     }
     ChildBirth(ChildBirth&& other) noexcept
-        : pid_namespace_(std::move(other.pid_namespace_)),
-          ours_(other.ours_),
-          blocked_(std::exchange(other.blocked_, false)) {
-        other.pid_namespace_.reset();
+        : ours_(other.ours_), blocked_(std::exchange(other.blocked_, false)) {
+        // Moved only when there is one (GCC 12 took a moved optional's empty payload for an
+        // uninitialized descriptor: -Wmaybe-uninitialized), and the other's emptied at once:
+        // exactly one of the two returns to our pid namespace.
+        if (other.pid_namespace_.has_value()) {
+            pid_namespace_.emplace(std::move(*other.pid_namespace_));
+            other.pid_namespace_.reset();
+        }
     }
     ChildBirth& operator=(ChildBirth&&) = delete;
     ~ChildBirth() {

@@ -9,9 +9,10 @@
 // restart reaps it with everything unowned), and is handed out once: claim() refuses a session
 // that is not an untouched prepared one, and the manager removes it from the pool before.
 #include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
-#include <unistd.h>
 
 #include "isolation/launch_worker.hpp"
 #include "isolation/launch_zygote.hpp"
