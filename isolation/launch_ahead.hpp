@@ -51,6 +51,9 @@ namespace corral {
 struct WaitingLaunch {
     PidRef child;  ///< its pidfd; corrald's child (the zygote clones it with CLONE_PARENT)
     UniqueFd go;   ///< corrald's end of the socket pair the command comes over
+    /// When it started (/proc/<pid>/stat; an execve keeps it): read while it waits, so that the
+    /// command it becomes does not read it on its way (0: unknown, read then).
+    uint64_t start_ticks = 0;
 };
 
 /// What of a launch's spec a waiting child is started with, and all that crosses to the zygote for

@@ -98,8 +98,10 @@ Result<std::shared_ptr<Process>> Process::start(boost::asio::io_context& io, Chi
         process->record_setup_failure(launched.error());
         return process;
     }
-    if (auto ticks = process_start_ticks(process->main_.pid()))
-        process->setup_.start_ticks = *ticks;
+    if (process->setup_.start_ticks == 0) {  // not read ahead (launch_ahead.hpp)
+        if (auto ticks = process_start_ticks(process->main_.pid()))
+            process->setup_.start_ticks = *ticks;
+    }
     process->start_watching();
     process->watch_launch();
     return process;
@@ -193,6 +195,7 @@ Status Process::launch_on_terminal() {
 Result<PendingLaunch> Process::launch_child(const LaunchSpec& spec) {
     if (setup_.waiting) {
         if (auto handed = launch_waiting(*setup_.waiting, spec)) {
+            setup_.start_ticks = setup_.waiting->start_ticks;
             setup_.waiting.reset();
             return Result<PendingLaunch>(std::move(*handed));
         }

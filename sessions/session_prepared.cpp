@@ -16,6 +16,7 @@
 
 #include "isolation/launch_worker.hpp"
 #include "isolation/launch_zygote.hpp"
+#include "isolation/pid_ref.hpp"
 #include "sessions/session.hpp"
 
 namespace corral {
@@ -85,6 +86,9 @@ void Session::start_first_launch_ahead() {
         return;
     }
     first_launch_ = std::make_shared<WaitingLaunch>(std::move(**waiting));
+    // Its start time now, while nothing waits for it (the first run would read it otherwise).
+    if (auto ticks = process_start_ticks(first_launch_->child.pid()))
+        first_launch_->start_ticks = *ticks;
 }
 
 Status Session::claim(const CreateSessionRequest& request) {

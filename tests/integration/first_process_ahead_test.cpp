@@ -394,6 +394,38 @@ TEST_F(FirstProcessAhead, ARestartLeavesNoWaitingChildAndTheSessionRuns) {
     EXPECT_EQ(again.del("/v1/sessions/" + id).status, 200u);
 }
 
+// The waiting child's start time is read while it waits (not on the first command's way), and
+// that is what the journal keeps to know the process again: a first process still running when
+// corrald is killed is adopted by the restart (its pid and start time must match: pid_ref.hpp),
+// and stopped through corrald as any other.
+TEST_F(FirstProcessAhead, AFirstProcessOutlivingCorraldIsAdoptedByTheRestart) {
+    ASSERT_NO_FATAL_FAILURE(start(1));
+    CorraldProcess& daemon = *daemon_;
+    HttpClient& c = *client_;
+    const std::string id = claim(c);
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
+    auto started = c.post("/v1/sessions/" + id + "/processes", {{"argv", {"sleep", "600"}}});
+    ASSERT_EQ(started.status, 201u) << started.body;
+    const std::string proc = started.json()["id"];
+    for (int i = 0; i < 500 && test_support::proc_text(waiting, "comm") != "sleep\n"; ++i)
+        std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(test_support::proc_text(waiting, "comm"), "sleep\n") << "not the waiting child";
+    daemon.kill_hard();
+    ASSERT_TRUE(daemon.start()) << daemon.log();
+    HttpClient again = daemon.client();
+    auto back = again.get("/v1/sessions/" + id + "/processes/" + proc);
+    ASSERT_EQ(back.status, 200u) << back.body << daemon.log();
+    EXPECT_EQ(back.json()["status"], "running") << back.body << daemon.log();
+    EXPECT_TRUE(running(waiting));
+    // Known again by its pid and start time, not only by its leaf being populated.
+    EXPECT_EQ(daemon.log().find("main process not taken"), std::string::npos) << daemon.log();
+    auto stopped = again.del("/v1/sessions/" + id + "/processes/" + proc + "?force=true");
+    EXPECT_EQ(stopped.status, 200u) << stopped.body;
+    EXPECT_TRUE(gone_within(waiting, 5s)) << "the adopted process was not stopped";
+    EXPECT_EQ(again.del("/v1/sessions/" + id).status, 200u);
+}
+
 // The waiting child drops the capability bounding set of its session's confinement while it
 // waits (launch_ahead.hpp), and its command then skips that step: the first run must still see
 // exactly what every later run sees (CVE-2022-0492 escaped through a capability a process should
