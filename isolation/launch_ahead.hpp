@@ -54,6 +54,9 @@ struct WaitingLaunch {
     /// When it started (/proc/<pid>/stat; an execve keeps it): read while it waits, so that the
     /// command it becomes does not read it on its way (0: unknown, read then).
     uint64_t start_ticks = 0;
+    /// Its CPU time then (/proc/<pid>/schedstat): blocked since, it is the same when its command
+    /// comes, so the launch's setup deadline starts from it (setup_deadline.hpp).
+    std::optional<uint64_t> cpu_ns;
 };
 
 /// What of a launch's spec a waiting child is started with, and all that crosses to the zygote for

@@ -12,12 +12,20 @@ namespace corral {
 
 SetupDeadline::SetupDeadline(std::chrono::milliseconds limit, pid_t pid,
                              std::chrono::milliseconds ceiling)
+    : SetupDeadline(limit, pid, ceiling, process_cpu_ns(pid)) {}
+
+SetupDeadline::SetupDeadline(std::chrono::milliseconds limit, pid_t pid,
+                             std::chrono::milliseconds ceiling, std::optional<uint64_t> cpu_ns)
     : limit_(limit),
       ceiling_(std::max(ceiling, limit)),
       pid_(pid),
       began_(std::chrono::steady_clock::now()),
       deadline_(began_ + limit),
-      cpu_ns_(process_cpu_ns(pid)) {}
+      cpu_ns_(cpu_ns) {}
+
+SetupDeadline SetupDeadline::from_cpu(std::chrono::milliseconds limit, pid_t pid, uint64_t cpu_ns) {
+    return SetupDeadline(limit, pid, kSetupReportCeiling, cpu_ns);
+}
 
 int SetupDeadline::poll_timeout() const {
     if (!limit_) return -1;

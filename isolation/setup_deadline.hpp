@@ -34,6 +34,9 @@ class SetupDeadline {
     SetupDeadline() = default;
     SetupDeadline(std::chrono::milliseconds limit, pid_t pid,
                   std::chrono::milliseconds ceiling = kSetupReportCeiling);
+    /// The same, for a child whose CPU time now is known: read earlier while it was blocked (a
+    /// child started ahead, launch_ahead.hpp), so it is not read again on the launch's way.
+    static SetupDeadline from_cpu(std::chrono::milliseconds limit, pid_t pid, uint64_t cpu_ns);
 
     /// poll()'s timeout for the time left in the current limit (-1: none).
     int poll_timeout() const;
@@ -44,6 +47,8 @@ class SetupDeadline {
     std::string describe() const;
 
   private:
+    SetupDeadline(std::chrono::milliseconds limit, pid_t pid, std::chrono::milliseconds ceiling,
+                  std::optional<uint64_t> cpu_ns);
     std::optional<std::chrono::milliseconds> limit_;
     std::chrono::milliseconds ceiling_{0};
     pid_t pid_ = -1;

@@ -196,6 +196,7 @@ Result<PendingLaunch> Process::launch_child(const LaunchSpec& spec) {
     if (setup_.waiting) {
         if (auto handed = launch_waiting(*setup_.waiting, spec)) {
             setup_.start_ticks = setup_.waiting->start_ticks;
+            waiting_cpu_ns_ = setup_.waiting->cpu_ns;
             setup_.waiting.reset();
             return Result<PendingLaunch>(std::move(*handed));
         }

@@ -383,6 +383,9 @@ class Process : public std::enable_shared_from_this<Process> {
     boost::asio::posix::stream_descriptor launch_watch_;
     boost::asio::steady_timer launch_timer_;
     SetupDeadline launch_deadline_;
+    /// The CPU time of the child started ahead that this launch took (launch_ahead.hpp), read
+    /// while it waited: its setup deadline starts from it.
+    std::optional<uint64_t> waiting_cpu_ns_;
     std::vector<std::pair<std::shared_ptr<bool>, std::function<void()>>> launch_waiters_;
 
     std::vector<std::shared_ptr<ExitWaiter>> exit_waiters_;

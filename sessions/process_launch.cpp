@@ -80,7 +80,9 @@ void Process::settle_launch_at_exit() {
 // SetupDeadline's rule on a timer: a child that used no CPU during a whole limit (stopped,
 // frozen) is killed; one that ran gets another limit, up to the ceiling.
 void Process::arm_launch_deadline() {
-    launch_deadline_ = SetupDeadline(kSetupReportLimit, main_.pid());
+    launch_deadline_ = waiting_cpu_ns_
+                           ? SetupDeadline::from_cpu(kSetupReportLimit, main_.pid(), *waiting_cpu_ns_)
+                           : SetupDeadline(kSetupReportLimit, main_.pid());
     arm_launch_timer();
 }
 

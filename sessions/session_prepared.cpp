@@ -17,6 +17,7 @@
 #include "isolation/launch_worker.hpp"
 #include "isolation/launch_zygote.hpp"
 #include "isolation/pid_ref.hpp"
+#include "isolation/setup_deadline.hpp"
 #include "sessions/session.hpp"
 
 namespace corral {
@@ -86,9 +87,11 @@ void Session::start_first_launch_ahead() {
         return;
     }
     first_launch_ = std::make_shared<WaitingLaunch>(std::move(**waiting));
-    // Its start time now, while nothing waits for it (the first run would read it otherwise).
+    // Its start time and CPU time now, while nothing waits for them (the first run would read
+    // them otherwise). After the zygote's answer: it is blocked on its socket by then.
     if (auto ticks = process_start_ticks(first_launch_->child.pid()))
         first_launch_->start_ticks = *ticks;
+    first_launch_->cpu_ns = process_cpu_ns(first_launch_->child.pid());
 }
 
 Status Session::claim(const CreateSessionRequest& request) {
