@@ -47,6 +47,17 @@ void ChildReaper::hand_over(PidRef child) {
                               });
 }
 
+void ChildReaper::reap_handed_over() {
+    for (auto it = handed_over_.begin(); it != handed_over_.end();) {
+        auto reaped = (*it)->child.try_wait();
+        if (!reaped || *reaped) {
+            it = handed_over_.erase(it);  // its pending wait ends, aborted, with it
+        } else {
+            ++it;
+        }
+    }
+}
+
 void ChildReaper::add_owned(pid_t pid) {
     owned_.insert(pid);
 }

@@ -47,6 +47,11 @@ class ChildReaper {
     void hand_over(PidRef child);
     /// Reaps every exited child that no owner claims. Never blocks.
     void reap_orphans();
+    /// Reaps the handed-over children that have ended, now. Never blocks. For daemon teardown,
+    /// where no event loop reports their end: a waiting child handed over while its session was
+    /// discarded must not stay a zombie, or its pid namespace's holder never exits (it waits
+    /// until its namespace is reaped) and the teardown waits out its bound for each such session.
+    void reap_handed_over();
     /// How many handed-over children are still awaited (for tests).
     size_t handed_over_pending() const { return handed_over_.size(); }
     /// How many orphans were reaped so far (for tests and health output).

@@ -359,6 +359,7 @@ void Session::end_now() {
     const auto deadline = std::chrono::steady_clock::now() + kKillBound;
     while (cgroup_.valid() && std::chrono::steady_clock::now() < deadline) {
         context_.reaper.reap_orphans();
+        context_.reaper.reap_handed_over();  // p1 that waited, if the loop's end handed it over
         auto populated = cgroup_.populated();
         if (!populated || !*populated) break;
         (void)cgroup_.wait_until_empty(std::chrono::milliseconds(50));
@@ -366,6 +367,7 @@ void Session::end_now() {
     if (sandbox_.active()) {
         sandbox_.begin_stop();
         while (!sandbox_.try_reap() && std::chrono::steady_clock::now() < deadline) {
+            context_.reaper.reap_handed_over();
             pollfd holder{sandbox_.holder_pidfd(), POLLIN, 0};
             (void)::poll(&holder, 1, 50);
         }
