@@ -89,11 +89,13 @@ DroppedBoundingSet drop_bounding_set_ahead(const LaunchSpec& spec, int go) noexc
     // empty mask back (what enter_session left) before anything of it runs.
     const uint64_t all = ~uint64_t{0}, none = 0;
     ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, nullptr, sizeof all);
-    // Not the zygote (`ps`, and whoever counts corrald's zygotes by name): a session's first
-    // process, until its command replaces the name.
-    ::prctl(PR_SET_NAME, "corrald-first", 0, 0, 0);
     warm_memory();
     if (::send(go, &kEntered, 1, MSG_NOSIGNAL) != 1) ::_exit(0);
+    // Not the zygote (`ps`, and whoever counts corrald's zygotes by name): a session's first
+    // process, until its command replaces the name. Only once it said it entered: the name means
+    // "ready for a command" (a command that came while it still warmed its memory, before kEntered,
+    // was launched another way, and tests that waited for the name saw that on a loaded host).
+    ::prctl(PR_SET_NAME, "corrald-first", 0, 0, 0);
     auto message = receive_passing(go, kWaiting);
     // corrald's end closed (it gave this child up, or is gone): nothing was asked of it.
     // Anything else is a launch that went wrong: never an exit status of 0 for it.
