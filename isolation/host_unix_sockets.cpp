@@ -1,7 +1,6 @@
 #include "isolation/host_unix_sockets.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
@@ -146,8 +145,10 @@ std::string joined(const std::string& dir, const std::string& name) {
 }
 
 /// The socket entries of directories with the inode numbers looked for, each directory read once
-/// per host_unix_socket_files() and only so far (kMaxDirectoryEntries): a local user can fill
-/// one with a million entries, or point a renamed socket's directory at such a one.
+/// per host_unix_socket_files(), and kMaxDirectoryEntries entries in all: a local user can fill
+/// one with a million entries, and one that binds many sockets and removes their files (or a
+/// sandbox in the host's network namespace, whose private /tmp names no host file) makes as
+/// many directories be read.
 class DirectorySockets {
   public:
     explicit DirectorySockets(std::set<uint32_t> wanted) : wanted_(std::move(wanted)) {}
@@ -169,13 +170,13 @@ class DirectorySockets {
     }
 
   private:
-    std::multimap<uint32_t, std::string> read(const std::string& dir) const {
+    std::multimap<uint32_t, std::string> read(const std::string& dir) {
         std::multimap<uint32_t, std::string> found;
+        if (entries_read_ >= kMaxDirectoryEntries) return found;
         DIR* listing = ::opendir(dir.c_str());
         if (listing == nullptr) return found;
-        size_t entries = 0;
         while (const dirent* entry = ::readdir(listing)) {
-            if (++entries > kMaxDirectoryEntries) break;
+            if (++entries_read_ > kMaxDirectoryEntries) break;
             if ((entry->d_type == DT_SOCK || entry->d_type == DT_UNKNOWN) &&
                 wanted_.count(inode32(entry->d_ino)) != 0)
                 found.emplace(inode32(entry->d_ino), entry->d_name);
@@ -185,6 +186,7 @@ class DirectorySockets {
     }
     std::set<uint32_t> wanted_;
     std::map<std::string, std::multimap<uint32_t, std::string>> dirs_;
+    size_t entries_read_ = 0;
 };
 
 /// The working directories of the processes holding each of `wanted` (socket inode numbers):
@@ -270,18 +272,6 @@ class RelativeNames {
     std::map<ino_t, Holders> known_;
 };
 
-/// Whether `name`'s deepest existing directory resolves to `dir` or beneath it.
-bool named_beneath(const std::string& name, const std::string& dir) {
-    for (std::string at = parent_of(name);; at = parent_of(at)) {
-        if (auto real = real_path(at)) {
-            return *real == dir || dir == "/" ||
-                   (real->size() > dir.size() && real->compare(0, dir.size(), dir) == 0 &&
-                    (*real)[dir.size()] == '/');
-        }
-        if (at == "/") return false;
-    }
-}
-
 }  // namespace
 
 std::vector<BoundUnixSocket> bound_unix_sockets() {
@@ -295,14 +285,14 @@ std::vector<BoundUnixSocket> bound_unix_sockets() {
     return read_proc_net_unix();
 }
 
-HostSocketFiles host_unix_socket_files() {
+std::vector<std::string> host_unix_socket_files() {
     static RelativeNames relative_names;
     const std::vector<BoundUnixSocket> listed = bound_unix_sockets();
     std::set<uint32_t> wanted;
     for (const auto& socket : listed)
         if (socket.inode != 0) wanted.insert(inode32(socket.inode));
     DirectorySockets renamed(std::move(wanted));
-    HostSocketFiles out;
+    std::vector<std::string> out;
     // Whatever socket file is at `name` (it, or one bound there since: both are masked, as
     // before sock_diag), and, unless that is it, its file renamed within `name`'s directory.
     auto locate = [&](const BoundUnixSocket& socket, const std::string& name) {
@@ -311,85 +301,27 @@ HostSocketFiles host_unix_socket_files() {
             // Maybe through symbolic links: where it really is.
             auto host = real_path(name);
             if (host && ::lstat(host->c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-                out.files.push_back(std::move(*host));
-                if (socket.inode == 0 || inode32(st.st_ino) == inode32(socket.inode)) return true;
+                out.push_back(std::move(*host));
+                if (socket.inode == 0 || inode32(st.st_ino) == inode32(socket.inode)) return;
             }
         }
-        if (socket.inode == 0) return false;
+        if (socket.inode == 0) return;
         auto dir = real_path(parent_of(name));
-        if (!dir) return false;
+        if (!dir) return;
         auto found = renamed.find(*dir, socket);
-        out.files.insert(out.files.end(), found.begin(), found.end());
-        return !found.empty();
+        out.insert(out.end(), found.begin(), found.end());
     };
     const auto relative = relative_names.resolve(listed);
     for (const auto& socket : listed) {
         if (socket.name.front() == '/') {
-            if (!locate(socket, socket.name)) out.unlocated.push_back(socket);
+            locate(socket, socket.name);
         } else if (auto names = relative.find(socket.socket_inode); names != relative.end()) {
-            bool found = false;
-            for (const auto& name : names->second) found = locate(socket, name) || found;
-            if (!found)
-                for (const auto& name : names->second)
-                    out.unlocated.push_back({name, socket.inode, socket.socket_inode});
+            for (const auto& name : names->second) locate(socket, name);
         }
     }
-    std::sort(out.files.begin(), out.files.end());
-    out.files.erase(std::unique(out.files.begin(), out.files.end()), out.files.end());
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
-}
-
-Result<std::vector<std::string>> moved_socket_files_beneath(
-    const std::string& dir, const std::vector<BoundUnixSocket>& unlocated, size_t max_entries) {
-    std::map<uint32_t, const BoundUnixSocket*> wanted;
-    for (const auto& socket : unlocated)
-        if (socket.inode != 0 && named_beneath(socket.name, dir))
-            wanted.emplace(inode32(socket.inode), &socket);
-    std::vector<std::string> found;
-    if (wanted.empty()) return found;
-    // Depth first, by descriptors (openat with O_NOFOLLOW: a symbolic link is never entered).
-    std::vector<std::pair<UniqueFd, std::string>> pending;
-    pending.emplace_back(UniqueFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)), dir);
-    size_t entries = 0;
-    while (!pending.empty()) {
-        auto [fd, path] = std::move(pending.back());
-        pending.pop_back();
-        if (!fd.valid()) continue;
-        DIR* listing = ::fdopendir(fd.get());
-        if (listing == nullptr) continue;
-        (void)fd.release();  // closedir closes it
-        while (const dirent* entry = ::readdir(listing)) {
-            const std::string name = entry->d_name;
-            if (name == "." || name == "..") continue;
-            if (++entries > max_entries) {
-                ::closedir(listing);
-                return sys_error(
-                    E2BIG, "the unix socket bound on the host at `" +
-                               wanted.begin()->second->name + "` is no longer there, and `" +
-                               dir + "`, where a sandbox may have moved it, has more than " +
-                               std::to_string(max_entries) +
-                               " entries to look in (end the process holding it, or put the "
-                               "socket back)");
-            }
-            unsigned char type = entry->d_type;
-            if (type == DT_UNKNOWN) {
-                struct stat st;
-                if (::fstatat(::dirfd(listing), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-                    continue;
-                type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISSOCK(st.st_mode) ? DT_SOCK : DT_REG;
-            }
-            if (type == DT_DIR) {
-                pending.emplace_back(
-                    UniqueFd(::openat(::dirfd(listing), entry->d_name,
-                                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)),
-                    joined(path, name));
-            } else if (type == DT_SOCK && wanted.count(inode32(entry->d_ino)) != 0) {
-                found.push_back(joined(path, name));
-            }
-        }
-        ::closedir(listing);
-    }
-    return found;
 }
 
 }  // namespace corral

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "base/error.hpp"
-
 namespace corral {
 
 /// A unix socket bound to a path in the caller's network namespace.
@@ -31,14 +29,6 @@ struct BoundUnixSocket {
 /// name holding a newline is lost.
 std::vector<BoundUnixSocket> bound_unix_sockets();
 
-struct HostSocketFiles {
-    /// Real paths (symbolic links resolved), sorted, each once.
-    std::vector<std::string> files;
-    /// Listed sockets whose file was found nowhere looked, each under the absolute name it was
-    /// looked for at (for a relative name, from its holder's directory; one no holder explains
-    /// is not here).
-    std::vector<BoundUnixSocket> unlocated;
-};
 
 /// The files of the sockets bound_unix_sockets() lists, where they can be found:
 /// - the socket file at its name, whichever socket it is now (masking one more is safe);
@@ -48,21 +38,16 @@ struct HostSocketFiles {
 ///   socket (its descriptors in /proc, as `ss -xp` finds them: at most kMaxDescriptorsRead
 ///   read per call, and what was found remembered while the socket exists; a socket no holder
 ///   explained is looked for again after a while).
-/// Not found (`unlocated`): a file moved to another directory, or removed. Each directory is read
-/// at most once per call, up to kMaxDirectoryEntries entries, keeping only inodes looked for.
-HostSocketFiles host_unix_socket_files();
+/// Not found: a file moved to another directory (with a directory renamed above it, too: a
+/// sandbox that can write where a host socket is masked can do that, and the next session there
+/// does not find the socket; README, residual risk), linked elsewhere, or removed. The real paths
+/// (symbolic links resolved), sorted, each once. Directories are read at most once per call, and
+/// kMaxDirectoryEntries entries in all, keeping only the inodes looked for.
+std::vector<std::string> host_unix_socket_files();
 
-/// Bounds on what one host_unix_socket_files() reads (a local user can make both large).
+/// Bounds on what one host_unix_socket_files() reads (a local user, or a sandbox sharing the
+/// host's network namespace, can make both large).
 inline constexpr size_t kMaxDescriptorsRead = 100000;
 inline constexpr size_t kMaxDirectoryEntries = 100000;
-
-/// The socket files beneath `dir` (a real path) of those `unlocated` sockets whose name lies
-/// beneath it (the deepest existing directory of the name resolves into `dir`): sockets a
-/// sandbox that could write in `dir` may have moved with a directory it renamed, so the next
-/// session there would not find them where the kernel says they were bound (red team, round 2).
-/// A walk of `dir` (no symbolic link followed) only when there is such a socket; one of more
-/// than `max_entries` entries is an error (E2BIG) naming the socket, rather than a mask left out.
-Result<std::vector<std::string>> moved_socket_files_beneath(
-    const std::string& dir, const std::vector<BoundUnixSocket>& unlocated, size_t max_entries);
 
 }  // namespace corral

@@ -54,8 +54,9 @@ struct WaitingLaunch {
     /// When it started (/proc/<pid>/stat; an execve keeps it): read while it waits, so that the
     /// command it becomes does not read it on its way (0: unknown, read then).
     uint64_t start_ticks = 0;
-    /// Its CPU time then (/proc/<pid>/schedstat): blocked since, it is the same when its command
-    /// comes, so the launch's setup deadline starts from it (setup_deadline.hpp).
+    /// Its CPU time then (/proc/<pid>/schedstat): the launch's setup deadline starts from it
+    /// (setup_deadline.hpp). Read maybe before it finished entering its session: what it used
+    /// since counts as progress once, which gives it at most one more window.
     std::optional<uint64_t> cpu_ns;
 };
 

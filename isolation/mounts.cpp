@@ -565,13 +565,12 @@ bool has_access_acl(const std::string& path) {
 /// could connect to gets /dev/null, read-only, bound over it: connect() then finds no socket
 /// (ECONNREFUSED). Found by the kernel's list of bound sockets and their files' inodes
 /// (host_unix_sockets.hpp: a name with a newline, a socket renamed into place after its bind or
-/// bound by a relative name escaped the text of /proc/net/unix), and, for a socket bound in the
-/// workdir that is no longer where it was bound, by a walk of the workdir: a sandbox can rename
-/// the directory holding a masked socket there, and the next session in it would not find it
-/// (red team, round 2). Not covered (README: residual risk): sockets bound after the session
-/// started, and host sockets the host itself moved to another directory or linked elsewhere;
-/// under `default` the session's unprivileged identity still cannot connect to those that are
-/// not world-writable.
+/// bound by a relative name escaped the text of /proc/net/unix). Not covered (README: residual
+/// risk): sockets bound after the session started, and socket files moved to another directory
+/// or linked elsewhere, which a sandbox that can write where a masked host socket is (the
+/// workdir) can do for the next session by renaming a directory above it; under `default` the
+/// session's unprivileged identity still cannot connect to those that are not world-writable
+/// (in the workdir, it owns them).
 ///
 /// Bounded (issue 10, second round): with `reach` (a user namespace's host identity, which no
 /// capability helps on host inodes), only sockets whose mode lets it write are masked, so a host
@@ -582,14 +581,7 @@ bool has_access_acl(const std::string& path) {
 /// naming some, rather than made into as many mounts.
 Status mask_host_sockets(Builder& b, const std::optional<SocketReach>& reach) {
     std::vector<std::pair<std::string, std::string>> masks;  // inside, host
-    HostSocketFiles listed = host_unix_socket_files();
-    if (!b.workdir_source.empty()) {
-        auto moved = moved_socket_files_beneath(b.workdir_source, listed.unlocated,
-                                                kMaxWorkdirEntriesSearched);
-        if (!moved) return std::move(moved.error());
-        listed.files.insert(listed.files.end(), moved->begin(), moved->end());
-    }
-    for (auto& host : listed.files) {
+    for (auto& host : host_unix_socket_files()) {
         bool through_workdir = false;
         auto inside = b.visible_at(host, &through_workdir);
         if (!inside) continue;

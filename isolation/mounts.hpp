@@ -98,10 +98,6 @@ struct SocketReach {
 /// every session start. More is refused with an error naming where they are (issue 10's second
 /// round: an unbounded walk and one mount per host socket, however many the host has).
 constexpr size_t kMaxMaskedSockets = 1024;
-/// How many entries of the workdir are looked at for a host socket bound there that is no longer
-/// where it was bound (moved with a directory a sandbox renamed); past it the session is refused
-/// with an error naming the socket, rather than started with the socket reachable.
-constexpr size_t kMaxWorkdirEntriesSearched = 1000000;
 
 /// Turns a plan into operations: lists the host's top-level entries, resolves symlinks of policy
 /// paths on the host, skips read-only binds and hidden paths that do not exist, and refuses

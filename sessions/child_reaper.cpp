@@ -48,14 +48,10 @@ void ChildReaper::hand_over(PidRef child) {
 }
 
 void ChildReaper::reap_handed_over() {
-    for (auto it = handed_over_.begin(); it != handed_over_.end();) {
-        auto reaped = (*it)->child.try_wait();
-        if (!reaped || *reaped) {
-            it = handed_over_.erase(it);  // its pending wait ends, aborted, with it
-        } else {
-            ++it;
-        }
-    }
+    // Reaped only: each entry stays until its own wait's handler erases it (a completed wait may
+    // already be queued for the loop, and its handler holds the entry's iterator). Its try_wait
+    // there then finds nothing left to reap.
+    for (auto& handed : handed_over_) (void)handed->child.try_wait();
 }
 
 void ChildReaper::add_owned(pid_t pid) {

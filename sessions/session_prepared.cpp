@@ -9,6 +9,7 @@
 // restart reaps it with everything unowned), and is handed out once: claim() refuses a session
 // that is not an untouched prepared one, and the manager removes it from the pool before.
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -88,10 +89,18 @@ void Session::start_first_launch_ahead() {
     }
     first_launch_ = std::make_shared<WaitingLaunch>(std::move(**waiting));
     // Its start time and CPU time now, while nothing waits for them (the first run would read
-    // them otherwise). After the zygote's answer: it is blocked on its socket by then.
+    // them otherwise). By its pid, so only while its pidfd says it has not exited (a pid reaped
+    // and reused would name another process). The zygote answers right after the clone, so the
+    // child may still be entering its session: its command's setup deadline may then see that
+    // work as progress and give it one more window, never less.
     if (auto ticks = process_start_ticks(first_launch_->child.pid()))
         first_launch_->start_ticks = *ticks;
     first_launch_->cpu_ns = process_cpu_ns(first_launch_->child.pid());
+    pollfd exited{first_launch_->child.pidfd(), POLLIN, 0};
+    if (::poll(&exited, 1, 0) != 0) {
+        first_launch_->start_ticks = 0;  // read again at launch, if it is ever launched
+        first_launch_->cpu_ns.reset();
+    }
 }
 
 Status Session::claim(const CreateSessionRequest& request) {
