@@ -189,9 +189,19 @@ std::vector<WatchEvent> FileWatch::read_events() {
                                session_path(pending->relative), is_dir});
                 if (is_dir) {
                     // Same inode, same watches: only their names change.
+                    bool watched = false;
                     for (auto& [wd, name] : dirs_)
-                        if (!name.empty() && is_below(name, pending->relative))
+                        if (!name.empty() && is_below(name, pending->relative)) {
                             name = relative + name.substr(pending->relative.size());
+                            watched = true;
+                        }
+                    // None: it was created and moved before its creation's event was read (its
+                    // add_tree found nothing there). Watched now, what it holds reported as
+                    // created, or what is made in it later would never be seen.
+                    if (!watched && options_.recursive && !failure_) {
+                        if (auto added = add_tree(relative, &out); !added)
+                            failure_ = std::move(added.error());
+                    }
                 }
                 pending.reset();
             } else if (raw->mask & (IN_CREATE | IN_MOVED_TO)) {
