@@ -91,6 +91,14 @@ uint64_t capability_mask(pid_t pid, const std::string& field) {
 
 class FirstProcessAhead : public testing::PreparedPoolTest {
   protected:
+    /// A pool of one, its session claimed: `id`, and the child waiting in its p1 (`waiting`).
+    void claim_waiting(std::string& id, pid_t& waiting) {
+        ASSERT_NO_FATAL_FAILURE(start(1));
+        id = claim(*client_);
+        ASSERT_FALSE(id.empty());
+        waiting = waiting_child(id);
+        ASSERT_NE(waiting, 0);
+    }
     /// Claims a prepared session of `policy`, whose confinement keeps the capabilities of
     /// `kept`: its waiting child has dropped the rest of its bounding set already, and its first
     /// run (that child) sees the capability lines its second run sees, `kept` bounding and
@@ -151,11 +159,10 @@ TEST_F(FirstProcessAhead, TheFirstRunIsTheChildThatWaitedInItsLeaf) {
 // waits, the child holds stdio and its end of corrald's socket, nothing else of corrald's or the
 // zygote's (no session's descriptors either: it closed the holder's pidfd once it had joined).
 TEST_F(FirstProcessAhead, TheWaitingChildHoldsOnlyStdioAndItsSocket) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
+    std::string id;
+    pid_t waiting = 0;
+    ASSERT_NO_FATAL_FAILURE(claim_waiting(id, waiting));
     HttpClient& c = *client_;
-    const std::string id = claim(c);
-    const pid_t waiting = waiting_child(id);
-    ASSERT_NE(waiting, 0);
     std::set<std::string> fds;
     std::string socket_target;
     for (const auto& entry : std::filesystem::directory_iterator(
@@ -237,11 +244,10 @@ TEST_F(FirstProcessAhead, TheFirstCommandHoldsWhatEveryCommandHolds) {
 // ~300 KB of environment) is launched another way, and the child is ended first: one process
 // runs, and the child is reaped, not left waiting beside it.
 TEST_F(FirstProcessAhead, AFirstLaunchItCannotTakeEndsItAndRunsAnotherWay) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
+    std::string id;
+    pid_t waiting = 0;
+    ASSERT_NO_FATAL_FAILURE(claim_waiting(id, waiting));
     HttpClient& c = *client_;
-    const std::string id = claim(c);
-    const pid_t waiting = waiting_child(id);
-    ASSERT_NE(waiting, 0);
     std::istringstream nspid(status_field(waiting, "NSpid"));
     std::vector<std::string> levels{std::istream_iterator<std::string>(nspid), {}};
     ASSERT_GE(levels.size(), 2u);
@@ -345,12 +351,11 @@ TEST_F(FirstProcessAhead, AWaitingChildHoldsNoEarlierLaunchsSecret) {
 // session and reaped (a child of corrald's launch worker, which the orphan walk does not see: a
 // zombie would stay for corrald's life), and p1's leaf removed.
 TEST_F(FirstProcessAhead, AnUnusedOneEndsWithItsSessionAndIsReaped) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
+    std::string id;
+    pid_t waiting = 0;
+    ASSERT_NO_FATAL_FAILURE(claim_waiting(id, waiting));
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
-    const std::string id = claim(c);
-    const pid_t waiting = waiting_child(id);
-    ASSERT_NE(waiting, 0);
     EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
     EXPECT_TRUE(gone_within(waiting, 5s)) << proc_text(waiting, "status");
     EXPECT_FALSE(std::filesystem::exists(daemon.instance_cgroup() + "/sessions/" + id));
@@ -359,11 +364,10 @@ TEST_F(FirstProcessAhead, AnUnusedOneEndsWithItsSessionAndIsReaped) {
 // The waiting child gone before the first run (killed from outside: the OOM killer, an
 // operator): the run is launched as any other, in the same leaf, and succeeds.
 TEST_F(FirstProcessAhead, AFirstRunStillWorksWhenTheWaitingChildIsGone) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
+    std::string id;
+    pid_t waiting = 0;
+    ASSERT_NO_FATAL_FAILURE(claim_waiting(id, waiting));
     HttpClient& c = *client_;
-    const std::string id = claim(c);
-    const pid_t waiting = waiting_child(id);
-    ASSERT_NE(waiting, 0);
     ASSERT_EQ(::kill(waiting, SIGKILL), 0);  // this test's daemon's child, by its pid
     for (int i = 0; i < 200 && running(waiting); ++i) std::this_thread::sleep_for(5ms);
     auto ran = c.post("/v1/sessions/" + id + "/run", {{"command", "echo still"}});
@@ -378,12 +382,10 @@ TEST_F(FirstProcessAhead, AFirstRunStillWorksWhenTheWaitingChildIsGone) {
 // restart (as every journalled session does), the child is gone (its socket's other end went
 // with corrald), and the first run after the restart is launched as any other.
 TEST_F(FirstProcessAhead, ARestartLeavesNoWaitingChildAndTheSessionRuns) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
+    std::string id;
+    pid_t waiting = 0;
+    ASSERT_NO_FATAL_FAILURE(claim_waiting(id, waiting));
     CorraldProcess& daemon = *daemon_;
-    HttpClient& c = *client_;
-    const std::string id = claim(c);
-    const pid_t waiting = waiting_child(id);
-    ASSERT_NE(waiting, 0);
     daemon.kill_hard();
     for (int i = 0; i < 500 && running(waiting); ++i) std::this_thread::sleep_for(10ms);
     EXPECT_FALSE(running(waiting)) << "the waiting child outlived corrald";
@@ -401,12 +403,11 @@ TEST_F(FirstProcessAhead, ARestartLeavesNoWaitingChildAndTheSessionRuns) {
 // corrald is killed is adopted by the restart (its pid and start time must match: pid_ref.hpp),
 // and stopped through corrald as any other.
 TEST_F(FirstProcessAhead, AFirstProcessOutlivingCorraldIsAdoptedByTheRestart) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
+    std::string id;
+    pid_t waiting = 0;
+    ASSERT_NO_FATAL_FAILURE(claim_waiting(id, waiting));
     CorraldProcess& daemon = *daemon_;
     HttpClient& c = *client_;
-    const std::string id = claim(c);
-    const pid_t waiting = waiting_child(id);
-    ASSERT_NE(waiting, 0);
     auto started = c.post("/v1/sessions/" + id + "/processes", {{"argv", {"sleep", "600"}}});
     ASSERT_EQ(started.status, 201u) << started.body;
     const std::string proc = started.json()["id"];

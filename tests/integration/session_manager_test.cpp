@@ -93,6 +93,32 @@ class SessionManagerTest : public ::testing::Test {
         }
     }
 
+    /// A manager of a test's own beside the fixture's, for settings the fixture's lacks
+    /// (`adjust`), in a state dir of its own (`*state_dir`, the test removes it); nullptr with a
+    /// failure when it cannot be made.
+    std::unique_ptr<SessionManager> own_manager(
+        const std::function<void(SessionManagerConfig&)>& adjust, std::string* state_dir,
+        std::string* instance = nullptr) {
+        auto host =
+            discover_placed_cgroup_host(PlacementOptions{false, "corral-test", scope_requester()});
+        EXPECT_TRUE(host) << host.error().describe();
+        if (!host) return nullptr;
+        char tmpl[] = "/tmp/corral-sm-own-XXXXXX";
+        EXPECT_NE(::mkdtemp(tmpl), nullptr);
+        *state_dir = tmpl;
+        SessionManagerConfig config;
+        config.state_dir = *state_dir;
+        config.instance_name = unique_instance();
+        config.port_first = static_cast<uint16_t>(10000 + (::getpid() % 500) * 10);
+        config.port_last = static_cast<uint16_t>(config.port_first + 9);
+        adjust(config);
+        if (instance) *instance = host->v2_own + "/" + config.instance_name;
+        auto created = SessionManager::create(io_, config, *host);
+        EXPECT_TRUE(created) << created.error().describe();
+        if (!created) return nullptr;
+        return std::move(*created);
+    }
+
     /// Runs the loop until `done` or a generous hang bound.
     bool run_until(const std::function<bool()>& done, std::chrono::milliseconds bound = 30s) {
         const auto deadline = std::chrono::steady_clock::now() + bound;
@@ -243,24 +269,15 @@ TEST_F(SessionManagerTest, SessionManager_AsyncCreationIsReachableOnlyOnceReadyA
 // is ended to make room, the pool is not refilled while there is no room, and it refills once
 // clients' sessions are gone. A claim moves a prepared session to the clients' count.
 TEST_F(SessionManagerTest, SessionManager_PreparedSessionsGiveWayToClientsAtTheSessionLimit) {
-    auto host =
-        discover_placed_cgroup_host(PlacementOptions{false, "corral-test", scope_requester()});
-    ASSERT_TRUE(host) << host.error().describe();
-    char tmpl[] = "/tmp/corral-sm-prepared-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    const std::string state_dir = tmpl;
-    SessionManagerConfig config;
-    config.state_dir = state_dir;
-    config.instance_name = unique_instance();
-    config.port_first = static_cast<uint16_t>(10000 + (::getpid() % 500) * 10);
-    config.port_last = static_cast<uint16_t>(config.port_first + 9);
-    config.ended_retention = 200ms;
-    config.max_sessions = 3;
-    config.prepared = {{"none", 2}};
-    const std::string instance = host->v2_own + "/" + config.instance_name;
-    auto created = SessionManager::create(io_, config, *host);
-    ASSERT_TRUE(created) << created.error().describe();
-    std::unique_ptr<SessionManager> manager = std::move(*created);
+    std::string state_dir, instance;
+    std::unique_ptr<SessionManager> manager = own_manager(
+        [](SessionManagerConfig& config) {
+            config.ended_retention = 200ms;
+            config.max_sessions = 3;
+            config.prepared = {{"none", 2}};
+        },
+        &state_dir, &instance);
+    ASSERT_TRUE(manager);
     auto pool = [&] { return manager->prepared_pools().at("none"); };
     ASSERT_TRUE(run_until([&] { return pool().ready == 2 && pool().preparing == 0; }));
     auto create_async = [&](const std::string& id) {
@@ -314,22 +331,14 @@ TEST_F(SessionManagerTest, SessionManager_PreparedSessionsGiveWayToClientsAtTheS
 // and are forgotten (issue 18: no walk over every session per creation), so a count that drifted
 // by one would show here as a refusal too early or a creation past the limit.
 TEST_F(SessionManagerTest, SessionManager_TheSessionLimitCountsLiveSessionsThroughEndsAndRetention) {
-    auto host =
-        discover_placed_cgroup_host(PlacementOptions{false, "corral-test", scope_requester()});
-    ASSERT_TRUE(host) << host.error().describe();
-    char tmpl[] = "/tmp/corral-sm-limit-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    const std::string state_dir = tmpl;
-    SessionManagerConfig config;
-    config.state_dir = state_dir;
-    config.instance_name = unique_instance();
-    config.port_first = static_cast<uint16_t>(10000 + (::getpid() % 500) * 10);
-    config.port_last = static_cast<uint16_t>(config.port_first + 9);
-    config.ended_retention = 100ms;
-    config.max_sessions = 2;
-    auto created = SessionManager::create(io_, config, *host);
-    ASSERT_TRUE(created) << created.error().describe();
-    std::unique_ptr<SessionManager> manager = std::move(*created);
+    std::string state_dir;
+    std::unique_ptr<SessionManager> manager = own_manager(
+        [](SessionManagerConfig& config) {
+            config.ended_retention = 100ms;
+            config.max_sessions = 2;
+        },
+        &state_dir);
+    ASSERT_TRUE(manager);
     auto create = [&](const std::string& id) {
         CreateSessionRequest request;
         request.policy = "none";
