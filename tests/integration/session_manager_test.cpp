@@ -119,6 +119,18 @@ class SessionManagerTest : public ::testing::Test {
         return std::move(*created);
     }
 
+    /// A `none` session named `id` created on `manager` through the loop, as corrald creates.
+    Result<CreatedSession> create_named(SessionManager& manager, const std::string& id) {
+        CreateSessionRequest request;
+        request.policy = "none";
+        request.id = id;
+        std::optional<Result<CreatedSession>> result;
+        manager.async_create_session(
+            request, [&](Result<CreatedSession> r) { result.emplace(std::move(r)); });
+        EXPECT_TRUE(run_until([&] { return result.has_value(); }));
+        return result.value_or(Result<CreatedSession>(sys_error(EIO, "no answer")));
+    }
+
     /// Runs the loop until `done` or a generous hang bound.
     bool run_until(const std::function<bool()>& done, std::chrono::milliseconds bound = 30s) {
         const auto deadline = std::chrono::steady_clock::now() + bound;
@@ -280,16 +292,7 @@ TEST_F(SessionManagerTest, SessionManager_PreparedSessionsGiveWayToClientsAtTheS
     ASSERT_TRUE(manager);
     auto pool = [&] { return manager->prepared_pools().at("none"); };
     ASSERT_TRUE(run_until([&] { return pool().ready == 2 && pool().preparing == 0; }));
-    auto create_async = [&](const std::string& id) {
-        CreateSessionRequest request;
-        request.policy = "none";
-        request.id = id;
-        std::optional<Result<CreatedSession>> result;
-        manager->async_create_session(
-            request, [&](Result<CreatedSession> r) { result.emplace(std::move(r)); });
-        EXPECT_TRUE(run_until([&] { return result.has_value(); }));
-        return result.value_or(Result<CreatedSession>(sys_error(EIO, "no answer")));
-    };
+    auto create_async = [&](const std::string& id) { return create_named(*manager, id); };
     // Three clients' sessions (ids of their own: not from the pool) all succeed.
     for (const std::string id : {"client-1", "client-2", "client-3"}) {
         auto made = create_async(id);
@@ -339,16 +342,9 @@ TEST_F(SessionManagerTest, SessionManager_TheSessionLimitCountsLiveSessionsThrou
         },
         &state_dir);
     ASSERT_TRUE(manager);
-    auto create = [&](const std::string& id) {
-        CreateSessionRequest request;
-        request.policy = "none";
-        request.id = id;
-        std::optional<Result<CreatedSession>> result;
-        manager->async_create_session(
-            request, [&](Result<CreatedSession> r) { result.emplace(std::move(r)); });
-        EXPECT_TRUE(run_until([&] { return result.has_value(); }));
-        if (!result) return EIO;
-        return *result ? 0 : result->error().code;
+    auto create = [&](const std::string& id) {  // 0, or the error's code
+        auto made = create_named(*manager, id);
+        return made ? 0 : made.error().code;
     };
     auto end = [&](const std::string& id) {
         std::optional<Result<EndSessionReport>> ended;
