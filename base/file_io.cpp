@@ -142,6 +142,11 @@ Status write_file(const std::string& path, const std::string& content) {
     return write_file(AT_FDCWD, path, content);
 }
 
+std::string parent_of(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+}
+
 std::optional<std::string> real_path(const std::string& path) {
     std::unique_ptr<char, decltype(&std::free)> resolved(::realpath(path.c_str(), nullptr),
                                                          &std::free);

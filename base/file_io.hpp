@@ -39,6 +39,10 @@ Status write_file(int dirfd, const std::string& path, const std::string& content
 /// Same, for an absolute or cwd-relative path.
 Status write_file(const std::string& path, const std::string& content);
 
+/// The directory part of an absolute path: "/a/b" -> "/a", "/a" -> "/" (and "/" for a name
+/// without a slash).
+std::string parent_of(const std::string& path);
+
 /// `path` with every symbolic link and `.`/`..` resolved (realpath(3)); nothing when some part of
 /// it does not exist or cannot be searched.
 std::optional<std::string> real_path(const std::string& path);

@@ -71,11 +71,6 @@ Status remove_tree(int parent_fd, const std::string& name, const std::string& sh
     return {};
 }
 
-std::string parent_of(const std::string& path) {
-    size_t slash = path.find_last_of('/');
-    return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 std::string base_name(const std::string& path) {
     return path.substr(path.find_last_of('/') + 1);
 }

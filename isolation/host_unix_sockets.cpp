@@ -135,11 +135,6 @@ std::vector<BoundUnixSocket> read_proc_net_unix() {
     return out;
 }
 
-std::string parent_of(const std::string& path) {
-    const size_t slash = path.rfind('/');
-    return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
-}
-
 std::string joined(const std::string& dir, const std::string& name) {
     return dir == "/" ? "/" + name : dir + "/" + name;
 }

@@ -40,11 +40,6 @@ std::string new_path(const std::string& inside) {
     return inside == "/" ? kNewRoot : kNewRoot + inside;
 }
 
-std::string parent_of(const std::string& path) {
-    size_t slash = path.rfind('/');
-    return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 /// Whether `path` is `prefix` or lies beneath it.
 bool is_within(const std::string& path, const std::string& prefix) {
     if (prefix == "/") return true;
