@@ -112,6 +112,7 @@ const char* apply_confinement(const Confinement& c, int* listener, int landlock_
     if (c.landlock_ruleset.valid() &&
         landlock_restrict(landlock_ruleset >= 0 ? landlock_ruleset : c.landlock_ruleset.get()) != 0)
         return "landlock_restrict_self";
+    if (c.seccomp_installed) return nullptr;
     if (listener != nullptr && !c.seccomp_notifying_filter.empty()) {
         *listener = install_seccomp_filter(c.seccomp_notifying_filter.data(),
                                            c.seccomp_notifying_filter.size(), true);

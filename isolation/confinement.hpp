@@ -4,7 +4,9 @@
 // Order in the child (apply_confinement): rlimits -> bounding set (needs CAP_SETPCAP, which the uid
 // change clears) -> groups/gid/uid (keeping caps across setuid) -> capset (effective, permitted,
 // inheritable) -> ambient (needs the bits in permitted and inheritable) -> no_new_privs ->
-// Landlock -> seccomp (last, so the filter does not have to allow the setup calls).
+// Landlock -> seccomp (last, so the filter does not have to allow the setup calls; a session's
+// first process may have installed it while it waited, where the filter allows every call left:
+// launch_ahead.hpp).
 // One file per kernel concern: seccomp.hpp, capabilities.hpp, rlimits.hpp, landlock.hpp.
 
 #include <linux/filter.h>
@@ -41,6 +43,10 @@ struct Confinement {
     /// keep_capabilities and last_capability while it waited (launch_ahead.hpp), and
     /// apply_confinement does not drop it again (the other sets are still changed there).
     bool bounding_set_dropped = false;
+    /// Set only by a child on itself, never sent: it installed exactly these seccomp filters while
+    /// it waited (launch_ahead.hpp), and apply_confinement installs none (nor hands a listener
+    /// over: it went with the child's word that it entered).
+    bool seccomp_installed = false;
     uint64_t keep_capabilities = 0;           ///< bitmask of CAP_* kept in all sets (incl. ambient)
     int last_capability = 40;                 ///< highest cap number this kernel knows
     bool change_ids = false;

@@ -19,9 +19,15 @@
 // for (~40 prctl calls, the first step of apply_confinement; the command's confinement skips that
 // step when it asks for the same set and drops again otherwise: a bounding set only shrinks, so
 // the command never keeps more than its own confinement allows), closes the session's
-// descriptors too, says so on `go` (one byte, which corrald requires before it hands a command
-// over: a child that failed to enter wrote its failure there instead, one still entering has
-// written nothing), blocks every signal, and waits on `go`. The launch
+// descriptors too, blocks every signal, installs its session's seccomp filter with no_new_privs
+// (the last step of apply_confinement, ~0.1 ms of the kernel's: it converts, JIT-compiles and
+// emulates the program for every syscall number), says so on `go` (one byte, which corrald
+// requires before it hands a command over: a child that failed to enter wrote its failure there
+// instead, one still entering has written nothing; the filter's listener comes with it), and
+// waits on `go`. The filter goes ahead only where it allows every call the child still makes up
+// to execve (filter_may_go_ahead), and the child takes only a command confined by that same
+// filter (corrald compares them first; the child checks again and refuses another): a filter only
+// restricts, and the command is confined by exactly its own. The launch
 // message (launch_message.hpp, without the session's part, which it has already joined) and the
 // write end of the launch's report channel arrive there, and it runs the same second half as every
 // launched child (become_command: stdio, cwd, confinement, execve), reporting the same way. If
@@ -37,7 +43,10 @@
 // waits: a prepared session has run nothing, and the session's first launch either takes it (it
 // *is* that process) or kills it before launching another way (Process::launch_child).
 
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
@@ -58,14 +67,29 @@ struct WaitingLaunch {
     /// (setup_deadline.hpp). Read maybe before it finished entering its session: what it used
     /// since counts as progress once, which gives it at most one more window.
     std::optional<uint64_t> cpu_ns;
+    /// The seccomp filter its child installed while it waits (seccomp_fingerprint of ahead_part's
+    /// confinement), 0 for none: only a command confined by the same filter is handed to it.
+    uint64_t filter_ahead = 0;
+    /// The listener of that filter, once it came with the child's word that it entered.
+    UniqueFd listener;
 };
 
 /// What of a launch's spec a waiting child is started with, and all that crosses to the zygote for
 /// it: the session's part (cgroup_fd, v1_join_fds, namespace_holder_pidfd, namespace_flags) and
-/// of `spec`'s confinement the capability bounding set, which `bounding` holds for the returned
-/// spec (no confinement there when `spec`'s drops no capabilities). Nothing of the command: no
-/// argv, environment, cwd, stdio, filter, ruleset or secret.
-LaunchSpec ahead_part(const LaunchSpec& spec, Confinement& bounding);
+/// of `spec`'s confinement the capability bounding set and, where filter_may_go_ahead(), the
+/// seccomp filter, which `ahead` holds for the returned spec (no confinement there when `spec`'s
+/// has neither). Nothing of the command: no argv, environment, cwd, stdio, ruleset or secret.
+LaunchSpec ahead_part(const LaunchSpec& spec, Confinement& ahead);
+
+/// The system calls a waiting child may make after installing its filter ahead, up to execve.
+std::vector<std::string> calls_after_filter_ahead();
+/// Whether `c`'s seccomp filter may be installed by a waiting child (it has one, and it allows
+/// every call of calls_after_filter_ahead() whatever the arguments: the child could not finish
+/// its set-up under it otherwise).
+bool filter_may_go_ahead(const Confinement& c);
+/// Which seccomp filter `c` asks for, as a number (0: none): what WaitingLaunch::filter_ahead is
+/// compared with.
+uint64_t seccomp_fingerprint(const Confinement* c);
 
 /// What is left of a launch's spec for a child started with ahead_part() of it: `spec` without
 /// the session's part, which the child has joined already.

@@ -327,8 +327,8 @@ std::optional<Result<PendingLaunch>> LaunchZygote::launch_begin(const LaunchSpec
 std::optional<Result<WaitingLaunch>> LaunchZygote::launch_ahead(const LaunchSpec& spec) {
     // Only what a waiting child is started with crosses: the request makes no command, and
     // carries no secret.
-    Confinement bounding;
-    const LaunchSpec part = ahead_part(spec, bounding);
+    Confinement ahead;
+    const LaunchSpec part = ahead_part(spec, ahead);
     const std::vector<int> fds = launch_descriptors(part);
     auto bytes = encode_launch(part, fds, ZygoteRequest::ahead);
     if (!bytes) return Result<WaitingLaunch>(std::move(bytes.error()));
@@ -344,8 +344,10 @@ std::optional<Result<WaitingLaunch>> LaunchZygote::launch_ahead(const LaunchSpec
         return Result<WaitingLaunch>(sys_error(EPROTO, "launch ahead: no pidfd from the zygote"));
     }
     ++launches_ahead_;
-    return Result<WaitingLaunch>(WaitingLaunch{
-        PidRef(answer.pid, std::move((*reply)->fds[1])), std::move((*reply)->fds[0])});
+    WaitingLaunch waiting{PidRef(answer.pid, std::move((*reply)->fds[1])),
+                          std::move((*reply)->fds[0])};
+    waiting.filter_ahead = seccomp_fingerprint(part.confinement);
+    return Result<WaitingLaunch>(std::move(waiting));
 }
 
 std::optional<Result<PidRef>> LaunchZygote::clone_holder(const HolderPlan& plan, int cgroup_fd) {

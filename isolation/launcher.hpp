@@ -132,6 +132,9 @@ struct PendingLaunch {
     UniqueFd report;  ///< the channel's read end (blocking; read it only when readable)
     /// The first report may carry the seccomp listener (spec.refusals with a notifying filter).
     bool listener_expected = false;
+    /// The listener, where it came before the launch (a filter installed by a waiting child:
+    /// launch_ahead.hpp); then none is expected.
+    UniqueFd listener;
     /// Known when launch_begin() returned: the child has exec'd, so there is nothing to watch
     /// `report` for. Only a launch that shared our memory (CLONE_VFORK: we resumed once it had
     /// exec'd or exited) and found no failure report on the channel.

@@ -4,6 +4,7 @@
 #include <seccomp.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
@@ -15,9 +16,11 @@ namespace {
 
 constexpr uint32_t kInvalid = SECCOMP_RET_KILL_PROCESS;
 
-/// Loads 32 bits of seccomp_data at `offset`, as the kernel does (aligned, in bounds).
-bool load(const seccomp_data& call, uint32_t offset, uint32_t& out) {
+/// Loads 32 bits of seccomp_data at `offset`, as the kernel does (aligned, in bounds), noting the
+/// word loaded in `loaded` (bit offset / 4).
+bool load(const seccomp_data& call, uint32_t offset, uint32_t& out, uint32_t& loaded) {
     if (offset % 4 != 0 || offset + 4 > sizeof call) return false;
+    loaded |= uint32_t{1} << (offset / 4);
     std::memcpy(&out, reinterpret_cast<const unsigned char*>(&call) + offset, 4);
     return true;
 }
@@ -105,7 +108,10 @@ std::string syscall_name_of(int nr) {
     return "";
 }
 
-uint32_t evaluate_seccomp(const std::vector<sock_filter>& program, const seccomp_data& call) {
+namespace {
+
+uint32_t run_program(const std::vector<sock_filter>& program, const seccomp_data& call,
+                     uint32_t& loaded) {
     uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {};
     for (size_t pc = 0; pc < program.size(); ++pc) {
         const sock_filter& in = program[pc];
@@ -113,7 +119,7 @@ uint32_t evaluate_seccomp(const std::vector<sock_filter>& program, const seccomp
         switch (BPF_CLASS(in.code)) {
             case BPF_LD:
                 if (BPF_MODE(in.code) == BPF_ABS) {
-                    if (!load(call, in.k, a)) return kInvalid;
+                    if (!load(call, in.k, a, loaded)) return kInvalid;
                 } else if (BPF_MODE(in.code) == BPF_IMM) {
                     a = in.k;
                 } else if (BPF_MODE(in.code) == BPF_MEM && in.k < BPF_MEMWORDS) {
@@ -167,6 +173,33 @@ uint32_t evaluate_seccomp(const std::vector<sock_filter>& program, const seccomp
         }
     }
     return kInvalid;  // ran off the end: the kernel refuses such a program
+}
+
+}  // namespace
+
+uint32_t evaluate_seccomp(const std::vector<sock_filter>& program, const seccomp_data& call) {
+    uint32_t loaded = 0;
+    return run_program(program, call, loaded);
+}
+
+// As the kernel's own check for its cache of always-allowed calls (seccomp_is_const_allow), with
+// some arguments known: the program's way for this call loads nothing but the number, the
+// architecture and the known arguments, so no other value can change its answer.
+bool allows_call(const std::vector<sock_filter>& program, const KnownCall& known) {
+    seccomp_data call{};
+    call.nr = known.nr;
+    call.arch = AUDIT_ARCH_X86_64;
+    uint32_t may_load = (uint32_t{1} << (offsetof(seccomp_data, nr) / 4)) |
+                        (uint32_t{1} << (offsetof(seccomp_data, arch) / 4));
+    for (size_t i = 0; i < known.args.size(); ++i) {
+        if (!known.args[i]) continue;
+        call.args[i] = *known.args[i];
+        const size_t word = (offsetof(seccomp_data, args) + i * sizeof(uint64_t)) / 4;
+        may_load |= (uint32_t{1} << word) | (uint32_t{1} << (word + 1));
+    }
+    uint32_t loaded = 0;
+    const uint32_t answer = run_program(program, call, loaded);
+    return (loaded & ~may_load) == 0 && (answer & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ALLOW;
 }
 
 std::string describe_seccomp_answer(uint32_t ret) {

@@ -6,6 +6,9 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
+#include <array>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,16 @@ struct SyscallAnswer {
 /// instructions seccomp accepts (ld/ldx/st/stx, alu, jumps, ret, tax/txa); an invalid program
 /// answers SECCOMP_RET_KILL_PROCESS.
 uint32_t evaluate_seccomp(const std::vector<sock_filter>& program, const seccomp_data& call);
+
+/// An x86_64 system call of which some arguments are known; the others may be anything.
+struct KnownCall {
+    int nr = -1;
+    std::array<std::optional<uint64_t>, 6> args{};
+};
+
+/// Whether `program` allows `call` whatever its unknown arguments and instruction pointer are:
+/// its way for the call loads nothing else, and ends in SECCOMP_RET_ALLOW.
+bool allows_call(const std::vector<sock_filter>& program, const KnownCall& call);
 
 /// The name of an x86_64 syscall number (libseccomp, then the recent-syscall table); "" when
 /// neither names it.

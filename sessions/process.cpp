@@ -219,6 +219,9 @@ void Process::end_unused_waiting() {
 
 void Process::take_launch(PendingLaunch launch) {
     main_ = std::move(launch.child);
+    // A listener that came before the launch (its filter installed ahead): its calls are answered
+    // once the record is watched (start_watching), as an adopted process's are.
+    if (launch.listener && refusals_) refusals_->attach(std::move(launch.listener));
     pending_launch_ = std::move(launch);
     // Already exec'd (a launch that shared corrald's memory): nothing to watch (launching()).
     if (pending_launch_->exec_reached) pending_launch_->report.reset();

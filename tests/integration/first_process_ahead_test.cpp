@@ -25,6 +25,9 @@
 #include <vector>
 
 #include "base/file_io.hpp"
+#include "isolation/launch_ahead.hpp"
+#include "isolation/seccomp_listing.hpp"
+#include "policies/syscall_numbers.hpp"
 #include "support/corrald_process.hpp"
 #include "support/http_client.hpp"
 #include "support/prepared_pool.hpp"
@@ -91,6 +94,33 @@ uint64_t capability_mask(pid_t pid, const std::string& field) {
 
 class FirstProcessAhead : public testing::PreparedPoolTest {
   protected:
+    void TearDown() override {
+        if (!policy_dir_.empty()) std::filesystem::remove_all(policy_dir_);
+    }
+    /// corrald with a pool of `pool` sessions of a policy of the test's own, `name`, whose YAML
+    /// is `yaml` (in a directory of the test's, removed with it).
+    void start_with_policy(const std::string& name, const std::string& yaml, size_t pool = 1) {
+        char pattern[] = "/tmp/corral-ahead-policy-XXXXXX";
+        ASSERT_NE(::mkdtemp(pattern), nullptr);
+        policy_dir_ = pattern;
+        std::ofstream(policy_dir_ + "/" + name + ".yaml") << yaml;
+        ASSERT_NO_FATAL_FAILURE(start_with({"--policy-dir", policy_dir_}, name, pool));
+    }
+    /// The seccomp lines of /proc/self/status and what the policy refused, as a run in session
+    /// `id` sees and reports them (it tries a mount, which every filter here refuses).
+    std::pair<std::string, json> filter_seen_by_a_run(HttpClient& c, const std::string& id) {
+        auto ran = c.post("/v1/sessions/" + id + "/run",
+                          {{"command",
+                            "grep -E '^(NoNewPrivs|Seccomp)' /proc/self/status; "
+                            "mount -t tmpfs none /mnt 2>/dev/null; exit 0"}});
+        EXPECT_EQ(ran.status, 200u) << ran.body;
+        if (ran.status != 200) return {};
+        EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+        return {ran.json()["stdout"].get<std::string>(), ran.json()["seccomp"]["refused"]};
+    }
+
+    std::string policy_dir_;
+
     /// A pool of one, its session claimed: `id`, and the child waiting in its p1 (`waiting`).
     void claim_waiting(std::string& id, pid_t& waiting) {
         ASSERT_NO_FATAL_FAILURE(start(1));
@@ -443,18 +473,93 @@ TEST_F(FirstProcessAhead, TheWaitingChildDropsTheBoundingSetTheFirstRunWouldHave
 // in every set as later runs do (a drop ahead that took it too would leave the command short of
 // what its policy grants; one that left more would be a bounding set wider than the policy's).
 TEST_F(FirstProcessAhead, ACapabilityThePolicyKeepsIsKeptByTheFirstRunAsByLaterOnes) {
-    char pattern[] = "/tmp/corral-ahead-caps-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    const std::string dir = pattern;
-    struct Remove {
-        std::string dir;
-        ~Remove() { std::filesystem::remove_all(dir); }
-    } remove{dir};
-    std::ofstream(dir + "/keeper.yaml")
-        << "name: keeper\nextends: default\n"
-           "capabilities: { inherit: false, keep: [CAP_NET_BIND_SERVICE] }\n";
-    ASSERT_NO_FATAL_FAILURE(start_with({"--policy-dir", dir}, "keeper", 1));
+    ASSERT_NO_FATAL_FAILURE(start_with_policy(
+        "keeper",
+        "name: keeper\nextends: default\n"
+        "capabilities: { inherit: false, keep: [CAP_NET_BIND_SERVICE] }\n"));
     expect_bounding_set_dropped_ahead("keeper", uint64_t{1} << CAP_NET_BIND_SERVICE);
+}
+
+// The waiting child installs its session's seccomp filter while it waits (with no_new_privs, as
+// every command), and the first run is confined by exactly that filter: once (not stacked on a
+// second copy, which would still confine it but would show two filters), with its refusals
+// counted as a later run's are (issue 17.6), its listener having come ahead. Before, the first
+// command installed it on its way to execve, ~0.1 ms of the kernel's (issue 18).
+TEST_F(FirstProcessAhead, TheWaitingChildInstallsTheSessionsFilterAndTheFirstRunHasItOnce) {
+    std::string id;
+    pid_t waiting = 0;
+    ASSERT_NO_FATAL_FAILURE(claim_waiting(id, waiting));
+    EXPECT_EQ(status_field(waiting, "Seccomp"), "2") << proc_text(waiting, "status");
+    EXPECT_EQ(status_field(waiting, "Seccomp_filters"), "1");
+    EXPECT_EQ(status_field(waiting, "NoNewPrivs"), "1");
+    HttpClient& c = *client_;
+    const auto [first, first_refused] = filter_seen_by_a_run(c, id);
+    EXPECT_TRUE(gone_within(waiting, 5s)) << "the first run was the waiting child";
+    const auto [second, second_refused] = filter_seen_by_a_run(c, id);
+    EXPECT_EQ(first, "NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n");
+    EXPECT_EQ(first, second);
+    EXPECT_EQ(first_refused, json({{"mount", 1}})) << "counted through the listener sent ahead";
+    EXPECT_EQ(first_refused, second_refused);
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+}
+
+// A policy that refuses a call the waiting child still makes after its filter would be installed
+// (setsid, for the command's own session) keeps its filter for the command's way, as before: the
+// child waits unfiltered, the first run starts, and the command is refused setsid as later ones
+// are. Installed ahead, the filter would have failed the first run's set-up.
+TEST_F(FirstProcessAhead, AFilterRefusingACallOfTheChildsWayIsInstalledAtTheCommand) {
+    ASSERT_NO_FATAL_FAILURE(start_with_policy(
+        "nosetsid", "name: nosetsid\nextends: default\nseccomp: { deny: [setsid] }\n"));
+    HttpClient& c = *client_;
+    const std::string id = claim(c, "nosetsid");
+    ASSERT_FALSE(id.empty());
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
+    EXPECT_EQ(status_field(waiting, "Seccomp"), "0") << proc_text(waiting, "status");
+    for (int run = 0; run < 2; ++run) {
+        auto ran = c.post("/v1/sessions/" + id + "/run",
+                          {{"command", "setsid true 2>/dev/null; echo $?"}});
+        ASSERT_EQ(ran.status, 200u) << ran.body;
+        EXPECT_EQ(ran.json()["status"], "exited") << ran.body;
+        EXPECT_NE(ran.json()["stdout"], "0\n") << "setsid refused, run " << run << ": " << ran.body;
+        EXPECT_EQ(ran.json()["seccomp"]["refused"], json({{"setsid", 1}})) << ran.body;
+    }
+    EXPECT_TRUE(gone_within(waiting, 5s)) << "the first run was the waiting child";
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
+}
+
+// What makes the previous test's rule hold for every policy: calls_after_filter_ahead() must name
+// every call the waiting child makes once its filter is in. A policy refusing every other call
+// (but those /bin/true needs after its execve) still has its filter installed ahead, and its first
+// run must still reach /bin/true: a call of the child's way missing from the list is refused
+// here, and the run fails naming the step.
+TEST_F(FirstProcessAhead, TheChildsWayAfterItsFilterMakesOnlyTheCallsItIsCheckedFor) {
+    std::set<std::string> allowed;
+    for (const auto& name : calls_after_filter_ahead()) allowed.insert(name);
+    for (const char* name : {"access", "newfstatat", "pread64", "arch_prctl", "set_tid_address",
+                             "set_robust_list", "rseq", "getrandom"})
+        allowed.insert(name);  // /bin/true's own, after its execve
+    std::string deny;
+    for (int nr = 0; nr <= highest_x86_64_syscall(); ++nr) {
+        const std::string name = syscall_name_of(nr);
+        if (name.empty() || allowed.count(name) != 0) continue;
+        deny += (deny.empty() ? "" : ", ") + name;
+    }
+    ASSERT_NO_FATAL_FAILURE(start_with_policy(
+        "onlyahead",
+        "name: onlyahead\nextends: default\nseccomp: { preset: none, deny: [" + deny + "] }\n"));
+    HttpClient& c = *client_;
+    const std::string id = claim(c, "onlyahead");
+    ASSERT_FALSE(id.empty());
+    const pid_t waiting = waiting_child(id);
+    ASSERT_NE(waiting, 0);
+    EXPECT_EQ(status_field(waiting, "Seccomp"), "2") << "installed ahead";
+    auto ran = c.post("/v1/sessions/" + id + "/run", {{"argv", {"/bin/true"}}});
+    ASSERT_EQ(ran.status, 200u) << ran.body;
+    EXPECT_EQ(ran.json()["status"], "exited") << ran.body;
+    EXPECT_EQ(ran.json()["exitCode"], 0) << ran.body;
+    EXPECT_TRUE(gone_within(waiting, 5s)) << "the first run was the waiting child";
+    EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);
 }
 
 }  // namespace

@@ -326,5 +326,34 @@ TEST(SeccompListing, NamesEverySyscallWithItsAnswer) {
     }
 }
 
+// allows_call decides whether a waiting child may install its filter before the rest of its way
+// (isolation/launch_ahead.hpp): an answer that depends on an argument it does not know must not
+// count as allowed, or the child would be refused a call of its own set-up under a policy whose
+// guard conditions it (the setuid guard's openat with O_CREAT and a setuid mode).
+TEST(SeccompListing, AllowsCallOnlyWhereNothingUnknownDecides) {
+    const auto program = program_of("default");
+    const int openat = resolve_syscall("openat");
+    KnownCall read_only{openat, {uint64_t(int64_t{AT_FDCWD}), std::nullopt,
+                                 uint64_t{O_RDONLY | O_CLOEXEC}, uint64_t{0}}};
+    EXPECT_TRUE(allows_call(program, read_only)) << "the guard looks at flags and mode only";
+    KnownCall creating_setuid = read_only;
+    creating_setuid.args[2] = uint64_t{O_CREAT | O_WRONLY};
+    creating_setuid.args[3] = uint64_t{04755};
+    EXPECT_FALSE(allows_call(program, creating_setuid)) << "refused by the guard";
+    KnownCall flags_unknown = read_only;
+    flags_unknown.args[2].reset();
+    EXPECT_FALSE(allows_call(program, flags_unknown)) << "its answer depends on the flags";
+    EXPECT_FALSE(allows_call(program, KnownCall{resolve_syscall("chmod")}))
+        << "allowed for the zero mode, refused for a setuid one";
+    EXPECT_TRUE(allows_call(program, KnownCall{resolve_syscall("setsid")}));
+    EXPECT_FALSE(allows_call(program, KnownCall{resolve_syscall("mount")})) << "EPERM";
+    SeccompSpec deny_setsid;
+    deny_setsid.preset = "default";
+    deny_setsid.deny = {"setsid"};
+    auto denying = compile_seccomp(deny_setsid);
+    ASSERT_TRUE(denying.ok()) << denying.error().describe();
+    EXPECT_FALSE(allows_call(*denying, KnownCall{resolve_syscall("setsid")}));
+}
+
 }  // namespace
 }  // namespace corral
