@@ -204,7 +204,8 @@ bool entered(int go, UniqueFd& listener) {
     msghdr message{};
     message.msg_iov = &iov;
     message.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    // Room for more than the one it may send: every descriptor that came is ours to close.
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
     message.msg_control = control;
     message.msg_controllen = sizeof control;
     ssize_t n;
@@ -212,14 +213,22 @@ bool entered(int go, UniqueFd& listener) {
         n = ::recvmsg(go, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
     if (n < 0) return false;
+    std::vector<UniqueFd> came;
     for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
          header = CMSG_NXTHDR(&message, header)) {
         if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-        int fd = -1;
-        std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
-        listener = UniqueFd(fd);  // one descriptor fits: a truncated rest is closed by the kernel
+        const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+            int fd = -1;
+            std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof fd);
+            came.emplace_back(fd);
+        }
     }
-    return n == 1 && bytes[0] == kEntered && (message.msg_flags & MSG_CTRUNC) == 0;
+    // The word and at most one descriptor, whole: anything else is not a child that entered.
+    if (n != 1 || bytes[0] != kEntered || (message.msg_flags & MSG_CTRUNC) != 0 || came.size() > 1)
+        return false;
+    if (!came.empty()) listener = std::move(came.front());
+    return true;
 }
 
 /// A call the waiting child may make once its filter is installed, with the arguments it is known
@@ -232,7 +241,8 @@ struct CallAfterFilter {
 /// The calls the waiting child may make once its filter is installed (wait_for_command's rest and
 /// become_command, until execve): receiving its command and its allocations, the descriptors' and
 /// the terminal's set-up (/dev/null for a stdin it was not given: openat(AT_FDCWD, path,
-/// O_RDONLY | O_CLOEXEC), which is how glibc's open() calls it), the rest of its confinement,
+/// O_RDONLY | O_CLOEXEC), which is how glibc's open() calls it; AT_FDCWD's upper half is glibc's
+/// to choose, so the directory is not taken as known), the rest of its confinement,
 /// its reports and its exit. A filter goes ahead only where it allows each of them whatever the
 /// unknown arguments; a policy that refuses or conditions any (a `deny: [setsid]`) has its filter
 /// installed at the command, as before.
@@ -243,9 +253,7 @@ const CallAfterFilter kCallsAfterFilterAhead[] = {
     {"prctl"}, {"rt_sigprocmask"}, {"setsid"}, {"ioctl"}, {"chdir"}, {"prlimit64"}, {"capget"},
     {"capset"}, {"setgroups"}, {"setresgid"}, {"setresuid"}, {"landlock_restrict_self"},
     {"execve"}, {"exit_group"}, {"exit"},
-    {"openat",
-     {static_cast<uint64_t>(int64_t{AT_FDCWD}), std::nullopt,
-      uint64_t{O_RDONLY | O_CLOEXEC}, uint64_t{0}}}};
+    {"openat", {std::nullopt, std::nullopt, uint64_t{O_RDONLY | O_CLOEXEC}, uint64_t{0}}}};
 
 }  // namespace
 
