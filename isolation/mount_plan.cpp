@@ -1,5 +1,6 @@
 #include "isolation/mount_plan.hpp"
 
+#include <algorithm>
 #include <optional>
 
 namespace corral {
@@ -95,14 +96,32 @@ Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
     if (policy.namespaces.network == NetworkMode::isolated && !resolv_conf.empty())
         plan.push_back(
             MountStep{MountStep::Kind::resolv_conf, resolv_conf, "/etc/resolv.conf", 0, -1, true});
-    plan.push_back(MountStep{MountStep::Kind::dev, "", "/dev", 0});
+    std::vector<MountStep> fresh{MountStep{MountStep::Kind::dev, "", "/dev", 0}};
     // A fresh sysfs shows the network devices of the namespace that mounts it; the host's /sys
     // would list the host's interfaces under /sys/class/net.
     if (policy.namespaces.network == NetworkMode::isolated)
-        plan.push_back(MountStep{MountStep::Kind::sysfs, "", "/sys", 0});
+        fresh.push_back(MountStep{MountStep::Kind::sysfs, "", "/sys", 0});
     // procfs shows the pid namespace of its mounter: only a new pid namespace gets a fresh one.
     // Without it the host's /proc stays (bound with the rest of the root).
-    if (policy.namespaces.pid) plan.push_back(MountStep{MountStep::Kind::proc, "", "/proc", 0});
+    if (policy.namespaces.pid) fresh.push_back(MountStep{MountStep::Kind::proc, "", "/proc", 0});
+    // What is hidden, replaced with a tmpfs or bound as the workdir at or beneath one of those
+    // goes after it: mounted before, the fresh /dev, /sys or /proc covered it (a hidden
+    // /sys/kernel shown again, a hidden /proc dir failing the creation, `tmpfs: {/dev/shm: 8Mi}`
+    // losing its size, a state directory under /dev/shm failing every session's).
+    std::vector<MountStep> beneath_fresh;
+    auto is_beneath_fresh = [&](const MountStep& step) {
+        if (step.kind != MountStep::Kind::hide && step.kind != MountStep::Kind::tmpfs &&
+            step.kind != MountStep::Kind::workdir)
+            return false;
+        return std::any_of(fresh.begin(), fresh.end(), [&](const MountStep& mount) {
+            return step.target == mount.target || step.target.rfind(mount.target + "/", 0) == 0;
+        });
+    };
+    for (auto& step : plan)
+        if (is_beneath_fresh(step)) beneath_fresh.push_back(step);
+    std::erase_if(plan, is_beneath_fresh);
+    plan.insert(plan.end(), fresh.begin(), fresh.end());
+    plan.insert(plan.end(), beneath_fresh.begin(), beneath_fresh.end());
     return plan;
 }
 

@@ -90,6 +90,39 @@ TEST_P(FilesystemEscape, SymlinkInWorkingDirectoryDoesNotReachHostEtc) {
     EXPECT_FALSE(escaped) << "a file was created in the host's /etc";
 }
 
+// What a policy hides or replaces beneath /proc, /sys and /dev holds. The fresh procfs, sysfs and
+// /dev were mounted after the policy's hidden paths and tmpfs mounts and covered them: a hidden
+// /sys/kernel was shown again (the class of runc's maskedPaths undone, CVE-2023-27561), a hidden
+// directory in /proc failed the creation (EINVAL making the covered dir read-only), and a
+// `tmpfs: {/dev/shm: 8Mi}` lost its size to the fresh /dev's own /dev/shm.
+class KernelFilesystemMasks : public SandboxTest {};
+
+TEST_F(KernelFilesystemMasks, HiddenPathsAndTmpfsBeneathProcSysAndDevHold) {
+    const fs::path policy = dir() / "masks.yaml";
+    std::ofstream(policy) << "name: masks\nextends: default\nfilesystem:\n"
+                             "  hidden: [/home, /root, /run/user, /proc/sys/kernel, /sys/kernel, "
+                             "/proc/cpuinfo]\n"
+                             "  tmpfs: { /tmp: 256Mi, /run: 16Mi, /dev/shm: 8Mi }\n";
+    auto r = corral({"run", "--policy", policy.string(), "--", "sh", "-c",
+                     "echo kernel $(ls /proc/sys/kernel | wc -l); echo sys $(ls /sys/kernel | wc "
+                     "-l); echo cpuinfo $(wc -c < /proc/cpuinfo); "
+                     "echo shm $(df -k /dev/shm | tail -1 | awk '{print $2}'); "
+                     "echo write $(touch /dev/shm/x && echo ok)"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("kernel 0\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("sys 0\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cpuinfo 0\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("shm 8192\n"), std::string::npos) << "the policy's size: " << r.out;
+    EXPECT_NE(r.out.find("write ok\n"), std::string::npos) << r.out;
+    // Control: without the masks the same paths are there (the test can fail).
+    auto control = corral({"run", "--policy", "default", "--", "sh", "-c",
+                           "echo kernel $(ls /proc/sys/kernel | wc -l); echo cpuinfo $(wc -c < "
+                           "/proc/cpuinfo)"});
+    ASSERT_EQ(control.exit_code, 0) << control.out << control.err;
+    EXPECT_EQ(control.out.find("kernel 0\n"), std::string::npos) << control.out;
+    EXPECT_EQ(control.out.find("cpuinfo 0\n"), std::string::npos) << control.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));
 
 }  // namespace

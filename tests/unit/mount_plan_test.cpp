@@ -41,6 +41,44 @@ TEST(MountPlan, DefaultLikePolicyCompilesToOrderedSteps) {
     EXPECT_EQ(*plan, expected);
 }
 
+// A fresh /dev, /sys or /proc mounted after a hidden path, a tmpfs or the workdir beneath it
+// covered them (security/filesystem_escape_test.cpp: KernelFilesystemMasks); what is elsewhere
+// keeps its place.
+TEST(MountPlan, WhatLiesBeneathAFreshKernelFilesystemComesAfterIt) {
+    Policy policy = isolated_policy();
+    policy.filesystem.hidden = {"/home", "/proc/sys/kernel", "/sys/firmware"};
+    policy.filesystem.tmpfs = {{"/dev/shm", 8u << 20}, {"/tmp", 0}};
+    auto plan = compile_mount_plan(policy, {"/dev/shm/job", "/dev/shm/job"});
+    ASSERT_TRUE(plan.ok()) << plan.error().describe();
+    auto index_of = [&](Kind kind, const std::string& target) {
+        for (size_t i = 0; i < plan->size(); ++i)
+            if ((*plan)[i].kind == kind && (*plan)[i].target == target) return i;
+        return plan->size();
+    };
+    const size_t dev = index_of(Kind::dev, "/dev");
+    const size_t sys = index_of(Kind::sysfs, "/sys");
+    const size_t proc = index_of(Kind::proc, "/proc");
+    ASSERT_LT(proc, plan->size());
+    EXPECT_GT(index_of(Kind::tmpfs, "/dev/shm"), dev);
+    EXPECT_GT(index_of(Kind::workdir, "/dev/shm/job"), dev);
+    EXPECT_LT(index_of(Kind::workdir, "/dev/shm/job"), plan->size());
+    EXPECT_GT(index_of(Kind::hide, "/sys/firmware"), sys);
+    EXPECT_GT(index_of(Kind::hide, "/proc/sys/kernel"), proc);
+    EXPECT_LT(index_of(Kind::hide, "/home"), dev) << "elsewhere: before, as always";
+    EXPECT_LT(index_of(Kind::tmpfs, "/tmp"), dev);
+    Policy without_pid = policy;
+    without_pid.namespaces.pid = false;  // the host's /proc, bound with the root: nothing covers
+    auto kept = compile_mount_plan(without_pid, {"/srv/job", "/workspace"});
+    ASSERT_TRUE(kept.ok());
+    auto kept_index = [&](Kind kind, const std::string& target) {
+        return std::find_if(kept->begin(), kept->end(), [&](const MountStep& step) {
+                   return step.kind == kind && step.target == target;
+               }) - kept->begin();
+    };
+    EXPECT_LT(kept_index(Kind::hide, "/proc/sys/kernel"), kept_index(Kind::dev, "/dev"));
+    EXPECT_GT(kept_index(Kind::hide, "/sys/firmware"), kept_index(Kind::sysfs, "/sys"));
+}
+
 TEST(MountPlan, HiddenAndTmpfsBeneathTheWorkdirComeAfterItsBind) {
     Policy policy = isolated_policy();
     policy.filesystem.hidden = {"/home", "/home/u/proj/.secrets"};
