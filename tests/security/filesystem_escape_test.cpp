@@ -92,9 +92,10 @@ TEST_P(FilesystemEscape, SymlinkInWorkingDirectoryDoesNotReachHostEtc) {
 
 // What a policy hides or replaces beneath /proc, /sys and /dev holds. The fresh procfs, sysfs and
 // /dev were mounted after the policy's hidden paths and tmpfs mounts and covered them: a hidden
-// /sys/kernel was shown again (the class of runc's maskedPaths undone, CVE-2023-27561), a hidden
-// directory in /proc failed the creation (EINVAL making the covered dir read-only), and a
-// `tmpfs: {/dev/shm: 8Mi}` lost its size to the fresh /dev's own /dev/shm.
+// file there (/proc/cpuinfo, /sys/kernel/uevent_seqnum) was shown again, whole, in every session
+// of the policy (the class of runc's maskedPaths undone, CVE-2023-27561); a hidden directory
+// failed the creation (EINVAL making the covered dir read-only); a `tmpfs: {/dev/shm: 8Mi}` lost
+// its size to the fresh /dev's own /dev/shm.
 class KernelFilesystemMasks : public SandboxTest {};
 
 TEST_F(KernelFilesystemMasks, HiddenPathsAndTmpfsBeneathProcSysAndDevHold) {
@@ -114,6 +115,16 @@ TEST_F(KernelFilesystemMasks, HiddenPathsAndTmpfsBeneathProcSysAndDevHold) {
     EXPECT_NE(r.out.find("cpuinfo 0\n"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("shm 8192\n"), std::string::npos) << "the policy's size: " << r.out;
     EXPECT_NE(r.out.find("write ok\n"), std::string::npos) << r.out;
+    // Hidden files alone (the previous plan created these sessions and showed both files).
+    const fs::path files = dir() / "files.yaml";
+    std::ofstream(files) << "name: files\nextends: default\nfilesystem:\n"
+                            "  hidden: [/home, /root, /run/user, /proc/cpuinfo, "
+                            "/sys/kernel/uevent_seqnum]\n";
+    auto masked = corral({"run", "--policy", files.string(), "--", "sh", "-c",
+                          "echo cpuinfo $(wc -c < /proc/cpuinfo); "
+                          "echo seqnum $(wc -c < /sys/kernel/uevent_seqnum)"});
+    ASSERT_EQ(masked.exit_code, 0) << masked.out << masked.err;
+    EXPECT_EQ(masked.out, "cpuinfo 0\nseqnum 0\n");
     // Control: without the masks the same paths are there (the test can fail).
     auto control = corral({"run", "--policy", "default", "--", "sh", "-c",
                            "echo kernel $(ls /proc/sys/kernel | wc -l); echo cpuinfo $(wc -c < "
