@@ -62,7 +62,9 @@ struct WorkdirBinding {
 
 /// The steps for a policy, in execution order: read_only, read_write, hidden, tmpfs, workdir,
 /// /etc/resolv.conf (network isolated, when `resolv_conf` names the daemon's file), /dev, /sys
-/// (network isolated), /proc (pid namespace). Empty when the mount namespace is off.
+/// (network isolated), /proc (pid namespace), then the hidden, tmpfs and workdir steps at or
+/// beneath one of those three (mounted before it, it would cover them). Empty when the mount
+/// namespace is off.
 /// Paths are normalised ("/usr/" -> "/usr"); errors name the policy key of a relative, empty or
 /// ".."-containing path.
 ///
