@@ -43,16 +43,17 @@ Status add_binds(std::vector<MountStep>& plan, const std::string& key,
     return {};
 }
 
-Status add_workdir(std::vector<MountStep>& plan, const WorkdirBinding& workdir) {
-    if (workdir.host_path.empty()) return {};
+/// The workdir's bind, its paths normalised (std::nullopt: no workdir).
+Result<std::optional<MountStep>> workdir_step(const WorkdirBinding& workdir) {
+    if (workdir.host_path.empty()) return std::optional<MountStep>();
     auto host = checked_path("workdir (host path)", workdir.host_path);
     if (!host) return std::move(host.error());
     auto inside = checked_path(
         "workdir.mount", workdir.inside_path.empty() ? workdir.host_path : workdir.inside_path);
     if (!inside) return std::move(inside.error());
     if (*inside == "/") return plain_error("workdir.mount: the workdir cannot replace `/`");
-    plan.push_back(MountStep{MountStep::Kind::workdir, *host, *inside, 0, workdir.host_fd});
-    return {};
+    return std::optional<MountStep>(
+        MountStep{MountStep::Kind::workdir, *host, *inside, 0, workdir.host_fd});
 }
 
 }  // namespace
@@ -70,13 +71,14 @@ Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
         "");
     // The workdir is bound after hidden dirs and tmpfs mounts, so that it stays visible when it
     // lies beneath one (a project under a hidden /home, a cwd under a fresh /tmp). Hidden dirs and
-    // tmpfs mounts beneath the workdir go after it, or the bind would uncover them again.
+    // tmpfs mounts beneath the workdir go after it, or the bind would uncover them again. Paths
+    // compare normalised: `mount: /workspace/` is the workdir /workspace.
+    auto workdir_bind = workdir_step(workdir);
+    if (!workdir_bind) return std::move(workdir_bind.error());
     std::vector<MountStep> beneath_workdir;
-    const std::string workdir_inside =
-        workdir.inside_path.empty() ? workdir.host_path : workdir.inside_path;
     auto place = [&](MountStep step) {
-        bool beneath = !workdir_inside.empty() && step.target != workdir_inside &&
-                       step.target.rfind(workdir_inside + "/", 0) == 0;
+        bool beneath = *workdir_bind && step.target != (*workdir_bind)->target &&
+                       step.target.rfind((*workdir_bind)->target + "/", 0) == 0;
         (beneath ? beneath_workdir : plan).push_back(std::move(step));
     };
     for (const auto& path : fs.hidden) {
@@ -91,7 +93,7 @@ Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
         if (*checked == "/") return plain_error("filesystem.tmpfs: cannot replace `/`");
         place(MountStep{MountStep::Kind::tmpfs, "", *checked, size});
     }
-    CORRAL_TRY(add_workdir(plan, workdir), "");
+    if (*workdir_bind) plan.push_back(**workdir_bind);
     plan.insert(plan.end(), beneath_workdir.begin(), beneath_workdir.end());
     if (policy.namespaces.network == NetworkMode::isolated && !resolv_conf.empty())
         plan.push_back(

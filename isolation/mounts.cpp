@@ -676,30 +676,125 @@ void forget_covered(std::vector<std::string>& owned_dirs, const std::string& tar
                   [&](const std::string& dir) { return dir != target && is_within(dir, target); });
 }
 
-Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs) {
+/// The fresh kernel filesystems of a plan (/dev, /sys, /proc): what lies beneath them is the
+/// session's, not the host's.
+std::vector<std::string> fresh_kernel_filesystems(const std::vector<MountStep>& plan) {
+    std::vector<std::string> fresh;
+    for (const auto& step : plan)
+        if (step.kind == MountStep::Kind::dev || step.kind == MountStep::Kind::proc ||
+            step.kind == MountStep::Kind::sysfs)
+            fresh.push_back(step.target);
+    return fresh;
+}
+
+const std::string* fresh_filesystem_holding(const std::vector<std::string>& fresh,
+                                            const std::string& path) {
+    for (const auto& mount : fresh)
+        if (is_within(path, mount)) return &mount;
+    return nullptr;
+}
+
+bool all_digits(const std::string& name) {
+    return !name.empty() && std::all_of(name.begin(), name.end(),
+                                        [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Where a hidden or tmpfs path that the policy names at or beneath a fresh /dev, /sys or /proc
+/// lies for the session. Resolving it on the host, as a path elsewhere is, answered for the
+/// host: /proc/self/environ became /proc/<corrald's pid>/environ (another pid's entry hidden in
+/// the session, or none, and the session's own /proc/self/environ left as it was), /dev/fd the
+/// host's /proc/self/fd. So the path is taken as written, and refused where a mount cannot stand
+/// for every process of the session: a per-process directory of /proc (self, thread-self, a
+/// pid: each process that looks sees its own), or a symbolic link, which the kernel resolves for
+/// each reader (/proc/net, /proc/mounts, /dev/fd, /dev/stdin, /dev/ptmx, /sys/class/...).
+/// std::nullopt: nothing there (the host's kernel filesystem of the same kind has no such
+/// entry, or corral's /dev does not hold it).
+Result<std::optional<std::string>> session_path_beneath_fresh(const std::string& key,
+                                                              const std::string& target,
+                                                              const std::string& fresh) {
+    std::vector<std::string> parts;
+    for (size_t pos = fresh.size() + 1; pos < target.size();) {
+        size_t next = target.find('/', pos);
+        if (next == std::string::npos) next = target.size();
+        parts.push_back(target.substr(pos, next - pos));
+        pos = next + 1;
+    }
+    if (parts.empty()) return std::optional<std::string>(target);
+    auto refuse = [&](const std::string& at, const std::string& why) {
+        return plain_error(key + ": `" + target + "` lies beneath the session's fresh " + fresh +
+                           ", where `" + at + "` " + why +
+                           ": a mount there would not stand for every process of the session");
+    };
+    if (fresh == "/proc" &&
+        (parts[0] == "self" || parts[0] == "thread-self" || all_digits(parts[0])))
+        return refuse(fresh + "/" + parts[0], "is a per-process directory");
+    // corral's /dev holds these links (add_dev); the host's /dev, looked at below, may not.
+    if (fresh == "/dev")
+        for (const char* link : {"fd", "stdin", "stdout", "stderr", "ptmx"})
+            if (parts[0] == link)
+                return refuse(fresh + "/" + parts[0], "is a symbolic link (name what it leads to)");
+    // The host's /proc and /sys have the session's shape outside the per-process parts; the
+    // host's /dev has more than corral's, so what it lacks is not in the session's either.
+    std::string at = fresh;
+    for (const auto& part : parts) {
+        at += "/" + part;
+        struct stat st;
+        if (::lstat(at.c_str(), &st) != 0) return std::optional<std::string>();
+        if (S_ISLNK(st.st_mode))
+            return refuse(at, "is a symbolic link (name what it leads to)");
+    }
+    return std::optional<std::string>(target);
+}
+
+/// Where the host resolves a policy's hidden or tmpfs path that lies outside the fresh kernel
+/// filesystems, refused when that is beneath one of them: /etc/mtab -> /proc/<corrald>/mounts
+/// would be mounted over before the session looks, and hide nothing (std::nullopt: nothing
+/// there on the host).
+Result<std::optional<std::string>> policy_path_for_session(const std::string& key,
+                                                           const MountStep& step,
+                                                           const std::vector<std::string>& fresh) {
+    if (const std::string* mount = fresh_filesystem_holding(fresh, step.target))
+        return session_path_beneath_fresh(key, step.target, *mount);
     auto resolved = real_path(step.target);
-    if (!resolved) return {};  // nothing to hide
+    if (!resolved) return std::optional<std::string>();
+    if (const std::string* mount = fresh_filesystem_holding(fresh, *resolved))
+        return plain_error(key + ": `" + step.target + "` leads to `" + *resolved +
+                           "` on the host, beneath the session's fresh " + *mount +
+                           ", which the session sees as its own; name the path there instead");
+    return std::optional<std::string>(*resolved);
+}
+
+Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs,
+                const std::vector<std::string>& fresh) {
+    auto target = policy_path_for_session("filesystem.hidden", step, fresh);
+    if (!target) return std::move(target.error());
+    if (!*target) return {};  // nothing to hide
+    const std::string& resolved = **target;
     struct stat st;
-    if (::stat(resolved->c_str(), &st) != 0) return {};
-    std::string what = "hide " + *resolved;
-    CORRAL_TRY(b.ensure_mount_point(*resolved, S_ISDIR(st.st_mode)), "");
+    if (::stat(resolved.c_str(), &st) != 0) return {};  // nothing to hide
+    std::string what = "hide " + resolved;
+    CORRAL_TRY(b.ensure_mount_point(resolved, S_ISDIR(st.st_mode)), "");
     if (S_ISDIR(st.st_mode)) {
         // Writable until the end, so later mount points (a workdir under /home) can be made in it.
-        b.add(Op::mount_fs, "tmpfs", new_path(*resolved), what, kTmpfsFlags, false,
+        b.add(Op::mount_fs, "tmpfs", new_path(resolved), what, kTmpfsFlags, false,
               "mode=0755,size=1m");
-        b.place(*resolved, true);
-        forget_covered(owned_dirs, *resolved);
-        owned_dirs.push_back(*resolved);
+        b.place(resolved, true);
+        forget_covered(owned_dirs, resolved);
+        owned_dirs.push_back(resolved);
     } else {
-        b.add(Op::bind, old_path("/dev/null"), new_path(*resolved), what);
-        b.add(Op::set_readonly, {}, new_path(*resolved), what);
-        b.place(*resolved, false, "/dev/null");
+        b.add(Op::bind, old_path("/dev/null"), new_path(resolved), what);
+        b.add(Op::set_readonly, {}, new_path(resolved), what);
+        b.place(resolved, false, "/dev/null");
     }
     return {};
 }
 
-Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs) {
-    std::string target = real_path(step.target).value_or(step.target);
+Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs,
+                 const std::vector<std::string>& fresh) {
+    auto resolved = policy_path_for_session("filesystem.tmpfs", step, fresh);
+    if (!resolved) return std::move(resolved.error());
+    // Not there: mounted where the policy says, the mount point made in a corral tmpfs or refused.
+    std::string target = resolved->value_or(step.target);
     CORRAL_TRY(b.ensure_mount_point(target, true), "");
     forget_covered(owned_dirs, target);
     std::string data = "mode=1777";
@@ -909,6 +1004,7 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
     add_staging(b);
     std::vector<std::string> root_entries = {"/"};
     std::vector<std::string> owned_dirs;
+    const std::vector<std::string> fresh = fresh_kernel_filesystems(plan);
     if (root == RootKind::host_bind) {
         add_host_root(b);
     } else {
@@ -934,10 +1030,10 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
                 CORRAL_TRY(add_workdir(b, step), "");
                 break;
             case MountStep::Kind::hide:
-                CORRAL_TRY(add_hide(b, step, owned_dirs), "");
+                CORRAL_TRY(add_hide(b, step, owned_dirs, fresh), "");
                 break;
             case MountStep::Kind::tmpfs:
-                CORRAL_TRY(add_tmpfs(b, step, owned_dirs), "");
+                CORRAL_TRY(add_tmpfs(b, step, owned_dirs, fresh), "");
                 break;
             case MountStep::Kind::dev:
                 CORRAL_TRY(add_dev(b, step, owned_dirs), "");

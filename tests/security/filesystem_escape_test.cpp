@@ -134,6 +134,54 @@ TEST_F(KernelFilesystemMasks, HiddenPathsAndTmpfsBeneathProcSysAndDevHold) {
     EXPECT_EQ(control.out.find("cpuinfo 0\n"), std::string::npos) << control.out;
 }
 
+// A hidden path beneath the session's fresh /proc or /dev was resolved on the host: /proc/self
+// became corrald's own pid, so `hidden: [/proc/self/environ]` meant /proc/<corrald's pid>/environ
+// in the session: the creation failed on a pid the session lacks ("hide /proc/14560/environ:
+// ENOENT"), or, where that pid was one of the session's, covered another process's entry and left
+// every process's own environ readable. /etc/mtab (-> ../proc/self/mounts) was hidden beneath the
+// host's /proc under the fresh one: the session ran with nothing hidden. A mask that silently
+// holds nothing is runc's maskedPaths class again (CVE-2023-27561). Each of these is now refused
+// before anything is made, naming the path and why.
+TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhereElse) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"/proc/self/environ", "`/proc/self` is a per-process directory"},
+        {"/proc/thread-self/environ", "`/proc/thread-self` is a per-process directory"},
+        {"/proc/1/environ", "`/proc/1` is a per-process directory"},
+        {"/proc/net", "`/proc/net` is a symbolic link"},
+        {"/proc/mounts", "`/proc/mounts` is a symbolic link"},
+        {"/dev/fd", "`/dev/fd` is a symbolic link"},
+        {"/dev/stdin", "`/dev/stdin` is a symbolic link"},
+        {"/etc/mtab", "leads to `/proc/"},
+    };
+    for (const auto& [path, why] : cases) {
+        const fs::path policy = dir() / "per-process.yaml";
+        std::ofstream(policy) << "name: per-process\nextends: default\nfilesystem:\n"
+                                 "  hidden: [/home, /root, /run/user, "
+                              << path << "]\n";
+        auto r = corral({"run", "--policy", policy.string(), "--", "cat", "/proc/self/environ"});
+        EXPECT_EQ(r.exit_code, 125) << path << ": " << r.out << r.err;
+        EXPECT_NE(r.err.find("filesystem.hidden: `" + path + "`"), std::string::npos)
+            << path << ": " << r.err;
+        EXPECT_NE(r.err.find(why), std::string::npos) << path << ": " << r.err;
+        const fs::path as_tmpfs = dir() / "per-process-tmpfs.yaml";
+        std::ofstream(as_tmpfs) << "name: per-process-tmpfs\nextends: default\nfilesystem:\n"
+                                   "  tmpfs: { "
+                                << path << ": 1Mi }\n";
+        auto t = corral({"run", "--policy", as_tmpfs.string(), "--", "true"});
+        EXPECT_EQ(t.exit_code, 125) << path << " as a tmpfs: " << t.out << t.err;
+        EXPECT_NE(t.err.find("filesystem.tmpfs: `" + path + "`"), std::string::npos)
+            << path << ": " << t.err;
+    }
+    // Control: a plain path beneath the fresh /proc is still hidden, and the session runs.
+    const fs::path plain = dir() / "plain.yaml";
+    std::ofstream(plain) << "name: plain\nextends: default\nfilesystem:\n"
+                            "  hidden: [/home, /root, /run/user, /proc/cpuinfo, /dev/shm]\n";
+    auto ok = corral({"run", "--policy", plain.string(), "--", "sh", "-c",
+                      "echo cpuinfo $(wc -c < /proc/cpuinfo); echo shm $(ls -A /dev/shm | wc -l)"});
+    ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+    EXPECT_EQ(ok.out, "cpuinfo 0\nshm 0\n");
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));
 
 }  // namespace

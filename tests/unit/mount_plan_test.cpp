@@ -98,6 +98,26 @@ TEST(MountPlan, HiddenAndTmpfsBeneathTheWorkdirComeAfterItsBind) {
     EXPECT_LT(index_of(Kind::tmpfs, "/home/u/proj/cache"), plan->size());
 }
 
+// The workdir's inside path compared as written: `mount: /home/u/proj/` put what is hidden beneath
+// it before its bind, which then uncovered it (helper 25's review of stop 37).
+TEST(MountPlan, TheWorkdirComparesNormalisedWithWhatLiesBeneathIt) {
+    Policy policy = isolated_policy();
+    policy.filesystem.hidden = {"/home/u/proj/.secrets"};
+    for (const std::string inside : {"/home/u/proj/", "//home/u/./proj//"}) {
+        auto plan = compile_mount_plan(policy, {"/srv/proj", inside});
+        ASSERT_TRUE(plan.ok()) << plan.error().describe();
+        size_t workdir = plan->size(), secrets = plan->size();
+        for (size_t i = 0; i < plan->size(); ++i) {
+            if ((*plan)[i].kind == Kind::workdir) workdir = i;
+            if ((*plan)[i].kind == Kind::hide) secrets = i;
+        }
+        ASSERT_LT(workdir, plan->size()) << inside;
+        EXPECT_EQ((*plan)[workdir].target, "/home/u/proj") << inside;
+        EXPECT_GT(secrets, workdir) << inside << ": the bind would uncover the hidden path";
+        EXPECT_LT(secrets, plan->size()) << inside;
+    }
+}
+
 TEST(MountPlan, DescribesOneLinePerStep) {
     auto plan = compile_mount_plan(isolated_policy(), {"/srv/corral/s1", "/workspace"});
     ASSERT_TRUE(plan.ok());
