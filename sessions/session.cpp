@@ -66,10 +66,11 @@ Result<std::shared_ptr<Session>> Session::create(SessionContext context, std::st
 
 Result<std::shared_ptr<Session>> Session::start(SessionContext context, std::string id,
                                                 Policy policy, const CreateSessionRequest& request,
-                                                EndedCallback on_ended) {
+                                                EndedCallback on_ended, bool prepared) {
     auto session = construct(context, std::move(id), std::move(policy), request,
                              std::move(on_ended));
     session->state_ = SessionState::starting;
+    session->prepared_ = prepared;
     // Nothing here waits for a process: a holder that was cloned is ours and has reported
     // nothing yet. On failure ~Session undoes what was made.
     CORRAL_TRY(session->build_until_holder(request), "create session " + session->id_);
@@ -92,7 +93,8 @@ Status Session::build_until_holder(const CreateSessionRequest& request) {
     confinement_ = std::move(*confinement);
 
     auto directory = SessionDirectory::create(context_.sessions_dir, id_, policy_.workdir.size,
-                                              context_.remover);
+                                              context_.remover, context_.directory_stock,
+                                              prepared_);
     if (!directory) return std::move(directory.error());
     directory_ = std::move(*directory);
     if (request.bound_workdir) {

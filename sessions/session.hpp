@@ -41,11 +41,12 @@ namespace corral {
 class ChildReaper;
 class SessionJournal;
 class SessionNetwork;
+class SessionDirectoryStock;
 class TreeRemover;
 struct NetworkLeftovers;
 
-/// The file a prepared session (Session::mark_prepared) keeps in <state>/sessions/<sid>/ until it
-/// is claimed.
+/// The file a prepared session keeps in <state>/sessions/<sid>/ from its directory's creation
+/// until it is claimed (Session::start with `prepared`).
 inline constexpr const char* kPreparedMarker = ".prepared";
 
 /// What a session needs from the daemon, passed explicitly (no globals).
@@ -66,6 +67,8 @@ struct SessionContext {
     bool keep_output = false;
     /// Deletes ended sessions' directories off the event loop (none: deleted where they end).
     TreeRemover* remover = nullptr;
+    /// Session directories made ahead, off the event loop (none: each made where it is needed).
+    SessionDirectoryStock* directory_stock = nullptr;
 };
 
 /// The session's own directory on disk: removed (after unmounting a sized workdir) on destruction,
@@ -76,10 +79,13 @@ class SessionDirectory {
     SessionDirectory(SessionDirectory&& other) noexcept;
     SessionDirectory& operator=(SessionDirectory&& other) noexcept;
     ~SessionDirectory();
-    /// Creates <sessions_dir>/<sid>/root; with `size`, mounts a tmpfs of that size on root.
+    /// Creates <sessions_dir>/<sid>/root, taken from `stock` where it has a spare; with `size`,
+    /// mounts a tmpfs of that size on root. `prepared`: with kPreparedMarker in <sid>/.
     static Result<SessionDirectory> create(const std::string& sessions_dir, const std::string& sid,
                                            std::optional<uint64_t> size,
-                                           TreeRemover* remover = nullptr);
+                                           TreeRemover* remover = nullptr,
+                                           SessionDirectoryStock* stock = nullptr,
+                                           bool prepared = false);
     /// Takes over the directory a previous run of the daemon made (and its corral-workdir tmpfs).
     static Result<SessionDirectory> adopt(const std::string& sessions_dir, const std::string& sid,
                                           TreeRemover* remover = nullptr);
@@ -115,10 +121,12 @@ class Session : public std::enable_shared_from_this<Session> {
     /// create() for an event loop (issue 12 item 1): builds up to starting the namespace holder
     /// and returns a session in state `starting`, which takes no work; await_ready() does the
     /// rest. An error means nothing is left.
+    /// `prepared`: a session for the manager's pool, nobody's until claim() (its directory
+    /// carries kPreparedMarker from the start).
     static Result<std::shared_ptr<Session>> start(SessionContext context, std::string id,
                                                   Policy policy,
                                                   const CreateSessionRequest& request,
-                                                  EndedCallback on_ended);
+                                                  EndedCallback on_ended, bool prepared = false);
     using ReadyHandler = std::function<void(Status)>;
     /// Watches the holder's setup report on the loop (its SetupDeadline on a timer), then builds
     /// the rest and journals the session: `ready` gets ok with the session active. On a failure,
@@ -133,7 +141,6 @@ class Session : public std::enable_shared_from_this<Session> {
     /// await_ready() then builds only what its policy alone decides (network, file service, path
     /// space, the policy's ports) and leaves it `active` but unjournalled, tokenless and without
     /// timers, for the manager's pool, where no route reaches it.
-    void mark_prepared() { prepared_ = true; }
     /// Whether it is a prepared session nobody has claimed yet.
     bool prepared() const { return prepared_; }
     /// Hands a prepared session to the client whose creation `request` takes it: applies env,
@@ -425,7 +432,7 @@ class Session : public std::enable_shared_from_this<Session> {
     SetupDeadline holder_deadline_;
     /// The journal has (or may have) a record of it: only then are its ending and end recorded.
     bool journalled_ = false;
-    /// Prepared for the pool and not claimed yet (mark_prepared, claim).
+    /// Prepared for the pool and not claimed yet (start with `prepared`, claim).
     bool prepared_ = false;
     /// Claimed, and its kPreparedMarker is still there (claim, settle_claim).
     bool marker_left_ = false;

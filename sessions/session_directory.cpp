@@ -11,6 +11,7 @@
 #include "base/tree_removal.hpp"
 #include "sessions/recovery/recovery.hpp"
 #include "sessions/session.hpp"
+#include "sessions/session_directory_stock.hpp"
 
 namespace corral {
 
@@ -42,17 +43,34 @@ SessionDirectory::~SessionDirectory() {
 Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_dir,
                                                   const std::string& sid,
                                                   std::optional<uint64_t> size,
-                                                  TreeRemover* remover) {
+                                                  TreeRemover* remover,
+                                                  SessionDirectoryStock* stock, bool prepared) {
     SessionDirectory directory;
     directory.remover_ = remover;
     const std::string dir = sessions_dir + "/" + sid;
-    // 0700: no other host user may reach the session's files (issue 10 item 4: a setuid file
-    // planted in a workspace). A session running as another uid gets the dir (hand_to).
-    if (::mkdir(dir.c_str(), 0700) != 0) return sys_error("mkdir `" + dir + "`");
-    directory.dir_ = dir;
-    directory.root_ = dir + "/root";
-    if (::mkdir(directory.root_.c_str(), 0755) != 0) {
-        return sys_error("mkdir `" + directory.root_ + "`");
+    const std::string marker = dir + "/" + kPreparedMarker;
+    if (stock != nullptr && stock->take(sid)) {
+        // A spare: the same directory, root and marker made off the loop (its modes as below).
+        directory.dir_ = dir;
+        directory.root_ = dir + "/root";
+        // A client's session is somebody's from the start.
+        if (!prepared && ::unlink(marker.c_str()) != 0)
+            return sys_error("remove `" + marker + "`");
+    } else {
+        // 0700: no other host user may reach the session's files (issue 10 item 4: a setuid
+        // file planted in a workspace). A session running as another uid gets the dir (hand_to).
+        if (::mkdir(dir.c_str(), 0700) != 0) return sys_error("mkdir `" + dir + "`");
+        directory.dir_ = dir;
+        directory.root_ = dir + "/root";
+        if (::mkdir(directory.root_.c_str(), 0755) != 0) {
+            return sys_error("mkdir `" + directory.root_ + "`");
+        }
+        if (prepared) {
+            const int fd = ::open(marker.c_str(),
+                                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+            if (fd < 0) return sys_error("create `" + marker + "`");
+            ::close(fd);
+        }
     }
     if (size) {
         const std::string options = "size=" + std::to_string(*size) + ",mode=0755";

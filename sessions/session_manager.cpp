@@ -21,6 +21,7 @@
 #include "sessions/child_reaper.hpp"
 #include "sessions/network/port_pool.hpp"
 #include "sessions/session.hpp"
+#include "sessions/session_directory_stock.hpp"
 #include "sessions/recovery/session_journal.hpp"
 #include "sessions/tokens.hpp"
 
@@ -34,6 +35,10 @@ struct SessionManager::Tombstone {
 };
 
 namespace {
+
+/// Spare session directories kept (SessionDirectoryStock): a pool's refill takes one at a time,
+/// and a burst of creations without a pool takes what is there and makes the rest itself.
+constexpr size_t kSpareSessionDirectories = 4;
 
 bool valid_session_id(const std::string& id) {
     if (id.empty() || id.size() > 64) return false;
@@ -171,6 +176,9 @@ Status SessionManager::initialize() {
         adopt_sessions(std::move(adoptable), scope);
     }
     remove_discarded_leftovers();
+    directory_stock_ = std::make_unique<SessionDirectoryStock>(
+        state_dir + "/spare-sessions", state_dir + "/sessions",
+        kSpareSessionDirectories, kPreparedMarker);
     for (const auto& [name, count] : config_.prepared) pools_[name].target = count;
     if (!pools_.empty()) {
         refill_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
@@ -199,7 +207,8 @@ SessionContext SessionManager::session_context() {
                           config_.egress,
                           journal_.get(),
                           config_.journal && config_.keep_output,
-                          remover_.get()};
+                          remover_.get(),
+                          directory_stock_.get()};
 }
 
 SessionManager::~SessionManager() {

@@ -43,6 +43,7 @@
 namespace corral {
 
 class FileService;
+class SessionDirectoryStock;
 struct FileTarget;
 class LimitBackend;
 class Process;
@@ -485,6 +486,9 @@ class SessionManager {
     /// Deletes ended sessions' directories (and those a previous run left) off the loop; before
     /// sessions_, which hand it their directories as they die.
     std::unique_ptr<TreeRemover> remover_;
+    /// Session directories made ahead on a thread of its own (issue 18): after remover_, so it
+    /// is gone (its spares removed) before the remover is.
+    std::unique_ptr<SessionDirectoryStock> directory_stock_;
     std::unique_ptr<SessionJournal> journal_;  ///< before sessions_: they append while they die
     std::map<std::string, std::shared_ptr<Session>> sessions_;  ///< active, ending, recently ended
     /// How many of sessions_ have ended (counted as they end, register_session, forgotten at the

@@ -221,15 +221,15 @@ void SessionManager::prepare_one(const std::string& policy_name, PreparedPool& p
     if (!id) return;
     CreateSessionRequest request;
     request.policy = policy_name;
-    auto session = Session::start(session_context(), *id, std::move(policy), request,
-                                  [this](Session& ended) { on_session_ended(ended.id()); });
+    auto session =
+        Session::start(session_context(), *id, std::move(policy), request,
+                       [this](Session& ended) { on_session_ended(ended.id()); }, /*prepared=*/true);
     if (!session) {
         if (config_.log)
             config_.log("prepare `" + policy_name + "`: " + session.error().describe());
         schedule_refill(kRetryDelay);
         return;
     }
-    (*session)->mark_prepared();
     pool.preparing[*id] = PreparedSession{*session, std::move(resolved)};
     (*session)->await_ready([this, alive = alive_, policy_name, sid = *id](Status ready) {
         if (!*alive) return;

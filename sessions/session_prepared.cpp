@@ -40,14 +40,6 @@ void Session::complete_preparation() {
         fail_start(std::move(built.error().context("set up")));
         return;
     }
-    const std::string marker = prepared_marker(directory_.root());
-    const int fd =
-        ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        fail_start(sys_error("create `" + marker + "`").context("set up"));
-        return;
-    }
-    ::close(fd);
     // The first process's leaf too: its mkdir is then not on the first run's path (a cgroup v2
     // mkdir with the session's controllers is tens of microseconds; issue 18, "session ready").
     // Best effort: without it the leaf is made at launch, as for every later process. A restart
