@@ -676,6 +676,9 @@ void forget_covered(std::vector<std::string>& owned_dirs, const std::string& tar
                   [&](const std::string& dir) { return dir != target && is_within(dir, target); });
 }
 
+/// The host devices corral's /dev shows (add_dev), each where the host has it.
+constexpr const char* kDevDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
 /// The fresh kernel filesystems of a plan (/dev, /sys, /proc): what lies beneath them is the
 /// session's, not the host's.
 std::vector<std::string> fresh_kernel_filesystems(const std::vector<MountStep>& plan) {
@@ -699,82 +702,111 @@ bool all_digits(const std::string& name) {
                                         [](char c) { return c >= '0' && c <= '9'; });
 }
 
-/// Where a hidden or tmpfs path that the policy names at or beneath a fresh /dev, /sys or /proc
-/// lies for the session. Resolving it on the host, as a path elsewhere is, answered for the
-/// host: /proc/self/environ became /proc/<corrald's pid>/environ (another pid's entry hidden in
-/// the session, or none, and the session's own /proc/self/environ left as it was), /dev/fd the
-/// host's /proc/self/fd. So the path is taken as written, and refused where a mount cannot stand
-/// for every process of the session: a per-process directory of /proc (self, thread-self, a
-/// pid: each process that looks sees its own), or a symbolic link, which the kernel resolves for
-/// each reader (/proc/net, /proc/mounts, /dev/fd, /dev/stdin, /dev/ptmx, /sys/class/...).
-/// std::nullopt: nothing there (the host's kernel filesystem of the same kind has no such
-/// entry, or corral's /dev does not hold it).
-Result<std::optional<std::string>> session_path_beneath_fresh(const std::string& key,
-                                                              const std::string& target,
-                                                              const std::string& fresh) {
+/// A hidden or tmpfs path as the session will find it: where, and what is there.
+struct SessionPath {
+    enum class Kind { missing, directory, other };
+    std::string path;
+    Kind kind = Kind::missing;
+};
+
+SessionPath::Kind kind_of(const struct stat& st) {
+    return S_ISDIR(st.st_mode) ? SessionPath::Kind::directory : SessionPath::Kind::other;
+}
+
+std::vector<std::string> components_beneath(const std::string& target, const std::string& top) {
     std::vector<std::string> parts;
-    for (size_t pos = fresh.size() + 1; pos < target.size();) {
+    for (size_t pos = top.size() + 1; pos < target.size();) {
         size_t next = target.find('/', pos);
         if (next == std::string::npos) next = target.size();
         parts.push_back(target.substr(pos, next - pos));
         pos = next + 1;
     }
-    if (parts.empty()) return std::optional<std::string>(target);
-    auto refuse = [&](const std::string& at, const std::string& why) {
-        return plain_error(key + ": `" + target + "` lies beneath the session's fresh " + fresh +
-                           ", where `" + at + "` " + why +
-                           ": a mount there would not stand for every process of the session");
-    };
-    if (fresh == "/proc" &&
-        (parts[0] == "self" || parts[0] == "thread-self" || all_digits(parts[0])))
-        return refuse(fresh + "/" + parts[0], "is a per-process directory");
-    // corral's /dev holds these links (add_dev); the host's /dev, looked at below, may not.
-    if (fresh == "/dev")
-        for (const char* link : {"fd", "stdin", "stdout", "stderr", "ptmx"})
-            if (parts[0] == link)
-                return refuse(fresh + "/" + parts[0], "is a symbolic link (name what it leads to)");
-    // The host's /proc and /sys have the session's shape outside the per-process parts; the
-    // host's /dev has more than corral's, so what it lacks is not in the session's either.
-    std::string at = fresh;
-    for (const auto& part : parts) {
-        at += "/" + part;
-        struct stat st;
-        if (::lstat(at.c_str(), &st) != 0) return std::optional<std::string>();
-        if (S_ISLNK(st.st_mode))
-            return refuse(at, "is a symbolic link (name what it leads to)");
-    }
-    return std::optional<std::string>(target);
+    return parts;
 }
 
-/// Where the host resolves a policy's hidden or tmpfs path that lies outside the fresh kernel
-/// filesystems, refused when that is beneath one of them: /etc/mtab -> /proc/<corrald>/mounts
-/// would be mounted over before the session looks, and hide nothing (std::nullopt: nothing
-/// there on the host).
-Result<std::optional<std::string>> policy_path_for_session(const std::string& key,
-                                                           const MountStep& step,
-                                                           const std::vector<std::string>& fresh) {
+/// A policy's hidden or tmpfs path at or beneath /proc (fresh or the host's), a fresh /sys or a
+/// fresh /dev, as the session sees it. Resolving it on the host, as a path elsewhere is,
+/// answered for the host: /proc/self/environ became /proc/<corrald's pid>/environ (another pid's
+/// entry hidden, or none, and every session process's own /proc/self/environ left readable),
+/// /dev/fd the host's /proc/self/fd. So the path is taken as written, and refused where a mount
+/// cannot stand for every process of the session: a per-process directory of /proc (self,
+/// thread-self, a pid: each process that looks sees its own, with the host's /proc as with a
+/// fresh one), or a symbolic link, which the kernel resolves for each reader (/proc/net,
+/// /proc/mounts, /dev/fd, /dev/stdin, /dev/ptmx, /sys/class/...). /dev is corral's own: what is
+/// there is what add_dev makes, whatever the host's /dev holds (beneath /dev/pts, the session's
+/// own devpts instance, nothing can be mounted). /proc and /sys have the host's kernel
+/// filesystems' shape outside the per-process and per-network-namespace parts, so the host's
+/// tells what is there.
+Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::string& target,
+                                           const std::string& top, bool fresh) {
+    const std::vector<std::string> parts = components_beneath(target, top);
+    auto refuse = [&](const std::string& at, const std::string& why) {
+        return plain_error(key + ": `" + target + "` lies beneath the session's " +
+                           (fresh ? "fresh " : "") + top + ", where `" + at + "` " + why +
+                           ": a mount there would not stand for every process of the session");
+    };
+    const char* link_why = "is a symbolic link (name what it leads to)";
+    if (parts.empty()) return SessionPath{target, SessionPath::Kind::directory};
+    const std::string first = top + "/" + parts[0];
+    if (top == "/proc" &&
+        (parts[0] == "self" || parts[0] == "thread-self" || all_digits(parts[0])))
+        return refuse(first, "is a per-process directory");
+    if (top == "/dev") {
+        for (const char* link : {"fd", "stdin", "stdout", "stderr", "ptmx"})
+            if (parts[0] == link) return refuse(first, link_why);
+        if (parts[0] == "pts" && parts.size() > 1)
+            return refuse(first, "is the session's own devpts instance");
+        if (parts.size() > 1) return SessionPath{target};  // shm is empty, the rest are files
+        if (parts[0] == "pts" || parts[0] == "shm")
+            return SessionPath{target, SessionPath::Kind::directory};
+        for (const char* device : kDevDevices)
+            if (parts[0] == device && ::access(first.c_str(), F_OK) == 0)
+                return SessionPath{target, SessionPath::Kind::other};
+        return SessionPath{target};
+    }
+    std::string at = top;
+    struct stat st {};
+    for (const auto& part : parts) {
+        at += "/" + part;
+        if (::lstat(at.c_str(), &st) != 0) return SessionPath{target};
+        if (S_ISLNK(st.st_mode)) return refuse(at, link_why);
+    }
+    return SessionPath{target, kind_of(st)};
+}
+
+/// Where the session finds a policy's hidden or tmpfs path. Beneath /proc or a fresh /sys or
+/// /dev: kernel_filesystem_path. Elsewhere: where the host resolves it, refused when that is
+/// beneath /proc or a fresh kernel filesystem (/etc/mtab -> /proc/<corrald>/mounts: mounted over
+/// on the host's terms, it hid nothing of the session's).
+Result<SessionPath> policy_path_for_session(const std::string& key, const MountStep& step,
+                                            const std::vector<std::string>& fresh) {
     if (const std::string* mount = fresh_filesystem_holding(fresh, step.target))
-        return session_path_beneath_fresh(key, step.target, *mount);
+        return kernel_filesystem_path(key, step.target, *mount, true);
+    if (is_within(step.target, "/proc"))
+        return kernel_filesystem_path(key, step.target, "/proc", false);
     auto resolved = real_path(step.target);
-    if (!resolved) return std::optional<std::string>();
-    if (const std::string* mount = fresh_filesystem_holding(fresh, *resolved))
+    if (!resolved) return SessionPath{step.target};
+    const std::string* mount = fresh_filesystem_holding(fresh, *resolved);
+    if (mount != nullptr || is_within(*resolved, "/proc"))
         return plain_error(key + ": `" + step.target + "` leads to `" + *resolved +
-                           "` on the host, beneath the session's fresh " + *mount +
-                           ", which the session sees as its own; name the path there instead");
-    return std::optional<std::string>(*resolved);
+                           "` on the host, beneath " +
+                           (mount != nullptr ? "the session's fresh " + *mount : "/proc") +
+                           ", which each process sees as its own; name the path there instead");
+    struct stat st {};
+    if (::stat(resolved->c_str(), &st) != 0) return SessionPath{*resolved};
+    return SessionPath{*resolved, kind_of(st)};
 }
 
 Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs,
                 const std::vector<std::string>& fresh) {
-    auto target = policy_path_for_session("filesystem.hidden", step, fresh);
-    if (!target) return std::move(target.error());
-    if (!*target) return {};  // nothing to hide
-    const std::string& resolved = **target;
-    struct stat st;
-    if (::stat(resolved.c_str(), &st) != 0) return {};  // nothing to hide
+    auto found = policy_path_for_session("filesystem.hidden", step, fresh);
+    if (!found) return std::move(found.error());
+    if (found->kind == SessionPath::Kind::missing) return {};  // nothing to hide
+    const std::string& resolved = found->path;
+    const bool is_dir = found->kind == SessionPath::Kind::directory;
     std::string what = "hide " + resolved;
-    CORRAL_TRY(b.ensure_mount_point(resolved, S_ISDIR(st.st_mode)), "");
-    if (S_ISDIR(st.st_mode)) {
+    CORRAL_TRY(b.ensure_mount_point(resolved, is_dir), "");
+    if (is_dir) {
         // Writable until the end, so later mount points (a workdir under /home) can be made in it.
         b.add(Op::mount_fs, "tmpfs", new_path(resolved), what, kTmpfsFlags, false,
               "mode=0755,size=1m");
@@ -791,10 +823,10 @@ Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& own
 
 Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs,
                  const std::vector<std::string>& fresh) {
-    auto resolved = policy_path_for_session("filesystem.tmpfs", step, fresh);
-    if (!resolved) return std::move(resolved.error());
+    auto found = policy_path_for_session("filesystem.tmpfs", step, fresh);
+    if (!found) return std::move(found.error());
     // Not there: mounted where the policy says, the mount point made in a corral tmpfs or refused.
-    std::string target = resolved->value_or(step.target);
+    const std::string target = found->path;
     CORRAL_TRY(b.ensure_mount_point(target, true), "");
     forget_covered(owned_dirs, target);
     std::string data = "mode=1777";
@@ -812,7 +844,7 @@ Status add_dev(Builder& b, const MountStep& step, std::vector<std::string>& owne
           false, "mode=0755,size=64k");
     b.place(dev, true);
     owned_dirs.push_back(dev);
-    for (const char* name : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    for (const char* name : kDevDevices) {
         std::string host = std::string("/dev/") + name;
         if (::access(host.c_str(), F_OK) != 0) continue;
         std::string inside = dev + "/" + name;

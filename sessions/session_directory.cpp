@@ -59,10 +59,12 @@ Result<SessionDirectory> SessionDirectory::create(const std::string& sessions_di
     } else {
         // 0700: no other host user may reach the session's files (issue 10 item 4: a setuid
         // file planted in a workspace). A session running as another uid gets the dir (hand_to).
+        // The modes set outright, as a spare's are: not whatever the daemon's umask leaves.
         if (::mkdir(dir.c_str(), 0700) != 0) return sys_error("mkdir `" + dir + "`");
         directory.dir_ = dir;
         directory.root_ = dir + "/root";
-        if (::mkdir(directory.root_.c_str(), 0755) != 0) {
+        if (::chmod(dir.c_str(), 0700) != 0 || ::mkdir(directory.root_.c_str(), 0755) != 0 ||
+            ::chmod(directory.root_.c_str(), 0755) != 0) {
             return sys_error("mkdir `" + directory.root_ + "`");
         }
         if (prepared) {
@@ -109,8 +111,8 @@ Result<SessionDirectory> SessionDirectory::adopt(const std::string& sessions_dir
 }
 
 Status SessionDirectory::hand_to(uid_t uid, gid_t gid) {
-    // Both were made by us a moment ago and nothing of the session runs yet: the paths cannot
-    // have been swapped for links.
+    // Both were made by us (a moment ago, or as a spare in a directory only root can enter) and
+    // nothing of the session runs yet: the paths cannot have been swapped for links.
     for (const std::string* path : {&root_, &dir_}) {
         if (::lchown(path->c_str(), uid, gid) != 0) return sys_error("chown `" + *path + "`");
     }

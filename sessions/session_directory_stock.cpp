@@ -2,16 +2,21 @@
 #include "sessions/session_directory_stock.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 
 #include "base/tree_removal.hpp"
 #include "base/unique_fd.hpp"
 
 namespace corral {
 namespace {
+
+constexpr std::chrono::seconds kRetryAfterFailure{2};
 
 /// Removes `dir` and what it holds (corrald's own spare directory, from this run or a crashed one).
 void remove_directory(const std::string& dir) {
@@ -33,7 +38,12 @@ SessionDirectoryStock::SessionDirectoryStock(std::string spare_dir, std::string 
       marker_(std::move(marker)) {
     remove_directory(spare_dir_);
     if (::mkdir(spare_dir_.c_str(), 0700) != 0) return;  // no stock: each creation makes its own
+    // The thread takes no signals: corrald's are handled on its event loop (as TreeRemover's).
+    sigset_t all, previous;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, &previous);
     thread_ = std::thread([this] { run(); });
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 SessionDirectoryStock::~SessionDirectoryStock() {
@@ -82,9 +92,9 @@ void SessionDirectoryStock::run() {
         lock.unlock();
         const bool made = make_one();
         lock.lock();
-        // A file system that refuses once (full, read-only) refuses the creation's own mkdir
-        // too, which says why; the stock does not retry in a loop.
-        if (!made) return;
+        // A file system that refuses (full, read-only, out of inodes) refuses the creations'
+        // own mkdir too, which says why: the stock tries again a while later, not in a loop.
+        if (!made) wake_.wait_for(lock, kRetryAfterFailure, [this] { return stopping_; });
     }
 }
 

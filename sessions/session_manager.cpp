@@ -177,7 +177,7 @@ Status SessionManager::initialize() {
     }
     remove_discarded_leftovers();
     directory_stock_ = std::make_unique<SessionDirectoryStock>(
-        state_dir + "/spare-sessions", state_dir + "/sessions",
+        config_.state_dir + "/spare-sessions", config_.state_dir + "/sessions",
         kSpareSessionDirectories, kPreparedMarker);
     for (const auto& [name, count] : config_.prepared) pools_[name].target = count;
     if (!pools_.empty()) {

@@ -172,6 +172,35 @@ TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhe
         EXPECT_NE(t.err.find("filesystem.tmpfs: `" + path + "`"), std::string::npos)
             << path << ": " << t.err;
     }
+    // Without a pid namespace /proc is the host's, and /proc/self is still each reader's own:
+    // hiding it hid corrald's entry (helper 26's review). Beneath /dev/pts, the session's own
+    // devpts instance, nothing can be made or hidden: refused up front, not at setup.
+    const std::vector<std::pair<std::string, std::string>> more = {
+        {"namespaces:\n  pid: false\n", "/proc/self/environ"},
+        {"namespaces:\n  pid: false\n", "/etc/mtab"},
+        {"", "/dev/pts/0"},
+    };
+    for (const auto& [namespaces, path] : more) {
+        const fs::path policy = dir() / "more.yaml";
+        std::ofstream(policy) << "name: more\nextends: default\n"
+                              << namespaces
+                              << "filesystem:\n  hidden: [/home, /root, /run/user, " << path
+                              << "]\n";
+        auto r = corral({"run", "--policy", policy.string(), "--", "true"});
+        EXPECT_EQ(r.exit_code, 125) << path << ": " << r.out << r.err;
+        EXPECT_NE(r.err.find("filesystem.hidden: `" + path + "`"), std::string::npos)
+            << path << ": " << r.err;
+    }
+    // corral's /dev is what it hides from, not the host's: a device it shows is covered, one it
+    // never shows is nothing to hide.
+    const fs::path devices = dir() / "devices.yaml";
+    std::ofstream(devices) << "name: devices\nextends: default\nfilesystem:\n"
+                              "  hidden: [/home, /root, /run/user, /dev/urandom, /dev/vda]\n";
+    auto dev = corral({"run", "--policy", devices.string(), "--", "sh", "-c",
+                       "echo urandom $(head -c 16 /dev/urandom | wc -c); "
+                       "echo zero $(head -c 16 /dev/zero | wc -c)"});
+    ASSERT_EQ(dev.exit_code, 0) << dev.out << dev.err;
+    EXPECT_EQ(dev.out, "urandom 0\nzero 16\n");
     // Control: a plain path beneath the fresh /proc is still hidden, and the session runs.
     const fs::path plain = dir() / "plain.yaml";
     std::ofstream(plain) << "name: plain\nextends: default\nfilesystem:\n"
