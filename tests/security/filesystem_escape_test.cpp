@@ -143,6 +143,20 @@ TEST_F(KernelFilesystemMasks, HiddenPathsAndTmpfsBeneathProcSysAndDevHold) {
 // holds nothing is runc's maskedPaths class again (CVE-2023-27561). Each of these is now refused
 // before anything is made, naming the path and why.
 TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhereElse) {
+    // A `default` session with `extra` policy text (namespaces) and `filesystem` must not be
+    // made: corral run exits 125 naming `key` with `path` and, in its words, `why`.
+    auto expect_refused = [&](const std::string& extra, const std::string& filesystem,
+                              const std::string& key, const std::string& path,
+                              const std::string& why) {
+        const fs::path policy = dir() / "refused.yaml";
+        std::ofstream(policy) << "name: refused\nextends: default\n"
+                              << extra << "filesystem:\n"
+                              << filesystem;
+        auto r = corral({"run", "--policy", policy.string(), "--", "cat", "/proc/self/environ"});
+        EXPECT_EQ(r.exit_code, 125) << key << " " << path << ": " << r.out << r.err;
+        EXPECT_NE(r.err.find(key + ": `" + path + "`"), std::string::npos) << path << ": " << r.err;
+        EXPECT_NE(r.err.find(why), std::string::npos) << path << ": " << r.err;
+    };
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"/proc/self/environ", "`/proc/self` is a per-process directory"},
         {"/proc/thread-self/environ", "`/proc/thread-self` is a per-process directory"},
@@ -154,43 +168,20 @@ TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhe
         {"/etc/mtab", "leads to `/proc/"},
     };
     for (const auto& [path, why] : cases) {
-        const fs::path policy = dir() / "per-process.yaml";
-        std::ofstream(policy) << "name: per-process\nextends: default\nfilesystem:\n"
-                                 "  hidden: [/home, /root, /run/user, "
-                              << path << "]\n";
-        auto r = corral({"run", "--policy", policy.string(), "--", "cat", "/proc/self/environ"});
-        EXPECT_EQ(r.exit_code, 125) << path << ": " << r.out << r.err;
-        EXPECT_NE(r.err.find("filesystem.hidden: `" + path + "`"), std::string::npos)
-            << path << ": " << r.err;
-        EXPECT_NE(r.err.find(why), std::string::npos) << path << ": " << r.err;
-        const fs::path as_tmpfs = dir() / "per-process-tmpfs.yaml";
-        std::ofstream(as_tmpfs) << "name: per-process-tmpfs\nextends: default\nfilesystem:\n"
-                                   "  tmpfs: { "
-                                << path << ": 1Mi }\n";
-        auto t = corral({"run", "--policy", as_tmpfs.string(), "--", "true"});
-        EXPECT_EQ(t.exit_code, 125) << path << " as a tmpfs: " << t.out << t.err;
-        EXPECT_NE(t.err.find("filesystem.tmpfs: `" + path + "`"), std::string::npos)
-            << path << ": " << t.err;
+        expect_refused("", "  hidden: [/home, /root, /run/user, " + path + "]\n",
+                       "filesystem.hidden", path, why);
+        expect_refused("", "  tmpfs: { " + path + ": 1Mi }\n", "filesystem.tmpfs", path, why);
     }
     // Without a pid namespace /proc is the host's, and /proc/self is still each reader's own:
     // hiding it hid corrald's entry (helper 26's review). Beneath /dev/pts, the session's own
     // devpts instance, nothing can be made or hidden: refused up front, not at setup.
-    const std::vector<std::pair<std::string, std::string>> more = {
-        {"namespaces:\n  pid: false\n", "/proc/self/environ"},
-        {"namespaces:\n  pid: false\n", "/etc/mtab"},
-        {"", "/dev/pts/0"},
-    };
-    for (const auto& [namespaces, path] : more) {
-        const fs::path policy = dir() / "more.yaml";
-        std::ofstream(policy) << "name: more\nextends: default\n"
-                              << namespaces
-                              << "filesystem:\n  hidden: [/home, /root, /run/user, " << path
-                              << "]\n";
-        auto r = corral({"run", "--policy", policy.string(), "--", "true"});
-        EXPECT_EQ(r.exit_code, 125) << path << ": " << r.out << r.err;
-        EXPECT_NE(r.err.find("filesystem.hidden: `" + path + "`"), std::string::npos)
-            << path << ": " << r.err;
-    }
+    const std::string no_pid = "namespaces:\n  pid: false\n";
+    expect_refused(no_pid, "  hidden: [/home, /root, /run/user, /proc/self/environ]\n",
+                   "filesystem.hidden", "/proc/self/environ", "is a per-process directory");
+    expect_refused(no_pid, "  hidden: [/home, /root, /run/user, /etc/mtab]\n",
+                   "filesystem.hidden", "/etc/mtab", "leads to `/proc/");
+    expect_refused("", "  hidden: [/home, /root, /run/user, /dev/pts/0]\n", "filesystem.hidden",
+                   "/dev/pts/0", "devpts instance");
     // corral's /dev is what it hides from, not the host's: a device it shows is covered, one it
     // never shows is nothing to hide.
     const fs::path devices = dir() / "devices.yaml";
