@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -774,27 +775,82 @@ Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::st
     return SessionPath{target, kind_of(st)};
 }
 
+/// The host's resolution of `path`, link by link as the kernel goes (realpath's answer), that
+/// stops where any step of the way enters one of `tops`: the host's resolution of a path through
+/// /proc is the host's, not the session's, and a magic link there (/proc/self/cwd,
+/// /proc/self/root) leads through corrald's own cwd or root to a host path realpath would show
+/// as an ordinary one. `entered`: the step that went in and the rest of the way (else empty). std::nullopt: a part is
+/// missing.
+Result<std::optional<std::string>> resolve_on_host(const std::string& path,
+                                                   const std::vector<std::string>& tops,
+                                                   std::string& entered) {
+    std::deque<std::string> todo;
+    auto push_front_parts = [&](const std::string& text) {
+        std::vector<std::string> parts = components_beneath("/" + text, "");
+        todo.insert(todo.begin(), parts.begin(), parts.end());
+    };
+    push_front_parts(path);
+    std::string done;  // "" is the root
+    for (int links = 0; !todo.empty();) {
+        const std::string part = std::move(todo.front());
+        todo.pop_front();
+        if (part.empty() || part == ".") continue;
+        if (part == "..") {
+            done = done.substr(0, done.rfind('/') == std::string::npos ? 0 : done.rfind('/'));
+            continue;
+        }
+        const std::string next = done + "/" + part;
+        for (const auto& top : tops)
+            if (is_within(next, top)) {
+                entered = next;  // with the rest of the way, as the kernel would go on
+                for (const auto& rest : todo)
+                    if (!rest.empty() && rest != ".") entered += "/" + rest;
+                return std::optional<std::string>(entered);
+            }
+        struct stat st {};
+        if (::lstat(next.c_str(), &st) != 0) return std::optional<std::string>();
+        if (!S_ISLNK(st.st_mode)) {
+            done = next;
+            continue;
+        }
+        if (++links > 40) return sys_error(ELOOP, "`" + path + "`");
+        char text[PATH_MAX];
+        const ssize_t n = ::readlink(next.c_str(), text, sizeof text - 1);
+        if (n <= 0) return sys_error("readlink `" + next + "`");
+        text[n] = '\0';
+        if (text[0] == '/') done.clear();
+        push_front_parts(text);
+    }
+    return std::optional<std::string>(done.empty() ? "/" : done);
+}
+
 /// Where the session finds a policy's hidden or tmpfs path. Beneath /proc or a fresh /sys or
-/// /dev: kernel_filesystem_path. Elsewhere: where the host resolves it, refused when that is
-/// beneath /proc or a fresh kernel filesystem (/etc/mtab -> /proc/<corrald>/mounts: mounted over
-/// on the host's terms, it hid nothing of the session's).
+/// /dev: kernel_filesystem_path. Elsewhere: where the host resolves it, refused when the way
+/// there enters /proc or a fresh kernel filesystem (/etc/mtab -> ../proc/self/mounts: mounted
+/// over on the host's terms, it hid nothing of the session's; a link into /proc/self/cwd led
+/// through corrald's cwd to whatever that held).
 Result<SessionPath> policy_path_for_session(const std::string& key, const MountStep& step,
                                             const std::vector<std::string>& fresh) {
     if (const std::string* mount = fresh_filesystem_holding(fresh, step.target))
         return kernel_filesystem_path(key, step.target, *mount, true);
     if (is_within(step.target, "/proc"))
         return kernel_filesystem_path(key, step.target, "/proc", false);
-    auto resolved = real_path(step.target);
-    if (!resolved) return SessionPath{step.target};
-    const std::string* mount = fresh_filesystem_holding(fresh, *resolved);
-    if (mount != nullptr || is_within(*resolved, "/proc"))
-        return plain_error(key + ": `" + step.target + "` leads to `" + *resolved +
-                           "` on the host, beneath " +
+    std::vector<std::string> tops = fresh;
+    tops.push_back("/proc");
+    std::string entered;
+    auto resolved = resolve_on_host(step.target, tops, entered);
+    if (!resolved) return std::move(resolved.error().context(key));
+    if (!*resolved) return SessionPath{step.target};
+    if (!entered.empty()) {
+        const std::string* mount = fresh_filesystem_holding(fresh, entered);
+        return plain_error(key + ": `" + step.target + "` leads to `" + entered +
+                           "` on the host, in " +
                            (mount != nullptr ? "the session's fresh " + *mount : "/proc") +
                            ", which each process sees as its own; name the path there instead");
+    }
     struct stat st {};
-    if (::stat(resolved->c_str(), &st) != 0) return SessionPath{*resolved};
-    return SessionPath{*resolved, kind_of(st)};
+    if (::stat((*resolved)->c_str(), &st) != 0) return SessionPath{**resolved};
+    return SessionPath{**resolved, kind_of(st)};
 }
 
 Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs,

@@ -182,6 +182,18 @@ TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhe
                    "filesystem.hidden", "/etc/mtab", "leads to `/proc/");
     expect_refused("", "  hidden: [/home, /root, /run/user, /dev/pts/0]\n", "filesystem.hidden",
                    "/dev/pts/0", "devpts instance");
+    // A host link whose way crosses a magic link (/proc/self/cwd) resolved, with realpath, through
+    // corral's own cwd to an ordinary-looking host path, and that was masked instead (helper
+    // 26's review, L1). Outside /tmp, which `default` replaces (a mask there is never made).
+    char made[] = "/var/tmp/corral-magic-link-XXXXXX";
+    ASSERT_NE(::mkdtemp(made), nullptr);
+    const fs::path holder = made;
+    fs::create_directory_symlink("/proc/self/cwd", holder / "link");
+    expect_refused("", "  hidden: [/home, /root, /run/user, " + (holder / "link/etc").string() +
+                           "]\n",
+                   "filesystem.hidden", (holder / "link/etc").string(), "leads to `/proc");
+    std::error_code ignored;
+    fs::remove_all(holder, ignored);
     // corral's /dev is what it hides from, not the host's: a device it shows is covered, one it
     // never shows is nothing to hide.
     const fs::path devices = dir() / "devices.yaml";
