@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "base/openat2.hpp"
+#include "base/thread_without_signals.hpp"
 #include "base/unique_fd.hpp"
 
 namespace corral {
@@ -193,12 +193,7 @@ Result<std::optional<std::string>> remove_or_discard(const std::string& path, si
 
 TreeRemover::TreeRemover(std::chrono::milliseconds shutdown_grace)
     : shutdown_grace_(shutdown_grace) {
-    // The thread takes no signals: corrald's are handled on its event loop.
-    sigset_t all, previous;
-    ::sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &previous);
-    thread_ = std::thread([this] { run(); });
-    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    thread_ = start_thread_without_signals([this] { run(); });
 }
 
 TreeRemover::~TreeRemover() {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/thread_without_signals.hpp"
 #include "isolation/clone_vm.hpp"
 #include "isolation/descriptor_passing.hpp"
 #include "isolation/launch_message.hpp"
@@ -81,12 +82,7 @@ Status LaunchWorker::start() {
     const int theirs = pair[1];
     std::promise<int> unshared;
     auto ready = unshared.get_future();
-    thread_ = std::thread([this, theirs, &unshared] {
-        // Signals are for corrald's other threads; launch_begin() blocks them around the clone
-        // anyway.
-        sigset_t all;
-        sigfillset(&all);
-        ::pthread_sigmask(SIG_SETMASK, &all, nullptr);
+    thread_ = start_thread_without_signals([this, theirs, &unshared] {
         // A table of our own, then nothing of corrald's in it but stdio and our end.
         if (::unshare(CLONE_FILES) != 0) {
             unshared.set_value(errno);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "base/path_walk.hpp"
+
 namespace corral {
 namespace {
 
@@ -11,16 +13,9 @@ namespace {
 std::optional<std::string> normalize_absolute(const std::string& path) {
     if (path.empty() || path[0] != '/') return std::nullopt;
     std::string out;
-    size_t pos = 0;
-    while (pos < path.size()) {
-        size_t next = path.find('/', pos);
-        if (next == std::string::npos) next = path.size();
-        std::string component = path.substr(pos, next - pos);
-        pos = next + 1;
-        if (component.empty() || component == ".") continue;
+    for (const auto& component : path_components(path)) {
         if (component == "..") return std::nullopt;
-        out += '/';
-        out += component;
+        out += '/' + component;
     }
     return out.empty() ? "/" : out;
 }

@@ -22,6 +22,7 @@
 
 #include "base/file_io.hpp"
 #include "base/openat2.hpp"
+#include "base/path_walk.hpp"
 #include "isolation/host_unix_sockets.hpp"
 
 namespace corral {
@@ -197,17 +198,10 @@ class Builder {
     /// is there in `*last`; a missing part ends it. ELOOP after 40 links, as the kernel.
     Result<std::string> chase(std::string path, ViewEntry* last) const {
         for (int hops = 0; hops <= 40; ++hops) {
-            std::vector<std::string> parts;
-            for (size_t pos = 0; pos <= path.size();) {
-                size_t next = path.find('/', pos);
-                if (next == std::string::npos) next = path.size();
-                if (next > pos) parts.push_back(path.substr(pos, next - pos));
-                pos = next + 1;
-            }
+            const std::vector<std::string> parts = path_components(path);
             std::string done;  // "" is the root
             bool followed = false;
             for (size_t i = 0; i < parts.size() && !followed; ++i) {
-                if (parts[i] == ".") continue;
                 if (parts[i] == "..") {
                     done =
                         done.substr(0, done.rfind('/') == std::string::npos ? 0 : done.rfind('/'));
@@ -230,8 +224,7 @@ class Builder {
                     for (size_t j = i + 1; j < parts.size(); ++j)
                         if (parts[j] == "..") return sys_error(ENOENT, "`" + path + "`");
                     std::string out = next;
-                    for (size_t j = i + 1; j < parts.size(); ++j)
-                        if (parts[j] != ".") out += "/" + parts[j];
+                    for (size_t j = i + 1; j < parts.size(); ++j) out += "/" + parts[j];
                     *last = entry;
                     return out;
                 } else if (entry.type == ViewEntry::Type::file) {
@@ -714,17 +707,6 @@ SessionPath::Kind kind_of(const struct stat& st) {
     return S_ISDIR(st.st_mode) ? SessionPath::Kind::directory : SessionPath::Kind::other;
 }
 
-std::vector<std::string> components_beneath(const std::string& target, const std::string& top) {
-    std::vector<std::string> parts;
-    for (size_t pos = top.size() + 1; pos < target.size();) {
-        size_t next = target.find('/', pos);
-        if (next == std::string::npos) next = target.size();
-        parts.push_back(target.substr(pos, next - pos));
-        pos = next + 1;
-    }
-    return parts;
-}
-
 /// A policy's hidden or tmpfs path at or beneath /proc (fresh or the host's), a fresh /sys or a
 /// fresh /dev, as the session sees it. Resolving it on the host, as a path elsewhere is,
 /// answered for the host: /proc/self/environ became /proc/<corrald's pid>/environ (another pid's
@@ -740,7 +722,7 @@ std::vector<std::string> components_beneath(const std::string& target, const std
 /// tells what is there.
 Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::string& target,
                                            const std::string& top, bool fresh) {
-    const std::vector<std::string> parts = components_beneath(target, top);
+    const std::vector<std::string> parts = path_components(target.substr(top.size()));
     auto refuse = [&](const std::string& at, const std::string& why) {
         return plain_error(key + ": `" + target + "` lies beneath the session's " +
                            (fresh ? "fresh " : "") + top + ", where `" + at + "` " + why +
@@ -775,18 +757,22 @@ Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::st
     return SessionPath{target, kind_of(st)};
 }
 
-/// The host's resolution of `path`, link by link as the kernel goes (realpath's answer), that
-/// stops where any step of the way enters one of `tops`: the host's resolution of a path through
-/// /proc is the host's, not the session's, and a magic link there (/proc/self/cwd,
+/// The host's resolution of a path, link by link as the kernel goes (realpath's answer), that
+/// stops where any step of the way enters one of the `tops`: the host's resolution of a path
+/// through /proc is the host's, not the session's, and a magic link there (/proc/self/cwd,
 /// /proc/self/root) leads through corrald's own cwd or root to a host path realpath would show
-/// as an ordinary one. `entered`: the step that went in and the rest of the way (else empty). std::nullopt: a part is
-/// missing.
-Result<std::optional<std::string>> resolve_on_host(const std::string& path,
-                                                   const std::vector<std::string>& tops,
-                                                   std::string& entered) {
+/// as an ordinary one.
+struct HostResolution {
+    std::string path;      // where it ends, or the step that went in with the rest of the way
+    bool entered = false;  // whether it stopped at one of the `tops`
+};
+
+/// std::nullopt: a part is missing.
+Result<std::optional<HostResolution>> resolve_on_host(const std::string& path,
+                                                      const std::vector<std::string>& tops) {
     std::deque<std::string> todo;
     auto push_front_parts = [&](const std::string& text) {
-        std::vector<std::string> parts = components_beneath("/" + text, "");
+        std::vector<std::string> parts = path_components(text);
         todo.insert(todo.begin(), parts.begin(), parts.end());
     };
     push_front_parts(path);
@@ -794,7 +780,6 @@ Result<std::optional<std::string>> resolve_on_host(const std::string& path,
     for (int links = 0; !todo.empty();) {
         const std::string part = std::move(todo.front());
         todo.pop_front();
-        if (part.empty() || part == ".") continue;
         if (part == "..") {
             done = done.substr(0, done.rfind('/') == std::string::npos ? 0 : done.rfind('/'));
             continue;
@@ -802,13 +787,12 @@ Result<std::optional<std::string>> resolve_on_host(const std::string& path,
         const std::string next = done + "/" + part;
         for (const auto& top : tops)
             if (is_within(next, top)) {
-                entered = next;  // with the rest of the way, as the kernel would go on
-                for (const auto& rest : todo)
-                    if (!rest.empty() && rest != ".") entered += "/" + rest;
-                return std::optional<std::string>(entered);
+                HostResolution entered{next, true};  // with the rest, as the kernel would go on
+                for (const auto& rest : todo) entered.path += "/" + rest;
+                return std::optional<HostResolution>(std::move(entered));
             }
         struct stat st {};
-        if (::lstat(next.c_str(), &st) != 0) return std::optional<std::string>();
+        if (::lstat(next.c_str(), &st) != 0) return std::optional<HostResolution>();
         if (!S_ISLNK(st.st_mode)) {
             done = next;
             continue;
@@ -821,7 +805,7 @@ Result<std::optional<std::string>> resolve_on_host(const std::string& path,
         if (text[0] == '/') done.clear();
         push_front_parts(text);
     }
-    return std::optional<std::string>(done.empty() ? "/" : done);
+    return std::optional<HostResolution>(HostResolution{done.empty() ? "/" : done});
 }
 
 /// Where the session finds a policy's hidden or tmpfs path. Beneath /proc or a fresh /sys or
@@ -837,20 +821,20 @@ Result<SessionPath> policy_path_for_session(const std::string& key, const MountS
         return kernel_filesystem_path(key, step.target, "/proc", false);
     std::vector<std::string> tops = fresh;
     tops.push_back("/proc");
-    std::string entered;
-    auto resolved = resolve_on_host(step.target, tops, entered);
+    auto resolved = resolve_on_host(step.target, tops);
     if (!resolved) return std::move(resolved.error().context(key));
     if (!*resolved) return SessionPath{step.target};
-    if (!entered.empty()) {
-        const std::string* mount = fresh_filesystem_holding(fresh, entered);
-        return plain_error(key + ": `" + step.target + "` leads to `" + entered +
+    const HostResolution& host = **resolved;
+    if (host.entered) {
+        const std::string* mount = fresh_filesystem_holding(fresh, host.path);
+        return plain_error(key + ": `" + step.target + "` leads to `" + host.path +
                            "` on the host, in " +
                            (mount != nullptr ? "the session's fresh " + *mount : "/proc") +
                            ", which each process sees as its own; name the path there instead");
     }
     struct stat st {};
-    if (::stat((*resolved)->c_str(), &st) != 0) return SessionPath{**resolved};
-    return SessionPath{**resolved, kind_of(st)};
+    if (::stat(host.path.c_str(), &st) != 0) return SessionPath{host.path};
+    return SessionPath{host.path, kind_of(st)};
 }
 
 Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& owned_dirs,

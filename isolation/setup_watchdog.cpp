@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/thread_without_signals.hpp"
+
 namespace corral {
 namespace {
 
@@ -35,7 +37,7 @@ class SetupWatchdog {
         std::lock_guard lock(mutex_);
         if (started_) return {};
         try {
-            std::thread([this] { watch(); }).detach();
+            start_thread_without_signals([this] { watch(); }).detach();
         } catch (const std::system_error& e) {
             return sys_error(e.code().value(), "start the setup watchdog");
         }
@@ -63,9 +65,6 @@ class SetupWatchdog {
 
   private:
     [[noreturn]] void watch() {
-        sigset_t all;
-        sigfillset(&all);
-        ::pthread_sigmask(SIG_SETMASK, &all, nullptr);  // signals are for corrald's loop
         std::unique_lock lock(mutex_);
         for (;;) {
             const auto now = Clock::now();

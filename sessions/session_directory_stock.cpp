@@ -3,13 +3,13 @@
 
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 
+#include "base/thread_without_signals.hpp"
 #include "base/tree_removal.hpp"
 #include "base/unique_fd.hpp"
 
@@ -38,12 +38,7 @@ SessionDirectoryStock::SessionDirectoryStock(std::string spare_dir, std::string 
       marker_(std::move(marker)) {
     remove_directory(spare_dir_);
     if (::mkdir(spare_dir_.c_str(), 0700) != 0) return;  // no stock: each creation makes its own
-    // The thread takes no signals: corrald's are handled on its event loop (as TreeRemover's).
-    sigset_t all, previous;
-    ::sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &previous);
-    thread_ = std::thread([this] { run(); });
-    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    thread_ = start_thread_without_signals([this] { run(); });
 }
 
 SessionDirectoryStock::~SessionDirectoryStock() {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "base/thread_without_signals.hpp"
 #include "sessions/network/netns_visit.hpp"
 
 namespace corral {
@@ -112,14 +113,10 @@ class NamespaceThread {
         std::promise<Result<UniqueFd>> done;
     };
 
-    NamespaceThread() : thread_([this] { serve(); }) {}
+    NamespaceThread() : thread_(start_thread_without_signals([this] { serve(); })) {}
 
     void serve() {
         on_namespace_thread = true;
-        // Signals belong to the event loop's thread; this one must never be interrupted by them.
-        sigset_t all;
-        sigfillset(&all);
-        ::pthread_sigmask(SIG_SETMASK, &all, nullptr);
         // Where the thread returns after each job, so that no session's namespace is kept
         // alive by this thread after its runner is gone.
         home_ = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));

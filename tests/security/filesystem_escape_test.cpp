@@ -96,19 +96,39 @@ TEST_P(FilesystemEscape, SymlinkInWorkingDirectoryDoesNotReachHostEtc) {
 // of the policy (the class of runc's maskedPaths undone, CVE-2023-27561); a hidden directory
 // failed the creation (EINVAL making the covered dir read-only); a `tmpfs: {/dev/shm: 8Mi}` lost
 // its size to the fresh /dev's own /dev/shm.
-class KernelFilesystemMasks : public SandboxTest {};
+class KernelFilesystemMasks : public SandboxTest {
+  protected:
+    /// Runs `sh -c script` under `default` extended by `extra` (namespaces) and `filesystem`
+    /// (the lines beneath `filesystem:`), written to a policy file of the test's own.
+    RunOutcome run_with(const std::string& extra, const std::string& filesystem,
+                       const std::string& script) {
+        const fs::path policy = dir() / "masks.yaml";
+        std::ofstream(policy) << "name: masks\nextends: default\n"
+                              << extra << "filesystem:\n"
+                              << filesystem;
+        return corral({"run", "--policy", policy.string(), "--", "sh", "-c", script});
+    }
+
+    /// The session of `extra` and `filesystem` must not be made: corral run exits 125 naming
+    /// `key` with `path` and, in its words, `why`.
+    void expect_refused(const std::string& extra, const std::string& filesystem,
+                        const std::string& key, const std::string& path, const std::string& why) {
+        auto r = run_with(extra, filesystem, "cat /proc/self/environ");
+        EXPECT_EQ(r.exit_code, 125) << key << " " << path << ": " << r.out << r.err;
+        EXPECT_NE(r.err.find(key + ": `" + path + "`"), std::string::npos) << path << ": " << r.err;
+        EXPECT_NE(r.err.find(why), std::string::npos) << path << ": " << r.err;
+    }
+};
 
 TEST_F(KernelFilesystemMasks, HiddenPathsAndTmpfsBeneathProcSysAndDevHold) {
-    const fs::path policy = dir() / "masks.yaml";
-    std::ofstream(policy) << "name: masks\nextends: default\nfilesystem:\n"
-                             "  hidden: [/home, /root, /run/user, /proc/sys/kernel, /sys/kernel, "
-                             "/proc/cpuinfo]\n"
-                             "  tmpfs: { /tmp: 256Mi, /run: 16Mi, /dev/shm: 8Mi }\n";
-    auto r = corral({"run", "--policy", policy.string(), "--", "sh", "-c",
-                     "echo kernel $(ls /proc/sys/kernel | wc -l); echo sys $(ls /sys/kernel | wc "
-                     "-l); echo cpuinfo $(wc -c < /proc/cpuinfo); "
-                     "echo shm $(df -k /dev/shm | tail -1 | awk '{print $2}'); "
-                     "echo write $(touch /dev/shm/x && echo ok)"});
+    auto r = run_with("",
+                      "  hidden: [/home, /root, /run/user, /proc/sys/kernel, /sys/kernel, "
+                      "/proc/cpuinfo]\n"
+                      "  tmpfs: { /tmp: 256Mi, /run: 16Mi, /dev/shm: 8Mi }\n",
+                      "echo kernel $(ls /proc/sys/kernel | wc -l); echo sys $(ls /sys/kernel | wc "
+                      "-l); echo cpuinfo $(wc -c < /proc/cpuinfo); "
+                      "echo shm $(df -k /dev/shm | tail -1 | awk '{print $2}'); "
+                      "echo write $(touch /dev/shm/x && echo ok)");
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("kernel 0\n"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("sys 0\n"), std::string::npos) << r.out;
@@ -116,13 +136,11 @@ TEST_F(KernelFilesystemMasks, HiddenPathsAndTmpfsBeneathProcSysAndDevHold) {
     EXPECT_NE(r.out.find("shm 8192\n"), std::string::npos) << "the policy's size: " << r.out;
     EXPECT_NE(r.out.find("write ok\n"), std::string::npos) << r.out;
     // Hidden files alone (the previous plan created these sessions and showed both files).
-    const fs::path files = dir() / "files.yaml";
-    std::ofstream(files) << "name: files\nextends: default\nfilesystem:\n"
-                            "  hidden: [/home, /root, /run/user, /proc/cpuinfo, "
-                            "/sys/kernel/uevent_seqnum]\n";
-    auto masked = corral({"run", "--policy", files.string(), "--", "sh", "-c",
-                          "echo cpuinfo $(wc -c < /proc/cpuinfo); "
-                          "echo seqnum $(wc -c < /sys/kernel/uevent_seqnum)"});
+    auto masked = run_with("",
+                           "  hidden: [/home, /root, /run/user, /proc/cpuinfo, "
+                           "/sys/kernel/uevent_seqnum]\n",
+                           "echo cpuinfo $(wc -c < /proc/cpuinfo); "
+                           "echo seqnum $(wc -c < /sys/kernel/uevent_seqnum)");
     ASSERT_EQ(masked.exit_code, 0) << masked.out << masked.err;
     EXPECT_EQ(masked.out, "cpuinfo 0\nseqnum 0\n");
     // Control: without the masks the same paths are there (the test can fail).
@@ -143,20 +161,6 @@ TEST_F(KernelFilesystemMasks, HiddenPathsAndTmpfsBeneathProcSysAndDevHold) {
 // holds nothing is runc's maskedPaths class again (CVE-2023-27561). Each of these is now refused
 // before anything is made, naming the path and why.
 TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhereElse) {
-    // A `default` session with `extra` policy text (namespaces) and `filesystem` must not be
-    // made: corral run exits 125 naming `key` with `path` and, in its words, `why`.
-    auto expect_refused = [&](const std::string& extra, const std::string& filesystem,
-                              const std::string& key, const std::string& path,
-                              const std::string& why) {
-        const fs::path policy = dir() / "refused.yaml";
-        std::ofstream(policy) << "name: refused\nextends: default\n"
-                              << extra << "filesystem:\n"
-                              << filesystem;
-        auto r = corral({"run", "--policy", policy.string(), "--", "cat", "/proc/self/environ"});
-        EXPECT_EQ(r.exit_code, 125) << key << " " << path << ": " << r.out << r.err;
-        EXPECT_NE(r.err.find(key + ": `" + path + "`"), std::string::npos) << path << ": " << r.err;
-        EXPECT_NE(r.err.find(why), std::string::npos) << path << ": " << r.err;
-    };
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"/proc/self/environ", "`/proc/self` is a per-process directory"},
         {"/proc/thread-self/environ", "`/proc/thread-self` is a per-process directory"},
@@ -196,22 +200,23 @@ TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhe
     fs::remove_all(holder, ignored);
     // corral's /dev is what it hides from, not the host's: a device it shows is covered, one it
     // never shows is nothing to hide.
-    const fs::path devices = dir() / "devices.yaml";
-    std::ofstream(devices) << "name: devices\nextends: default\nfilesystem:\n"
-                              "  hidden: [/home, /root, /run/user, /dev/urandom, /dev/vda]\n";
-    auto dev = corral({"run", "--policy", devices.string(), "--", "sh", "-c",
-                       "echo urandom $(head -c 16 /dev/urandom | wc -c); "
-                       "echo zero $(head -c 16 /dev/zero | wc -c)"});
+    auto dev = run_with("", "  hidden: [/home, /root, /run/user, /dev/urandom, /dev/vda]\n",
+                        "echo urandom $(head -c 16 /dev/urandom | wc -c); "
+                        "echo zero $(head -c 16 /dev/zero | wc -c)");
     ASSERT_EQ(dev.exit_code, 0) << dev.out << dev.err;
     EXPECT_EQ(dev.out, "urandom 0\nzero 16\n");
-    // Control: a plain path beneath the fresh /proc is still hidden, and the session runs.
-    const fs::path plain = dir() / "plain.yaml";
-    std::ofstream(plain) << "name: plain\nextends: default\nfilesystem:\n"
-                            "  hidden: [/home, /root, /run/user, /proc/cpuinfo, /dev/shm]\n";
-    auto ok = corral({"run", "--policy", plain.string(), "--", "sh", "-c",
-                      "echo cpuinfo $(wc -c < /proc/cpuinfo); echo shm $(ls -A /dev/shm | wc -l)"});
+    // Control: a plain path beneath the fresh /proc or /dev is still hidden, and the session
+    // runs. corral's /dev/shm starts empty, so what shows its hide is that nothing can be put
+    // there (a file written there lands in the session's own /dev/shm without the hide).
+    auto ok = run_with("", "  hidden: [/home, /root, /run/user, /proc/cpuinfo, /dev/shm]\n",
+                       "echo cpuinfo $(wc -c < /proc/cpuinfo); "
+                       "echo shm $(touch /dev/shm/x 2>/dev/null && echo written || echo refused)");
     ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
-    EXPECT_EQ(ok.out, "cpuinfo 0\nshm 0\n");
+    EXPECT_EQ(ok.out, "cpuinfo 0\nshm refused\n");
+    auto shown = run_with("", "  hidden: [/home, /root, /run/user]\n",
+                          "echo shm $(touch /dev/shm/x 2>/dev/null && echo written || echo refused)");
+    ASSERT_EQ(shown.exit_code, 0) << shown.out << shown.err;
+    EXPECT_EQ(shown.out, "shm written\n") << "the control of the control";
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));

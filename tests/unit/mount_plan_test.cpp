@@ -23,6 +23,15 @@ Policy isolated_policy() {
     return policy;
 }
 
+/// Where the step of `kind` at `target` stands in `plan`; plan.size() where there is none.
+size_t index_of(const std::vector<MountStep>& plan, Kind kind, const std::string& target) {
+    return static_cast<size_t>(std::find_if(plan.begin(), plan.end(),
+                                            [&](const MountStep& step) {
+                                                return step.kind == kind && step.target == target;
+                                            }) -
+                               plan.begin());
+}
+
 TEST(MountPlan, DefaultLikePolicyCompilesToOrderedSteps) {
     auto plan = compile_mount_plan(isolated_policy(), {"/srv/corral/s1", "/workspace"});
     ASSERT_TRUE(plan.ok()) << plan.error().describe();
@@ -50,33 +59,23 @@ TEST(MountPlan, WhatLiesBeneathAFreshKernelFilesystemComesAfterIt) {
     policy.filesystem.tmpfs = {{"/dev/shm", 8u << 20}, {"/tmp", 0}};
     auto plan = compile_mount_plan(policy, {"/dev/shm/job", "/dev/shm/job"});
     ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    auto index_of = [&](Kind kind, const std::string& target) {
-        for (size_t i = 0; i < plan->size(); ++i)
-            if ((*plan)[i].kind == kind && (*plan)[i].target == target) return i;
-        return plan->size();
-    };
-    const size_t dev = index_of(Kind::dev, "/dev");
-    const size_t sys = index_of(Kind::sysfs, "/sys");
-    const size_t proc = index_of(Kind::proc, "/proc");
+    const size_t dev = index_of(*plan, Kind::dev, "/dev");
+    const size_t sys = index_of(*plan, Kind::sysfs, "/sys");
+    const size_t proc = index_of(*plan, Kind::proc, "/proc");
     ASSERT_LT(proc, plan->size());
-    EXPECT_GT(index_of(Kind::tmpfs, "/dev/shm"), dev);
-    EXPECT_GT(index_of(Kind::workdir, "/dev/shm/job"), dev);
-    EXPECT_LT(index_of(Kind::workdir, "/dev/shm/job"), plan->size());
-    EXPECT_GT(index_of(Kind::hide, "/sys/firmware"), sys);
-    EXPECT_GT(index_of(Kind::hide, "/proc/sys/kernel"), proc);
-    EXPECT_LT(index_of(Kind::hide, "/home"), dev) << "elsewhere: before, as always";
-    EXPECT_LT(index_of(Kind::tmpfs, "/tmp"), dev);
+    EXPECT_GT(index_of(*plan, Kind::tmpfs, "/dev/shm"), dev);
+    EXPECT_GT(index_of(*plan, Kind::workdir, "/dev/shm/job"), dev);
+    EXPECT_LT(index_of(*plan, Kind::workdir, "/dev/shm/job"), plan->size());
+    EXPECT_GT(index_of(*plan, Kind::hide, "/sys/firmware"), sys);
+    EXPECT_GT(index_of(*plan, Kind::hide, "/proc/sys/kernel"), proc);
+    EXPECT_LT(index_of(*plan, Kind::hide, "/home"), dev) << "elsewhere: before, as always";
+    EXPECT_LT(index_of(*plan, Kind::tmpfs, "/tmp"), dev);
     Policy without_pid = policy;
     without_pid.namespaces.pid = false;  // the host's /proc, bound with the root: nothing covers
     auto kept = compile_mount_plan(without_pid, {"/srv/job", "/workspace"});
     ASSERT_TRUE(kept.ok());
-    auto kept_index = [&](Kind kind, const std::string& target) {
-        return std::find_if(kept->begin(), kept->end(), [&](const MountStep& step) {
-                   return step.kind == kind && step.target == target;
-               }) - kept->begin();
-    };
-    EXPECT_LT(kept_index(Kind::hide, "/proc/sys/kernel"), kept_index(Kind::dev, "/dev"));
-    EXPECT_GT(kept_index(Kind::hide, "/sys/firmware"), kept_index(Kind::sysfs, "/sys"));
+    EXPECT_LT(index_of(*kept, Kind::hide, "/proc/sys/kernel"), index_of(*kept, Kind::dev, "/dev"));
+    EXPECT_GT(index_of(*kept, Kind::hide, "/sys/firmware"), index_of(*kept, Kind::sysfs, "/sys"));
 }
 
 TEST(MountPlan, HiddenAndTmpfsBeneathTheWorkdirComeAfterItsBind) {
@@ -85,17 +84,12 @@ TEST(MountPlan, HiddenAndTmpfsBeneathTheWorkdirComeAfterItsBind) {
     policy.filesystem.tmpfs = {{"/home/u/proj/cache", 0}};
     auto plan = compile_mount_plan(policy, {"/home/u/proj", "/home/u/proj"});
     ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    auto index_of = [&](Kind kind, const std::string& target) {
-        for (size_t i = 0; i < plan->size(); ++i)
-            if ((*plan)[i].kind == kind && (*plan)[i].target == target) return i;
-        return plan->size();
-    };
-    size_t workdir = index_of(Kind::workdir, "/home/u/proj");
+    size_t workdir = index_of(*plan, Kind::workdir, "/home/u/proj");
     ASSERT_LT(workdir, plan->size());
-    EXPECT_LT(index_of(Kind::hide, "/home"), workdir) << "the workdir must stay visible";
-    EXPECT_GT(index_of(Kind::hide, "/home/u/proj/.secrets"), workdir) << "or the bind uncovers it";
-    EXPECT_GT(index_of(Kind::tmpfs, "/home/u/proj/cache"), workdir);
-    EXPECT_LT(index_of(Kind::tmpfs, "/home/u/proj/cache"), plan->size());
+    EXPECT_LT(index_of(*plan, Kind::hide, "/home"), workdir) << "the workdir must stay visible";
+    EXPECT_GT(index_of(*plan, Kind::hide, "/home/u/proj/.secrets"), workdir) << "or the bind uncovers it";
+    EXPECT_GT(index_of(*plan, Kind::tmpfs, "/home/u/proj/cache"), workdir);
+    EXPECT_LT(index_of(*plan, Kind::tmpfs, "/home/u/proj/cache"), plan->size());
 }
 
 // The workdir's inside path compared as written: `mount: /home/u/proj/` put what is hidden beneath
@@ -106,13 +100,9 @@ TEST(MountPlan, TheWorkdirComparesNormalisedWithWhatLiesBeneathIt) {
     for (const std::string inside : {"/home/u/proj/", "//home/u/./proj//"}) {
         auto plan = compile_mount_plan(policy, {"/srv/proj", inside});
         ASSERT_TRUE(plan.ok()) << plan.error().describe();
-        size_t workdir = plan->size(), secrets = plan->size();
-        for (size_t i = 0; i < plan->size(); ++i) {
-            if ((*plan)[i].kind == Kind::workdir) workdir = i;
-            if ((*plan)[i].kind == Kind::hide) secrets = i;
-        }
-        ASSERT_LT(workdir, plan->size()) << inside;
-        EXPECT_EQ((*plan)[workdir].target, "/home/u/proj") << inside;
+        const size_t workdir = index_of(*plan, Kind::workdir, "/home/u/proj");
+        const size_t secrets = index_of(*plan, Kind::hide, "/home/u/proj/.secrets");
+        ASSERT_LT(workdir, plan->size()) << inside << ": the workdir's target is normalised";
         EXPECT_GT(secrets, workdir) << inside << ": the bind would uncover the hidden path";
         EXPECT_LT(secrets, plan->size()) << inside;
     }
