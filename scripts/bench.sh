@@ -146,18 +146,38 @@ if wants cgroup; then
 fi
 
 # --- (2)-(6) daemon --------------------------------------------------------------------------
+# Each group against a corrald of its own: `density`'s session-ready rows against one that keeps
+# a pool of prepared `default` sessions (`--prepare default=8`, what issue 18's "session ready"
+# goal is measured with; the rows' group says "pool of 8"), the rest against one without, whose
+# `default` creations (churn) must be creations, not claims.
+start_daemon() {
+    instance=corral-bench-$$
+    sock=$work/corrald.sock
+    rm -rf "$work/state"
+    "$build/supervisor/corrald" --socket "$sock" --state-dir "$work/state" \
+        --instance "$instance" --port-range 41000-41999 "$@" >>"$work/corrald.log" 2>&1 &
+    daemon_pid=$!
+    for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
+    echo "== corrald (pid $daemon_pid${*:+, $*}) ==" >&2
+}
+stop_daemon() {
+    kill -TERM "$daemon_pid" 2>/dev/null || true
+    wait "$daemon_pid" 2>/dev/null || true
+    daemon_pid=""
+}
 if wants daemon; then
     if [[ -z $daemon_build_error && -x $build/supervisor/corrald ]]; then
-        instance=corral-bench-$$
-        sock=$work/corrald.sock
-        "$build/supervisor/corrald" --socket "$sock" --state-dir "$work/state" \
-            --instance "$instance" --port-range 41000-41999 >"$work/corrald.log" 2>&1 &
-        daemon_pid=$!
-        for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
-        echo "== corrald (pid $daemon_pid) ==" >&2
         raw_kill=$(awk -F'\t' '$2 ~ /^kill/ && $3 ~ /^raw/ {print $4}' "$rows")
+        start_daemon
         "$bench/corral_bench_daemon" --socket "$sock" --daemon-pid "$daemon_pid" \
-            --policy-dir "$policies" --kill-baseline "${raw_kill:-0}" | collect
+            --policy-dir "$policies" --kill-baseline "${raw_kill:-0}" \
+            --only run --only churn --only kill --only output | collect
+        stop_daemon
+        start_daemon --prepare default=8
+        sleep 1  # the pool's first eight preparations
+        "$bench/corral_bench_daemon" --socket "$sock" --daemon-pid "$daemon_pid" \
+            --policy-dir "$policies" --only density | collect
+        stop_daemon
     else
         printf 'ROW\tdaemon\t(all)\t-\t-\t-\t-\tPENDING (%s)\n' "${daemon_build_error:-corrald not built}" >>"$rows"
     fi

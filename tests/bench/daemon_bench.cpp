@@ -536,6 +536,11 @@ void bench_density(const Options& o, int sessions, int runs) {
     long rss_idle = rss_kib(o.daemon_pid);
     auto idle = run_latencies(c, probe, runs);
     const Tier ready_tier = tiers(o)[3];  // default
+    // Whether the claims come from a pool (corrald --prepare default=N) is part of what the rows
+    // measure, so their group says it.
+    const PreparedPool pool = prepared_pool(c, "default");
+    const std::string served =
+        pool.target > 0 ? ", pool of " + std::to_string(pool.target) : ", no pool";
     const int ready_runs = std::max(10, runs / 4);
     const auto ready_measures = [&] {
         std::vector<ReadyMeasure> out;
@@ -581,9 +586,9 @@ void bench_density(const Options& o, int sessions, int runs) {
     // same way (back-to-back, or after the same idle pause: kIdlePause); the note sets it beside
     // the same daemon's run in an existing session: what a fresh session costs beyond a run.
     for (const auto& m : ready_idle)
-        print_ready(ready_tier.label, "idle daemon", m, quantile(idle, 0.5));
+        print_ready(ready_tier.label, "idle daemon" + served, m, quantile(idle, 0.5));
     for (const auto& m : ready_loaded)
-        print_ready(ready_tier.label, std::to_string(sessions) + " sessions", m,
+        print_ready(ready_tier.label, std::to_string(sessions) + " sessions" + served, m,
                     quantile(loaded, 0.5));
 }
 

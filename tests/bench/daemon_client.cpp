@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 namespace corral::bench {
 
@@ -124,6 +125,16 @@ Response DaemonConnection::request(const std::string& method, const std::string&
     Response r;
     r.status = stream(method, target, body, [&](const char* p, size_t n) { r.body.append(p, n); });
     return r;
+}
+
+PreparedPool prepared_pool(DaemonConnection& c, const std::string& policy) {
+    const Response r = c.request("GET", "/v1/health");
+    const nlohmann::json body = nlohmann::json::parse(r.body, nullptr, false);
+    if (r.status != 200 || !body.is_object() || !body.contains("prepared") ||
+        !body["prepared"].is_object() || !body["prepared"].contains(policy))
+        return {};
+    const nlohmann::json& pool = body["prepared"][policy];
+    return {pool.value("target", size_t{0}), pool.value("ready", size_t{0})};
 }
 
 }  // namespace corral::bench

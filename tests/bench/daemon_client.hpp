@@ -48,4 +48,12 @@ class DaemonConnection {
     size_t pos_ = 0;
 };
 
+/// A daemon's pool of prepared sessions of one policy (corrald --prepare), as GET /v1/health
+/// says: both 0 where there is none (or the daemon did not answer).
+struct PreparedPool {
+    size_t target = 0;
+    size_t ready = 0;
+};
+PreparedPool prepared_pool(DaemonConnection& c, const std::string& policy);
+
 }  // namespace corral::bench

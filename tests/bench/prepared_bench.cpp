@@ -43,20 +43,11 @@ struct Instance : ComparedDaemon {
     std::vector<std::string> filler;
 };
 
-/// Ready prepared sessions of `default` (0 without a pool).
-size_t pool_ready(DaemonConnection& c) {
-    Response r = c.request("GET", "/v1/health");
-    json body = json::parse(r.body, nullptr, false);
-    if (!body.is_object() || !body.contains("prepared") || !body["prepared"].contains("default"))
-        return 0;
-    return body["prepared"]["default"].value("ready", size_t{0});
-}
-
 /// Waits until the pool is full, then `settle` more (the last preparation's background work, the
 /// previous sample's deletion, before the next sample of either instance).
 void wait_for_pool(DaemonConnection& c, size_t target, std::chrono::milliseconds settle) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (target > 0 && pool_ready(c) < target && std::chrono::steady_clock::now() < until)
+    while (target > 0 && prepared_pool(c, "default").ready < target && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::this_thread::sleep_for(settle);
 }
