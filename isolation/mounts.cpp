@@ -698,7 +698,9 @@ bool all_digits(const std::string& name) {
 
 /// A hidden or tmpfs path as the session will find it: where, and what is there.
 struct SessionPath {
-    enum class Kind { missing, directory, other };
+    /// at_setup: beneath a fresh /proc or /sys, whose entries are the session's (its network
+    /// namespace's interfaces, its pid namespace's), looked at when its mounts are made.
+    enum class Kind { missing, directory, other, at_setup };
     std::string path;
     Kind kind = Kind::missing;
 };
@@ -717,9 +719,11 @@ SessionPath::Kind kind_of(const struct stat& st) {
 /// fresh one), or a symbolic link, which the kernel resolves for each reader (/proc/net,
 /// /proc/mounts, /dev/fd, /dev/stdin, /dev/ptmx, /sys/class/...). /dev is corral's own: what is
 /// there is what add_dev makes, whatever the host's /dev holds (beneath /dev/pts, the session's
-/// own devpts instance, nothing can be mounted). /proc and /sys have the host's kernel
-/// filesystems' shape outside the per-process and per-network-namespace parts, so the host's
-/// tells what is there.
+/// own devpts instance, nothing can be mounted). Beneath a fresh /proc or /sys, what is there is
+/// the session's (an interface only its network namespace has, none of the host's), so the
+/// hide is decided when the mounts are made (Op::hide_if_present); the host's entries only
+/// refuse, early and by name, a link the host shows. Beneath the host's /proc (no pid namespace)
+/// the host's entries are the session's.
 Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::string& target,
                                            const std::string& top, bool fresh) {
     const std::vector<std::string> parts = path_components(target.substr(top.size()));
@@ -749,11 +753,17 @@ Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::st
     }
     std::string at = top;
     struct stat st {};
+    bool on_host = true;
     for (const auto& part : parts) {
         at += "/" + part;
-        if (::lstat(at.c_str(), &st) != 0) return SessionPath{target};
+        if (::lstat(at.c_str(), &st) != 0) {
+            on_host = false;
+            break;
+        }
         if (S_ISLNK(st.st_mode)) return refuse(at, link_why);
     }
+    if (fresh) return SessionPath{target, SessionPath::Kind::at_setup};
+    if (!on_host) return SessionPath{target};  // the host's /proc is the session's
     return SessionPath{target, kind_of(st)};
 }
 
@@ -843,6 +853,11 @@ Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& own
     if (!found) return std::move(found.error());
     if (found->kind == SessionPath::Kind::missing) return {};  // nothing to hide
     const std::string& resolved = found->path;
+    if (found->kind == SessionPath::Kind::at_setup) {
+        b.add(Op::hide_if_present, old_path("/dev/null"), new_path(resolved),
+              "hide " + resolved + " (as the session's fresh filesystem has it)");
+        return {};
+    }
     const bool is_dir = found->kind == SessionPath::Kind::directory;
     std::string what = "hide " + resolved;
     CORRAL_TRY(b.ensure_mount_point(resolved, is_dir), "");
@@ -1039,6 +1054,19 @@ bool run_op(const MountOp& op) noexcept {
             ::close(at);
             errno = saved;
             return moved;
+        }
+        case Op::hide_if_present: {
+            struct stat st {};
+            if (::lstat(target, &st) != 0) return errno == ENOENT;  // nothing to hide
+            if (S_ISLNK(st.st_mode)) {
+                errno = ELOOP;
+                return false;
+            }
+            if (S_ISDIR(st.st_mode))
+                return ::mount("tmpfs", target, "tmpfs", kTmpfsFlags | MS_RDONLY,
+                               "mode=0555,size=4k") == 0;
+            return ::mount(source, target, nullptr, MS_BIND, nullptr) == 0 &&
+                   set_readonly(target, false);
         }
         case Op::symlink:
             return ::symlink(source, target) == 0;

@@ -1,7 +1,10 @@
 // Leaving the filesystem view: uncovering hidden paths, writing kernel knobs through /proc and
 // /sys, and symlinks in the writable working directory.
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -101,12 +104,12 @@ class KernelFilesystemMasks : public SandboxTest {
     /// Runs `sh -c script` under `default` extended by `extra` (namespaces) and `filesystem`
     /// (the lines beneath `filesystem:`), written to a policy file of the test's own.
     RunOutcome run_with(const std::string& extra, const std::string& filesystem,
-                       const std::string& script) {
+                        const std::string& script, const RunOptions& options = {}) {
         const fs::path policy = dir() / "masks.yaml";
         std::ofstream(policy) << "name: masks\nextends: default\n"
                               << extra << "filesystem:\n"
                               << filesystem;
-        return corral({"run", "--policy", policy.string(), "--", "sh", "-c", script});
+        return corral({"run", "--policy", policy.string(), "--", "sh", "-c", script}, options);
     }
 
     /// The session of `extra` and `filesystem` must not be made: corral run exits 125 naming
@@ -217,6 +220,48 @@ TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhe
                           "echo shm $(touch /dev/shm/x 2>/dev/null && echo written || echo refused)");
     ASSERT_EQ(shown.exit_code, 0) << shown.out << shown.err;
     EXPECT_EQ(shown.out, "shm written\n") << "the control of the control";
+}
+
+// Beneath a fresh /proc or /sys what is there is the session's, yet whether a hidden path existed
+// (and what it was) was decided by corrald's own view of the host: an entry that view lacked was
+// skipped as "nothing to hide", silently, and the session showed it whole (helper 26's M2 at
+// stop 38; a mask that holds nothing is the class of CVE-2023-27561); an entry only the host had
+// (the /proc/sys/net/ipv4/conf directory of its own interface, absent from the session's network
+// namespace) failed the creation at setup. A /proc narrowed to processes (procfs `subset=pid`,
+// as hardened hosts and container runtimes mount it) stands for a host view that lacks what
+// the session has.
+TEST_F(KernelFilesystemMasks, WhatIsHiddenIsDecidedByTheSessionsFilesystemsNotTheHosts) {
+    RunOptions narrowed;
+    narrowed.in_child = [] {
+        if (::unshare(CLONE_NEWNS) != 0 ||
+            ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "subset=pid") != 0)
+            ::_exit(77);
+    };
+    // The narrowing holds where corral runs: a session without a mount namespace sees it.
+    auto seen = corral({"run", "--policy", "none", "--", "sh", "-c",
+                        "test -e /proc/cpuinfo && echo there || echo absent"},
+                       narrowed);
+    if (seen.exit_code == 77) GTEST_SKIP() << "procfs cannot be mounted with subset=pid here";
+    ASSERT_EQ(seen.exit_code, 0) << seen.out << seen.err;
+    ASSERT_EQ(seen.out, "absent\n") << "the narrowed /proc is not what corral sees";
+    auto masked = run_with("", "  hidden: [/home, /root, /run/user, /proc/cpuinfo, /proc/sys/kernel]\n",
+                           "echo cpuinfo $(wc -c < /proc/cpuinfo); "
+                           "echo kernel $(ls /proc/sys/kernel | wc -l)",
+                           narrowed);
+    ASSERT_EQ(masked.exit_code, 0) << masked.out << masked.err;
+    EXPECT_EQ(masked.out, "cpuinfo 0\nkernel 0\n") << "a hidden path the session has is shown";
+    // Only the host's: its interfaces' per-network-namespace directories.
+    std::string interface;
+    for (const auto& entry : fs::directory_iterator("/sys/class/net"))
+        if (entry.path().filename() != "lo") interface = entry.path().filename().string();
+    if (interface.empty()) return;  // a host with loopback alone has nothing the session lacks
+    auto only_host = run_with("",
+                              "  hidden: [/home, /root, /run/user, /proc/sys/net/ipv4/conf/" +
+                                  interface + "]\n",
+                              "ls /proc/sys/net/ipv4/conf");
+    ASSERT_EQ(only_host.exit_code, 0) << interface << ": " << only_host.out << only_host.err;
+    EXPECT_EQ(only_host.out.find(interface), std::string::npos) << only_host.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));
