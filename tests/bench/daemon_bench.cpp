@@ -227,9 +227,13 @@ void bench_kill(const Options& o, int procs, int runs, const std::string& grace)
         Response r = c.request("POST", "/v1/sessions/" + sid + "/processes", spawn.dump());
         if (r.status / 100 != 2)
             error = "spawn: HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 120);
-        std::string dir = root + "/" + sid;
-        if (error.empty() && !wait_for_stable_procs(dir, procs + 1))
-            error = "tree did not settle at " + std::to_string(procs + 1) + " processes";
+        // The tree is counted in its process's own leaf: the session's cgroup also holds its
+        // holder (which keeps output pipes across a corrald restart, issue 12.2), one more.
+        const std::string dir = root + "/" + sid;
+        const std::string leaf =
+            dir + "/" + json::parse(r.body, nullptr, false).value("id", std::string("p1"));
+        if (error.empty() && !wait_for_stable_procs(leaf, procs + 1))
+            error = "tree did not settle at " + std::to_string(procs + 1) + " processes in " + leaf;
         double t0 = now_ms();
         bool deleted = delete_session(c, sid);
         double ms = now_ms() - t0;
