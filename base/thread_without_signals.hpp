@@ -13,14 +13,18 @@
 
 namespace corral {
 
+/// Starts `body` on a new thread that blocks every signal. The caller's mask is restored
+/// whether or not the thread could be started (std::system_error, e.g. EAGAIN at a pids limit).
 template <class Body>
 std::thread start_thread_without_signals(Body&& body) {
-    sigset_t all, previous;
+    struct Restore {
+        sigset_t previous;
+        ~Restore() { ::pthread_sigmask(SIG_SETMASK, &previous, nullptr); }
+    } restore;
+    sigset_t all;
     ::sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &previous);
-    std::thread thread(std::forward<Body>(body));
-    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-    return thread;
+    ::pthread_sigmask(SIG_BLOCK, &all, &restore.previous);
+    return std::thread(std::forward<Body>(body));
 }
 
 }  // namespace corral

@@ -13,7 +13,7 @@ namespace {
 
 /// Says which layout follows: a zygote and its corrald are one binary, but a wrong version
 /// must fail loudly rather than misread. 2: a request kind follows it (a holder, issue 18).
-constexpr uint32_t kLaunchMessageVersion = 2;
+constexpr uint32_t kLaunchMessageVersion = 3;
 
 class Writer {
   public:

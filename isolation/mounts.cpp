@@ -738,6 +738,10 @@ Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::st
     if (top == "/proc" &&
         (parts[0] == "self" || parts[0] == "thread-self" || all_digits(parts[0])))
         return refuse(first, "is a per-process directory");
+    // Links into /proc/self in every procfs, whatever the host's view shows (a /proc narrowed to
+    // processes has neither).
+    if (top == "/proc" && (parts[0] == "net" || parts[0] == "mounts"))
+        return refuse(first, link_why);
     if (top == "/dev") {
         for (const char* link : {"fd", "stdin", "stdout", "stderr", "ptmx"})
             if (parts[0] == link) return refuse(first, link_why);
@@ -854,8 +858,11 @@ Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& own
     if (found->kind == SessionPath::Kind::missing) return {};  // nothing to hide
     const std::string& resolved = found->path;
     if (found->kind == SessionPath::Kind::at_setup) {
+        const std::string* top = fresh_filesystem_holding(fresh, resolved);
+        if (top == nullptr) return plain_error("hide " + resolved + ": no fresh filesystem holds it");
         b.add(Op::hide_if_present, old_path("/dev/null"), new_path(resolved),
-              "hide " + resolved + " (as the session's fresh filesystem has it)");
+              "hide " + resolved + " (as the session's fresh filesystem has it)", 0, false,
+              new_path(*top));
         return {};
     }
     const bool is_dir = found->kind == SessionPath::Kind::directory;
@@ -939,20 +946,16 @@ Status add_kernel_fs(Builder& b, const MountStep& step, const char* fstype, unsi
 /// mount these read-only or mask them). Make the knobs read-only and mask the files that leak
 /// kernel memory, keys and timers. Only what exists on this kernel is touched.
 void protect_proc(Builder& b, const std::string& proc) {
+    // Whether each is there is the session's fresh /proc's to say, when it is mounted: the host's
+    // may be narrowed (procfs `subset=pid`, systemd's ProcSubset=pid), and judged by it the
+    // session's /proc/sys and /proc/sysrq-trigger were left writable.
     for (const char* name : {"sys", "sysrq-trigger", "irq", "bus", "fs"}) {
-        std::string host = std::string("/proc/") + name;
-        if (::access(host.c_str(), F_OK) != 0) continue;
-        std::string inside = new_path(proc + "/" + name);
-        std::string what = "read-only " + proc + "/" + name;
-        b.add(Op::bind, inside, inside, what, 0, true);
-        b.add(Op::set_readonly, {}, inside, what, 0, true);
+        b.add(Op::readonly_if_present, {}, new_path(proc + "/" + name),
+              "read-only " + proc + "/" + name, 0, true, new_path(proc));
     }
     for (const char* name : {"kcore", "keys", "timer_list", "sched_debug"}) {
-        std::string host = std::string("/proc/") + name;
-        if (::access(host.c_str(), F_OK) != 0) continue;
-        std::string inside = new_path(proc + "/" + name);
-        b.add(Op::bind, old_path("/dev/null"), inside, "mask " + proc + "/" + name);
-        b.add(Op::set_readonly, {}, inside, "mask " + proc + "/" + name);  // the host's /dev/null
+        b.add(Op::hide_if_present, old_path("/dev/null"), new_path(proc + "/" + name),
+              "mask " + proc + "/" + name, 0, false, new_path(proc));
     }
 }
 
@@ -990,6 +993,98 @@ bool set_readonly(const char* path, bool recursive) noexcept {
 
 bool pivot_root(const char* new_root, const char* put_old) noexcept {
     return ::syscall(SYS_pivot_root, new_root, put_old) == 0;
+}
+
+/// Closes `fd` keeping errno.
+void close_keeping_errno(int fd) noexcept {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+}
+
+/// `path` (absolute, beneath the directory `top`) opened O_PATH from `top` without following any
+/// link on the way, magic ones included, and never above `top`: what a fresh /proc or /sys holds
+/// there, not what a link leads to. -1 with errno (ENOENT: not there; ELOOP: a link).
+int open_beneath_without_links(const char* top, const char* path) noexcept {
+    size_t n = 0;
+    for (; top[n] != '\0'; ++n)
+        if (path[n] != top[n]) {
+            errno = EINVAL;
+            return -1;
+        }
+    if (path[n] != '/' || path[n + 1] == '\0') {
+        errno = EINVAL;
+        return -1;
+    }
+    const int root = ::open(top, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) return -1;
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    const int at = openat2_retrying(root, path + n + 1, how);
+    close_keeping_errno(root);
+    return at;
+}
+
+/// Moves the detached mount `tree` onto what `at` names. Closes `tree`.
+bool move_onto(int tree, int at) noexcept {
+    const bool moved = ::syscall(SYS_move_mount, tree, "", at, "",
+                                 MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) == 0;
+    close_keeping_errno(tree);
+    return moved;
+}
+
+/// Marks the detached mount `tree` read-only (with what is beneath it when `recursive`).
+bool set_tree_readonly(int tree, bool recursive) noexcept {
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    return ::syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0),
+                     &attr, sizeof attr) == 0;
+}
+
+/// A detached empty read-only tmpfs; -1 with errno.
+int empty_readonly_tmpfs() noexcept {
+    const int fs = static_cast<int>(::syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC));
+    if (fs < 0) return -1;
+    int tree = -1;
+    if (::syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "0555", 0) == 0 &&
+        ::syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", "4k", 0) == 0 &&
+        ::syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) == 0)
+        tree = static_cast<int>(::syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+                                          MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                              MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC));
+    close_keeping_errno(fs);
+    return tree;
+}
+
+/// Op::hide_if_present: what is at `at` covered, an empty read-only tmpfs over a directory,
+/// `null` (/dev/null) bound read-only over anything else.
+bool hide_found(int at, const char* null) noexcept {
+    struct stat st {};
+    if (::fstat(at, &st) != 0) return false;
+    const bool directory = S_ISDIR(st.st_mode);
+    const int tree =
+        directory ? empty_readonly_tmpfs()
+                  : static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, null,
+                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+    if (tree < 0) return false;
+    if (!directory && !set_tree_readonly(tree, false)) {
+        close_keeping_errno(tree);
+        return false;
+    }
+    return move_onto(tree, at);
+}
+
+/// Op::readonly_if_present: what is at `at` bound read-only onto itself, with its submounts.
+bool make_found_readonly(int at) noexcept {
+    const int tree = static_cast<int>(::syscall(
+        SYS_open_tree, at, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
+    if (tree < 0) return false;
+    if (!set_tree_readonly(tree, true)) {
+        close_keeping_errno(tree);
+        return false;
+    }
+    return move_onto(tree, at);
 }
 
 bool run_op(const MountOp& op) noexcept {
@@ -1055,18 +1150,14 @@ bool run_op(const MountOp& op) noexcept {
             errno = saved;
             return moved;
         }
-        case Op::hide_if_present: {
-            struct stat st {};
-            if (::lstat(target, &st) != 0) return errno == ENOENT;  // nothing to hide
-            if (S_ISLNK(st.st_mode)) {
-                errno = ELOOP;
-                return false;
-            }
-            if (S_ISDIR(st.st_mode))
-                return ::mount("tmpfs", target, "tmpfs", kTmpfsFlags | MS_RDONLY,
-                               "mode=0555,size=4k") == 0;
-            return ::mount(source, target, nullptr, MS_BIND, nullptr) == 0 &&
-                   set_readonly(target, false);
+        case Op::hide_if_present:
+        case Op::readonly_if_present: {
+            const int at = open_beneath_without_links(op.data.c_str(), target);
+            if (at < 0) return errno == ENOENT;  // not in the session's: nothing to cover
+            const bool done =
+                op.kind == Op::hide_if_present ? hide_found(at, source) : make_found_readonly(at);
+            close_keeping_errno(at);
+            return done;
         }
         case Op::symlink:
             return ::symlink(source, target) == 0;

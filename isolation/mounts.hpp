@@ -43,11 +43,15 @@ struct MountOp {
         /// openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a path the parent resolved is
         /// mounted on as it was resolved, or not at all (ELOOP), never through a swapped link
         attach_tree_beneath,
-        /// What the session's own fresh /proc or /sys has at `target`, hidden as found there when
-        /// the mounts are made: nothing (nothing to hide), a directory (an empty read-only
-        /// tmpfs over it), a file (`source`, /dev/null, bound read-only over it); a symbolic
-        /// link fails (ELOOP), as the policy's check refuses the ones the host shows
+        /// What the session's own fresh /proc or /sys (`data`: where it is mounted) has at
+        /// `target`, hidden as found there when the mounts are made: nothing (nothing to hide),
+        /// a directory (an empty read-only tmpfs over it), anything else (`source`, /dev/null,
+        /// bound read-only over it). Reached from `data` without following any link on the way
+        /// (ELOOP): /proc/net is each reader's own self/net, never one process's
         hide_if_present,
+        /// `target` in the session's own fresh /proc (`data`) bound read-only onto itself, with
+        /// what is mounted beneath it, where it is there; reached as hide_if_present's
+        readonly_if_present,
         symlink,           ///< symlink(source, target)
         pivot_to_staging,  ///< pivot_root(target, source) then chdir /
         pivot_into,  ///< chdir target; pivot_root(".", "."); umount2(".", MNT_DETACH); chdir /

@@ -227,41 +227,62 @@ TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhe
 // skipped as "nothing to hide", silently, and the session showed it whole (helper 26's M2 at
 // stop 38; a mask that holds nothing is the class of CVE-2023-27561); an entry only the host had
 // (the /proc/sys/net/ipv4/conf directory of its own interface, absent from the session's network
-// namespace) failed the creation at setup. A /proc narrowed to processes (procfs `subset=pid`,
-// as hardened hosts and container runtimes mount it) stands for a host view that lacks what
-// the session has.
+// namespace) failed the creation at setup. corral's own protection of the fresh /proc
+// (/proc/sys and /proc/sysrq-trigger read-only, /proc/kcore masked) was decided the same way and
+// left them writable (helper 27). A /proc narrowed to processes (procfs `subset=pid`, systemd's
+// ProcSubset=pid) stands for a host view that lacks what the session has.
 TEST_F(KernelFilesystemMasks, WhatIsHiddenIsDecidedByTheSessionsFilesystemsNotTheHosts) {
+    static constexpr char kCannotNarrow[] = "corral-test: cannot mount /proc with subset=pid\n";
     RunOptions narrowed;
     narrowed.in_child = [] {
         if (::unshare(CLONE_NEWNS) != 0 ||
             ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-            ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "subset=pid") != 0)
+            ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "subset=pid") != 0) {
+            (void)!::write(2, kCannotNarrow, sizeof kCannotNarrow - 1);
             ::_exit(77);
+        }
     };
     // The narrowing holds where corral runs: a session without a mount namespace sees it.
     auto seen = corral({"run", "--policy", "none", "--", "sh", "-c",
                         "test -e /proc/cpuinfo && echo there || echo absent"},
                        narrowed);
-    if (seen.exit_code == 77) GTEST_SKIP() << "procfs cannot be mounted with subset=pid here";
+    if (seen.exit_code == 77 && seen.err.find(kCannotNarrow) != std::string::npos)
+        GTEST_SKIP() << "procfs cannot be mounted with subset=pid here";
     ASSERT_EQ(seen.exit_code, 0) << seen.out << seen.err;
     ASSERT_EQ(seen.out, "absent\n") << "the narrowed /proc is not what corral sees";
+    // The session's mount table says how /proc/sys and /proc/fs are mounted (nothing: not
+    // protected; /proc/sysrq-trigger and /proc/kcore are not in every kernel, these are).
     auto masked = run_with("", "  hidden: [/home, /root, /run/user, /proc/cpuinfo, /proc/sys/kernel]\n",
                            "echo cpuinfo $(wc -c < /proc/cpuinfo); "
-                           "echo kernel $(ls /proc/sys/kernel | wc -l)",
+                           "echo kernel $(ls /proc/sys/kernel | wc -l); "
+                           "for m in /proc/sys /proc/fs; do echo $m $(awk -v m=$m "
+                           "'$5 == m {split($6, o, \",\"); print o[1]}' /proc/self/mountinfo); "
+                           "done",
                            narrowed);
     ASSERT_EQ(masked.exit_code, 0) << masked.out << masked.err;
-    EXPECT_EQ(masked.out, "cpuinfo 0\nkernel 0\n") << "a hidden path the session has is shown";
-    // Only the host's: its interfaces' per-network-namespace directories.
+    EXPECT_EQ(masked.out,
+              "cpuinfo 0\nkernel 0\n/proc/sys ro\n/proc/fs ro\n")
+        << "a hidden or protected path the session has is shown (or writable)";
+    // /proc/net leads to each reader's own /proc/<pid>/net: refused by name, also where the
+    // host's view has no /proc/net to show it is a link (at setup it would have been followed
+    // to the holder's own entry, hiding nothing of any session process).
+    auto net = run_with("", "  hidden: [/home, /root, /run/user, /proc/net/unix]\n", "true",
+                        narrowed);
+    EXPECT_EQ(net.exit_code, 125) << net.out << net.err;
+    EXPECT_NE(net.err.find("`/proc/net` is a symbolic link"), std::string::npos) << net.err;
+    // Only the host's: the per-network-namespace directory of one of its own interfaces.
     std::string interface;
-    for (const auto& entry : fs::directory_iterator("/sys/class/net"))
-        if (entry.path().filename() != "lo") interface = entry.path().filename().string();
+    for (const auto& entry : fs::directory_iterator("/proc/sys/net/ipv4/conf")) {
+        const std::string name = entry.path().filename().string();
+        if (name != "all" && name != "default" && name != "lo") interface = name;
+    }
     if (interface.empty()) return;  // a host with loopback alone has nothing the session lacks
     auto only_host = run_with("",
                               "  hidden: [/home, /root, /run/user, /proc/sys/net/ipv4/conf/" +
                                   interface + "]\n",
                               "ls /proc/sys/net/ipv4/conf");
     ASSERT_EQ(only_host.exit_code, 0) << interface << ": " << only_host.out << only_host.err;
-    EXPECT_EQ(only_host.out.find(interface), std::string::npos) << only_host.out;
+    EXPECT_EQ(only_host.out, "all\ndefault\nlo\n") << interface;
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));
