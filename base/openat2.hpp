@@ -31,4 +31,16 @@ inline int openat2_retrying(int dirfd, const char* path, const open_how& how) no
     }
 }
 
+/// `relative` beneath the directory `dirfd`, opened O_PATH without following any link on the way
+/// (magic ones included) and never above `dirfd`: what is there, never what a link leads to. A
+/// link as the last component is opened as the link itself (O_PATH|O_NOFOLLOW, openat2(2)): a
+/// caller that must refuse it looks (S_ISLNK). -1 with errno: ENOENT not there, ELOOP a link on
+/// the way, EXDEV above `dirfd`.
+inline int open_path_beneath_without_links(int dirfd, const char* relative) noexcept {
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    return openat2_retrying(dirfd, relative, how);
+}
+
 }  // namespace corral

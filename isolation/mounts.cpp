@@ -723,7 +723,8 @@ SessionPath::Kind kind_of(const struct stat& st) {
 /// the session's (an interface only its network namespace has, none of the host's), so the
 /// hide is decided when the mounts are made (Op::hide_if_present); the host's entries only
 /// refuse, early and by name, a link the host shows. Beneath the host's /proc (no pid namespace)
-/// the host's entries are the session's.
+/// the host's entries are the session's, but for the per-network-namespace ones of an isolated
+/// network (an interface only the host has fails the creation at setup).
 Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::string& target,
                                            const std::string& top, bool fresh) {
     const std::vector<std::string> parts = path_components(target.substr(top.size()));
@@ -1002,27 +1003,35 @@ void close_keeping_errno(int fd) noexcept {
     errno = saved;
 }
 
-/// `path` (absolute, beneath the directory `top`) opened O_PATH from `top` without following any
-/// link on the way, magic ones included, and never above `top`: what a fresh /proc or /sys holds
-/// there, not what a link leads to. -1 with errno (ENOENT: not there; ELOOP: a link).
-int open_beneath_without_links(const char* top, const char* path) noexcept {
+/// What a fresh /proc or /sys (mounted at `top`, absolute) holds at `path` (absolute, beneath it),
+/// opened with open_path_beneath_without_links: never what a link leads to, and a link there
+/// itself refused (ELOOP). -1 with errno; ENOENT only where `path` is not there: a `top` that
+/// cannot be opened (or is not absolute) fails as anything but ENOENT, so that no caller takes
+/// it for "nothing to cover".
+int open_in_fresh_filesystem(const char* top, const char* path) noexcept {
     size_t n = 0;
     for (; top[n] != '\0'; ++n)
         if (path[n] != top[n]) {
             errno = EINVAL;
             return -1;
         }
-    if (path[n] != '/' || path[n + 1] == '\0') {
+    if (top[0] != '/' || path[n] != '/' || path[n + 1] == '\0') {
         errno = EINVAL;
         return -1;
     }
     const int root = ::open(top, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0) return -1;
-    open_how how{};
-    how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-    const int at = openat2_retrying(root, path + n + 1, how);
+    if (root < 0) {
+        if (errno == ENOENT) errno = ENXIO;
+        return -1;
+    }
+    const int at = open_path_beneath_without_links(root, path + n + 1);
     close_keeping_errno(root);
+    struct stat st {};
+    if (at >= 0 && (::fstat(at, &st) != 0 || S_ISLNK(st.st_mode))) {
+        if (S_ISLNK(st.st_mode)) errno = ELOOP;
+        close_keeping_errno(at);
+        return -1;
+    }
     return at;
 }
 
@@ -1061,7 +1070,7 @@ int empty_readonly_tmpfs() noexcept {
 /// `null` (/dev/null) bound read-only over anything else.
 bool hide_found(int at, const char* null) noexcept {
     struct stat st {};
-    if (::fstat(at, &st) != 0) return false;
+    if (::fstat(at, &st) != 0) return false;  // (as open_in_fresh_filesystem found it)
     const bool directory = S_ISDIR(st.st_mode);
     const int tree =
         directory ? empty_readonly_tmpfs()
@@ -1133,26 +1142,17 @@ bool run_op(const MountOp& op) noexcept {
         case Op::attach_tree_beneath: {
             const int root = ::open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
             if (root < 0) return false;
-            open_how how{};
-            how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
-            how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-            const int at = openat2_retrying(root, target, how);
-            int saved = errno;
-            ::close(root);
-            if (at < 0) {
-                errno = saved;
-                return false;
-            }
+            const int at = open_path_beneath_without_links(root, target);
+            close_keeping_errno(root);
+            if (at < 0) return false;
             const bool moved = ::syscall(SYS_move_mount, op.fd, "", at, "",
                                          MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) == 0;
-            saved = errno;
-            ::close(at);
-            errno = saved;
+            close_keeping_errno(at);
             return moved;
         }
         case Op::hide_if_present:
         case Op::readonly_if_present: {
-            const int at = open_beneath_without_links(op.data.c_str(), target);
+            const int at = open_in_fresh_filesystem(op.data.c_str(), target);
             if (at < 0) return errno == ENOENT;  // not in the session's: nothing to cover
             const bool done =
                 op.kind == Op::hide_if_present ? hide_found(at, source) : make_found_readonly(at);

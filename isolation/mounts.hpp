@@ -46,8 +46,9 @@ struct MountOp {
         /// What the session's own fresh /proc or /sys (`data`: where it is mounted) has at
         /// `target`, hidden as found there when the mounts are made: nothing (nothing to hide),
         /// a directory (an empty read-only tmpfs over it), anything else (`source`, /dev/null,
-        /// bound read-only over it). Reached from `data` without following any link on the way
-        /// (ELOOP): /proc/net is each reader's own self/net, never one process's
+        /// bound read-only over it). Reached from `data` without following any link, and a
+        /// link there refused (ELOOP): /proc/net is each reader's own self/net, never one
+        /// process's
         hide_if_present,
         /// `target` in the session's own fresh /proc (`data`) bound read-only onto itself, with
         /// what is mounted beneath it, where it is there; reached as hide_if_present's

@@ -232,6 +232,20 @@ TEST_F(KernelFilesystemMasks, PerProcessAndLinkedPathsAreRefusedNotMaskedSomewhe
 // left them writable (helper 27). A /proc narrowed to processes (procfs `subset=pid`, systemd's
 // ProcSubset=pid) stands for a host view that lacks what the session has.
 TEST_F(KernelFilesystemMasks, WhatIsHiddenIsDecidedByTheSessionsFilesystemsNotTheHosts) {
+    // Only the host's: the per-network-namespace directory of one of its own interfaces.
+    std::string interface;
+    for (const auto& entry : fs::directory_iterator("/proc/sys/net/ipv4/conf")) {
+        const std::string name = entry.path().filename().string();
+        if (name != "all" && name != "default" && name != "lo") interface = name;
+    }
+    if (!interface.empty()) {  // a host with loopback alone has nothing the session lacks
+        auto only_host = run_with("",
+                                  "  hidden: [/home, /root, /run/user, /proc/sys/net/ipv4/conf/" +
+                                      interface + "]\n",
+                                  "ls /proc/sys/net/ipv4/conf");
+        ASSERT_EQ(only_host.exit_code, 0) << interface << ": " << only_host.out << only_host.err;
+        EXPECT_EQ(only_host.out, "all\ndefault\nlo\n") << interface;
+    }
     static constexpr char kCannotNarrow[] = "corral-test: cannot mount /proc with subset=pid\n";
     RunOptions narrowed;
     narrowed.in_child = [] {
@@ -270,19 +284,6 @@ TEST_F(KernelFilesystemMasks, WhatIsHiddenIsDecidedByTheSessionsFilesystemsNotTh
                         narrowed);
     EXPECT_EQ(net.exit_code, 125) << net.out << net.err;
     EXPECT_NE(net.err.find("`/proc/net` is a symbolic link"), std::string::npos) << net.err;
-    // Only the host's: the per-network-namespace directory of one of its own interfaces.
-    std::string interface;
-    for (const auto& entry : fs::directory_iterator("/proc/sys/net/ipv4/conf")) {
-        const std::string name = entry.path().filename().string();
-        if (name != "all" && name != "default" && name != "lo") interface = name;
-    }
-    if (interface.empty()) return;  // a host with loopback alone has nothing the session lacks
-    auto only_host = run_with("",
-                              "  hidden: [/home, /root, /run/user, /proc/sys/net/ipv4/conf/" +
-                                  interface + "]\n",
-                              "ls /proc/sys/net/ipv4/conf");
-    ASSERT_EQ(only_host.exit_code, 0) << interface << ": " << only_host.out << only_host.err;
-    EXPECT_EQ(only_host.out, "all\ndefault\nlo\n") << interface;
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));
