@@ -18,6 +18,11 @@ std::vector<std::string> path_components(const std::string& path) {
     return parts;
 }
 
+std::string drop_last_component(const std::string& walked) {
+    const size_t slash = walked.rfind('/');
+    return slash == std::string::npos ? std::string() : walked.substr(0, slash);
+}
+
 Result<UniqueFd> open_directory_no_symlinks(const std::string& path, const std::string& what,
                                             const std::string& why) {
     UniqueFd dir(::open(path.starts_with("/") ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC));

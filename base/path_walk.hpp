@@ -16,6 +16,10 @@ namespace corral {
 /// directory it has reached, which is never a link).
 std::vector<std::string> path_components(const std::string& path);
 
+/// What a `..` leaves of `walked`, a path built as "/a/b" from the components walked so far
+/// ("" is the root): its last component dropped, the root staying the root.
+std::string drop_last_component(const std::string& walked);
+
 /// Opens the directory `path` (absolute, or relative to the current directory) O_PATH, walking
 /// it without following any symlink. A link on the way fails as "`what`: `PART` is a symbolic
 /// link" followed by `why`; any other failure names `what` and the component.

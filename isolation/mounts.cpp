@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "base/file_io.hpp"
+#include "base/mount_setattr.hpp"
 #include "base/openat2.hpp"
 #include "base/path_walk.hpp"
 #include "isolation/host_unix_sockets.hpp"
@@ -203,8 +204,7 @@ class Builder {
             bool followed = false;
             for (size_t i = 0; i < parts.size() && !followed; ++i) {
                 if (parts[i] == "..") {
-                    done =
-                        done.substr(0, done.rfind('/') == std::string::npos ? 0 : done.rfind('/'));
+                    done = drop_last_component(done);
                     continue;
                 }
                 const std::string next = done + "/" + parts[i];
@@ -382,11 +382,9 @@ Status add_bind(Builder& b, const MountStep& step) {
         UniqueFd tree(static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, source->c_str(),
                                                  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
         if (tree) {
-            mount_attr attr{};
-            attr.attr_set =
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-            if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr,
-                          sizeof attr) != 0)
+            if (!set_tree_attributes(tree.get(), false,
+                                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                         MOUNT_ATTR_NOEXEC))
                 return sys_error(what + ": read-only");
             b.add(Op::attach_tree, {}, new_path(target), what);
             b.ops.back().fd = tree.get();
@@ -437,10 +435,7 @@ Status add_workdir(Builder& b, const MountStep& step) {
               : ::syscall(SYS_open_tree, AT_FDCWD, source->c_str(),
                           OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)));
     if (tree) {
-        mount_attr attr{};
-        attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-        if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
-                      sizeof attr) != 0)
+        if (!set_tree_attributes(tree.get(), true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV))
             return sys_error("workdir `" + *source + "`: nosuid,nodev");
         b.workdir_tree = tree.get();
         b.workdir_source = *source;
@@ -517,9 +512,9 @@ Status add_resolv_conf(Builder& b, const MountStep& step, std::vector<std::strin
     UniqueFd tree(static_cast<int>(
         ::syscall(SYS_open_tree, AT_FDCWD, source->c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
     if (!tree) return sys_error(what + ": open_tree");
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-    if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+    if (!set_tree_attributes(tree.get(), false,
+                             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                 MOUNT_ATTR_NOEXEC))
         return sys_error(what + ": read-only");
     b.add(Op::attach_tree_beneath, kNewRoot, target.substr(1),
           what + (target == step.target ? "" : " (at " + target + ")"));
@@ -796,7 +791,7 @@ Result<std::optional<HostResolution>> resolve_on_host(const std::string& path,
         const std::string part = std::move(todo.front());
         todo.pop_front();
         if (part == "..") {
-            done = done.substr(0, done.rfind('/') == std::string::npos ? 0 : done.rfind('/'));
+            done = drop_last_component(done);
             continue;
         }
         const std::string next = done + "/" + part;
@@ -985,13 +980,6 @@ bool mkdir_parents(const char* path) noexcept {
     return true;
 }
 
-bool set_readonly(const char* path, bool recursive) noexcept {
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY;
-    unsigned flags = AT_NO_AUTOMOUNT | (recursive ? AT_RECURSIVE : 0);
-    return ::syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &attr, sizeof attr) == 0;
-}
-
 bool pivot_root(const char* new_root, const char* put_old) noexcept {
     return ::syscall(SYS_pivot_root, new_root, put_old) == 0;
 }
@@ -1005,10 +993,10 @@ void close_keeping_errno(int fd) noexcept {
 
 /// What a fresh /proc or /sys (mounted at `top`, absolute) holds at `path` (absolute, beneath it),
 /// opened with open_path_beneath_without_links: never what a link leads to, and a link there
-/// itself refused (ELOOP). -1 with errno; ENOENT only where `path` is not there: a `top` that
-/// cannot be opened (or is not absolute) fails as anything but ENOENT, so that no caller takes
-/// it for "nothing to cover".
-int open_in_fresh_filesystem(const char* top, const char* path) noexcept {
+/// itself refused (ELOOP); `found` is what it is. -1 with errno; ENOENT only where `path` is not
+/// there: a `top` that cannot be opened (or is not absolute) fails as anything but ENOENT, so that
+/// no caller takes it for "nothing to cover".
+int open_in_fresh_filesystem(const char* top, const char* path, struct stat& found) noexcept {
     size_t n = 0;
     for (; top[n] != '\0'; ++n)
         if (path[n] != top[n]) {
@@ -1026,9 +1014,9 @@ int open_in_fresh_filesystem(const char* top, const char* path) noexcept {
     }
     const int at = open_path_beneath_without_links(root, path + n + 1);
     close_keeping_errno(root);
-    struct stat st {};
-    if (at >= 0 && (::fstat(at, &st) != 0 || S_ISLNK(st.st_mode))) {
-        if (S_ISLNK(st.st_mode)) errno = ELOOP;
+    found = {};
+    if (at >= 0 && (::fstat(at, &found) != 0 || S_ISLNK(found.st_mode))) {
+        if (S_ISLNK(found.st_mode)) errno = ELOOP;
         close_keeping_errno(at);
         return -1;
     }
@@ -1041,14 +1029,6 @@ bool move_onto(int tree, int at) noexcept {
                                  MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) == 0;
     close_keeping_errno(tree);
     return moved;
-}
-
-/// Marks the detached mount `tree` read-only (with what is beneath it when `recursive`).
-bool set_tree_readonly(int tree, bool recursive) noexcept {
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY;
-    return ::syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0),
-                     &attr, sizeof attr) == 0;
 }
 
 /// A detached empty read-only tmpfs; -1 with errno.
@@ -1066,18 +1046,16 @@ int empty_readonly_tmpfs() noexcept {
     return tree;
 }
 
-/// Op::hide_if_present: what is at `at` covered, an empty read-only tmpfs over a directory,
-/// `null` (/dev/null) bound read-only over anything else.
-bool hide_found(int at, const char* null) noexcept {
-    struct stat st {};
-    if (::fstat(at, &st) != 0) return false;  // (as open_in_fresh_filesystem found it)
-    const bool directory = S_ISDIR(st.st_mode);
+/// Op::hide_if_present: what is at `at` (`found`, its stat) covered, an empty read-only tmpfs
+/// over a directory, `null` (/dev/null) bound read-only over anything else.
+bool hide_found(int at, const struct stat& found, const char* null) noexcept {
+    const bool directory = S_ISDIR(found.st_mode);
     const int tree =
         directory ? empty_readonly_tmpfs()
                   : static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, null,
                                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
     if (tree < 0) return false;
-    if (!directory && !set_tree_readonly(tree, false)) {
+    if (!directory && !set_tree_attributes(tree, false, MOUNT_ATTR_RDONLY)) {
         close_keeping_errno(tree);
         return false;
     }
@@ -1089,7 +1067,7 @@ bool make_found_readonly(int at) noexcept {
     const int tree = static_cast<int>(::syscall(
         SYS_open_tree, at, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
     if (tree < 0) return false;
-    if (!set_tree_readonly(tree, true)) {
+    if (!set_tree_attributes(tree, true, MOUNT_ATTR_RDONLY)) {
         close_keeping_errno(tree);
         return false;
     }
@@ -1129,13 +1107,10 @@ bool run_op(const MountOp& op) noexcept {
             return false;
         }
         case Op::set_readonly:
-            return set_readonly(target, op.recursive);
-        case Op::set_attributes: {
-            mount_attr attr{};
-            attr.attr_set = op.flags;
-            unsigned flags = AT_NO_AUTOMOUNT | (op.recursive ? AT_RECURSIVE : 0);
-            return ::syscall(SYS_mount_setattr, AT_FDCWD, target, flags, &attr, sizeof attr) == 0;
-        }
+        case Op::set_attributes:
+            return set_mount_attributes(
+                AT_FDCWD, target, AT_NO_AUTOMOUNT | (op.recursive ? AT_RECURSIVE : 0),
+                op.kind == Op::set_readonly ? MOUNT_ATTR_RDONLY : op.flags);
         case Op::attach_tree:
             return ::syscall(SYS_move_mount, op.fd, "", AT_FDCWD, target,
                              MOVE_MOUNT_F_EMPTY_PATH) == 0;
@@ -1152,10 +1127,11 @@ bool run_op(const MountOp& op) noexcept {
         }
         case Op::hide_if_present:
         case Op::readonly_if_present: {
-            const int at = open_in_fresh_filesystem(op.data.c_str(), target);
+            struct stat found;
+            const int at = open_in_fresh_filesystem(op.data.c_str(), target, found);
             if (at < 0) return errno == ENOENT;  // not in the session's: nothing to cover
-            const bool done =
-                op.kind == Op::hide_if_present ? hide_found(at, source) : make_found_readonly(at);
+            const bool done = op.kind == Op::hide_if_present ? hide_found(at, found, source)
+                                                             : make_found_readonly(at);
             close_keeping_errno(at);
             return done;
         }

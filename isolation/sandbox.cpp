@@ -20,6 +20,7 @@
 #include <fstream>
 #include <utility>
 
+#include "base/mount_setattr.hpp"
 #include "base/pipe.hpp"
 #include "base/unique_fd.hpp"
 #include "isolation/child_report.hpp"
@@ -258,11 +259,7 @@ Result<UserNamespaceIds> choose_ids(const Policy& policy, IdRangeLease& lease) {
 
 /// Sets an idmap from `mapping` (a user namespace fd) on the detached tree `tree`.
 bool set_idmap(int tree, int mapping) {
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_IDMAP;
-    attr.userns_fd = static_cast<uint64_t>(mapping);
-    return ::syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
-                     sizeof attr) == 0;
+    return set_tree_attributes(tree, true, MOUNT_ATTR_IDMAP, mapping);
 }
 
 /// A host directory bound as the workdir (`corral run`'s cwd) keeps its owner: the detached
