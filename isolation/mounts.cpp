@@ -883,8 +883,22 @@ Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& ow
                  const std::vector<std::string>& fresh) {
     auto found = policy_path_for_session("filesystem.tmpfs", step, fresh);
     if (!found) return std::move(found.error());
-    // Not there: mounted where the policy says, the mount point made in a corral tmpfs or refused.
     const std::string target = found->path;
+    if (found->kind == SessionPath::Kind::at_setup) {
+        // Beneath a fresh /proc or /sys the mount point is the session's (nothing can be created
+        // there): looked up when the mounts are made, as a hide there is.
+        const std::string* top = fresh_filesystem_holding(fresh, target);
+        if (top == nullptr)
+            return plain_error("tmpfs on " + target + ": no fresh filesystem holds it");
+        b.add(Op::tmpfs_beneath_fresh, step.size != 0 ? std::to_string(step.size) : "",
+              new_path(target), "mount tmpfs on " + target + " (where the session's fresh " +
+                                    *top + " has that directory)",
+              0, false, new_path(*top));
+        b.place(target, true);
+        forget_covered(owned_dirs, target);
+        return {};
+    }
+    // Not there: mounted where the policy says, the mount point made in a corral tmpfs or refused.
     CORRAL_TRY(b.ensure_mount_point(target, true), "");
     forget_covered(owned_dirs, target);
     std::string data = "mode=1777";
@@ -1031,17 +1045,18 @@ bool move_onto(int tree, int at) noexcept {
     return moved;
 }
 
-/// A detached empty read-only tmpfs; -1 with errno.
-int empty_readonly_tmpfs() noexcept {
+/// A detached new tmpfs of `mode` and `size` (tmpfs's default where empty), mounted with
+/// `attributes` (MOUNT_ATTR_*); -1 with errno.
+int detached_tmpfs(const char* mode, const char* size, unsigned attributes) noexcept {
     const int fs = static_cast<int>(::syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC));
     if (fs < 0) return -1;
     int tree = -1;
-    if (::syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "0555", 0) == 0 &&
-        ::syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", "4k", 0) == 0 &&
+    if (::syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", "tmpfs", 0) == 0 &&
+        ::syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", mode, 0) == 0 &&
+        (size[0] == '\0' ||
+         ::syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", size, 0) == 0) &&
         ::syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) == 0)
-        tree = static_cast<int>(::syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
-                                          MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                              MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC));
+        tree = static_cast<int>(::syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, attributes));
     close_keeping_errno(fs);
     return tree;
 }
@@ -1051,7 +1066,9 @@ int empty_readonly_tmpfs() noexcept {
 bool hide_found(int at, const struct stat& found, const char* null) noexcept {
     const bool directory = S_ISDIR(found.st_mode);
     const int tree =
-        directory ? empty_readonly_tmpfs()
+        directory ? detached_tmpfs("0555", "4k",
+                                   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                       MOUNT_ATTR_NOEXEC)
                   : static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, null,
                                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
     if (tree < 0) return false;
@@ -1060,6 +1077,16 @@ bool hide_found(int at, const struct stat& found, const char* null) noexcept {
         return false;
     }
     return move_onto(tree, at);
+}
+
+/// Op::tmpfs_beneath_fresh: a writable tmpfs of `size` onto the directory at `at` (`found`).
+bool mount_tmpfs_onto(int at, const struct stat& found, const char* size) noexcept {
+    if (!S_ISDIR(found.st_mode)) {
+        errno = ENOTDIR;
+        return false;
+    }
+    const int tree = detached_tmpfs("1777", size, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    return tree >= 0 && move_onto(tree, at);
 }
 
 /// Op::readonly_if_present: what is at `at` bound read-only onto itself, with its submounts.
@@ -1132,6 +1159,14 @@ bool run_op(const MountOp& op) noexcept {
             if (at < 0) return errno == ENOENT;  // not in the session's: nothing to cover
             const bool done = op.kind == Op::hide_if_present ? hide_found(at, found, source)
                                                              : make_found_readonly(at);
+            close_keeping_errno(at);
+            return done;
+        }
+        case Op::tmpfs_beneath_fresh: {
+            struct stat found;
+            const int at = open_in_fresh_filesystem(op.data.c_str(), target, found);
+            if (at < 0) return false;  // the policy's mount point: not there is a failure
+            const bool done = mount_tmpfs_onto(at, found, source);
             close_keeping_errno(at);
             return done;
         }

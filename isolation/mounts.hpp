@@ -53,6 +53,11 @@ struct MountOp {
         /// `target` in the session's own fresh /proc (`data`) bound read-only onto itself, with
         /// what is mounted beneath it, where it is there; reached as hide_if_present's
         readonly_if_present,
+        /// A writable tmpfs (nosuid, nodev, mode 1777; `source` its size in bytes, "" for
+        /// tmpfs's default) onto the directory the session's own fresh /proc or /sys (`data`)
+        /// has at `target`, reached as hide_if_present's; fails (ENOENT, ENOTDIR) where it has
+        /// none: what a narrowed host shows of /proc says nothing of the session's
+        tmpfs_beneath_fresh,
         symlink,           ///< symlink(source, target)
         pivot_to_staging,  ///< pivot_root(target, source) then chdir /
         pivot_into,  ///< chdir target; pivot_root(".", "."); umount2(".", MNT_DETACH); chdir /

@@ -277,6 +277,17 @@ TEST_F(KernelFilesystemMasks, WhatIsHiddenIsDecidedByTheSessionsFilesystemsNotTh
     EXPECT_EQ(masked.out,
               "cpuinfo 0\nkernel 0\n/proc/sys ro\n/proc/fs ro\n")
         << "a hidden or protected path the session has is shown (or writable)";
+    // A tmpfs beneath it is mounted on the session's directory, which the host's view lacks
+    // (it failed the creation: "mount point `/proc/sys/kernel/random` does not exist").
+    auto tmpfs = run_with("",
+                          "  hidden: [/home, /root, /run/user]\n"
+                          "  tmpfs: { /tmp: 64Mi, /run: 16Mi, /proc/sys/kernel/random: 1Mi }\n",
+                          "echo entries $(ls -A /proc/sys/kernel/random | wc -l); "
+                          "echo write $(touch /proc/sys/kernel/random/x && echo ok); "
+                          "echo size $(df -k /proc/sys/kernel/random | tail -1 | awk '{print $2}')",
+                          narrowed);
+    ASSERT_EQ(tmpfs.exit_code, 0) << tmpfs.out << tmpfs.err;
+    EXPECT_EQ(tmpfs.out, "entries 0\nwrite ok\nsize 1024\n") << tmpfs.err;
     // /proc/net leads to each reader's own /proc/<pid>/net: refused by name, also where the
     // host's view has no /proc/net to show it is a link (at setup it would have been followed
     // to the holder's own entry, hiding nothing of any session process).
@@ -284,6 +295,31 @@ TEST_F(KernelFilesystemMasks, WhatIsHiddenIsDecidedByTheSessionsFilesystemsNotTh
                         narrowed);
     EXPECT_EQ(net.exit_code, 125) << net.out << net.err;
     EXPECT_NE(net.err.find("`/proc/net` is a symbolic link"), std::string::npos) << net.err;
+}
+
+// A tmpfs beneath a fresh /proc or /sys goes on what the session's own filesystem has there,
+// reached without following a link (the mount-target confusion of CVE-2019-16884 and
+// CVE-2023-27561): a file or a path it lacks fails the creation naming both, it is never
+// mounted somewhere else, and it does not stand in for corral's own protection of /proc/sys.
+TEST_F(KernelFilesystemMasks, TmpfsBeneathAFreshKernelFilesystemIsOnTheSessionsOwnDirectory) {
+    const std::string base = "  hidden: [/home, /root, /run/user]\n  tmpfs: { /tmp: 64Mi, /run: 16Mi, ";
+    auto file = run_with("", base + "/proc/sys/kernel/hostname: 1Mi }\n", "true");
+    EXPECT_EQ(file.exit_code, 125) << file.out << file.err;
+    EXPECT_NE(file.err.find("mount tmpfs on /proc/sys/kernel/hostname"), std::string::npos)
+        << file.err;
+    EXPECT_NE(file.err.find("ENOTDIR"), std::string::npos) << file.err;
+    auto missing = run_with("", base + "/sys/kernel/corral-not-there: 1Mi }\n", "true");
+    EXPECT_EQ(missing.exit_code, 125) << missing.out << missing.err;
+    EXPECT_NE(missing.err.find("mount tmpfs on /sys/kernel/corral-not-there"), std::string::npos)
+        << missing.err;
+    // The tmpfs is writable; what is around it keeps corral's protection (read-only /proc/sys).
+    auto around = run_with("", base + "/proc/sys/kernel/random: 1Mi }\n",
+                           "touch /proc/sys/kernel/random/x && echo tmpfs ok; "
+                           "echo 1 > /proc/sys/kernel/sysrq 2>/dev/null && echo sysrq written; "
+                           "awk '$5 == \"/proc/sys\" {split($6, o, \",\"); print \"sys\", o[1]}' "
+                           "/proc/self/mountinfo");
+    ASSERT_EQ(around.exit_code, 0) << around.out << around.err;
+    EXPECT_EQ(around.out, "tmpfs ok\nsys ro\n") << around.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));
