@@ -13,7 +13,7 @@ namespace {
 
 /// Says which layout follows: a zygote and its corrald are one binary, but a wrong version
 /// must fail loudly rather than misread. 2: a request kind follows it (a holder, issue 18).
-/// 3: the mount ops decided at setup beneath a fresh /proc or /sys. 4: tmpfs_beneath_fresh
+/// 3: the mount ops decided at setup beneath a fresh /proc or /sys. 4: tmpfs_at_setup
 /// among them (mount op kinds are numbered in their order).
 constexpr uint32_t kLaunchMessageVersion = 4;
 

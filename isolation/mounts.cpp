@@ -694,10 +694,12 @@ bool all_digits(const std::string& name) {
 /// A hidden or tmpfs path as the session will find it: where, and what is there.
 struct SessionPath {
     /// at_setup: beneath a fresh /proc or /sys, whose entries are the session's (its network
-    /// namespace's interfaces, its pid namespace's), looked at when its mounts are made.
+    /// namespace's interfaces, its pid namespace's), or beneath the host's /proc/sys/net, which
+    /// shows each reader's network namespace: looked at when its mounts are made.
     enum class Kind { missing, directory, other, at_setup };
     std::string path;
     Kind kind = Kind::missing;
+    std::string top;  ///< at_setup: the /proc or /sys it is looked up beneath
 };
 
 SessionPath::Kind kind_of(const struct stat& st) {
@@ -718,8 +720,9 @@ SessionPath::Kind kind_of(const struct stat& st) {
 /// the session's (an interface only its network namespace has, none of the host's), so the
 /// hide is decided when the mounts are made (Op::hide_if_present); the host's entries only
 /// refuse, early and by name, a link the host shows. Beneath the host's /proc (no pid namespace)
-/// the host's entries are the session's, but for the per-network-namespace ones of an isolated
-/// network (an interface only the host has fails the creation at setup).
+/// the host's entries are the session's, but for /proc/sys/net, which shows each reader's
+/// network namespace: decided at setup too (an interface only the host has is nothing to hide
+/// in a session with an isolated network).
 Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::string& target,
                                            const std::string& top, bool fresh) {
     const std::vector<std::string> parts = path_components(target.substr(top.size()));
@@ -762,7 +765,11 @@ Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::st
         }
         if (S_ISLNK(st.st_mode)) return refuse(at, link_why);
     }
-    if (fresh) return SessionPath{target, SessionPath::Kind::at_setup};
+    if (fresh) return SessionPath{target, SessionPath::Kind::at_setup, top};
+    // The host's /proc/sys/net is the reader's network namespace's: with an isolated network an
+    // interface only the host has is not the session's (it failed the creation at setup).
+    if (top == "/proc" && parts.size() >= 2 && parts[0] == "sys" && parts[1] == "net")
+        return SessionPath{target, SessionPath::Kind::at_setup, top};
     if (!on_host) return SessionPath{target};  // the host's /proc is the session's
     return SessionPath{target, kind_of(st)};
 }
@@ -854,11 +861,9 @@ Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& own
     if (found->kind == SessionPath::Kind::missing) return {};  // nothing to hide
     const std::string& resolved = found->path;
     if (found->kind == SessionPath::Kind::at_setup) {
-        const std::string* top = fresh_filesystem_holding(fresh, resolved);
-        if (top == nullptr) return plain_error("hide " + resolved + ": no fresh filesystem holds it");
         b.add(Op::hide_if_present, old_path("/dev/null"), new_path(resolved),
-              "hide " + resolved + " (as the session's fresh filesystem has it)", 0, false,
-              new_path(*top));
+              "hide " + resolved + " (as the session's " + found->top + " has it)", 0, false,
+              new_path(found->top));
         return {};
     }
     const bool is_dir = found->kind == SessionPath::Kind::directory;
@@ -887,13 +892,11 @@ Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& ow
     if (found->kind == SessionPath::Kind::at_setup) {
         // Beneath a fresh /proc or /sys the mount point is the session's (nothing can be created
         // there): looked up when the mounts are made, as a hide there is.
-        const std::string* top = fresh_filesystem_holding(fresh, target);
-        if (top == nullptr)
-            return plain_error("tmpfs on " + target + ": no fresh filesystem holds it");
-        b.add(Op::tmpfs_beneath_fresh, step.size != 0 ? std::to_string(step.size) : "",
-              new_path(target), "mount tmpfs on " + target + " (where the session's fresh " +
-                                    *top + " has that directory)",
-              0, false, new_path(*top));
+        b.add(Op::tmpfs_at_setup, step.size != 0 ? std::to_string(step.size) : "",
+              new_path(target),
+              "mount tmpfs on " + target + " (where the session's " + found->top +
+                  " has that directory)",
+              0, false, new_path(found->top));
         b.place(target, true);
         forget_covered(owned_dirs, target);
         return {};
@@ -1005,12 +1008,12 @@ void close_keeping_errno(int fd) noexcept {
     errno = saved;
 }
 
-/// What a fresh /proc or /sys (mounted at `top`, absolute) holds at `path` (absolute, beneath it),
-/// opened with open_path_beneath_without_links: never what a link leads to, and a link there
-/// itself refused (ELOOP); `found` is what it is. -1 with errno; ENOENT only where `path` is not
-/// there: a `top` that cannot be opened (or is not absolute) fails as anything but ENOENT, so that
-/// no caller takes it for "nothing to cover".
-int open_in_fresh_filesystem(const char* top, const char* path, struct stat& found) noexcept {
+/// What the session's /proc or /sys (mounted at `top`, absolute) holds at `path` (absolute,
+/// beneath it), opened with open_path_beneath_without_links: never what a link leads to, and a
+/// link there itself refused (ELOOP); `found` is what it is. -1 with errno; ENOENT only where
+/// `path` is not there: a `top` that cannot be opened (or is not absolute) fails as anything but
+/// ENOENT, so that no caller takes it for "nothing to cover".
+int open_in_kernel_filesystem(const char* top, const char* path, struct stat& found) noexcept {
     size_t n = 0;
     for (; top[n] != '\0'; ++n)
         if (path[n] != top[n]) {
@@ -1079,7 +1082,7 @@ bool hide_found(int at, const struct stat& found, const char* null) noexcept {
     return move_onto(tree, at);
 }
 
-/// Op::tmpfs_beneath_fresh: a writable tmpfs of `size` onto the directory at `at` (`found`).
+/// Op::tmpfs_at_setup: a writable tmpfs of `size` onto the directory at `at` (`found`).
 bool mount_tmpfs_onto(int at, const struct stat& found, const char* size) noexcept {
     if (!S_ISDIR(found.st_mode)) {
         errno = ENOTDIR;
@@ -1155,16 +1158,16 @@ bool run_op(const MountOp& op) noexcept {
         case Op::hide_if_present:
         case Op::readonly_if_present: {
             struct stat found;
-            const int at = open_in_fresh_filesystem(op.data.c_str(), target, found);
+            const int at = open_in_kernel_filesystem(op.data.c_str(), target, found);
             if (at < 0) return errno == ENOENT;  // not in the session's: nothing to cover
             const bool done = op.kind == Op::hide_if_present ? hide_found(at, found, source)
                                                              : make_found_readonly(at);
             close_keeping_errno(at);
             return done;
         }
-        case Op::tmpfs_beneath_fresh: {
+        case Op::tmpfs_at_setup: {
             struct stat found;
-            const int at = open_in_fresh_filesystem(op.data.c_str(), target, found);
+            const int at = open_in_kernel_filesystem(op.data.c_str(), target, found);
             if (at < 0) return false;  // the policy's mount point: not there is a failure
             const bool done = mount_tmpfs_onto(at, found, source);
             close_keeping_errno(at);

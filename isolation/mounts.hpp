@@ -43,7 +43,8 @@ struct MountOp {
         /// openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a path the parent resolved is
         /// mounted on as it was resolved, or not at all (ELOOP), never through a swapped link
         attach_tree_beneath,
-        /// What the session's own fresh /proc or /sys (`data`: where it is mounted) has at
+        /// What the session's own /proc or /sys (`data`: where it is mounted; a fresh one, or
+        /// the host's /proc, whose /proc/sys/net shows the reader's network namespace) has at
         /// `target`, hidden as found there when the mounts are made: nothing (nothing to hide),
         /// a directory (an empty read-only tmpfs over it), anything else (`source`, /dev/null,
         /// bound read-only over it). Reached from `data` without following any link, and a
@@ -54,10 +55,10 @@ struct MountOp {
         /// what is mounted beneath it, where it is there; reached as hide_if_present's
         readonly_if_present,
         /// A writable tmpfs (nosuid, nodev, mode 1777; `source` its size in bytes, "" for
-        /// tmpfs's default) onto the directory the session's own fresh /proc or /sys (`data`)
-        /// has at `target`, reached as hide_if_present's; fails (ENOENT, ENOTDIR) where it has
+        /// tmpfs's default) onto the directory the session's own /proc or /sys (`data`, as
+        /// hide_if_present's) has at `target`, reached as hide_if_present's; fails (ENOENT, ENOTDIR) where it has
         /// none: what a narrowed host shows of /proc says nothing of the session's
-        tmpfs_beneath_fresh,
+        tmpfs_at_setup,
         symlink,           ///< symlink(source, target)
         pivot_to_staging,  ///< pivot_root(target, source) then chdir /
         pivot_into,  ///< chdir target; pivot_root(".", "."); umount2(".", MNT_DETACH); chdir /

@@ -245,6 +245,15 @@ TEST_F(KernelFilesystemMasks, WhatIsHiddenIsDecidedByTheSessionsFilesystemsNotTh
                                   "ls /proc/sys/net/ipv4/conf");
         ASSERT_EQ(only_host.exit_code, 0) << interface << ": " << only_host.out << only_host.err;
         EXPECT_EQ(only_host.out, "all\ndefault\nlo\n") << interface;
+        // With the host's /proc (no pid namespace) /proc/sys/net is still the reader's network
+        // namespace's: the host's interface is nothing to hide there either, and the session's
+        // own lo is hidden.
+        auto host_proc = run_with("namespaces:\n  pid: false\n",
+                                  "  hidden: [/home, /root, /run/user, /proc/sys/net/ipv4/conf/" +
+                                      interface + ", /proc/sys/net/ipv4/conf/lo]\n",
+                                  "ls /proc/sys/net/ipv4/conf; ls /proc/sys/net/ipv4/conf/lo | wc -l");
+        ASSERT_EQ(host_proc.exit_code, 0) << interface << ": " << host_proc.out << host_proc.err;
+        EXPECT_EQ(host_proc.out, "all\ndefault\nlo\n0\n") << interface;
     }
     static constexpr char kCannotNarrow[] = "corral-test: cannot mount /proc with subset=pid\n";
     RunOptions narrowed;
