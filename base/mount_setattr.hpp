@@ -15,13 +15,13 @@ namespace corral {
 
 /// Sets `attributes` (MOUNT_ATTR_*) on the mount at `path` relative to `dirfd` (`""` with
 /// AT_EMPTY_PATH: the mount `dirfd` is), with everything beneath it when `at_flags` has
-/// AT_RECURSIVE. `userns_fd` is the user namespace of MOUNT_ATTR_IDMAP (unused otherwise).
-/// false with errno.
+/// AT_RECURSIVE. `userns_fd` is the user namespace of MOUNT_ATTR_IDMAP, passed as given with it
+/// (a bad one fails: EBADF, EINVAL) and unused without it. false with errno.
 inline bool set_mount_attributes(int dirfd, const char* path, unsigned at_flags,
                                  uint64_t attributes, int userns_fd = -1) noexcept {
     mount_attr attr{};
     attr.attr_set = attributes;
-    if (userns_fd >= 0) attr.userns_fd = static_cast<uint64_t>(userns_fd);
+    if ((attributes & MOUNT_ATTR_IDMAP) != 0) attr.userns_fd = static_cast<uint64_t>(userns_fd);
     return ::syscall(SYS_mount_setattr, dirfd, path, at_flags, &attr, sizeof attr) == 0;
 }
 

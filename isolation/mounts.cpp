@@ -285,8 +285,26 @@ class Builder {
         return {};
     }
 
+    /// Whether what shows `target` is a corral tmpfs placed at or beneath `top` (a policy tmpfs
+    /// beneath a fresh /proc or /sys): mount points are made in it, as anywhere corral owns.
+    bool in_corral_tmpfs_beneath(const std::string& target, const std::string& top) const {
+        const Placed* found = covering(target);
+        return found != nullptr && found->corral_owned && is_within(found->target, top);
+    }
+
+    /// A directory of the session's /proc or /sys hidden when the mounts are made
+    /// (Op::hide_if_present): an empty read-only tmpfs if it is a directory, nothing else.
+    void hide_at_setup(const std::string& path) { hidden_at_setup_.push_back(path); }
+    /// The hide at setup that `target` lies beneath, if any.
+    const std::string* hidden_at_setup_above(const std::string& target) const {
+        for (const auto& hidden : hidden_at_setup_)
+            if (target != hidden && is_within(target, hidden)) return &hidden;
+        return nullptr;
+    }
+
   private:
     std::vector<Placed> placed_;
+    std::vector<std::string> hidden_at_setup_;
 
     /// The mount that shows `target`: the deepest, of two at one path the later.
     const Placed* covering(const std::string& target) const {
@@ -861,9 +879,12 @@ Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& own
     if (found->kind == SessionPath::Kind::missing) return {};  // nothing to hide
     const std::string& resolved = found->path;
     if (found->kind == SessionPath::Kind::at_setup) {
+        // (In a policy tmpfs there, it finds what corral made: nothing but later mount points.)
+        const bool in_tmpfs = b.in_corral_tmpfs_beneath(resolved, found->top);
         b.add(Op::hide_if_present, old_path("/dev/null"), new_path(resolved),
               "hide " + resolved + " (as the session's " + found->top + " has it)", 0, false,
               new_path(found->top));
+        if (!in_tmpfs) b.hide_at_setup(resolved);
         return {};
     }
     const bool is_dir = found->kind == SessionPath::Kind::directory;
@@ -889,7 +910,13 @@ Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& ow
     auto found = policy_path_for_session("filesystem.tmpfs", step, fresh);
     if (!found) return std::move(found.error());
     const std::string target = found->path;
-    if (found->kind == SessionPath::Kind::at_setup) {
+    if (const std::string* hidden = b.hidden_at_setup_above(target))
+        return plain_error("filesystem.tmpfs: `" + target + "` lies beneath `" + *hidden +
+                           "`, hidden as the session's own filesystem has it when its mounts "
+                           "are made (an empty read-only directory, or nothing): nothing can be "
+                           "mounted there");
+    if (found->kind == SessionPath::Kind::at_setup &&
+        !b.in_corral_tmpfs_beneath(target, found->top)) {
         // Beneath a fresh /proc or /sys the mount point is the session's (nothing can be created
         // there): looked up when the mounts are made, as a hide there is.
         b.add(Op::tmpfs_at_setup, step.size != 0 ? std::to_string(step.size) : "",
@@ -1218,6 +1245,13 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
         root_entries = std::move(*entries);
         owned_dirs.push_back("/");
     }
+    // Without a pid namespace the session sees the host's /proc, whose knobs are writable by uid
+    // alone as much as a fresh one's: the same protection (helper 29's L4: host uid 0 without
+    // capabilities could write /proc/sys/kernel/core_pattern under `pid: false, user: false`).
+    struct stat host_proc {};
+    if (std::find(fresh.begin(), fresh.end(), "/proc") == fresh.end() &&
+        ::stat("/proc", &host_proc) == 0 && S_ISDIR(host_proc.st_mode))
+        protect_proc(b, "/proc");
     for (size_t i = 0; i < plan.size(); ++i) {
         const MountStep& step = plan[i];
         if (covered_later(plan, i)) continue;

@@ -321,14 +321,47 @@ TEST_F(KernelFilesystemMasks, TmpfsBeneathAFreshKernelFilesystemIsOnTheSessionsO
     EXPECT_EQ(missing.exit_code, 125) << missing.out << missing.err;
     EXPECT_NE(missing.err.find("mount tmpfs on /sys/kernel/corral-not-there"), std::string::npos)
         << missing.err;
-    // The tmpfs is writable; what is around it keeps corral's protection (read-only /proc/sys).
+    // The tmpfs is writable; what is around it keeps corral's protection (read-only /proc/sys,
+    // as its mount says: a write to a knob fails by uid alone in a user namespace).
     auto around = run_with("", base + "/proc/sys/kernel/random: 1Mi }\n",
                            "touch /proc/sys/kernel/random/x && echo tmpfs ok; "
-                           "echo 1 > /proc/sys/kernel/sysrq 2>/dev/null && echo sysrq written; "
                            "awk '$5 == \"/proc/sys\" {split($6, o, \",\"); print \"sys\", o[1]}' "
                            "/proc/self/mountinfo");
     ASSERT_EQ(around.exit_code, 0) << around.out << around.err;
     EXPECT_EQ(around.out, "tmpfs ok\nsys ro\n") << around.err;
+    // A tmpfs inside a policy tmpfs there gets its mount point made in it (as anywhere corral
+    // owns); inside a directory hidden at setup (an empty read-only tmpfs) it is refused by name
+    // up front (both failed at setup as "not in the session's /sys", helper 29's L1).
+    auto nested = run_with("", base + "/sys/fs: 1Mi, /sys/fs/cgroup: 1Mi }\n",
+                           "awk '$5 ~ /^\\/sys\\/fs(\\/cgroup)?$/ && $9 == \"tmpfs\" "
+                           "{split($6, o, \",\"); print $5, o[1]}' /proc/self/mountinfo");
+    ASSERT_EQ(nested.exit_code, 0) << nested.out << nested.err;
+    // (after the read-only view of the host's cgroup tree that `default` mounts there first)
+    EXPECT_NE(nested.out.find("/sys/fs rw\n/sys/fs/cgroup rw\n"), std::string::npos)
+        << nested.out << nested.err;
+    auto beneath_hide = run_with(
+        "", "  hidden: [/home, /root, /run/user, /sys/fs]\n  tmpfs: { /tmp: 64Mi, /sys/fs/cgroup: 1Mi }\n",
+        "true");
+    EXPECT_EQ(beneath_hide.exit_code, 125) << beneath_hide.out << beneath_hide.err;
+    EXPECT_NE(beneath_hide.err.find("filesystem.tmpfs: `/sys/fs/cgroup` lies beneath `/sys/fs`"),
+              std::string::npos)
+        << beneath_hide.err;
+}
+
+// Without a pid namespace the session sees the host's /proc, whose knobs are writable by uid as
+// a fresh one's are (runc and Docker mask and make them read-only whatever /proc it is; the
+// core_pattern "|program" the host runs as root on a crash). corral's protection of the fresh
+// /proc was not applied to it: host uid 0 without capabilities could write
+// /proc/sys/kernel/core_pattern (helper 29's L4).
+TEST_F(KernelFilesystemMasks, TheHostsProcWithoutAPidNamespaceIsProtectedAsAFreshOne) {
+    auto r = run_with("namespaces:\n  pid: false\n  user: false\n",
+                      "  read_only: []\n  hidden: [/home, /root, /run/user]\n",
+                      "test -w /proc/sys/kernel/core_pattern && echo core_pattern writable; "
+                      "for m in /proc/sys /proc/fs; do echo $m $(awk -v m=$m "
+                      "'$5 == m {split($6, o, \",\"); print o[1]}' /proc/self/mountinfo); done; "
+                      "echo kcore $(head -c 16 /proc/kcore 2>/dev/null | wc -c)");
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(r.out, "/proc/sys ro\n/proc/fs ro\nkcore 0\n") << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));
