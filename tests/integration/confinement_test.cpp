@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "isolation/landlock.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -99,25 +100,6 @@ Confinement compile_or_fail(const Policy& policy) {
     EXPECT_TRUE(compiled.ok()) << compiled.error().describe();
     return compiled.ok() ? std::move(*compiled) : Confinement{};
 }
-
-/// A fresh directory removed (recursively) on destruction, even when the test fails.
-class TempDir {
-  public:
-    TempDir() {
-        static int counter = 0;
-        path_ = fs::temp_directory_path() /
-                ("corral-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-        fs::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path_, ignored);
-    }
-    const fs::path& path() const { return path_; }
-
-  private:
-    fs::path path_;
-};
 
 class ConfinementRoot : public ::testing::Test {
   protected:
@@ -240,13 +222,14 @@ TEST_F(ConfinementRoot, RlimitsAreAppliedAndCoreDumpsOffByDefault) {
 
 TEST_F(ConfinementRoot, LandlockAllowsWritesInsideWritePathsAndDeniesOthers) {
     if (landlock_abi_version() == 0) GTEST_SKIP() << "Landlock unsupported on this kernel";
-    TempDir inside, outside;
+    const test_support::TempDir inside("corral-landlock-inside"), outside("corral-landlock-outside");
+    ASSERT_FALSE(inside.path().empty() || outside.path().empty());
     Policy policy = base_policy();
-    policy.landlock.write = {inside.path().string()};
+    policy.landlock.write = {inside.path()};
     Confinement confinement = compile_or_fail(policy);
 
-    std::string inside_file = (inside.path() / "allowed").string();
-    std::string outside_file = (outside.path() / "denied").string();
+    std::string inside_file = (inside / "allowed").string();
+    std::string outside_file = (outside / "denied").string();
     ChildResult r = run_child(confinement, [&] {
         int in = open(inside_file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
         if (in < 0) return 1;
@@ -261,15 +244,16 @@ TEST_F(ConfinementRoot, LandlockAllowsWritesInsideWritePathsAndDeniesOthers) {
 
 TEST_F(ConfinementRoot, LandlockReadPathsAreReadableButNotWritable) {
     if (landlock_abi_version() == 0) GTEST_SKIP() << "Landlock unsupported on this kernel";
-    TempDir dir;
-    std::string file = (dir.path() / "data").string();
+    const test_support::TempDir dir("corral-landlock-read");
+    ASSERT_FALSE(dir.path().empty());
+    std::string file = (dir / "data").string();
     {
         int fd = open(file.c_str(), O_CREAT | O_WRONLY, 0644);
         ASSERT_GE(fd, 0);
         close(fd);
     }
     Policy policy = base_policy();
-    policy.landlock.read = {dir.path().string()};
+    policy.landlock.read = {dir.path()};
     Confinement confinement = compile_or_fail(policy);
 
     ChildResult r = run_child(confinement, [&] {

@@ -19,6 +19,7 @@
 
 #include "support/http_client.hpp"
 #include "support/instance_leftovers.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -37,8 +38,7 @@ class Daemon {
     explicit Daemon(std::vector<std::string> extra_args = {}) {
         static int counter = 0;
         ++counter;
-        char tmpl[] = "/tmp/corral-daemon-test-XXXXXX";
-        dir_ = ::mkdtemp(tmpl);
+        dir_ = test_support::make_temp_dir("corral-daemon-test");
         socket_ = dir_ + "/corrald.sock";
         instance_ = "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter);
         fs::create_directories(dir_ + "/policies");

@@ -17,6 +17,7 @@
 
 #include "tests/integration/support/egress_daemon.hpp"
 #include "tests/integration/support/origin_server.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -163,8 +164,9 @@ TEST_F(EgressResolvConfTest, MissingResolvConfIsCreatedInTheSandboxOnly) {
 // text would name from the host's root. The precedent for mounting on a path a link may
 // redirect is runc CVE-2021-30465 (a symlink-exchange race moved a bind outside the rootfs).
 TEST_F(EgressResolvConfTest, LinkClimbingOutOfTheRootStaysBeneathIt) {
-    char tmpl[] = "/tmp/corral-resolv-target-XXXXXX";
-    const std::string target_dir = ::mkdtemp(tmpl);
+    const test_support::TempDir target("corral-resolv-target");  // removed however it ends
+    const std::string& target_dir = target.path();
+    ASSERT_FALSE(target_dir.empty());
     std::ofstream(target_dir + "/file") << "host file\n";
     start({true, "../../../../../../.." + target_dir + "/file"});
     std::string error;
@@ -176,7 +178,6 @@ TEST_F(EgressResolvConfTest, LinkClimbingOutOfTheRootStaysBeneathIt) {
     std::ifstream host(target_dir + "/file");
     EXPECT_EQ(std::string(std::istreambuf_iterator<char>(host), {}), "host file\n");
     daemon_.reset();
-    std::filesystem::remove_all(target_dir);
 }
 
 // A link into a kernel file system (mounted after resolv.conf, so it would cover the file, or

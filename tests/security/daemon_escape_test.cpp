@@ -19,6 +19,7 @@
 #include "support/daemon_harness.hpp"
 #include "support/sandbox_harness.hpp"
 #include "support/security_daemon.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral::security {
 namespace {
@@ -35,8 +36,7 @@ struct Outside {
     fs::path dir;
     std::string secret;
     Outside() {
-        char tmpl[] = "/tmp/corral-escape-outside-XXXXXX";
-        dir = ::mkdtemp(tmpl);
+        dir = test_support::make_temp_dir("corral-escape-outside");
         secret = "TOP-SECRET-" + unique_token();
         std::ofstream(dir / "secret") << secret;
     }

@@ -22,6 +22,7 @@
 #include "../integration/support/instance_leftovers.hpp"
 #include "../integration/support/ws_client.hpp"
 #include "base/unique_fd.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral::security {
 namespace {
@@ -48,8 +49,7 @@ class TerminalPty : public ::testing::Test {
         ASSERT_EQ(::grantpt(master_.get()), 0);
         ASSERT_EQ(::unlockpt(master_.get()), 0);
         slave_path_ = ::ptsname(master_.get());
-        char tmpl[] = "/tmp/corral-termsec-XXXXXX";
-        dir_ = ::mkdtemp(tmpl);
+        dir_ = test_support::make_temp_dir("corral-termsec");
         socket_ = dir_ + "/corrald.sock";
         instance_ = "corral-termsec-" + std::to_string(::getpid());
         std::vector<std::string> args = {CORRAL_BINARY_DIR "/supervisor/corrald", "--socket",

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "base/unique_fd.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -24,19 +25,15 @@ namespace fs = std::filesystem;
 class ReadRegularFile : public ::testing::Test {
   protected:
     void SetUp() override {
-        std::string pattern = (fs::temp_directory_path() / "corral-file-io-XXXXXX").string();
-        dir_ = mkdtemp(pattern.data());
+        ASSERT_FALSE(temp_.path().empty());
         dir_fd_ = UniqueFd(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    }
-    void TearDown() override {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
     }
     std::string write(const std::string& name, const std::string& content) {
         std::ofstream(dir_ / name) << content;
         return (dir_ / name).string();
     }
-    fs::path dir_;
+    test_support::TempDir temp_{"corral-file-io"};
+    const fs::path dir_ = temp_.path();
     UniqueFd dir_fd_;
 };
 

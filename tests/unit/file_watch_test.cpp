@@ -16,27 +16,12 @@
 #include <thread>
 
 #include "sessions/files/file_service.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
-  public:
-    TempDir() {
-        char tmpl[] = "/tmp/corral-file-watch-XXXXXX";
-        path_ = ::mkdtemp(tmpl);
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path_, ignored);
-    }
-    const std::string& path() const { return path_; }
-
-  private:
-    std::string path_;
-};
 
 // rename(2) queues IN_MOVED_FROM, then IN_MOVED_TO a moment later, and the reader that the first
 // one woke may read the queue in between. On the emulated pure-v2 kernel that happened to every
@@ -45,7 +30,8 @@ class TempDir {
 // anything is queued, which opens that window natively too (the old code split some of these
 // renames on a loaded two-core host; the exact count varies, the expectation does not).
 TEST(FileWatch, RenamesThatRaceTheReaderAreMovesNeverADeleteAndACreate) {
-    TempDir dir;
+    test_support::TempDir dir("corral-file-watch");
+    ASSERT_FALSE(dir.path().empty());
     std::ofstream(dir.path() + "/a") << "x";
     auto opened = FileService::open(dir.path());
     ASSERT_TRUE(opened) << opened.error().describe();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/unique_fd.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -26,16 +27,8 @@ namespace fs = std::filesystem;
 
 class HostUnixSockets : public ::testing::Test {
   protected:
-    void SetUp() override {
-        char tmpl[] = "/tmp/corral-unix-sockets-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        dir_ = tmpl;
-    }
-    void TearDown() override {
-        sockets_.clear();
-        std::error_code ignored;
-        fs::remove_all(dir_, ignored);
-    }
+    void SetUp() override { ASSERT_FALSE(dir_.empty()); }
+    void TearDown() override { sockets_.clear(); }
     /// A listening socket bound at `path` (any bytes but NUL), kept until the test ends.
     void listen_at(const std::string& path) {
         UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -53,7 +46,8 @@ class HostUnixSockets : public ::testing::Test {
         return std::find(files.begin(), files.end(), path) != files.end();
     }
 
-    std::string dir_;
+    test_support::TempDir temp_{"corral-unix-sockets"};
+    const std::string dir_ = temp_.path();
     std::vector<UniqueFd> sockets_;
 };
 

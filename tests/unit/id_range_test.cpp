@@ -11,18 +11,16 @@
 #include <filesystem>
 #include <vector>
 
+#include "tests/support/temp_dir.hpp"
+
 namespace corral {
 namespace {
 
 class IdRangeTest : public ::testing::Test {
   protected:
-    void SetUp() override {
-        char tmpl[] = "/tmp/corral-id-range-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        dir_ = tmpl;
-    }
-    void TearDown() override { std::filesystem::remove_all(dir_); }
-    std::string dir_;
+    void SetUp() override { ASSERT_FALSE(dir_.empty()); }
+    test_support::TempDir temp_{"corral-id-range"};
+    const std::string dir_ = temp_.path();
 };
 
 TEST_F(IdRangeTest, RangesLieAboveSystemdContainerRangesAndBelowTwoToThe31) {

@@ -10,6 +10,7 @@
 
 #include "sessions/recovery/journal.hpp"
 #include "sessions/recovery/journal_records.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -18,12 +19,7 @@ using nlohmann::json;
 
 class JournalTest : public ::testing::Test {
   protected:
-    void SetUp() override {
-        char tmpl[] = "/tmp/corral-journal-test-XXXXXX";
-        dir_ = ::mkdtemp(tmpl);
-        path_ = dir_ + "/journal";
-    }
-    void TearDown() override { std::filesystem::remove_all(dir_); }
+    void SetUp() override { ASSERT_FALSE(dir_.empty()); }
     std::string bytes() const {
         std::ifstream in(path_, std::ios::binary);
         return std::string(std::istreambuf_iterator<char>(in), {});
@@ -32,8 +28,9 @@ class JournalTest : public ::testing::Test {
         std::ofstream(path_, std::ios::binary | std::ios::trunc) << data;
         ::chmod(path_.c_str(), 0600);
     }
-    std::string dir_;
-    std::string path_;
+    test_support::TempDir temp_{"corral-journal-test"};
+    const std::string dir_ = temp_.path();
+    const std::string path_ = dir_ + "/journal";
 };
 
 JournalSession sample_session(const std::string& id) {

@@ -14,6 +14,7 @@
 
 #include "base/file_io.hpp"
 #include "isolation/limits.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -40,9 +41,7 @@ std::string contents(const fs::path& file) {
 class FakeCgroupTree : public ::testing::Test {
   protected:
     void SetUp() override {
-        char pattern[] = "/tmp/corral-limits-unit-XXXXXX";
-        ASSERT_NE(::mkdtemp(pattern), nullptr);
-        tmp_ = pattern;
+        ASSERT_FALSE(temp_.path().empty());
         own_ = tmp_ / "own";
         session_ = own_ / "corral" / "sessions" / "s1";
         fs::create_directories(session_);
@@ -58,7 +57,6 @@ class FakeCgroupTree : public ::testing::Test {
         host_.v2_own = own_.string();
         host_.v2_controllers = {"cpu", "io", "memory", "pids"};
     }
-    void TearDown() override { fs::remove_all(tmp_); }
 
     Cgroup session() {
         auto cgroup = Cgroup::open_unowned(session_.string());
@@ -66,7 +64,9 @@ class FakeCgroupTree : public ::testing::Test {
         return std::move(*cgroup);
     }
 
-    fs::path tmp_, own_, session_;
+    test_support::TempDir temp_{"corral-limits-unit"};
+    const fs::path tmp_ = temp_.path();
+    fs::path own_, session_;
     CgroupHost host_;
 };
 

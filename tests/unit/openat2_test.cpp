@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "base/unique_fd.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -21,9 +22,7 @@ namespace fs = std::filesystem;
 class OpenBeneathWithoutLinks : public ::testing::Test {
   protected:
     void SetUp() override {
-        char made[] = "/tmp/corral-openat2-XXXXXX";
-        ASSERT_NE(::mkdtemp(made), nullptr);
-        dir_ = made;
+        ASSERT_FALSE(temp_.path().empty());
         fs::create_directories(dir_ / "a");
         std::ofstream(dir_ / "a" / "b") << "x";
         fs::create_directory_symlink("a", dir_ / "mid");
@@ -32,11 +31,6 @@ class OpenBeneathWithoutLinks : public ::testing::Test {
         root_ = UniqueFd(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
         ASSERT_TRUE(root_);
     }
-    void TearDown() override {
-        std::error_code ignored;
-        fs::remove_all(dir_, ignored);
-    }
-
     /// errno of a failed open, 0 where it opened; `link`: whether what it opened is a link.
     int open_errno(const char* relative, bool* link = nullptr) {
         UniqueFd fd(open_path_beneath_without_links(root_.get(), relative));
@@ -47,7 +41,8 @@ class OpenBeneathWithoutLinks : public ::testing::Test {
         return 0;
     }
 
-    fs::path dir_;
+    test_support::TempDir temp_{"corral-openat2"};
+    const fs::path dir_ = temp_.path();
     UniqueFd root_;
 };
 

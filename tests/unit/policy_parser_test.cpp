@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
+
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -38,27 +41,19 @@ void expect_error(const std::string& yaml, int line, int column, const std::stri
     EXPECT_THAT(d.message, HasSubstr(message_part));
 }
 
-// A scratch directory removed with everything in it, even when a test fails.
-class TempDir {
+// A scratch directory removed with everything in it, even when a test fails, that policy files
+// are written into (one that cannot be made fails the test, never writes beside /).
+class PolicyDir : public test_support::TempDir {
   public:
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "corral-policy-test-XXXXXX").string();
-        path_ = mkdtemp(pattern.data());
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
+    PolicyDir() : TempDir("corral-policy-test") {
+        if (path().empty()) throw std::runtime_error("mkdtemp: cannot make a scratch directory");
     }
     std::string write(const std::string& name, const std::string& content) const {
-        fs::path file = path_ / name;
+        fs::path file = *this / name;
         fs::create_directories(file.parent_path());
         std::ofstream(file) << content;
         return file.string();
     }
-    const fs::path& path() const { return path_; }
-
-  private:
-    fs::path path_;
 };
 
 // ---- diagnostics: each kind, with its exact position and key ----
@@ -331,7 +326,7 @@ TEST(PolicyExtends, InlineRelativeFileIsAnError) {
 }
 
 TEST(PolicyExtends, FromFileRelativeToTheExtendingFile) {
-    TempDir dir;
+    PolicyDir dir;
     dir.write("shared/base.yaml", "extends: strict\nlimits: { memory: 3Gi }\n");
     std::string child =
         dir.write("jobs/ci.yaml", "extends: ../shared/base.yaml\nlimits: { pids: 99 }\n");
@@ -342,13 +337,13 @@ TEST(PolicyExtends, FromFileRelativeToTheExtendingFile) {
     EXPECT_EQ(result.policy->limits.open_files, 1024u);  // from strict
     EXPECT_EQ(result.policy->name, "ci");
     ASSERT_EQ(result.policy->extends_chain.size(), 3u);
-    EXPECT_EQ(result.policy->extends_chain[0], (dir.path() / "shared/base.yaml").string());
+    EXPECT_EQ(result.policy->extends_chain[0], (dir / "shared/base.yaml").string());
     EXPECT_EQ(result.policy->extends_chain[1], "strict");
     EXPECT_EQ(result.policy->extends_chain[2], "default");
 }
 
 TEST(PolicyExtends, ErrorsInTheParentNameTheParentFile) {
-    TempDir dir;
+    PolicyDir dir;
     std::string parent = dir.write("base.yaml", "limits:\n  memory: huge\n");
     std::string child = dir.write("ci.yaml", "extends: base.yaml\n");
     PolicyParseResult result = parse_policy_file(child);
@@ -361,7 +356,7 @@ TEST(PolicyExtends, ErrorsInTheParentNameTheParentFile) {
 }
 
 TEST(PolicyExtends, CycleIsAnErrorNamingTheChain) {
-    TempDir dir;
+    PolicyDir dir;
     std::string a = dir.write("a.yaml", "extends: b.yaml\n");
     std::string b = dir.write("b.yaml", "extends: ./a.yaml\n");
     PolicyParseResult result = parse_policy_file(a);
@@ -370,7 +365,7 @@ TEST(PolicyExtends, CycleIsAnErrorNamingTheChain) {
 }
 
 TEST(PolicyExtends, SelfExtensionIsACycle) {
-    TempDir dir;
+    PolicyDir dir;
     std::string a = dir.write("self.yaml", "extends: self.yaml\n");
     PolicyParseResult result = parse_policy_file(a);
     ASSERT_EQ(result.diagnostics.size(), 1u) << result.format_errors();
@@ -380,29 +375,29 @@ TEST(PolicyExtends, SelfExtensionIsACycle) {
 }
 
 TEST(PolicyExtends, MissingParentIsAnErrorNamingTheChain) {
-    TempDir dir;
+    PolicyDir dir;
     std::string a = dir.write("a.yaml", "extends: b.yaml\n");
     dir.write("b.yaml", "extends: missing.yaml\n");
     PolicyParseResult result = parse_policy_file(a);
     ASSERT_FALSE(result.ok());
     std::string errors = result.format_errors();
-    EXPECT_THAT(errors, HasSubstr(a + " -> " + (dir.path() / "b.yaml").string() + " -> " +
-                                  (dir.path() / "missing.yaml").string()));
+    EXPECT_THAT(errors, HasSubstr(a + " -> " + (dir / "b.yaml").string() + " -> " +
+                                  (dir / "missing.yaml").string()));
     EXPECT_THAT(errors, HasSubstr("ENOENT"));
 }
 
 // ---- confined: policies sent to the daemon (issue 10 item 2) ----
 
 TEST(ConfinedPolicy, AbsoluteAndClimbingParentsAreRefusedWithoutLookingAtThem) {
-    TempDir dir;
-    TempDir outside;
+    PolicyDir dir;
+    PolicyDir outside;
     std::string secret = outside.write("secret.yaml", "name: SECRET-CONTENT\n");
     for (const std::string& target :
          {secret, std::string("/etc/shadow"),
-          std::string("../") + outside.path().filename().string() + "/secret.yaml",
+          std::string("../") + fs::path(outside.path()).filename().string() + "/secret.yaml",
           std::string("a/../../x.yaml")}) {
         PolicyParseResult result = parse_confined_policy(std::string("extends: ") + target + "\n",
-                                                         "<request>", dir.path().string());
+                                                         "<request>", dir.path());
         ASSERT_EQ(result.diagnostics.size(), 1u) << result.format_errors();
         EXPECT_EQ(result.diagnostics[0].key, "extends");
         EXPECT_THAT(result.diagnostics[0].message,
@@ -412,10 +407,10 @@ TEST(ConfinedPolicy, AbsoluteAndClimbingParentsAreRefusedWithoutLookingAtThem) {
 }
 
 TEST(ConfinedPolicy, PresetsNamesAndRelativePathsInsideTheDir) {
-    TempDir dir;
+    PolicyDir dir;
     dir.write("base.yaml", "extends: strict\nlimits: { pids: 42 }\n");
     dir.write("teams/web.yml", "extends: ../base.yaml\n");
-    const std::string root = dir.path().string();
+    const std::string root = dir.path();
     for (const char* target : {"base", "base.yaml", "teams/web.yml"}) {
         PolicyParseResult result =
             parse_confined_policy(std::string("extends: ") + target + "\n", "<r>", root);
@@ -430,15 +425,15 @@ TEST(ConfinedPolicy, PresetsNamesAndRelativePathsInsideTheDir) {
 }
 
 TEST(ConfinedPolicy, SymlinksOutOfTheDirAreNotFollowed) {
-    TempDir dir;
-    TempDir outside;
+    PolicyDir dir;
+    PolicyDir outside;
     std::string secret = outside.write("secret.yaml", "name: SECRET-CONTENT\nbogus: 1\n");
-    fs::create_symlink(secret, dir.path() / "abs.yaml");
-    fs::create_symlink("../" + outside.path().filename().string() + "/secret.yaml",
-                       dir.path() / "rel.yaml");
+    fs::create_symlink(secret, dir / "abs.yaml");
+    fs::create_symlink("../" + fs::path(outside.path()).filename().string() + "/secret.yaml",
+                       dir / "rel.yaml");
     for (const char* target : {"abs", "rel.yaml"}) {
         PolicyParseResult result = parse_confined_policy(std::string("extends: ") + target + "\n",
-                                                         "<r>", dir.path().string());
+                                                         "<r>", dir.path());
         ASSERT_FALSE(result.ok());
         EXPECT_THAT(result.format_errors(), HasSubstr("leads outside its directory"));
         EXPECT_THAT(result.format_errors(), ::testing::Not(HasSubstr("SECRET")));
@@ -446,10 +441,10 @@ TEST(ConfinedPolicy, SymlinksOutOfTheDirAreNotFollowed) {
 }
 
 TEST(ConfinedPolicy, AnInvalidParentIsSummarizedNotQuoted) {
-    TempDir dir;
+    PolicyDir dir;
     dir.write("broken.yaml", "limits: { pids: SECRET-VALUE }\n");
     PolicyParseResult result =
-        parse_confined_policy("extends: broken\n", "<r>", dir.path().string());
+        parse_confined_policy("extends: broken\n", "<r>", dir.path());
     ASSERT_EQ(result.diagnostics.size(), 1u) << result.format_errors();
     EXPECT_EQ(result.diagnostics[0].file, "<r>");
     EXPECT_THAT(result.diagnostics[0].message,
@@ -458,21 +453,21 @@ TEST(ConfinedPolicy, AnInvalidParentIsSummarizedNotQuoted) {
 }
 
 TEST(ConfinedPolicy, NonRegularFilesInTheDirAreRefused) {
-    TempDir dir;
-    ASSERT_EQ(::mkfifo((dir.path() / "pipe.yaml").c_str(), 0600), 0);
-    fs::create_directories(dir.path() / "sub.yaml");
-    PolicyParseResult fifo = parse_confined_policy("extends: pipe\n", "<r>", dir.path().string());
+    PolicyDir dir;
+    ASSERT_EQ(::mkfifo((dir / "pipe.yaml").c_str(), 0600), 0);
+    fs::create_directories(dir / "sub.yaml");
+    PolicyParseResult fifo = parse_confined_policy("extends: pipe\n", "<r>", dir.path());
     EXPECT_THAT(fifo.format_errors(), HasSubstr("is a FIFO, not a regular file"));
     PolicyParseResult sub =
-        parse_confined_policy("extends: sub.yaml\n", "<r>", dir.path().string());
+        parse_confined_policy("extends: sub.yaml\n", "<r>", dir.path());
     EXPECT_THAT(sub.format_errors(), HasSubstr("is a directory"));
 }
 
 TEST(NamedPolicy, NamesThePolicyDirThenPresetsAndRefusesPaths) {
-    TempDir dir;
+    PolicyDir dir;
     dir.write("team.yaml", "extends: none\n");
     dir.write("strict.yaml", "extends: none\nlimits: { pids: 5 }\n");  // the dir wins
-    const std::string root = dir.path().string();
+    const std::string root = dir.path();
     EXPECT_EQ(load_named_policy("team", root).policy->name, "team");
     EXPECT_EQ(load_named_policy("strict", root).policy->limits.pids, 5u);
     EXPECT_TRUE(load_named_policy("default", root).ok());
@@ -490,8 +485,8 @@ TEST(NamedPolicy, NamesThePolicyDirThenPresetsAndRefusesPaths) {
 // any file the name could mean, of any kind, sends it to load_named_policy; a bad name is refused
 // there too, so it is "may hold" without a lookup.
 TEST(NamedPolicy, PolicyDirMayHoldAnyFileTheNameCouldMean) {
-    TempDir dir;
-    const std::string root = dir.path().string();
+    PolicyDir dir;
+    const std::string root = dir.path();
     EXPECT_FALSE(policy_dir_may_hold("default", root));
     EXPECT_FALSE(policy_dir_may_hold("default", ""));
     EXPECT_FALSE(policy_dir_may_hold("default", root + "/missing"));
@@ -499,9 +494,9 @@ TEST(NamedPolicy, PolicyDirMayHoldAnyFileTheNameCouldMean) {
     EXPECT_TRUE(policy_dir_may_hold("default", root));
     dir.write("strict.yml", "extends: none\n");
     EXPECT_TRUE(policy_dir_may_hold("strict", root));
-    fs::create_symlink("nowhere.yaml", dir.path() / "none.yaml");  // dangling: still an entry
+    fs::create_symlink("nowhere.yaml", dir / "none.yaml");  // dangling: still an entry
     EXPECT_TRUE(policy_dir_may_hold("none", root));
-    fs::create_directories(dir.path() / "a");
+    fs::create_directories(dir / "a");
     dir.write("a/b.yaml", "extends: none\n");
     for (const char* name : {"a/b", "../x", "./default", ".hidden", ""})
         EXPECT_TRUE(policy_dir_may_hold(name, root)) << name;
@@ -518,13 +513,13 @@ TEST(PolicyBounds, DocumentsOverOneMebibyteAreRefusedBeforeParsing) {
 }
 
 TEST(PolicyBounds, FilesAreReadOnlyWhenRegularAndSmall) {
-    TempDir dir;
+    PolicyDir dir;
     std::string big = dir.write("big.yaml", std::string(kMaxPolicyBytes + 1, '#'));
     EXPECT_THAT(parse_policy_file(big).format_errors(), HasSubstr("more than the limit"));
     EXPECT_THAT(parse_policy_file("/dev/zero").format_errors(), HasSubstr("character device"));
     std::string child = dir.write("child.yaml", "extends: /dev/zero\n");
     EXPECT_THAT(parse_policy_file(child).format_errors(), HasSubstr("character device"));
-    ASSERT_EQ(::mkfifo((dir.path() / "fifo").c_str(), 0600), 0);
+    ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
     ASSERT_EQ(::chdir(dir.path().c_str()), 0);
     EXPECT_THAT(load_policy("./fifo").format_errors(), HasSubstr("FIFO"));
     // A bare word is a name, never a file of the current directory (a planted `default` must
@@ -567,7 +562,7 @@ TEST(PolicyBounds, DurationsBeyondAYearAreOutOfRange) {
 
 TEST(LoadPolicy, PresetNameFileOrAListOfPresets) {
     EXPECT_EQ(load_policy("strict").policy->name, "strict");
-    TempDir dir;
+    PolicyDir dir;
     std::string file = dir.write("mine.yaml", "name: mine\n");
     EXPECT_EQ(load_policy(file).policy->name, "mine");
     PolicyParseResult unknown = load_policy("nope");

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "sessions/network/egress_hosts.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -101,9 +102,9 @@ TEST(EgressHostsFile, ParsesNamesCommentsAndRefusesGarbage) {
 // --egress-hosts-file is read by the daemon as root at start: a FIFO named by mistake must not
 // hang it (the FIFO-policy precedent of issue 10), nor a huge file feed it without end.
 TEST(EgressHostsFile, RefusesFifosDirectoriesAndOversizedFiles) {
-    char dir[] = "/tmp/corral-hosts-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    const std::string base = dir;
+    const test_support::TempDir dir("corral-hosts-test");  // removed however the test ends
+    ASSERT_FALSE(dir.path().empty());
+    const std::string& base = dir.path();
     ASSERT_EQ(::mkfifo((base + "/fifo").c_str(), 0600), 0);
     auto fifo = load_egress_hosts(base + "/fifo");
     ASSERT_FALSE(fifo);
@@ -124,7 +125,6 @@ TEST(EgressHostsFile, RefusesFifosDirectoriesAndOversizedFiles) {
     ASSERT_TRUE(good) << good.error().describe();
     EXPECT_TRUE(good->find("registry.example.test"));
     EXPECT_FALSE(load_egress_hosts(base + "/missing"));
-    std::filesystem::remove_all(base);
 }
 
 }  // namespace

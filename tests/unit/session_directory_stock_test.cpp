@@ -14,6 +14,8 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/support/temp_dir.hpp"
+
 namespace corral {
 namespace {
 
@@ -23,14 +25,8 @@ using namespace std::chrono_literals;
 class SessionDirectoryStockTest : public ::testing::Test {
   protected:
     void SetUp() override {
-        std::string pattern = (fs::temp_directory_path() / "corral-stock-XXXXXX").string();
-        state_ = ::mkdtemp(pattern.data());
-        ASSERT_FALSE(state_.empty());
+        ASSERT_FALSE(temp_.path().empty());
         fs::create_directory(sessions());
-    }
-    void TearDown() override {
-        std::error_code ignored;
-        fs::remove_all(state_, ignored);
     }
     fs::path sessions() const { return state_ / "sessions"; }
     fs::path spares() const { return state_ / "spare-sessions"; }
@@ -44,7 +40,8 @@ class SessionDirectoryStockTest : public ::testing::Test {
         return st.st_mode & 07777;
     }
 
-    fs::path state_;
+    test_support::TempDir temp_{"corral-stock"};
+    const fs::path state_ = temp_.path();
 };
 
 TEST_F(SessionDirectoryStockTest, ATakenSpareIsTheSessionsDirectoryWithItsRootAndMarker) {

@@ -10,17 +10,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/temp_dir.hpp"
+
 namespace corral {
 namespace {
 
 class SessionResolvConf : public ::testing::Test {
   protected:
-    void SetUp() override {
-        char tmpl[] = "/tmp/corral-resolv-XXXXXX";
-        dir_ = ::mkdtemp(tmpl);
-    }
-    void TearDown() override { std::filesystem::remove_all(dir_); }
-    std::string dir_;
+    void SetUp() override { ASSERT_FALSE(dir_.empty()); }
+    test_support::TempDir temp_{"corral-resolv"};
+    const std::string dir_ = temp_.path();
 };
 
 TEST_F(SessionResolvConf, NamesTheSessionResolverAndIsReadOnly) {

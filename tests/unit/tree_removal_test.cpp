@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/unique_fd.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral {
 namespace {
@@ -24,15 +25,7 @@ using namespace std::chrono_literals;
 
 class TreeRemoval : public ::testing::Test {
   protected:
-    void SetUp() override {
-        std::string pattern = (fs::temp_directory_path() / "corral-tree-removal-XXXXXX").string();
-        dir_ = ::mkdtemp(pattern.data());
-        ASSERT_FALSE(dir_.empty());
-    }
-    void TearDown() override {
-        std::error_code ignored;
-        fs::remove_all(dir_, ignored);
-    }
+    void SetUp() override { ASSERT_FALSE(dir_.empty()); }
     static void touch(const fs::path& path) { std::ofstream(path) << "x"; }
 
     /// A tree with files, a nest 150 deep (beyond the 64 directories held open), and links to
@@ -52,7 +45,8 @@ class TreeRemoval : public ::testing::Test {
         return top;
     }
 
-    std::string dir_;
+    test_support::TempDir temp_{"corral-tree-removal"};
+    const std::string dir_ = temp_.path();
 };
 
 TEST_F(TreeRemoval, RemovesEverythingBeneathWithoutFollowingLinks) {

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "tests/support/temp_dir.hpp"
+
 namespace corral::daemon {
 namespace {
 
@@ -21,14 +23,10 @@ class UnixListener : public ::testing::Test {
   protected:
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root (the socket is chowned to root)";
-        char tmpl[] = "/tmp/corral-unix-listener-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        dir_ = tmpl;
+        ASSERT_FALSE(dir_.empty());
     }
-    void TearDown() override {
-        if (!dir_.empty()) fs::remove_all(dir_);
-    }
-    std::string dir_;
+    test_support::TempDir temp_{"corral-unix-listener"};
+    const std::string dir_ = temp_.path();
 };
 
 TEST_F(UnixListener, SocketIsBorn0660RootOwned) {

@@ -26,6 +26,7 @@
 #include "http_client.hpp"
 #include "instance_leftovers.hpp"
 #include "isolation/cgroup.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral::testing {
 
@@ -66,8 +67,7 @@ class CorraldProcess {
     /// Prepares the directories and starts the daemon; check ready().
     explicit CorraldProcess(std::vector<std::string> extra_args = {}) {
         static int counter = 0;
-        char tmpl[] = "/tmp/corral-robust-test-XXXXXX";
-        dir_ = ::mkdtemp(tmpl);
+        dir_ = test_support::make_temp_dir("corral-robust-test");
         instance_ = "corral-robust-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
         const uint16_t first = static_cast<uint16_t>(61000 + (::getpid() % 100) * 40);
         args_ = {CORRAL_BINARY_DIR "/supervisor/corrald",

@@ -18,6 +18,7 @@
 
 #include "http_client.hpp"
 #include "instance_leftovers.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral::testing {
 
@@ -30,8 +31,7 @@ class DaemonProcess {
                            std::function<bool(const std::string&)> in_child = {}) {
         static int counter = 0;
         ++counter;
-        char tmpl[] = "/tmp/corral-daemon-test-XXXXXX";
-        dir_ = ::mkdtemp(tmpl);
+        dir_ = test_support::make_temp_dir("corral-daemon-test");
         socket_ = dir_ + "/corrald.sock";
         instance_ = "corral-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter);
         std::filesystem::create_directories(dir_ + "/policies");

@@ -18,6 +18,7 @@
 
 #include "http_client.hpp"
 #include "instance_leftovers.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral::testing {
 
@@ -25,8 +26,7 @@ namespace corral::testing {
 class TerminalDaemon {
   public:
     TerminalDaemon() {
-        char tmpl[] = "/tmp/corral-terminal-test-XXXXXX";
-        dir_ = ::mkdtemp(tmpl);
+        dir_ = test_support::make_temp_dir("corral-terminal-test");
         socket_ = dir_ + "/corrald.sock";
         instance_ = "corral-term-" + std::to_string(::getpid());
         const uint16_t first = static_cast<uint16_t>(33000 - 40 + (::getpid() % 10) * 4);

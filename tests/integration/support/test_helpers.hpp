@@ -17,6 +17,7 @@
 #include <string>
 
 #include "base/file_io.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace corral::test_support {
 
@@ -84,28 +85,6 @@ inline std::optional<bool> memory_holds(pid_t pid, const std::string& needle) {
     if (!read_any) return std::nullopt;
     return false;
 }
-
-/// A fresh directory under /tmp, removed with what is in it however the test ends; path() is
-/// empty when it could not be made.
-class TempDir {
-  public:
-    explicit TempDir(const std::string& prefix) {
-        std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-        if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-    }
-    ~TempDir() {
-        if (!path_.empty()) {
-            std::error_code ignored;
-            std::filesystem::remove_all(path_, ignored);
-        }
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const std::string& path() const { return path_; }
-
-  private:
-    std::string path_;
-};
 
 /// A child of ours that waits for a signal: a stand-in for a process someone else started.
 /// Killed and reaped when this goes, unless it was reaped before (however the test ends).
