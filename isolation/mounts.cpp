@@ -1091,44 +1091,75 @@ int detached_tmpfs(const char* mode, const char* size, unsigned attributes) noex
     return tree;
 }
 
-/// Op::hide_if_present: what is at `at` (`found`, its stat) covered, an empty read-only tmpfs
-/// over a directory, `null` (/dev/null) bound read-only over anything else.
-bool hide_found(int at, const struct stat& found, const char* null) noexcept {
+/// Whether a new mount API call (open_tree, fsopen, move_mount) failed for not being there for
+/// us: a kernel without it, or an outer seccomp filter answering ENOSYS or EPERM. The same mount
+/// is then made by path, as before the API was used: the path was just opened without following
+/// a link (open_in_kernel_filesystem), and at setup nothing else runs in this mount namespace, so
+/// it still names what was found.
+bool mount_api_unavailable() noexcept { return errno == ENOSYS || errno == EPERM; }
+
+/// `source` bound read-only onto `target` by path (with its submounts when `recursive`).
+bool bind_readonly_by_path(const char* source, const char* target, bool recursive) noexcept {
+    return ::mount(source, target, nullptr, MS_BIND | (recursive ? MS_REC : 0), nullptr) == 0 &&
+           set_mount_attributes(AT_FDCWD, target, AT_NO_AUTOMOUNT | (recursive ? AT_RECURSIVE : 0),
+                                MOUNT_ATTR_RDONLY);
+}
+
+/// Moves the detached `tree` (-1: not made, errno set) onto `at`; false with errno otherwise.
+bool attach_made_tree(int tree, int at) noexcept { return tree >= 0 && move_onto(tree, at); }
+
+/// Op::hide_if_present: what is at `at` (`found`, its stat; `target`, its path) covered, an
+/// empty read-only tmpfs over a directory, `null` (/dev/null) bound read-only over anything else.
+bool hide_found(int at, const struct stat& found, const char* target, const char* null) noexcept {
     const bool directory = S_ISDIR(found.st_mode);
-    const int tree =
-        directory ? detached_tmpfs("0555", "4k",
-                                   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                       MOUNT_ATTR_NOEXEC)
-                  : static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, null,
-                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-    if (tree < 0) return false;
-    if (!directory && !set_tree_attributes(tree, false, MOUNT_ATTR_RDONLY)) {
+    constexpr unsigned kHiddenDirectory =
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    int tree = directory ? detached_tmpfs("0555", "4k", kHiddenDirectory)
+                         : static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, null,
+                                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+    if (tree >= 0 && !directory && !set_tree_attributes(tree, false, MOUNT_ATTR_RDONLY)) {
         close_keeping_errno(tree);
         return false;
     }
-    return move_onto(tree, at);
+    if (attach_made_tree(tree, at)) return true;
+    if (!mount_api_unavailable()) return false;
+    return directory ? ::mount("tmpfs", target, "tmpfs",
+                               MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                               "mode=0555,size=4k") == 0
+                     : bind_readonly_by_path(null, target, false);
 }
 
-/// Op::tmpfs_at_setup: a writable tmpfs of `size` onto the directory at `at` (`found`).
-bool mount_tmpfs_onto(int at, const struct stat& found, const char* size) noexcept {
+/// Op::tmpfs_at_setup: a writable tmpfs of `size` onto the directory at `at` (`found`, `target`).
+bool mount_tmpfs_onto(int at, const struct stat& found, const char* target,
+                      const char* size) noexcept {
     if (!S_ISDIR(found.st_mode)) {
         errno = ENOTDIR;
         return false;
     }
-    const int tree = detached_tmpfs("1777", size, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-    return tree >= 0 && move_onto(tree, at);
+    if (attach_made_tree(detached_tmpfs("1777", size, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV), at))
+        return true;
+    if (!mount_api_unavailable()) return false;
+    char data[64] = "mode=1777";  // and ",size=N": a size of at most 20 digits
+    size_t n = sizeof "mode=1777" - 1;
+    if (size[0] != '\0') {
+        for (const char* c = ",size="; *c != '\0';) data[n++] = *c++;
+        for (size_t i = 0; size[i] != '\0' && n + 1 < sizeof data; ++i) data[n++] = size[i];
+        data[n] = '\0';
+    }
+    return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, data) == 0;
 }
 
-/// Op::readonly_if_present: what is at `at` bound read-only onto itself, with its submounts.
-bool make_found_readonly(int at) noexcept {
+/// Op::readonly_if_present: what is at `at` (`target`) bound read-only onto itself, with its
+/// submounts.
+bool make_found_readonly(int at, const char* target) noexcept {
     const int tree = static_cast<int>(::syscall(
         SYS_open_tree, at, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
-    if (tree < 0) return false;
-    if (!set_tree_attributes(tree, true, MOUNT_ATTR_RDONLY)) {
+    if (tree >= 0 && !set_tree_attributes(tree, true, MOUNT_ATTR_RDONLY)) {
         close_keeping_errno(tree);
         return false;
     }
-    return move_onto(tree, at);
+    if (attach_made_tree(tree, at)) return true;
+    return mount_api_unavailable() && bind_readonly_by_path(target, target, true);
 }
 
 bool run_op(const MountOp& op) noexcept {
@@ -1187,8 +1218,9 @@ bool run_op(const MountOp& op) noexcept {
             struct stat found;
             const int at = open_in_kernel_filesystem(op.data.c_str(), target, found);
             if (at < 0) return errno == ENOENT;  // not in the session's: nothing to cover
-            const bool done = op.kind == Op::hide_if_present ? hide_found(at, found, source)
-                                                             : make_found_readonly(at);
+            const bool done = op.kind == Op::hide_if_present
+                                  ? hide_found(at, found, target, source)
+                                  : make_found_readonly(at, target);
             close_keeping_errno(at);
             return done;
         }
@@ -1196,7 +1228,7 @@ bool run_op(const MountOp& op) noexcept {
             struct stat found;
             const int at = open_in_kernel_filesystem(op.data.c_str(), target, found);
             if (at < 0) return false;  // the policy's mount point: not there is a failure
-            const bool done = mount_tmpfs_onto(at, found, source);
+            const bool done = mount_tmpfs_onto(at, found, target, source);
             close_keeping_errno(at);
             return done;
         }
