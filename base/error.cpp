@@ -22,5 +22,6 @@ std::string Error::describe() const {
 Error sys_error(std::string message) { return Error{errno, std::move(message)}; }
 Error sys_error(int code, std::string message) { return Error{code, std::move(message)}; }
 Error plain_error(std::string message) { return Error{0, std::move(message)}; }
+Error policy_refusal(std::string message) { return Error{0, std::move(message), true}; }
 
 }  // namespace corral

@@ -17,6 +17,9 @@ namespace corral {
 struct Error {
     int code = 0;
     std::string message;
+    /// The policy asks for what cannot be honoured (a path that would not stand for the session):
+    /// the caller's input is wrong, not the host (HTTP 422 invalid_policy, not 500).
+    bool invalid_policy = false;
 
     /// Prefixes the message with "what: " (adds the caller's context); returns *this.
     Error& context(std::string_view what);
@@ -30,6 +33,8 @@ Error sys_error(std::string message);
 Error sys_error(int code, std::string message);
 /// An error that is not a system call's (bad input, protocol violation, ...).
 Error plain_error(std::string message);
+/// A policy that cannot be honoured as written (Error::invalid_policy); `message` names the key.
+Error policy_refusal(std::string message);
 /// "EACCES" for EACCES; "E123" for values glibc has no name for.
 std::string errno_name(int code);
 

@@ -23,7 +23,7 @@ std::optional<std::string> normalize_absolute(const std::string& path) {
 Result<std::string> checked_path(const std::string& key, const std::string& path) {
     auto normalized = normalize_absolute(path);
     if (!normalized)
-        return plain_error(key + ": `" + path +
+        return policy_refusal(key + ": `" + path +
                            "` must be an absolute path without `..` components");
     return *normalized;
 }
@@ -46,7 +46,7 @@ Result<std::optional<MountStep>> workdir_step(const WorkdirBinding& workdir) {
     auto inside = checked_path(
         "workdir.mount", workdir.inside_path.empty() ? workdir.host_path : workdir.inside_path);
     if (!inside) return std::move(inside.error());
-    if (*inside == "/") return plain_error("workdir.mount: the workdir cannot replace `/`");
+    if (*inside == "/") return policy_refusal("workdir.mount: the workdir cannot replace `/`");
     return std::optional<MountStep>(
         MountStep{MountStep::Kind::workdir, *host, *inside, 0, workdir.host_fd});
 }
@@ -79,13 +79,13 @@ Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
     for (const auto& path : fs.hidden) {
         auto checked = checked_path("filesystem.hidden", path);
         if (!checked) return std::move(checked.error());
-        if (*checked == "/") return plain_error("filesystem.hidden: cannot hide `/`");
+        if (*checked == "/") return policy_refusal("filesystem.hidden: cannot hide `/`");
         place(MountStep{MountStep::Kind::hide, "", *checked, 0});
     }
     for (const auto& [path, size] : fs.tmpfs) {
         auto checked = checked_path("filesystem.tmpfs", path);
         if (!checked) return std::move(checked.error());
-        if (*checked == "/") return plain_error("filesystem.tmpfs: cannot replace `/`");
+        if (*checked == "/") return policy_refusal("filesystem.tmpfs: cannot replace `/`");
         place(MountStep{MountStep::Kind::tmpfs, "", *checked, size});
     }
     if (*workdir_bind) plan.push_back(**workdir_bind);

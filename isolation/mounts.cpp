@@ -745,7 +745,7 @@ Result<SessionPath> kernel_filesystem_path(const std::string& key, const std::st
                                            const std::string& top, bool fresh) {
     const std::vector<std::string> parts = path_components(target.substr(top.size()));
     auto refuse = [&](const std::string& at, const std::string& why) {
-        return plain_error(key + ": `" + target + "` lies beneath the session's " +
+        return policy_refusal(key + ": `" + target + "` lies beneath the session's " +
                            (fresh ? "fresh " : "") + top + ", where `" + at + "` " + why +
                            ": a mount there would not stand for every process of the session");
     };
@@ -862,7 +862,7 @@ Result<SessionPath> policy_path_for_session(const std::string& key, const MountS
     const HostResolution& host = **resolved;
     if (host.entered) {
         const std::string* mount = fresh_filesystem_holding(fresh, host.path);
-        return plain_error(key + ": `" + step.target + "` leads to `" + host.path +
+        return policy_refusal(key + ": `" + step.target + "` leads to `" + host.path +
                            "` on the host, in " +
                            (mount != nullptr ? "the session's fresh " + *mount : "/proc") +
                            ", which each process sees as its own; name the path there instead");
@@ -911,7 +911,7 @@ Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& ow
     if (!found) return std::move(found.error());
     const std::string target = found->path;
     if (const std::string* hidden = b.hidden_at_setup_above(target))
-        return plain_error("filesystem.tmpfs: `" + target + "` lies beneath `" + *hidden +
+        return policy_refusal("filesystem.tmpfs: `" + target + "` lies beneath `" + *hidden +
                            "`, hidden as the session's own filesystem has it when its mounts "
                            "are made (an empty read-only directory, or nothing): nothing can be "
                            "mounted there");

@@ -71,6 +71,7 @@ nlohmann::json ApiError::to_json() const {
 }
 
 ApiError api_error(const Error& error) {
+    if (error.invalid_policy) return {422, "invalid_policy", error.describe(), nullptr};
     const Mapping m = map_errno(error.code);
     return {m.status, m.code, error.describe(), nullptr};
 }

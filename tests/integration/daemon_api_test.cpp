@@ -301,6 +301,30 @@ TEST_F(DaemonApi, InvalidInlinePolicy_Is422WithLineAndColumn) {
     EXPECT_EQ(res.json()["error"]["diagnostics"][0]["line"], 2);
 }
 
+// A policy that parses but names a path no mount can honour for the session (a per-process or
+// linked path beneath /proc, a path whose way on the host enters /proc) is the caller's error:
+// 422 invalid_policy naming the key and path, as a parse error is, never 500 internal (which
+// said the daemon failed) or a 404 that reads as "no such session".
+TEST_F(DaemonApi, PolicyPathsNoMountCanHonourAre422NamingTheKey) {
+    auto c = client();
+    const std::pair<const char*, const char*> cases[] = {
+        {"  hidden: [/home, /root, /run/user, /proc/mounts]\n", "filesystem.hidden: `/proc/mounts`"},
+        {"  hidden: [/home, /root, /run/user, /proc/self/environ]\n",
+         "filesystem.hidden: `/proc/self/environ`"},
+        {"  tmpfs: { /etc/mtab: 1Mi }\n", "filesystem.tmpfs: `/etc/mtab`"},
+        {"  hidden: [/home, /root, /run/user, /sys/fs]\n  tmpfs: { /sys/fs/cgroup: 1Mi }\n",
+         "filesystem.tmpfs: `/sys/fs/cgroup`"},
+    };
+    for (const auto& [filesystem, names] : cases) {
+        auto res = c.post("/v1/sessions", {{"policyYaml", std::string("name: x\nextends: default\n"
+                                                                      "filesystem:\n") +
+                                                              filesystem}});
+        EXPECT_EQ(res.status, 422u) << filesystem << res.body;
+        EXPECT_EQ(res.error_code(), "invalid_policy") << res.body;
+        EXPECT_NE(res.error_message().find(names), std::string::npos) << res.body;
+    }
+}
+
 // --- sessions ---------------------------------------------------------------------------------
 
 TEST_F(DaemonApi, Session_CreateListGetPatchEnvRunEnd) {
