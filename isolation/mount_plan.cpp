@@ -99,8 +99,11 @@ Result<std::vector<MountStep>> compile_mount_plan(const Policy& policy,
     if (policy.namespaces.network == NetworkMode::isolated)
         fresh.push_back(MountStep{MountStep::Kind::sysfs, "", "/sys", 0});
     // procfs shows the pid namespace of its mounter: only a new pid namespace gets a fresh one.
-    // Without it the host's /proc stays (bound with the rest of the root).
-    if (policy.namespaces.pid) fresh.push_back(MountStep{MountStep::Kind::proc, "", "/proc", 0});
+    // Without it the host's /proc stays (bound with the rest of the root, or by a bind of the
+    // policy's) and is protected here, after every bind (helper 30's M1: a `read_write: [/proc/sys]`
+    // bound later showed the writable host knobs again).
+    fresh.push_back(MountStep{
+        policy.namespaces.pid ? MountStep::Kind::proc : MountStep::Kind::host_proc, "", "/proc", 0});
     // What is hidden, replaced with a tmpfs or bound as the workdir at or beneath one of those
     // goes after it: mounted before, the fresh /dev, /sys or /proc covered it (a hidden
     // /sys/kernel shown again, a hidden /proc dir failing the creation, `tmpfs: {/dev/shm: 8Mi}`
@@ -150,6 +153,9 @@ std::string describe_mount_plan(const std::vector<MountStep>& plan) {
                 break;
             case MountStep::Kind::sysfs:
                 out += "sysfs " + step.target;
+                break;
+            case MountStep::Kind::host_proc:
+                out += "protect host " + step.target;
                 break;
             case MountStep::Kind::resolv_conf:
                 out += "resolv.conf " + step.source + " -> " + step.target;

@@ -30,6 +30,9 @@ struct MountStep {
         dev,              ///< minimal /dev: null zero full random urandom tty, pts, shm, fd links
         proc,             ///< fresh procfs (for the new pid namespace)
         sysfs,            ///< fresh read-only sysfs (network namespace: /sys/class/net shows it)
+        host_proc,        ///< no pid namespace: the host's /proc, as the root and the binds show
+                          ///< it, protected as a fresh one is (read-only knobs, masked files);
+                          ///< after the binds, which would otherwise show it whole again
         resolv_conf,      ///< the daemon's file `source` wherever `target` (/etc/resolv.conf)
                           ///< leads inside the sandbox: a symlink there is followed beneath the
                           ///< sandbox's root and the file bound where it ends (mounts.hpp)

@@ -113,11 +113,14 @@ class Builder {
         std::string on_host = covering->source == "/" ? rest : covering->source + rest;
         struct stat st;
         if (::stat(on_host.c_str(), &st) != 0) {
-            int saved = errno;
+            const int saved = errno;
             if (covering->target == "/" && top_level_missing(target)) needs_synthetic_root = true;
-            errno = saved;
-            return sys_error("mount point `" + target +
-                             "` does not exist (corral never creates it on the host)");
+            // The policy's path: one the host does not have is the caller's to change (422).
+            if (saved == ENOENT || saved == ENOTDIR)
+                return policy_refusal("mount point `" + target +
+                                      "` does not exist on the host (corral never creates it "
+                                      "there)");
+            return sys_error(saved, "mount point `" + target + "`");
         }
         return {};
     }
@@ -1092,8 +1095,9 @@ int detached_tmpfs(const char* mode, const char* size, unsigned attributes) noex
 }
 
 /// Whether a new mount API call (open_tree, fsopen, move_mount) failed for not being there for
-/// us: a kernel without it, or an outer seccomp filter answering ENOSYS or EPERM. The same mount
-/// is then made by path, as before the API was used: the path was just opened without following
+/// us: an outer seccomp filter answering ENOSYS or EPERM (a kernel without them, before 5.2,
+/// lacks mount_setattr too, which the by-path way needs as well: there it still fails closed).
+/// The same mount is then made by path, as before the API was used: the path was just opened without following
 /// a link (open_in_kernel_filesystem), and at setup nothing else runs in this mount namespace, so
 /// it still names what was found.
 bool mount_api_unavailable() noexcept { return errno == ENOSYS || errno == EPERM; }
@@ -1277,13 +1281,6 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
         root_entries = std::move(*entries);
         owned_dirs.push_back("/");
     }
-    // Without a pid namespace the session sees the host's /proc, whose knobs are writable by uid
-    // alone as much as a fresh one's: the same protection (helper 29's L4: host uid 0 without
-    // capabilities could write /proc/sys/kernel/core_pattern under `pid: false, user: false`).
-    struct stat host_proc {};
-    if (std::find(fresh.begin(), fresh.end(), "/proc") == fresh.end() &&
-        ::stat("/proc", &host_proc) == 0 && S_ISDIR(host_proc.st_mode))
-        protect_proc(b, "/proc");
     for (size_t i = 0; i < plan.size(); ++i) {
         const MountStep& step = plan[i];
         if (covered_later(plan, i)) continue;
@@ -1318,6 +1315,15 @@ Result<PreparedMounts> build_ops(Builder& b, const std::vector<MountStep>& plan,
                     add_kernel_fs(b, step, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC),
                     "");
                 break;
+            case MountStep::Kind::host_proc: {
+                // Its knobs are writable by uid alone as much as a fresh one's (helper 29's L4:
+                // host uid 0 without capabilities could write /proc/sys/kernel/core_pattern
+                // under `pid: false, user: false`); a host without /proc has nothing to protect.
+                struct stat host {};
+                if (::stat(step.target.c_str(), &host) == 0 && S_ISDIR(host.st_mode))
+                    protect_proc(b, step.target);
+                break;
+            }
             case MountStep::Kind::resolv_conf:
                 CORRAL_TRY(add_resolv_conf(b, step, owned_dirs), "");
                 break;

@@ -308,16 +308,20 @@ TEST_F(DaemonApi, InvalidInlinePolicy_Is422WithLineAndColumn) {
 TEST_F(DaemonApi, PolicyPathsNoMountCanHonourAre422NamingTheKey) {
     auto c = client();
     const std::pair<const char*, const char*> cases[] = {
-        {"  hidden: [/home, /root, /run/user, /proc/mounts]\n", "filesystem.hidden: `/proc/mounts`"},
-        {"  hidden: [/home, /root, /run/user, /proc/self/environ]\n",
+        {"filesystem:\n  hidden: [/home, /root, /run/user, /proc/mounts]\n",
+         "filesystem.hidden: `/proc/mounts`"},
+        {"filesystem:\n  hidden: [/home, /root, /run/user, /proc/self/environ]\n",
          "filesystem.hidden: `/proc/self/environ`"},
-        {"  tmpfs: { /etc/mtab: 1Mi }\n", "filesystem.tmpfs: `/etc/mtab`"},
-        {"  hidden: [/home, /root, /run/user, /sys/fs]\n  tmpfs: { /sys/fs/cgroup: 1Mi }\n",
+        {"filesystem:\n  tmpfs: { /etc/mtab: 1Mi }\n", "filesystem.tmpfs: `/etc/mtab`"},
+        {"filesystem:\n  hidden: [/home, /root, /run/user, /sys/fs]\n"
+         "  tmpfs: { /sys/fs/cgroup: 1Mi }\n",
          "filesystem.tmpfs: `/sys/fs/cgroup`"},
+        // A mount point the host lacks (helper 30's L2: 404 not_found before).
+        {"namespaces:\n  pid: false\nfilesystem:\n  tmpfs: { /proc/sys/fs/corral-nope: 1Mi }\n",
+         "mount point `/proc/sys/fs/corral-nope` does not exist"},
     };
     for (const auto& [filesystem, names] : cases) {
-        auto res = c.post("/v1/sessions", {{"policyYaml", std::string("name: x\nextends: default\n"
-                                                                      "filesystem:\n") +
+        auto res = c.post("/v1/sessions", {{"policyYaml", std::string("name: x\nextends: default\n") +
                                                               filesystem}});
         EXPECT_EQ(res.status, 422u) << filesystem << res.body;
         EXPECT_EQ(res.error_code(), "invalid_policy") << res.body;

@@ -407,6 +407,15 @@ TEST_F(KernelFilesystemMasks, TheHostsProcWithoutAPidNamespaceIsProtectedAsAFres
                       "echo kcore $(head -c 16 /proc/kcore 2>/dev/null | wc -c)");
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_EQ(r.out, "/proc/sys ro\n/proc/fs ro\nkcore 0\n") << r.err;
+    // The policy's own binds of (or above) /proc go before the protection, not over it: a
+    // writable bind of /proc/sys showed the host's knobs writable again (helper 30's M1).
+    auto rebound = run_with("namespaces:\n  pid: false\n  user: false\n",
+                            "  read_only: []\n  read_write: [/proc/sys, /proc]\n"
+                            "  hidden: [/home, /root, /run/user]\n",
+                            "test -w /proc/sys/kernel/core_pattern && echo core_pattern writable; "
+                            "echo timer_list $(head -c 16 /proc/timer_list 2>/dev/null | wc -c)");
+    ASSERT_EQ(rebound.exit_code, 0) << rebound.out << rebound.err;
+    EXPECT_EQ(rebound.out, "timer_list 0\n") << rebound.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, FilesystemEscape, ::testing::Values("default", "strict"));

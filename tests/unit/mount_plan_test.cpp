@@ -70,11 +70,18 @@ TEST(MountPlan, WhatLiesBeneathAFreshKernelFilesystemComesAfterIt) {
     EXPECT_GT(index_of(*plan, Kind::hide, "/proc/sys/kernel"), proc);
     EXPECT_LT(index_of(*plan, Kind::hide, "/home"), dev) << "elsewhere: before, as always";
     EXPECT_LT(index_of(*plan, Kind::tmpfs, "/tmp"), dev);
+    // The host's /proc (no pid namespace), bound with the root: protected after every bind, and
+    // what is hidden beneath it after that (as beneath a fresh one).
     Policy without_pid = policy;
-    without_pid.namespaces.pid = false;  // the host's /proc, bound with the root: nothing covers
+    without_pid.namespaces.pid = false;
+    without_pid.filesystem.read_write = {"/proc/sys"};
     auto kept = compile_mount_plan(without_pid, {"/srv/job", "/workspace"});
     ASSERT_TRUE(kept.ok());
-    EXPECT_LT(index_of(*kept, Kind::hide, "/proc/sys/kernel"), index_of(*kept, Kind::dev, "/dev"));
+    const size_t host_proc = index_of(*kept, Kind::host_proc, "/proc");
+    ASSERT_LT(host_proc, kept->size());
+    EXPECT_EQ(index_of(*kept, Kind::proc, "/proc"), kept->size()) << "no fresh /proc";
+    EXPECT_GT(host_proc, index_of(*kept, Kind::bind_read_write, "/proc/sys"));
+    EXPECT_GT(index_of(*kept, Kind::hide, "/proc/sys/kernel"), host_proc);
     EXPECT_GT(index_of(*kept, Kind::hide, "/sys/firmware"), index_of(*kept, Kind::sysfs, "/sys"));
 }
 
@@ -133,6 +140,7 @@ TEST(MountPlan, WholeRootReadOnlyIsOneRecursiveStep) {
     std::vector<MountStep> expected = {
         {Kind::bind_read_only, "/", "/", 0},
         {Kind::dev, "", "/dev", 0},
+        {Kind::host_proc, "", "/proc", 0},  // no pid namespace: the host's, protected
     };
     EXPECT_EQ(*plan, expected);
 }
