@@ -924,8 +924,8 @@ Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& ow
         // there): looked up when the mounts are made, as a hide there is.
         b.add(Op::tmpfs_at_setup, step.size != 0 ? std::to_string(step.size) : "",
               new_path(target),
-              "mount tmpfs on " + target + " (where the session's " + found->top +
-                  " has that directory)",
+              "filesystem.tmpfs: mount tmpfs on " + target + " (where the session's " +
+                  found->top + " has that directory)",
               0, false, new_path(found->top));
         b.place(target, true);
         forget_covered(owned_dirs, target);

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 #include <utility>
 
 #include "base/mount_setattr.hpp"
@@ -653,7 +654,15 @@ Status Sandbox::read_setup_report() {
     begin_stop();  // exiting with 127 after a failure report, or the channel failed
     if (!message) return std::move(message.error().context("namespace holder"));
     if (!*message) return plain_error("namespace holder died during setup");
-    return sys_error((*message)->error, (*message)->step);
+    Error failed = sys_error((*message)->error, (*message)->step);
+    // A step that names the policy key it came from (`filesystem.tmpfs: ...`) and found no such
+    // directory there is the policy's to change, found only when the session's own /proc or /sys
+    // is looked at (HTTP 422, not a 404 that reads as "no such session").
+    const std::string_view step = (*message)->step;
+    const int error = (*message)->error;
+    if (step.starts_with("filesystem.") && (error == ENOENT || error == ENOTDIR || error == ELOOP))
+        failed.invalid_policy = true;
+    return failed;
 }
 
 Error Sandbox::setup_deadline_error(const SetupDeadline& deadline) {

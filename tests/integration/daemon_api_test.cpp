@@ -316,7 +316,10 @@ TEST_F(DaemonApi, PolicyPathsNoMountCanHonourAre422NamingTheKey) {
         {"filesystem:\n  hidden: [/home, /root, /run/user, /sys/fs]\n"
          "  tmpfs: { /sys/fs/cgroup: 1Mi }\n",
          "filesystem.tmpfs: `/sys/fs/cgroup`"},
-        // A mount point the host lacks (helper 30's L2: 404 not_found before).
+        // A mount point the session's own /sys lacks, found when its mounts are made, and one
+        // the host lacks (helper 30's L2: both 404 not_found before).
+        {"filesystem:\n  tmpfs: { /tmp: 1Mi, /sys/kernel/corral-nope: 1Mi }\n",
+         "filesystem.tmpfs: mount tmpfs on /sys/kernel/corral-nope"},
         {"namespaces:\n  pid: false\nfilesystem:\n  tmpfs: { /proc/sys/fs/corral-nope: 1Mi }\n",
          "mount point `/proc/sys/fs/corral-nope` does not exist"},
     };
