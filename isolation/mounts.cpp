@@ -90,15 +90,8 @@ class Builder {
 
     /// Makes sure `target` (inside path) exists as a directory or file to mount on.
     Status ensure_mount_point(const std::string& target, bool is_dir) {
-        const Placed* covering = nullptr;
-        for (const auto& p : placed_) {
-            if (p.target == target) return {};  // already a mount point
-            // The deepest mount covers the target; of two at the same path (a tmpfs over a
-            // host bind of /tmp) the later one is on top.
-            if (is_within(target, p.target) &&
-                (covering == nullptr || p.target.size() >= covering->target.size()))
-                covering = &p;
-        }
+        const Placed* covering = this->covering(target);
+        if (covering != nullptr && covering->target == target) return {};  // a mount point
         if (covering == nullptr || covering->corral_owned) {
             if (is_dir) {
                 add(Op::mkdir_parents, {}, new_path(target), "create mount point `" + target + "`");
@@ -309,7 +302,8 @@ class Builder {
     std::vector<Placed> placed_;
     std::vector<std::string> hidden_at_setup_;
 
-    /// The mount that shows `target`: the deepest, of two at one path the later.
+    /// The mount that shows `target`: the deepest, of two at one path (a tmpfs over a host bind
+    /// of /tmp) the later, which is on top.
     const Placed* covering(const std::string& target) const {
         const Placed* found = nullptr;
         for (const auto& p : placed_)
@@ -1097,9 +1091,9 @@ int detached_tmpfs(const char* mode, const char* size, unsigned attributes) noex
 /// Whether a new mount API call (open_tree, fsopen, move_mount) failed for not being there for
 /// us: an outer seccomp filter answering ENOSYS or EPERM (a kernel without them, before 5.2,
 /// lacks mount_setattr too, which the by-path way needs as well: there it still fails closed).
-/// The same mount is then made by path, as before the API was used: the path was just opened without following
-/// a link (open_in_kernel_filesystem), and at setup nothing else runs in this mount namespace, so
-/// it still names what was found.
+/// The same mount is then made by path, as before the API was used: the path was just opened
+/// without following a link (open_in_kernel_filesystem), and at setup nothing else runs in this
+/// mount namespace, so it still names what was found.
 bool mount_api_unavailable() noexcept { return errno == ENOSYS || errno == EPERM; }
 
 /// `source` bound read-only onto `target` by path (with its submounts when `recursive`).
