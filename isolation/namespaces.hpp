@@ -33,7 +33,8 @@ Status write_id_maps(pid_t child, IdMapping uid, IdMapping gid, bool deny_setgro
 
 /// A user namespace that exists only to carry a mapping (for an idmapped mount: the kernel takes
 /// the mapping from a user namespace fd). A short-lived helper process is cloned into a new user
-/// namespace, its maps are written, and its /proc/PID/ns/user is returned open.
+/// namespace (sharing our memory where clone3_on_stack exists, forked elsewhere), its maps are
+/// written, its /proc/PID/ns/user is returned open, and it is ended and reaped before return.
 Result<UniqueFd> make_mapping_namespace(IdMapping uid, IdMapping gid);
 
 /// Child side, after entering a user namespace (created or joined): switches to the namespace's

@@ -111,7 +111,7 @@ bool no_controllers_below(const Cgroup& group) {
 struct SessionResources {
     Cgroup instance;
     std::unique_ptr<SessionLimits> limits;
-    Cgroup holder_leaf;
+    Cgroup holder_leaf;  ///< `holder` below instance, or instance itself (set_up)
     Sandbox sandbox;
     Cgroup main_leaf;  ///< the command's: `main` below instance, or instance itself (set_up)
 };
@@ -157,8 +157,14 @@ Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& work
     res.limits = std::move(*limits);
     not_enforced = res.limits->not_enforced();
 
+    // Where no controller is enabled below the run's cgroup (the no-internal-process rule would
+    // forbid a process in it then), the holder lives in it and only the command gets a leaf of
+    // its own: the leaf is what stops the command's processes and leaves the holder. One cgroup
+    // fewer to make and remove on every sandboxed launch (issue 18).
+    const bool leafless = no_controllers_below(res.instance);
     if (Sandbox::needed(policy)) {
-        auto holder_leaf = res.instance.create_child("holder");
+        auto holder_leaf =
+            leafless ? res.instance.unowned_view() : res.instance.create_child("holder");
         if (!holder_leaf) return std::move(holder_leaf.error().context("create holder cgroup"));
         res.holder_leaf = std::move(*holder_leaf);
     }
@@ -168,11 +174,9 @@ Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& work
     res.sandbox = std::move(*sandbox);
 
     // Without a sandbox the command is the session's only occupant: it runs in the session's
-    // cgroup itself where no controller is enabled below it (which the no-internal-process rule
-    // would forbid), one cgroup fewer to make and remove on every launch (issue 18).
-    auto main_leaf = !res.sandbox.active() && no_controllers_below(res.instance)
-                         ? res.instance.unowned_view()
-                         : res.instance.create_child("main");
+    // cgroup itself where no controller is enabled below it, as the holder does with one.
+    auto main_leaf = !res.sandbox.active() && leafless ? res.instance.unowned_view()
+                                                       : res.instance.create_child("main");
     if (!main_leaf) return std::move(main_leaf.error().context("create command cgroup"));
     res.main_leaf = std::move(*main_leaf);
     return res;

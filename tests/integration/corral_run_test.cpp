@@ -24,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -349,6 +350,42 @@ TEST_F(CorralRun, SigtermToCorralIsForwardedAndEndsTheSession) {
     EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
     EXPECT_EQ(report()["status"], "killed");
     EXPECT_FALSE(process_alive(std::stoi(read("bg.pid"))));
+}
+
+// Where no controller is enabled below the run's cgroup, the namespace holder lives in the run's
+// cgroup itself and only the command gets a leaf (`main`): one cgroup fewer per sandboxed launch
+// (issue 18). Where one is (a pure v2 host with limits), the no-internal-process rule needs the
+// `holder` leaf as before. Either way the command is alone in its leaf (what stops its processes
+// must not stop the holder), and the holder is in the run's tree (cgroup.kill of it ends both).
+TEST_F(CorralRun, TheHolderSitsInTheRunsCgroupUnlessControllersAreEnabledBelowIt) {
+    std::string checked;
+    auto r = corral(
+        {"run", "--", "sh", "-c", "touch started; while [ ! -e checked ]; do sleep 0.05; done"},
+        [&](pid_t corral_pid) {
+            const std::string run = v2_own_ + "/corral-run-" + std::to_string(corral_pid);
+            for (int i = 0; i < 400 && !fs::exists(dir_ / "started"); ++i)
+                std::this_thread::sleep_for(std::chrono::milliseconds(25));
+            auto controllers = corral::read_file(run + "/cgroup.subtree_control");
+            auto in_run = corral::read_file(run + "/cgroup.procs");
+            auto in_main = corral::read_file(run + "/main/cgroup.procs");
+            auto in_holder = corral::read_file(run + "/holder/cgroup.procs");
+            std::ofstream(dir_ / "checked") << "";
+            ASSERT_TRUE(controllers && in_run && in_main) << "no run cgroup at " << run;
+            const bool enabled = controllers->find_first_not_of(" \n") != std::string::npos;
+            std::istringstream main_pids(*in_main);
+            std::vector<std::string> commands{std::istream_iterator<std::string>(main_pids), {}};
+            EXPECT_FALSE(commands.empty()) << "the command is not in its leaf";
+            if (enabled) {
+                EXPECT_TRUE(in_holder && !in_holder->empty()) << "controllers " << *controllers;
+                EXPECT_TRUE(in_run->empty()) << *in_run;
+            } else {
+                EXPECT_FALSE(fs::exists(run + "/holder")) << "a leaf made for the holder";
+                EXPECT_FALSE(in_run->empty()) << "the holder is not in the run's cgroup";
+            }
+            checked = "yes";
+        });
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(checked, "yes");
 }
 
 TEST_F(CorralRun, DefaultPresetDeniesPtraceMountUnshare) {
