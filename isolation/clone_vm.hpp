@@ -1,6 +1,7 @@
 #pragma once
 // clone3 with the child on a stack of its own, for children that share our address space
-// (CLONE_VM | CLONE_VFORK: launcher.cpp's launches that need no copy of corrald's memory).
+// (CLONE_VM | CLONE_VFORK: launcher.cpp's launches that need no copy of corrald's memory; CLONE_VM
+// alone: namespaces.cpp's idmap helper, on a stack of its caller's frame, not thread_child_stack).
 //
 // glibc 2.36 exports no clone3 wrapper, and a raw syscall(SYS_clone3) with CLONE_VM but no new
 // stack would have the child return into, and write over, the very stack frames the suspended

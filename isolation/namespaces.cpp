@@ -122,9 +122,10 @@ int wait_for_end_of_file(void* arg) noexcept {
 /// with for every page we write afterwards (issue 18: the forked helper cost a `default` run
 /// from a directory the sandbox's user does not own 0.16 ms). It executes nothing of ours but
 /// wait_for_end_of_file, and shares a non-dumpable memory (main() makes corral and corrald
-/// non-dumpable; nothing here changes credentials, which is what would make the kernel set it
-/// again), so only a host process that may already ptrace us may look into it, as into the
-/// forked helper's copy. nullopt: this kernel cannot clone3 that way; fork instead.
+/// non-dumpable; creating the namespace at clone time and writing its maps commit no new
+/// credentials, which is what would make the kernel set it again), so only a host process that
+/// may already ptrace us may look into it, as into the forked helper's copy (reviewed by
+/// helper 31). nullopt: clone3 is missing (ENOSYS; the fork below then fails alike).
 std::optional<Result<UniqueFd>> make_mapping_namespace_sharing_memory(IdMapping uid,
                                                                       IdMapping gid) {
 #if defined(__x86_64__)
@@ -154,11 +155,17 @@ std::optional<Result<UniqueFd>> make_mapping_namespace_sharing_memory(IdMapping 
         return Result<UniqueFd>(
             sys_error(clone_errno, "clone a user namespace for an idmapped mount"));
     }
-    PidRef helper(pid, UniqueFd(pidfd));
-    Result<UniqueFd> out = map_and_open(pid, uid, gid);
-    pipe->write_end.reset();  // end of file: the helper exits; the namespace lives on in our fd
-    (void)helper.wait();
-    return out;
+    // Gone before this frame (its stack) is, on every way out, an exception's included: SIGKILL
+    // (another process cloned meanwhile may hold a copy of the write end, so end of file alone
+    // might never come), then reaped. End of file is for our own death: it ends the helper then.
+    struct KilledAndReaped {
+        PidRef helper;
+        ~KilledAndReaped() {
+            (void)helper.send_signal(SIGKILL);
+            (void)helper.wait();
+        }
+    } ending{PidRef(pid, UniqueFd(pidfd))};
+    return map_and_open(pid, uid, gid);
 #else
     (void)uid;
     (void)gid;

@@ -3,6 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
+  lld                 # links the static corral with its text order (supervisor/CMakeLists.txt)
   libseccomp-dev libcap-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev
   libsystemd-dev
   # libnftables: the transparent egress path programs each isolated session's namespace with it.
