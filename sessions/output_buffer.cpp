@@ -14,9 +14,7 @@ void OutputBuffer::grow_for(std::size_t incoming) {
     if (wanted <= storage_.size()) return;
     std::size_t next = std::max<std::size_t>(storage_.size() * 2, 4096);
     next = std::min(cap_, std::max(next, wanted));
-    std::vector<char> bigger;
-    bigger.reserve(next);  // exact: capacity() is what tests and metrics see
-    bigger.resize(next);
+    LargeBuffer bigger(next);  // exact: its size is what tests and metrics see
     copy_out(0, size_, bigger.data());
     storage_ = std::move(bigger);
     head_ = 0;

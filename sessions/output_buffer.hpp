@@ -20,7 +20,9 @@
 //
 // Memory: storage grows on demand (geometrically) and never beyond `cap`, so thousands of quiet
 // processes with a 16 MiB cap cost almost nothing, and a process that writes gigabytes costs `cap`
-// plus the cap/2 head (which exists only once the stream has passed the cap).
+// plus the cap/2 head (which exists only once the stream has passed the cap). Storage of 2 MiB and
+// more is a mapping of its own on transparent huge pages where the host allows them
+// (base/large_buffer.hpp): every output byte is copied into it, and that copy is faster there.
 //
 // Thread-compatible: no internal locking (the daemon touches it from its one event-loop thread).
 
@@ -30,7 +32,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
+
+#include "base/large_buffer.hpp"
 
 namespace corral {
 
@@ -99,7 +102,7 @@ class OutputBuffer {
     /// The configured cap (policy limits.output).
     std::size_t cap() const { return cap_; }
     /// Bytes of storage currently allocated; never exceeds cap(). For tests and metrics.
-    std::size_t memory_capacity() const { return storage_.capacity(); }
+    std::size_t memory_capacity() const { return storage_.size(); }
 
     /// Up to `max` bytes from absolute `offset`. An offset before start_offset() reads from
     /// start_offset() and reports `skipped`; an offset at or beyond end_offset() returns no bytes
@@ -114,7 +117,7 @@ class OutputBuffer {
     Excerpt excerpt() const;
     /// Bytes of storage currently allocated (ring plus head): at most cap() + cap()/2.
     std::size_t memory_used() const {
-        return storage_.capacity() + (first_.empty() ? 0 : first_.capacity());
+        return storage_.size() + (first_.empty() ? 0 : first_.capacity());
     }
 
   private:
@@ -123,11 +126,11 @@ class OutputBuffer {
     void save_head(std::string_view incoming);
 
     std::size_t cap_;
-    std::vector<char> storage_;  // ring once size_ == storage_.size() == cap_
-    std::size_t head_ = 0;       // index in storage_ of the oldest retained byte
-    std::size_t size_ = 0;       // retained bytes
-    uint64_t total_ = 0;         // bytes ever appended
-    std::string first_;          // the first cap_/2 bytes, saved when the ring first drops
+    LargeBuffer storage_;   // ring once size_ == storage_.size() == cap_
+    std::size_t head_ = 0;  // index in storage_ of the oldest retained byte
+    std::size_t size_ = 0;  // retained bytes
+    uint64_t total_ = 0;    // bytes ever appended
+    std::string first_;     // the first cap_/2 bytes, saved when the ring first drops
 };
 
 }  // namespace corral

@@ -152,10 +152,8 @@ TEST(OutputBuffer, ExcerptIsTheWholeStreamUnderTheCap) {
 TEST(OutputBuffer, ExcerptKeepsHeadAndTailWhateverTheChunking) {
     // One write far beyond the cap, small writes that cross it, and a write that fills it exactly
     // and then one byte more: each must save the stream's own first bytes as the head.
-    for (std::vector<std::size_t> chunks : {std::vector<std::size_t>{100},
-                                            {3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
-                                            {16, 1},
-                                            {5, 40, 2}}) {
+    for (std::vector<std::size_t> chunks :
+         {std::vector<std::size_t>{100}, {3, 3, 3, 3, 3, 3, 3, 3, 3, 3}, {16, 1}, {5, 40, 2}}) {
         OutputBuffer buffer(16);
         uint64_t written = 0;
         for (std::size_t n : chunks) {
@@ -229,6 +227,28 @@ TEST(OutputBuffer, InPlaceWritesKeepOffsetsContentsAndTheHead) {
         EXPECT_EQ(in_place.excerpt().head, pattern(0, 8)) << chunk;
         EXPECT_EQ(in_place.excerpt().tail, appended.excerpt().tail) << chunk;
     }
+}
+
+TEST(OutputBuffer, ARingOnHugePagesKeepsTheSameBytes) {
+    // A cap past the huge page size: the storage grows from the heap into a mapping of its own
+    // (base/large_buffer.hpp) and wraps there; in place and appended agree byte for byte.
+    const std::size_t cap = LargeBuffer::huge_page_size() + 4096 * 3 + 5;
+    OutputBuffer in_place(cap), appended(cap);
+    const std::size_t chunk = 65536 + 17;  // wraps at a different position each round
+    uint64_t written = 0;
+    while (written < 3 * cap) {
+        const std::string bytes = pattern(written, chunk);
+        write_in_place(in_place, bytes);
+        appended.append(bytes);
+        written += chunk;
+    }
+    EXPECT_EQ(in_place.memory_capacity(), cap) << "exactly the cap, not the mapping's rounding";
+    EXPECT_EQ(in_place.start_offset(), written - cap);
+    EXPECT_EQ(in_place.contents(), pattern(written - cap, cap));
+    EXPECT_EQ(in_place.contents(), appended.contents());
+    EXPECT_EQ(in_place.excerpt().head, pattern(0, cap / 2));
+    const auto view = in_place.view(written - 100, 1000);
+    EXPECT_EQ(std::string(view.parts[0]) + std::string(view.parts[1]), pattern(written - 100, 100));
 }
 
 TEST(OutputBuffer, ViewsAreTheBytesReadWouldCopy) {
