@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdint>
 
 namespace corral {
 namespace {
@@ -103,7 +105,13 @@ pid_t clone3_on_stack(clone_args& args, int (*fn)(void*), void* arg) noexcept {
         errno = EINVAL;
         return -1;
     }
+    // Every signal blocked across the clone, so the child starts with all of them blocked: no
+    // handler of ours may run on its stack, in our memory, before fn has reset them. A raw call:
+    // glibc's sigprocmask leaves its internal 32 and 33 open.
+    uint64_t all = ~uint64_t{0}, ours = 0;
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &ours, sizeof all);
     const long result = corral_clone3_on_stack_raw(&args, sizeof args, fn, arg);
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &ours, nullptr, sizeof ours);
     if (result < 0) {
         errno = static_cast<int>(-result);
         return -1;

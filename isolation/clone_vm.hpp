@@ -49,7 +49,10 @@ Result<ChildStack> thread_child_stack();
 /// args.stack_size) and exits (SYS_exit, its thread group being itself) with fn's result. Returns
 /// the child's pid in the parent, -1 with errno on failure; never returns in the child. The
 /// caller fills args (flags, pidfd, cgroup, exit_signal, stack, stack_size). fn runs with the
-/// parent's registers but nothing of its stack: whatever it needs comes through arg.
+/// parent's registers but nothing of its stack: whatever it needs comes through arg. Every signal
+/// is blocked across the clone (a raw rt_sigprocmask, glibc's internal ones too) and the caller's
+/// mask restored after it: the child starts with all of them blocked, and unblocks what it wants
+/// once it has reset their dispositions.
 pid_t clone3_on_stack(clone_args& args, int (*fn)(void*), void* arg) noexcept;
 
 }  // namespace corral

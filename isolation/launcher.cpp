@@ -79,13 +79,11 @@ std::vector<int> planned_descriptors(const LaunchSpec& spec, std::initializer_li
 void keep_only_planned(const std::vector<int>& keep) noexcept {
     unsigned next = 3;
     for (int fd : keep) {
-        if (static_cast<unsigned>(fd) > next)
-            ::close_range(next, static_cast<unsigned>(fd) - 1, 0);
+        if (static_cast<unsigned>(fd) > next) ::close_range(next, static_cast<unsigned>(fd) - 1, 0);
         next = static_cast<unsigned>(fd) + 1;
     }
     ::close_range(next, ~0U, 0);
 }
-
 
 std::string_view env_value(const std::vector<std::string>& env, std::string_view key) {
     for (const auto& entry : env) {
@@ -546,18 +544,13 @@ std::optional<Result<PidRef>> start_child_sharing_memory(const LaunchSpec& spec,
     args.exit_signal = SIGCHLD;
     args.stack = reinterpret_cast<uintptr_t>(stack->base);
     args.stack_size = stack->size;
-    // Every signal blocked across the clone, as for a fork (launch_begin), and with a raw
-    // system call: glibc's sigprocmask leaves its internal 32 and 33 unblocked, whose handlers
-    // must not run in a child on our memory before it has reset them.
-    uint64_t all = ~uint64_t{0}, ours = 0;
     if (spec.setup_limit) {
         watched.limit = *spec.setup_limit;
         arm_setup_watchdog(watched);
     }
-    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &ours, sizeof all);
+    // Every signal blocked across the clone (clone3_on_stack does it), as for a fork.
     const pid_t pid = clone3_on_stack(args, shared_memory_child, &child);
     const int clone_errno = errno;
-    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &ours, nullptr, sizeof ours);
     std::optional<SetupDeadline> expired;
     if (spec.setup_limit) expired = disarm_setup_watchdog(watched);
     if (pid < 0) {

@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstddef>
-#include <optional>
 #include <string>
 
 #include "base/file_io.hpp"
@@ -96,10 +95,7 @@ struct HoldPipe {
 
 long raw_syscall3(long number, long a, long b, long c) noexcept {
     long ret = number;
-    asm volatile("syscall"
-                 : "+a"(ret)
-                 : "D"(a), "S"(b), "d"(c)
-                 : "rcx", "r11", "memory");
+    asm volatile("syscall" : "+a"(ret) : "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
     return ret;
 }
 
@@ -115,7 +111,6 @@ int wait_for_end_of_file(void* arg) noexcept {
     }
     return 0;
 }
-#endif
 
 /// A helper cloned into a new user namespace sharing our memory (CLONE_VM, on a small stack in
 /// this frame): no copy of our page tables, and none of the copy-on-write faults a fork leaves us
@@ -125,12 +120,11 @@ int wait_for_end_of_file(void* arg) noexcept {
 /// non-dumpable; creating the namespace at clone time and writing its maps commit no new
 /// credentials, which is what would make the kernel set it again), so only a host process that
 /// may already ptrace us may look into it, as into the forked helper's copy (reviewed by
-/// helper 31). nullopt: clone3 is missing (ENOSYS; the fork below then fails alike).
-std::optional<Result<UniqueFd>> make_mapping_namespace_sharing_memory(IdMapping uid,
-                                                                      IdMapping gid) {
-#if defined(__x86_64__)
+/// helper 31). No fallback to the forked helper: it clones with clone3 too, so where this clone
+/// fails (ENOSYS before Linux 5.3) that one would fail alike.
+Result<UniqueFd> make_mapping_namespace_sharing_memory(IdMapping uid, IdMapping gid) {
     auto pipe = make_pipe();
-    if (!pipe) return Result<UniqueFd>(std::move(pipe.error()));
+    if (!pipe) return std::move(pipe.error());
     const HoldPipe hold{pipe->read_end.get(), pipe->write_end.get()};
     // The helper's stack: it calls nothing but raw system calls and takes no signal (all
     // blocked), so a few KiB are plenty. It is gone (reaped below) before this frame is.
@@ -142,19 +136,11 @@ std::optional<Result<UniqueFd>> make_mapping_namespace_sharing_memory(IdMapping 
     args.exit_signal = SIGCHLD;
     args.stack = reinterpret_cast<uintptr_t>(stack.data());
     args.stack_size = stack.size();
-    // Every signal blocked across the clone and in the helper for good: no handler of ours ever
-    // runs on its stack. A raw call: glibc's sigprocmask leaves its internal 32 and 33 open.
-    uint64_t all = ~uint64_t{0}, ours = 0;
-    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &ours, sizeof all);
-    const pid_t pid =
-        clone3_on_stack(args, wait_for_end_of_file, const_cast<HoldPipe*>(&hold));
+    // The helper starts with every signal blocked (clone3_on_stack) and never unblocks one: no
+    // handler of ours ever runs on its stack.
+    const pid_t pid = clone3_on_stack(args, wait_for_end_of_file, const_cast<HoldPipe*>(&hold));
     const int clone_errno = errno;
-    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &ours, nullptr, sizeof ours);
-    if (pid < 0) {
-        if (clone_errno == ENOSYS || clone_errno == E2BIG) return std::nullopt;
-        return Result<UniqueFd>(
-            sys_error(clone_errno, "clone a user namespace for an idmapped mount"));
-    }
+    if (pid < 0) return sys_error(clone_errno, "clone a user namespace for an idmapped mount");
     // Gone before this frame (its stack) is, on every way out, an exception's included: SIGKILL
     // (another process cloned meanwhile may hold a copy of the write end, so end of file alone
     // might never come), then reaped. End of file is for our own death: it ends the helper then.
@@ -166,18 +152,15 @@ std::optional<Result<UniqueFd>> make_mapping_namespace_sharing_memory(IdMapping 
         }
     } ending{PidRef(pid, UniqueFd(pidfd))};
     return map_and_open(pid, uid, gid);
-#else
-    (void)uid;
-    (void)gid;
-    return std::nullopt;
-#endif
 }
+#endif
 
 }  // namespace
 
 Result<UniqueFd> make_mapping_namespace(IdMapping uid, IdMapping gid) {
-    if (clone_on_stack_available())
-        if (auto made = make_mapping_namespace_sharing_memory(uid, gid)) return std::move(*made);
+#if defined(__x86_64__)
+    if (clone_on_stack_available()) return make_mapping_namespace_sharing_memory(uid, gid);
+#endif
     return make_mapping_namespace_forked(uid, gid);
 }
 

@@ -7,14 +7,17 @@
 #include <linux/nsfs.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "base/file_io.hpp"
 #include "base/pipe.hpp"
+#include "isolation/clone_vm.hpp"
 #include "isolation/namespaces.hpp"
 
 namespace corral {
@@ -96,6 +99,25 @@ TEST_F(MappingNamespace, LeavesNoHelperAndNoDescriptorBehind) {
     EXPECT_EQ(open_descriptors(), descriptors_before);
     siginfo_t info{};
     EXPECT_EQ(::waitid(P_ALL, 0, &info, WEXITED | WNOHANG), -1) << "an unreaped child";
+}
+
+// What the helper sharing our memory is for (issue 18): a forked helper write-protects every page
+// of ours, and each page we write after the call takes a copy-on-write fault; one that shares
+// our memory leaves our page tables as they were. Pins which path ran: a sharing path that
+// quietly fell back to a fork fails here.
+TEST_F(MappingNamespace, SharingHelperLeavesOurPagesWritableWithoutFaults) {
+    if (!clone_on_stack_available()) GTEST_SKIP() << "the helper is forked on this build";
+    constexpr size_t kPages = 512;
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<char> memory(kPages * page, 1);  // every page touched, so present and writable
+    auto ns = make_mapping_namespace({0, 1879048300, 1}, {0, 1879048300, 1});
+    ASSERT_TRUE(ns) << ns.error().describe();
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_THREAD, &before);
+    for (size_t i = 0; i < kPages; ++i) memory[i * page] = 2;
+    ::getrusage(RUSAGE_THREAD, &after);
+    EXPECT_LT(after.ru_minflt - before.ru_minflt, 32)
+        << "writing " << kPages << " pages after the call faulted: our memory was copied";
 }
 
 // A host id asked for that the caller may not map is refused by the kernel and said so; the
