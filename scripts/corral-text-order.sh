@@ -111,9 +111,11 @@ corral_faults() {
   done
 }
 
-# The zygote's faults: a corrald of the tree with a pool of prepared `default` sessions serves
-# sessions of every tier (holders), runs, spawns and execs in them (launches) and a claim's first
-# run (a waiting child); every fault in the zygote's text, whichever of its forks took it, counts.
+# The zygote's faults: a corrald of the tree with a pool of two prepared `default` sessions
+# serves sessions of the other tiers (their holders), runs, spawns and execs in every one
+# (launches), and two claims of `default` from the pool (their waiting first processes; the
+# pool's refills make new holders while we record); every fault in the zygote's text, whichever
+# of its forks took it, counts.
 # Its text is at a random address (a static PIE, from a memfd): the zygote's maps give it.
 zygote_faults() {
   rm -rf "$work/state" "$work/d.sock"
@@ -143,7 +145,7 @@ def call(method, path, body=None):
 tiers = [{"policy": "default"}, {"policy": "strict"}]
 for name in ("tier-mount-pid.yaml", "tier-net.yaml"):
     tiers.append({"policyYaml": open(sys.argv[2] + "/tests/bench/policies/" + name).read()})
-for body in tiers + [{"policy": "default"}]:  # the last one is a claim: the pool's
+for body in tiers + [{"policy": "default"}]:  # both `default` ones are claims from the pool
     sid = call("POST", "/v1/sessions", body)["id"]
     base = "/v1/sessions/" + sid
     for _ in range(3):
