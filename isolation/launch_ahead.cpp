@@ -244,13 +244,14 @@ struct CallAfterFilter {
 /// O_RDONLY | O_CLOEXEC), which is how glibc's open() calls it; AT_FDCWD's upper half is glibc's
 /// to choose, so the directory is not taken as known), the rest of its confinement,
 /// its reports and its exit. A filter goes ahead only where it allows each of them whatever the
-/// unknown arguments; a policy that refuses or conditions any (a `deny: [setsid]`) has its filter
-/// installed at the command, as before.
+/// unknown arguments; a policy that refuses or conditions any (a `deny: [chdir]`) has its filter
+/// installed at the command, as before. No setsid: the child is in a session of its own from its
+/// birth (launcher.cpp, enter_session).
 const CallAfterFilter kCallsAfterFilterAhead[] = {
     {"sendmsg"}, {"sendto"}, {"recvmsg"}, {"recvfrom"}, {"poll"}, {"ppoll"},
     {"clock_gettime"}, {"read"}, {"write"}, {"close"}, {"close_range"}, {"fcntl"}, {"dup"},
     {"dup2"}, {"dup3"}, {"brk"}, {"mmap"}, {"munmap"}, {"mremap"}, {"mprotect"}, {"madvise"},
-    {"prctl"}, {"rt_sigprocmask"}, {"setsid"}, {"ioctl"}, {"chdir"}, {"prlimit64"}, {"capget"},
+    {"prctl"}, {"rt_sigprocmask"}, {"ioctl"}, {"chdir"}, {"prlimit64"}, {"capget"},
     {"capset"}, {"setgroups"}, {"setresgid"}, {"setresuid"}, {"landlock_restrict_self"},
     {"execve"}, {"exit_group"}, {"exit"},
     {"openat", {std::nullopt, std::nullopt, uint64_t{O_RDONLY | O_CLOEXEC}, uint64_t{0}}}};

@@ -120,6 +120,11 @@ Result<std::unique_ptr<LaunchZygote>> LaunchZygote::start_one(
         pid = ::fork();
         if (pid < 0) return sys_error("launch zygote: fork");
         if (pid == 0) {
+            // A session and process group of its own, and so its children's (holders, waiting
+            // children, commands until their own setsid): none of them is in corrald's group, which
+            // a terminal's ^C, ^Z or hang-up reaches, and which the kernel hangs up (corrald
+            // included) when it is orphaned while one of them is stopped.
+            ::setsid();
             // Holders are named as one cloned by corrald is: this thread's name (16 bytes).
             char holder_name[16] = "corrald";
             ::prctl(PR_GET_NAME, holder_name, 0, 0, 0);

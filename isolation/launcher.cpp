@@ -234,7 +234,7 @@ bool setup_extra_fd(const LaunchSpec& spec, int& report_fd) noexcept {
     if (!setup_stdio(spec)) child_fail(report_fd, "set up stdio", errno);
     if (spec.extra_fd >= 3 && !setup_extra_fd(spec, report_fd))
         child_fail(report_fd, "set up fd 3", errno);
-    if (spec.new_session && ::setsid() < 0) child_fail(report_fd, "setsid", errno);
+    // Already a session leader (enter_session), as TIOCSCTTY needs.
     if (spec.controlling_terminal && ::ioctl(0, TIOCSCTTY, 0) != 0)
         child_fail(report_fd, "TIOCSCTTY", errno);
     if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0)
@@ -306,6 +306,12 @@ void enter_session(const LaunchSpec& spec, const std::vector<int>& keep, int rep
     // execve then gives the child a fresh mm, whose dumpability the kernel sets from the new
     // program (setuid, unreadable) as for any exec.
     if (reached_execve == nullptr) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    // A session and process group of its own from its first step, not only from its execve: until
+    // then it is in its parent's (corrald's, the zygote's, corral's), where a terminal's ^C, ^Z
+    // and hang-up reach it, and where, stopped (a waiting child can wait for long), it makes
+    // corrald's group one with a stopped member, which the kernel hangs up with SIGHUP, corrald
+    // included, when the group is orphaned (corrald started from a shell that then exits).
+    if (spec.new_session && ::setsid() < 0) child_fail(report_fd, "setsid", errno);
     keep_only_planned(keep);
     reset_signals();
     if (release_fd >= 0) {  // fallback path: wait until the parent moved us into the cgroup

@@ -149,6 +149,10 @@ void drop_heap_copy(uintptr_t start) noexcept {
     // its PID 1. Non-dumpable (inherited from corrald/corral; repeated for other callers), so no
     // process of the session can read or write it through /proc/1/mem (issue 10.1).
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    // A session of its own, out of its caller's (corrald's or corral's, a terminal's): a
+    // terminal's ^C, ^Z and hang-up are not the session's PID 1's to receive, and it outlives
+    // corrald. A fresh child is never a group's leader, so setsid succeeds.
+    ::setsid();
     // Our copy of the parent's end would keep the read below from ever seeing EOF: a daemon
     // killed before it wrote the id maps would leave this holder blocked forever, holding copies
     // of every descriptor the daemon had (its listening socket, its clients' connections).

@@ -505,25 +505,29 @@ TEST_F(FirstProcessAhead, TheWaitingChildInstallsTheSessionsFilterAndTheFirstRun
 }
 
 // A policy that refuses a call the waiting child still makes after its filter would be installed
-// (setsid, for the command's own session) keeps its filter for the command's way, as before: the
-// child waits unfiltered, the first run starts, and the command is refused setsid as later ones
+// (chdir, into the command's working directory) keeps its filter for the command's way, as before:
+// the child waits unfiltered, the first run starts, and the command is refused chdir as later ones
 // are. Installed ahead, the filter would have failed the first run's set-up.
 TEST_F(FirstProcessAhead, AFilterRefusingACallOfTheChildsWayIsInstalledAtTheCommand) {
     ASSERT_NO_FATAL_FAILURE(start_with_policy(
-        "nosetsid", "name: nosetsid\nextends: default\nseccomp: { deny: [setsid] }\n"));
+        "nochdir", "name: nochdir\nextends: default\nseccomp: { deny: [chdir] }\n"));
     HttpClient& c = *client_;
-    const std::string id = claim(c, "nosetsid");
+    const std::string id = claim(c, "nochdir");
     ASSERT_FALSE(id.empty());
     const pid_t waiting = waiting_child(id);
     ASSERT_NE(waiting, 0);
     EXPECT_EQ(status_field(waiting, "Seccomp"), "0") << proc_text(waiting, "status");
     for (int run = 0; run < 2; ++run) {
         auto ran = c.post("/v1/sessions/" + id + "/run",
-                          {{"command", "setsid true 2>/dev/null; echo $?"}});
+                          {{"command", "cd / 2>/dev/null; echo $?; pwd"}});
         ASSERT_EQ(ran.status, 200u) << ran.body;
         EXPECT_EQ(ran.json()["status"], "exited") << ran.body;
-        EXPECT_NE(ran.json()["stdout"], "0\n") << "setsid refused, run " << run << ": " << ran.body;
-        EXPECT_EQ(ran.json()["seccomp"]["refused"], json({{"setsid", 1}})) << ran.body;
+        const std::string out = ran.json()["stdout"];
+        EXPECT_TRUE(out.rfind("0\n", 0) != 0 && out.ends_with("\n/workspace\n"))
+            << "chdir refused, in the working directory all the same, run " << run << ": "
+            << ran.body;
+        const json refused = ran.json()["seccomp"]["refused"];
+        EXPECT_TRUE(refused.size() == 1 && refused.contains("chdir")) << ran.body;
     }
     EXPECT_TRUE(gone_within(waiting, 5s)) << "the first run was the waiting child";
     EXPECT_EQ(c.del("/v1/sessions/" + id).status, 200u);

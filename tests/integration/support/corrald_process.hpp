@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/unique_fd.hpp"
 #include "http_client.hpp"
 #include "instance_leftovers.hpp"
 #include "isolation/cgroup.hpp"
@@ -62,10 +64,20 @@ inline bool corrald_can_run(std::string& why) {
     return true;
 }
 
+/// Who starts corrald: the test, as its child in its process group; or a shell that ends, as
+/// `corrald &` from a script or a terminal that is then closed: a process of a session of its own
+/// forks corrald into a process group of its own and stays until end_starting_shell(). The test,
+/// a child subreaper meanwhile, then inherits corrald (as init inherits a daemon whose shell
+/// exited), and corrald's process group is an orphaned one (POSIX), which the kernel hangs up
+/// (SIGHUP, SIGCONT) at that moment if any process in it is stopped.
+enum class StartedBy { test, shell_that_ends };
+
 class CorraldProcess {
   public:
     /// Prepares the directories and starts the daemon; check ready().
-    explicit CorraldProcess(std::vector<std::string> extra_args = {}) {
+    explicit CorraldProcess(std::vector<std::string> extra_args = {},
+                            StartedBy started_by = StartedBy::test)
+        : started_by_(started_by) {
         static int counter = 0;
         dir_ = test_support::make_temp_dir("corral-robust-test");
         instance_ = "corral-robust-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
@@ -84,7 +96,9 @@ class CorraldProcess {
         start();
     }
     ~CorraldProcess() {
+        end_starting_shell();  // corrald is ours to stop only once it is our child
         stop(std::chrono::seconds(30));
+        if (subreaper_set_) ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
         clean_up();
     }
     CorraldProcess(const CorraldProcess&) = delete;
@@ -94,19 +108,11 @@ class CorraldProcess {
     /// to log(), each start's appended.
     bool start() {
         ready_ = false;
-        pid_ = ::fork();
-        if (pid_ == 0) {
-            const int log =
-                ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-            if (log >= 0) {
-                ::dup2(log, 1);
-                ::dup2(log, 2);
-            }
-            std::vector<char*> argv;
-            for (auto& a : args_) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            ::execv(argv[0], argv.data());
-            ::_exit(127);
+        if (started_by_ == StartedBy::shell_that_ends) {
+            if (!start_from_a_shell()) return false;
+        } else {
+            pid_ = ::fork();
+            if (pid_ == 0) exec_corrald();
         }
         HttpClient probe = client();
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -126,6 +132,14 @@ class CorraldProcess {
         return false;
     }
     bool ready() const { return ready_; }
+    /// StartedBy::shell_that_ends: the shell exits and is reaped; corrald is the test's child
+    /// from then on. Does nothing otherwise, or a second time.
+    void end_starting_shell() {
+        if (shell_ <= 0) return;
+        shell_release_ = UniqueFd();  // the shell reads end-of-file and exits
+        ::waitpid(shell_, nullptr, 0);
+        shell_ = -1;
+    }
     /// The command line start() uses (tests that restart with other options change it).
     std::vector<std::string>& arguments() { return args_; }
     pid_t pid() const { return pid_; }
@@ -208,6 +222,59 @@ class CorraldProcess {
     std::vector<std::string> v1_cgroups() const { return instance_v1_cgroups(host_, instance_); }
 
   private:
+    [[noreturn]] void exec_corrald() {
+        const int log = ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (log >= 0) {
+            ::dup2(log, 1);
+            ::dup2(log, 2);
+        }
+        std::vector<char*> argv;
+        for (auto& a : args_) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+
+    /// StartedBy::shell_that_ends: the shell (a session leader) forks corrald into a process
+    /// group of its own, says its pid, and waits for end_starting_shell().
+    bool start_from_a_shell() {
+        if (!subreaper_set_) {
+            if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) return false;
+            subreaper_set_ = true;
+        }
+        int said[2], release[2];
+        if (::pipe2(said, O_CLOEXEC) != 0) return false;
+        UniqueFd said_read(said[0]), said_write(said[1]);
+        if (::pipe2(release, O_CLOEXEC) != 0) return false;
+        UniqueFd release_read(release[0]);
+        shell_release_ = UniqueFd(release[1]);
+        shell_ = ::fork();
+        if (shell_ < 0) return false;
+        if (shell_ == 0) {
+            shell_release_ = UniqueFd();
+            ::setsid();
+            const pid_t corrald = ::fork();
+            if (corrald == 0) {
+                ::setpgid(0, 0);  // a job of its own, as a shell with job control starts one
+                exec_corrald();
+            }
+            (void)!::write(said_write.get(), &corrald, sizeof corrald);
+            char ignored;
+            while (::read(release_read.get(), &ignored, 1) < 0 && errno == EINTR) {
+            }
+            ::_exit(0);
+        }
+        said_write = UniqueFd();
+        release_read = UniqueFd();
+        pid_t corrald = -1;
+        if (::read(said_read.get(), &corrald, sizeof corrald) != sizeof corrald || corrald <= 0) {
+            end_starting_shell();
+            return false;
+        }
+        pid_ = corrald;
+        return true;
+    }
+
     /// Cgroups in the tree at `dir` (itself included); adds its processes to `processes`.
     static size_t count_tree(const std::string& dir, size_t& processes) {
         std::ifstream procs(dir + "/cgroup.procs");
@@ -268,6 +335,10 @@ class CorraldProcess {
     pid_t pid_ = -1;
     int exit_status_ = -1;
     bool ready_ = false;
+    StartedBy started_by_ = StartedBy::test;
+    pid_t shell_ = -1;          ///< StartedBy::shell_that_ends, until end_starting_shell()
+    UniqueFd shell_release_;    ///< closing it ends the shell
+    bool subreaper_set_ = false;
 };
 
 }  // namespace corral::testing
