@@ -1,6 +1,7 @@
 #include "base/large_buffer.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <new>
@@ -41,15 +42,15 @@ LargeBuffer::LargeBuffer(std::size_t size) : size_(size) {
     const auto start = reinterpret_cast<std::uintptr_t>(mapped);
     const std::uintptr_t aligned = (start + huge - 1) & ~(huge - 1);
     const std::size_t before = aligned - start;
-    const std::size_t kept = (size + 4095) & ~std::size_t{4095};
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t kept = (size + page - 1) & ~(page - 1);
     if (before > 0) ::munmap(mapped, before);
     if (whole - before > kept)
         ::munmap(reinterpret_cast<void*>(aligned + kept), whole - before - kept);
-    mapped_ = reinterpret_cast<void*>(aligned);
+    data_ = reinterpret_cast<char*>(aligned);
     mapped_size_ = kept;
-    data_ = static_cast<char*>(mapped_);
     // Best effort: a kernel without THP (or with it "never") says EINVAL and the pages are small.
-    advised_ = ::madvise(mapped_, mapped_size_, MADV_HUGEPAGE) == 0;
+    advised_ = ::madvise(data_, mapped_size_, MADV_HUGEPAGE) == 0;
 }
 
 LargeBuffer::~LargeBuffer() {
@@ -59,7 +60,6 @@ LargeBuffer::~LargeBuffer() {
 LargeBuffer::LargeBuffer(LargeBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      mapped_(std::exchange(other.mapped_, nullptr)),
       mapped_size_(std::exchange(other.mapped_size_, 0)),
       advised_(std::exchange(other.advised_, false)) {}
 
@@ -68,7 +68,6 @@ LargeBuffer& LargeBuffer::operator=(LargeBuffer&& other) noexcept {
         release();
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
-        mapped_ = std::exchange(other.mapped_, nullptr);
         mapped_size_ = std::exchange(other.mapped_size_, 0);
         advised_ = std::exchange(other.advised_, false);
     }
@@ -76,12 +75,11 @@ LargeBuffer& LargeBuffer::operator=(LargeBuffer&& other) noexcept {
 }
 
 void LargeBuffer::release() noexcept {
-    if (mapped_ != nullptr)
-        ::munmap(mapped_, mapped_size_);
+    if (mapped_size_ != 0)
+        ::munmap(data_, mapped_size_);
     else
         delete[] data_;
     data_ = nullptr;
-    mapped_ = nullptr;
     size_ = mapped_size_ = 0;
     advised_ = false;
 }

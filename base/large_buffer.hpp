@@ -9,6 +9,10 @@
 //
 // Memory: the mapping is only reserved; pages (huge or not) are allocated as they are first
 // written, so a large ring that is never filled costs what it holds, rounded up to 2 MiB.
+//
+// Zeroed on the heap too, though the ring writes every byte before it reads it: heap bytes may
+// hold what an earlier allocation left (another session's output, a token), and a reader of a
+// byte not yet written, a bug some day, must find zeroes and not those.
 
 #include <cstddef>
 
@@ -30,7 +34,7 @@ class LargeBuffer {
     std::size_t size() const { return size_; }
     bool empty() const { return size_ == 0; }
     /// Whether the bytes are a mapping advised to use huge pages (for tests).
-    bool huge_page_advised() const { return mapped_ != nullptr && advised_; }
+    bool huge_page_advised() const { return mapped_size_ != 0 && advised_; }
 
     /// The size from which a buffer is mapped on its own: the host's transparent huge page size
     /// (/sys/kernel/mm/transparent_hugepage/hpage_pmd_size), 2 MiB when it cannot be read.
@@ -41,8 +45,7 @@ class LargeBuffer {
 
     char* data_ = nullptr;
     std::size_t size_ = 0;
-    void* mapped_ = nullptr;  // the whole mapping (data_ is aligned inside it); null: heap
-    std::size_t mapped_size_ = 0;
+    std::size_t mapped_size_ = 0;  // the mapping's length, from data_; 0: the bytes are the heap's
     bool advised_ = false;
 };
 

@@ -103,6 +103,8 @@ class OutputBuffer {
     std::size_t cap() const { return cap_; }
     /// Bytes of storage currently allocated; never exceeds cap(). For tests and metrics.
     std::size_t memory_capacity() const { return storage_.size(); }
+    /// Whether the bytes are a mapping advised to use huge pages (base/large_buffer.hpp).
+    bool memory_on_huge_pages() const { return storage_.huge_page_advised(); }
 
     /// Up to `max` bytes from absolute `offset`. An offset before start_offset() reads from
     /// start_offset() and reports `skipped`; an offset at or beyond end_offset() returns no bytes

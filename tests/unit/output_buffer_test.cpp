@@ -243,6 +243,10 @@ TEST(OutputBuffer, ARingOnHugePagesKeepsTheSameBytes) {
         written += chunk;
     }
     EXPECT_EQ(in_place.memory_capacity(), cap) << "exactly the cap, not the mapping's rounding";
+    // On the huge-page mapping wherever the host gives one to a buffer of that size (false on
+    // both sides where THP is absent or "never").
+    EXPECT_EQ(in_place.memory_on_huge_pages(),
+              LargeBuffer(LargeBuffer::huge_page_size()).huge_page_advised());
     EXPECT_EQ(in_place.start_offset(), written - cap);
     EXPECT_EQ(in_place.contents(), pattern(written - cap, cap));
     EXPECT_EQ(in_place.contents(), appended.contents());
