@@ -90,7 +90,8 @@ TEST_F(DaemonProcessGroups, EverythingCorraldStartsLeadsASessionOfItsOwn) {
     HttpClient& c = *client_;
     const pid_t daemon = daemon_->pid();
     const GroupAndSession corrald = group_and_session(daemon);
-    ASSERT_GT(corrald.session, 0);
+    // 0 where corrald's ancestors never made a session (the pure-v2 VM runs tests under init's).
+    ASSERT_GE(corrald.session, 0) << proc_text(daemon, "stat");
 
     const std::string id = claim(c);
     ASSERT_FALSE(id.empty());
