@@ -147,9 +147,10 @@ bool same_filter(const Confinement* ahead, const Confinement& command) {
     const DroppedBoundingSet bounding = drop_bounding_set_ahead(spec, go);
     if (go > 3) ::close_range(3, static_cast<unsigned>(go) - 1, 0);
     ::close_range(static_cast<unsigned>(go) + 1, ~0U, 0);
-    // Every signal blocked while it waits: it is still in corrald's session and process group,
-    // where a terminal's ^Z or ^C would stop or end every waiting child. The command gets the
-    // empty mask back (what enter_session left) before anything of it runs.
+    // Every signal blocked while it waits: nothing but corrald's end closing or its command may
+    // end it (it leads a session of its own, out of any terminal's reach, but a stray signal of
+    // the session's root user would do). The command gets the empty mask back (what
+    // enter_session left) before anything of it runs.
     const uint64_t all = ~uint64_t{0}, none = 0;
     ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, nullptr, sizeof all);
     warm_memory();
@@ -240,13 +241,13 @@ struct CallAfterFilter {
 
 /// The calls the waiting child may make once its filter is installed (wait_for_command's rest and
 /// become_command, until execve): receiving its command and its allocations, the descriptors' and
-/// the terminal's set-up (/dev/null for a stdin it was not given: openat(AT_FDCWD, path,
-/// O_RDONLY | O_CLOEXEC), which is how glibc's open() calls it; AT_FDCWD's upper half is glibc's
-/// to choose, so the directory is not taken as known), the rest of its confinement,
-/// its reports and its exit. A filter goes ahead only where it allows each of them whatever the
-/// unknown arguments; a policy that refuses or conditions any (a `deny: [chdir]`) has its filter
-/// installed at the command, as before. No setsid: the child is in a session of its own from its
-/// birth (launcher.cpp, enter_session).
+/// the terminal's set-up (/dev/null for a stdin it was not given: openat(AT_FDCWD, path, O_RDONLY |
+/// O_CLOEXEC | O_NOCTTY), which is how glibc's open() calls it; AT_FDCWD's upper half is glibc's to
+/// choose, so the directory is not taken as known), the rest of its confinement, its reports and
+/// its exit. A filter goes ahead only where it allows each of them whatever the unknown arguments;
+/// a policy that refuses or conditions any (a `deny: [chdir]`) has its filter installed at the
+/// command, as before. No setsid: the child is in a session of its own from its birth
+/// (launcher.cpp, enter_session).
 const CallAfterFilter kCallsAfterFilterAhead[] = {
     {"sendmsg"}, {"sendto"}, {"recvmsg"}, {"recvfrom"}, {"poll"}, {"ppoll"},
     {"clock_gettime"}, {"read"}, {"write"}, {"close"}, {"close_range"}, {"fcntl"}, {"dup"},
@@ -254,7 +255,8 @@ const CallAfterFilter kCallsAfterFilterAhead[] = {
     {"prctl"}, {"rt_sigprocmask"}, {"ioctl"}, {"chdir"}, {"prlimit64"}, {"capget"},
     {"capset"}, {"setgroups"}, {"setresgid"}, {"setresuid"}, {"landlock_restrict_self"},
     {"execve"}, {"exit_group"}, {"exit"},
-    {"openat", {std::nullopt, std::nullopt, uint64_t{O_RDONLY | O_CLOEXEC}, uint64_t{0}}}};
+    {"openat",
+     {std::nullopt, std::nullopt, uint64_t{O_RDONLY | O_CLOEXEC | O_NOCTTY}, uint64_t{0}}}};
 
 }  // namespace
 
@@ -281,6 +283,7 @@ LaunchSpec ahead_part(const LaunchSpec& spec, Confinement& ahead) {
     part.v1_join_fds = spec.v1_join_fds;
     part.namespace_holder_pidfd = spec.namespace_holder_pidfd;
     part.namespace_flags = spec.namespace_flags;
+    part.new_session = true;  // made as it enters: launch_waiting() takes no command without one
     part.stdout_fd = -1;
     part.stderr_fd = -1;
     const Confinement* c = spec.confinement;
@@ -333,6 +336,9 @@ Result<WaitingLaunch> start_waiting_launch(const LaunchSpec& spec) {
 
 std::optional<PendingLaunch> launch_waiting(WaitingLaunch& waiting, const LaunchSpec& spec) {
     if (!waiting.go.valid() || !waiting.child.valid()) return std::nullopt;
+    // It made its session when it entered (enter_session, as ahead_part() asks): a command that
+    // must stay in its caller's cannot be it.
+    if (!spec.new_session) return std::nullopt;
     // Gone already (its pidfd is readable once it exited), or not (yet) in its session.
     pollfd exited{waiting.child.pidfd(), POLLIN, 0};
     if (exited.fd < 0 || ::poll(&exited, 1, 0) != 0) return std::nullopt;

@@ -10,28 +10,28 @@
 // waited for a new session's first run. Done while the session is prepared, none of it is on the
 // client's path; what is left is one message to the waiting child.
 //
-// Its way: the zygote clones it as it clones a launch's child (CLONE_PARENT, born in the leaf
-// with every signal blocked, in the holder's pid namespace) and it runs the same first half as
-// every launched child (launcher.cpp: enter_session): non-dumpable, every descriptor closed but
-// the session's and its end of `go` (a SOCK_SEQPACKET socket pair with corrald), signals reset,
-// the v1 cgroups and the session's namespaces joined, root of the session's user namespace,
-// non-dumpable again. Then it drops the capability bounding set its session's confinement asks
-// for (~40 prctl calls, the first step of apply_confinement; the command's confinement skips that
-// step when it asks for the same set and drops again otherwise: a bounding set only shrinks, so
-// the command never keeps more than its own confinement allows), closes the session's
-// descriptors too, blocks every signal, installs its session's seccomp filter with no_new_privs
-// (the last step of apply_confinement, ~0.1 ms of the kernel's: it converts, JIT-compiles and
-// emulates the program for every syscall number), says so on `go` (one byte, which corrald
-// requires before it hands a command over: a child that failed to enter wrote its failure there
-// instead, one still entering has written nothing; the filter's listener comes with it), and
-// waits on `go`. The filter goes ahead only where it allows every call the child still makes up
-// to execve (filter_may_go_ahead), and the child takes only a command confined by that same
-// filter (corrald compares them first; the child checks again and refuses another): a filter only
-// restricts, and the command is confined by exactly its own. The launch
-// message (launch_message.hpp, without the session's part, which it has already joined) and the
-// write end of the launch's report channel arrive there, and it runs the same second half as every
-// launched child (become_command: stdio, cwd, confinement, execve), reporting the same way. If
-// corrald closes `go` (the session ended, corrald stopped) it exits with 0 and nothing else.
+// Its way: the zygote clones it as it clones a launch's child (CLONE_PARENT, born in the leaf with
+// every signal blocked, in the holder's pid namespace) and it runs the same first half as every
+// launched child (launcher.cpp: enter_session): a session of its own (setsid), non-dumpable, every
+// descriptor closed but the session's and its end of `go` (a SOCK_SEQPACKET socket pair with
+// corrald), signals reset, the v1 cgroups and the session's namespaces joined, root of the
+// session's user namespace, non-dumpable again. Then it drops the capability bounding set its
+// session's confinement asks for (~40 prctl calls, the first step of apply_confinement; the
+// command's confinement skips that step when it asks for the same set and drops again otherwise: a
+// bounding set only shrinks, so the command never keeps more than its own confinement allows),
+// closes the session's descriptors too, blocks every signal, installs its session's seccomp filter
+// with no_new_privs (the last step of apply_confinement, ~0.1 ms of the kernel's: it converts,
+// JIT-compiles and emulates the program for every syscall number), says so on `go` (one byte, which
+// corrald requires before it hands a command over: a child that failed to enter wrote its failure
+// there instead, one still entering has written nothing; the filter's listener comes with it), and
+// waits on `go`. The filter goes ahead only where it allows every call the child still makes up to
+// execve (filter_may_go_ahead), and the child takes only a command confined by that same filter
+// (corrald compares them first; the child checks again and refuses another): a filter only
+// restricts, and the command is confined by exactly its own. The launch message
+// (launch_message.hpp, without the session's part, which it has already joined) and the write end
+// of the launch's report channel arrive there, and it runs the same second half as every launched
+// child (become_command: stdio, cwd, confinement, execve), reporting the same way. If corrald
+// closes `go` (the session ended, corrald stopped) it exits with 0 and nothing else.
 //
 // Security: it is a launch's child that waits between its two halves, so it holds what one holds
 // there and no more: nothing of corrald's table (keep_only_planned, before it joins anything), no

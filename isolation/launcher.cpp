@@ -135,7 +135,9 @@ std::vector<char*> c_array(const std::vector<std::string>& strings) {
 bool setup_stdio(const LaunchSpec& spec) noexcept {
     int sources[3] = {spec.stdin_fd, spec.stdout_fd, spec.stderr_fd};
     if (sources[0] < 0) {
-        sources[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        // O_NOCTTY: a session leader without a terminal (enter_session) that opens one acquires
+        // it, and /dev/null is whatever the session's mount namespace has there.
+        sources[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (sources[0] < 0) return false;
     }
     for (int i = 0; i < 3; ++i) {

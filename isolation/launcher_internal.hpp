@@ -14,13 +14,13 @@ namespace corral::launcher_internal {
 using AfterEntering = void (*)(const LaunchSpec& spec, int own_fd) noexcept;
 
 /// Clones a child of `spec`'s session part only (cgroup_fd, v1_join_fds, namespace_holder_pidfd,
-/// namespace_flags, clone_parent, and what of the confinement a child may apply ahead,
-/// launch_ahead.hpp; the command's fields are not read): born in the cgroup with
-/// every signal blocked, non-dumpable, it keeps only `own_fd` and the session's descriptors,
-/// joins the v1 cgroups and the session's namespaces as launch_begin()'s child does, and then
-/// runs `then(spec, own_fd)`. A failure to enter is reported on `own_fd` (a report channel's write
-/// end, child_report.hpp), and the child exits with 127. For a single-threaded caller only (the
-/// launch zygote): the child allocates afterwards.
+/// namespace_flags, clone_parent, new_session (its setsid comes first), and what of the confinement
+/// a child may apply ahead, launch_ahead.hpp; the command's fields are not read): born in the
+/// cgroup with every signal blocked, non-dumpable, it keeps only `own_fd` and the session's
+/// descriptors, joins the v1 cgroups and the session's namespaces as launch_begin()'s child does,
+/// and then runs `then(spec, own_fd)`. A failure to enter is reported on `own_fd` (a report
+/// channel's write end, child_report.hpp), and the child exits with 127. For a single-threaded
+/// caller only (the launch zygote): the child allocates afterwards.
 Result<PidRef> start_session_child(const LaunchSpec& spec, int own_fd, AfterEntering then);
 
 /// In a child that has entered its session (start_session_child) and may allocate: the rest of a

@@ -56,7 +56,7 @@ void release_descriptors(const HolderPlan& plan) noexcept {
     // Out of the way first: with a closed stdin a kept one may itself be fd 0..5.
     int moved[3];
     for (int i = 0; i < 3; ++i) moved[i] = kept[i] >= 0 ? ::fcntl(kept[i], F_DUPFD, 64) : -1;
-    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);  // a session leader's open
     if (null >= 0) {
         for (int i = 0; i < 3; ++i) ::dup2(null, i);
     }

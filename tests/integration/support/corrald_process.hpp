@@ -96,9 +96,7 @@ class CorraldProcess {
         start();
     }
     ~CorraldProcess() {
-        end_starting_shell();  // corrald is ours to stop only once it is our child
-        stop(std::chrono::seconds(30));
-        if (subreaper_set_) ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+        stop(std::chrono::seconds(30));  // ends the starting shell first
         clean_up();
     }
     CorraldProcess(const CorraldProcess&) = delete;
@@ -108,6 +106,7 @@ class CorraldProcess {
     /// to log(), each start's appended.
     bool start() {
         ready_ = false;
+        end_starting_shell();  // a previous start's
         if (started_by_ == StartedBy::shell_that_ends) {
             if (!start_from_a_shell()) return false;
         } else {
@@ -127,6 +126,7 @@ class CorraldProcess {
                 exit_status_ = status;
                 return false;
             }
+            if (shell_ > 0 && ended_before_its_shell()) return false;
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
         return false;
@@ -135,10 +135,15 @@ class CorraldProcess {
     /// StartedBy::shell_that_ends: the shell exits and is reaped; corrald is the test's child
     /// from then on. Does nothing otherwise, or a second time.
     void end_starting_shell() {
-        if (shell_ <= 0) return;
-        shell_release_ = UniqueFd();  // the shell reads end-of-file and exits
-        ::waitpid(shell_, nullptr, 0);
-        shell_ = -1;
+        if (shell_ > 0) {
+            shell_release_ = UniqueFd();  // the shell reads end-of-file and exits
+            ::waitpid(shell_, nullptr, 0);
+            shell_ = -1;
+        }
+        // corrald is our child now; nothing else of it is to come back to us (were corrald hung
+        // up, its zygote and holders would be reparented here and never reaped).
+        if (subreaper_set_ && ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) == 0)
+            subreaper_set_ = false;
     }
     /// The command line start() uses (tests that restart with other options change it).
     std::vector<std::string>& arguments() { return args_; }
@@ -146,6 +151,7 @@ class CorraldProcess {
 
     /// kill -9, as a crash would; reaps it.
     void kill_hard() {
+        end_starting_shell();  // corrald is ours to reap only once it is our child
         if (pid_ <= 0) return;
         ::kill(pid_, SIGKILL);
         ::waitpid(pid_, &exit_status_, 0);
@@ -153,6 +159,7 @@ class CorraldProcess {
     }
     /// SIGTERM, then wait (SIGKILL after `bound`); returns the wait status.
     int stop(std::chrono::seconds bound) {
+        end_starting_shell();
         if (pid_ <= 0) return exit_status_;
         ::kill(pid_, SIGTERM);
         const auto deadline = std::chrono::steady_clock::now() + bound;
@@ -223,7 +230,8 @@ class CorraldProcess {
 
   private:
     [[noreturn]] void exec_corrald() {
-        const int log = ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        const int log =
+            ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (log >= 0) {
             ::dup2(log, 1);
             ::dup2(log, 2);
@@ -233,6 +241,23 @@ class CorraldProcess {
         argv.push_back(nullptr);
         ::execv(argv[0], argv.data());
         ::_exit(127);
+    }
+
+    /// Whether corrald, still the starting shell's child (not ours to wait for), has ended: its
+    /// pid gone or a zombie. The shell is ended then, so that corrald is reaped and its status kept.
+    bool ended_before_its_shell() {
+        const std::string stat = [&] {
+            std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+            return std::string(std::istreambuf_iterator<char>(in), {});
+        }();
+        const auto name_end = stat.rfind(')');
+        if (!stat.empty() && name_end != std::string::npos && name_end + 2 < stat.size() &&
+            stat[name_end + 2] != 'Z')
+            return false;
+        end_starting_shell();  // corrald (a zombie or gone to the shell's reaping) comes to us
+        ::waitpid(pid_, &exit_status_, WNOHANG);
+        pid_ = -1;
+        return true;
     }
 
     /// StartedBy::shell_that_ends: the shell (a session leader) forks corrald into a process
