@@ -11,7 +11,11 @@ Error& Error::context(std::string_view what) {
 
 std::string errno_name(int code) {
     if (const char* name = strerrorname_np(code)) return name;
-    return "E" + std::to_string(code);
+    // Not `"E" + std::to_string(code)`: GCC 12 warns (-Wrestrict, a false positive of its own in
+    // Release builds, GCC bug 105329) on a literal prepended to a temporary string.
+    std::string name = std::to_string(code);
+    name.insert(name.begin(), 'E');
+    return name;
 }
 
 std::string Error::describe() const {
