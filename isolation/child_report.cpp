@@ -42,9 +42,9 @@ struct ReportMessage {
 
 }  // namespace
 
-void write_failure_report(int fd, const char* step, int error) noexcept {
+void write_failure_report(int fd, const char* step, int error, ChildReport::Kind kind) noexcept {
     ChildReport report;
-    report.kind = ChildReport::failure;
+    report.kind = kind;
     report.error = error;
     size_t i = 0;
     for (; step != nullptr && step[i] != '\0' && i + 1 < sizeof report.step; ++i)

@@ -16,15 +16,18 @@ namespace corral {
 
 /// One fixed-size message over a CLOEXEC pipe (smaller than PIPE_BUF, so each write is atomic).
 struct ChildReport {
-    enum Kind : int { failure = 1, ready = 3, listener = 4 };
+    /// policy_path_failure: a failure of a step placing a path the policy named (MountOp's
+    /// policy_path), which the parent may take for the policy's error rather than the host's.
+    enum Kind : int { failure = 1, ready = 3, listener = 4, policy_path_failure = 5 };
     int kind = 0;
     int error = 0;        ///< errno of the failed step
     pid_t pid = -1;       ///< ready: the sender
     char step[244] = {};  ///< NUL-terminated step name, truncated if longer
 };
 
-/// Child side: writes a failure report (step + errno). Async-signal-safe.
-void write_failure_report(int fd, const char* step, int error) noexcept;
+/// Child side: writes a failure report (step + errno) of `kind` (a failure kind). Async-signal-safe.
+void write_failure_report(int fd, const char* step, int error,
+                          ChildReport::Kind kind = ChildReport::failure) noexcept;
 /// Child side: writes a report of `kind` carrying `pid`. Async-signal-safe.
 void write_report(int fd, ChildReport::Kind kind, pid_t pid) noexcept;
 /// Parent side: reads one report; nullopt at end of file (the writer exec'd or died).

@@ -348,6 +348,7 @@ Result<std::string> encode_holder(const HolderPlan& plan, int cgroup_fd, std::sp
         out.text(op.step);
         out.value(indexer.index(op.fd, "mount op tree"));
         out.value(static_cast<uint8_t>(op.optional));
+        out.value(static_cast<uint8_t>(op.policy_path));
         out.value(static_cast<uint64_t>(op.expect_dev));
         out.value(static_cast<uint64_t>(op.expect_ino));
     }
@@ -377,7 +378,7 @@ Result<std::unique_ptr<DecodedHolder>> decode_holder(std::string_view bytes,
     // Each op is at least its fixed fields: a count beyond what the bytes can hold is refused
     // before anything is allocated for it.
     const uint32_t count = in.value<uint32_t>("mount ops");
-    constexpr size_t kSmallestOp = 4 + 3 * 4 + 8 + 1 + 4 + 4 + 1 + 8 + 8;
+    constexpr size_t kSmallestOp = 4 + 3 * 4 + 8 + 1 + 4 + 4 + 1 + 1 + 8 + 8;
     if (in.failed() == nullptr && count > in.remaining() / kSmallestOp) in.fail("mount ops");
     const char* bad_kind = nullptr;
     // Read in place: no copy of an op's text left behind by a vector that grew (the zygote
@@ -397,6 +398,7 @@ Result<std::unique_ptr<DecodedHolder>> decode_holder(std::string_view bytes,
         op.step = in.text("mount op step");
         op.fd = descriptors.descriptor("mount op tree");
         op.optional = in.value<uint8_t>("mount op optional") != 0;
+        op.policy_path = in.value<uint8_t>("mount op policy path") != 0;
         op.expect_dev = static_cast<dev_t>(in.value<uint64_t>("mount op expected device"));
         op.expect_ino = static_cast<ino_t>(in.value<uint64_t>("mount op expected inode"));
     }

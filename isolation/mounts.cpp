@@ -78,10 +78,10 @@ class Builder {
     /// synthetic root.
     bool needs_synthetic_root = false;
 
-    void add(Op kind, std::string source, std::string target, std::string step,
-             unsigned long flags = 0, bool recursive = false, std::string data = {}) {
-        ops.push_back(MountOp{kind, std::move(source), std::move(target), std::move(data), flags,
-                              recursive, std::move(step)});
+    MountOp& add(Op kind, std::string source, std::string target, std::string step,
+                 unsigned long flags = 0, bool recursive = false, std::string data = {}) {
+        return ops.emplace_back(MountOp{kind, std::move(source), std::move(target),
+                                        std::move(data), flags, recursive, std::move(step)});
     }
 
     void place(const std::string& target, bool owned, const std::string& source = {}) {
@@ -879,8 +879,10 @@ Status add_hide(Builder& b, const MountStep& step, std::vector<std::string>& own
         // (In a policy tmpfs there, it finds what corral made: nothing but later mount points.)
         const bool in_tmpfs = b.in_corral_tmpfs_beneath(resolved, found->top);
         b.add(Op::hide_if_present, old_path("/dev/null"), new_path(resolved),
-              "hide " + resolved + " (as the session's " + found->top + " has it)", 0, false,
-              new_path(found->top));
+              "filesystem.hidden: hide " + resolved + " (as the session's " + found->top +
+                  " has it)",
+              0, false, new_path(found->top))
+            .policy_path = true;
         if (!in_tmpfs) b.hide_at_setup(resolved);
         return {};
     }
@@ -920,7 +922,8 @@ Status add_tmpfs(Builder& b, const MountStep& step, std::vector<std::string>& ow
               new_path(target),
               "filesystem.tmpfs: mount tmpfs on " + target + " (where the session's " +
                   found->top + " has that directory)",
-              0, false, new_path(found->top));
+              0, false, new_path(found->top))
+            .policy_path = true;
         b.place(target, true);
         forget_covered(owned_dirs, target);
         return {};
@@ -1359,9 +1362,9 @@ PreparedMounts PreparedMounts::without_trees() const {
     return copy;
 }
 
-const char* execute_mounts(const PreparedMounts& mounts) noexcept {
+const MountOp* execute_mounts(const PreparedMounts& mounts) noexcept {
     for (const auto& op : mounts.ops) {
-        if (!run_op(op) && !op.optional) return op.step.c_str();
+        if (!run_op(op) && !op.optional) return &op;
     }
     return nullptr;
 }

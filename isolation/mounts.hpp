@@ -72,6 +72,10 @@ struct MountOp {
     std::string step;       ///< what an error names: "mount proc on /proc"
     int fd = -1;            ///< attach_tree: the detached tree (owned by PreparedMounts)
     bool optional = false;  ///< a failure is ignored (a socket that vanished before it was masked)
+    /// Places a path the policy named (filesystem.hidden, filesystem.tmpfs) where only the
+    /// session's own /proc or /sys says what is there: not finding it is the policy's to change
+    /// (HTTP 422 invalid_policy), not a failure of the host's (ChildReport::policy_path_failure).
+    bool policy_path = false;
     /// bind: when nonzero, what the target must be once mounted (st_dev, st_ino); otherwise the
     /// mount is undone and the op fails (a path swapped since it was resolved)
     dev_t expect_dev = 0;
@@ -125,7 +129,7 @@ Result<PreparedMounts> prepare_mounts(const std::vector<MountStep>& plan,
                                       const std::optional<SocketReach>& reach = std::nullopt);
 
 /// Runs the operations (holder side, async-signal-safe). Returns nullptr on success, else the
-/// failed operation's step name with errno set.
-const char* execute_mounts(const PreparedMounts& mounts) noexcept;
+/// failed operation with errno set.
+const MountOp* execute_mounts(const PreparedMounts& mounts) noexcept;
 
 }  // namespace corral

@@ -39,8 +39,9 @@ namespace {
 /// How long a restart waits for a holder to serve what the previous run queued in its store.
 constexpr std::chrono::milliseconds kStoreTakeOverBound{2000};
 
-[[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error) noexcept {
-    write_failure_report(plan.report_fd, step, error);
+[[noreturn]] void holder_fail(const HolderPlan& plan, const char* step, int error,
+                             ChildReport::Kind kind = ChildReport::failure) noexcept {
+    write_failure_report(plan.report_fd, step, error, kind);
     ::_exit(127);
 }
 
@@ -171,7 +172,10 @@ void drop_heap_copy(uintptr_t start) noexcept {
     }
     ::umask(022);
     if (plan.flags & CLONE_NEWNS) {
-        if (const char* step = execute_mounts(plan.mounts)) holder_fail(plan, step, errno);
+        if (const MountOp* failed = execute_mounts(plan.mounts))
+            holder_fail(plan, failed->step.c_str(), errno,
+                        failed->policy_path ? ChildReport::policy_path_failure
+                                            : ChildReport::failure);
     }
     if ((plan.flags & CLONE_NEWUTS) && !set_hostname(plan.hostname.data(), plan.hostname.size()))
         holder_fail(plan, "sethostname", errno);
@@ -659,12 +663,12 @@ Status Sandbox::read_setup_report() {
     if (!message) return std::move(message.error().context("namespace holder"));
     if (!*message) return plain_error("namespace holder died during setup");
     Error failed = sys_error((*message)->error, (*message)->step);
-    // A step that names the policy key it came from (`filesystem.tmpfs: ...`) and found no such
-    // directory there is the policy's to change, found only when the session's own /proc or /sys
-    // is looked at (HTTP 422, not a 404 that reads as "no such session").
-    const std::string_view step = (*message)->step;
+    // A path the policy named that the session's own /proc or /sys, looked at only now, does not
+    // have as the policy needs it (missing, not a directory, a link) is the policy's to change:
+    // HTTP 422, not a 404 that reads as "no such session". Any other failure is the host's.
     const int error = (*message)->error;
-    if (step.starts_with("filesystem.") && (error == ENOENT || error == ENOTDIR || error == ELOOP))
+    if ((*message)->kind == ChildReport::policy_path_failure &&
+        (error == ENOENT || error == ENOTDIR || error == ELOOP))
         failed.invalid_policy = true;
     return failed;
 }

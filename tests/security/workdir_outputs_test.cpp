@@ -277,9 +277,10 @@ TEST_F(WorkdirOutputs, RootBindingByPathAfterASwapIsRefused) {
         auto prepared = prepare_mounts(*plan);
         if (!prepared) say(prepared.error().describe(), 2);
         if (prepared->workdir_tree >= 0) say("open_tree still worked", 3);
-        const char* failed = execute_mounts(*prepared);
+        const MountOp* failed_op = execute_mounts(*prepared);
         const int error = errno;
-        if (failed == nullptr) say("the swapped path was bound", 1);
+        if (failed_op == nullptr) say("the swapped path was bound", 1);
+        const char* failed = failed_op->step.c_str();
         // EXDEV: the bind was made and undone for not being the resolved directory (any other
         // failure of that bind, an ENOENT, names the same step).
         say(std::string(failed) + ": " + std::strerror(error),

@@ -266,6 +266,7 @@ MountOp op(MountOp::Kind kind, std::string target, int fd = -1) {
     o.step = "step for " + o.target;
     o.fd = fd;
     o.optional = true;
+    o.policy_path = true;
     o.expect_dev = 0x0801;
     o.expect_ino = 0x1234'5678'9abcULL;
     return o;
@@ -293,6 +294,7 @@ std::unique_ptr<SentHolder> full_plan() {
     p.mounts.ops[static_cast<size_t>(MountOp::Kind::attach_tree)].fd = sent->own[7].get();
     p.mounts.ops[static_cast<size_t>(MountOp::Kind::attach_tree_beneath)].fd = sent->own[7].get();
     p.mounts.ops[0].optional = false;
+    p.mounts.ops[0].policy_path = false;
     p.mounts.ops[0].data.clear();
     return sent;
 }
@@ -352,6 +354,7 @@ TEST(HolderMessage, EverySettingAndMountOpComesBackAndDescriptorsByTheirPlace) {
         else
             EXPECT_TRUE(same_place(a.fd, b.fd));
         EXPECT_EQ(b.optional, a.optional);
+        EXPECT_EQ(b.policy_path, a.policy_path);
         EXPECT_EQ(b.expect_dev, a.expect_dev);
         EXPECT_EQ(b.expect_ino, a.expect_ino);
     }
