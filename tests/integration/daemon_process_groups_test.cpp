@@ -18,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "base/directory_listing.hpp"
 #include "support/corrald_process.hpp"
 #include "support/http_client.hpp"
 #include "support/prepared_pool.hpp"
@@ -29,15 +28,15 @@ namespace {
 
 using namespace std::chrono_literals;
 using test_support::proc_text;
+using testing::children_named;
 using testing::CorraldProcess;
 using testing::HttpClient;
 using testing::pids_in;
 using testing::running;
 using testing::StartedBy;
 
-/// A process's state letter, process group and session (/proc/<pid>/stat fields 3, 5 and 6).
+/// A process's process group and session (/proc/<pid>/stat fields 5 and 6).
 struct GroupAndSession {
-    char state = '?';
     pid_t group = -1;
     pid_t session = -1;
 };
@@ -48,26 +47,16 @@ GroupAndSession group_and_session(pid_t pid) {
     const auto name_end = stat.rfind(')');
     if (name_end == std::string::npos) return found;
     std::istringstream fields(stat.substr(name_end + 1));
+    char state = 0;
     pid_t parent = -1;
-    fields >> found.state >> parent >> found.group >> found.session;
-    return found;
-}
-
-/// corrald's children (of any of its threads) named `comm`.
-std::vector<pid_t> children_named(pid_t daemon, const std::string& comm) {
-    std::vector<pid_t> found;
-    for (const auto& task : subdirectory_names("/proc/" + std::to_string(daemon) + "/task")) {
-        std::istringstream children(proc_text(daemon, "task/" + task + "/children"));
-        for (pid_t child; children >> child;)
-            if (proc_text(child, "comm") == comm + "\n") found.push_back(child);
-    }
+    fields >> state >> parent >> found.group >> found.session;
     return found;
 }
 
 /// Whether `pid`'s state letter becomes `state` within two seconds.
 bool reaches_state(pid_t pid, char state) {
     for (int i = 0; i < 200; ++i) {
-        if (group_and_session(pid).state == state) return true;
+        if (testing::process_state(pid) == state) return true;
         std::this_thread::sleep_for(10ms);
     }
     return false;
@@ -146,7 +135,7 @@ TEST_F(DaemonProcessGroups, ACorraldWhoseShellEndsLivesOnBesideAStoppedWaitingCh
     std::this_thread::sleep_for(300ms);
     // A zombie (ours to reap, as its subreaper) is not running: the destructor reaps it.
     ASSERT_TRUE(running(daemon_->pid())) << "corrald was hung up\n" << daemon_->log();
-    EXPECT_EQ(group_and_session(waiting).state, 'T')
+    EXPECT_EQ(testing::process_state(waiting), 'T')
         << "the waiting child was not continued by a hang-up of corrald's group";
     ASSERT_EQ(::kill(waiting, SIGCONT), 0);
 

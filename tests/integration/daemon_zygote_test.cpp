@@ -28,22 +28,11 @@ namespace {
 using namespace std::chrono_literals;
 using test_support::memory_holds;
 using test_support::proc_text;
+using testing::children_named;
 using testing::corrald_can_run;
 using testing::CorraldProcess;
 using testing::HttpClient;
 using testing::HttpResponse;
-
-/// corrald's children (of any of its threads) whose name is `comm`.
-std::vector<pid_t> children_named(pid_t daemon, const std::string& comm) {
-    std::vector<pid_t> found;
-    const std::string self = "/proc/" + std::to_string(daemon);
-    for (const auto& task : subdirectory_names(self + "/task")) {
-        std::istringstream children(proc_text(daemon, "task/" + task + "/children"));
-        for (pid_t child; children >> child;)
-            if (proc_text(child, "comm") == comm + "\n") found.push_back(child);
-    }
-    return found;
-}
 
 /// The zygote of `daemon` (its one corrald-launch child), -1 when not exactly one.
 pid_t zygote_of(pid_t daemon) {

@@ -50,6 +50,37 @@ struct CorralFootprint {
     }
 };
 
+/// A process's state letter in /proc/<pid>/stat ('S', 'T', 'Z', ...); 0 when there is none.
+inline char process_state(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    const auto name_end = line.rfind(')');  // the name may hold anything, ')' included
+    return name_end != std::string::npos && name_end + 2 < line.size() ? line[name_end + 2] : 0;
+}
+
+/// The children of every thread of `pid` (/proc/<pid>/task/*/children).
+inline std::vector<pid_t> children_of(pid_t pid) {
+    std::vector<pid_t> found;
+    const std::string self = "/proc/" + std::to_string(pid);
+    for (const auto& task : subdirectory_names(self + "/task")) {
+        std::ifstream children(self + "/task/" + task + "/children");
+        for (pid_t child; children >> child;) found.push_back(child);
+    }
+    return found;
+}
+
+/// Those of `pid`'s children whose name (/proc/<child>/comm) is `comm`.
+inline std::vector<pid_t> children_named(pid_t pid, const std::string& comm) {
+    std::vector<pid_t> found;
+    for (pid_t child : children_of(pid)) {
+        std::ifstream in("/proc/" + std::to_string(child) + "/comm");
+        std::string name;
+        if (std::getline(in, name) && name == comm) found.push_back(child);
+    }
+    return found;
+}
+
 /// Whether a CorraldProcess can run here (root, corrald built); if not, `why` says what is
 /// missing, for the test's GTEST_SKIP.
 inline bool corrald_can_run(std::string& why) {
@@ -209,19 +240,8 @@ class CorraldProcess {
     /// until the loop reaps it.
     size_t zombie_children() const {
         size_t zombies = 0;
-        const std::string self = "/proc/" + std::to_string(pid_);
-        for (const auto& task : subdirectory_names(self + "/task")) {
-            std::ifstream children(self + "/task/" + task + "/children");
-            for (pid_t child; children >> child;) {
-                std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
-                std::string line;
-                std::getline(stat, line);
-                const auto name_end = line.rfind(')');
-                if (name_end != std::string::npos && name_end + 2 < line.size() &&
-                    line[name_end + 2] == 'Z')
-                    ++zombies;
-            }
-        }
+        for (pid_t child : children_of(pid_))
+            if (process_state(child) == 'Z') ++zombies;
         return zombies;
     }
 
@@ -246,14 +266,7 @@ class CorraldProcess {
     /// Whether corrald, still the starting shell's child (not ours to wait for), has ended: its
     /// pid gone or a zombie. The shell is ended then, so that corrald is reaped and its status kept.
     bool ended_before_its_shell() {
-        const std::string stat = [&] {
-            std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
-            return std::string(std::istreambuf_iterator<char>(in), {});
-        }();
-        const auto name_end = stat.rfind(')');
-        if (!stat.empty() && name_end != std::string::npos && name_end + 2 < stat.size() &&
-            stat[name_end + 2] != 'Z')
-            return false;
+        if (const char state = process_state(pid_); state != 0 && state != 'Z') return false;
         end_starting_shell();  // corrald (a zombie or gone to the shell's reaping) comes to us
         ::waitpid(pid_, &exit_status_, WNOHANG);
         pid_ = -1;

@@ -32,8 +32,8 @@ inline std::vector<pid_t> pids_in(const CorraldProcess& daemon, const std::strin
 
 /// Running, as opposed to gone or a zombie nobody reaped yet.
 inline bool running(pid_t pid) {
-    const std::string stat = test_support::proc_text(pid, "stat");
-    return !stat.empty() && stat.find(") Z ") == std::string::npos;
+    const char state = process_state(pid);
+    return state != 0 && state != 'Z';
 }
 
 /// Gone altogether within `limit`: not even a zombie (a child nobody reaps would stay one for
