@@ -1177,7 +1177,8 @@ bool run_op(const MountOp& op) noexcept {
         case Op::mkdir_parents:
             return mkdir_parents(target);
         case Op::touch: {
-            int fd = ::open(target, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+            // O_NOCTTY: the holder leads a session, and a terminal it opened would become its own.
+            int fd = ::open(target, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
             if (fd < 0) return errno == EEXIST;
             ::close(fd);
             return true;
