@@ -19,6 +19,7 @@
 
 #include "support/http_client.hpp"
 #include "support/instance_leftovers.hpp"
+#include "tests/support/exec_logged.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace corral {
@@ -62,17 +63,7 @@ class Daemon {
         args.insert(args.end(), extra_args.begin(), extra_args.end());
         pid_ = ::fork();
         if (pid_ == 0) {
-            const int log =
-                ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            if (log >= 0) {
-                ::dup2(log, 1);
-                ::dup2(log, 2);
-            }
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            ::execv(argv[0], argv.data());
-            ::_exit(127);
+            test_support::exec_logged(args, dir_ + "/corrald.log", test_support::LogOpen::truncate);
         }
         HttpClient probe = client();
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

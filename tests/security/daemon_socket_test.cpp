@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../integration/support/instance_leftovers.hpp"
+#include "tests/support/exec_logged.hpp"
 
 namespace corral {
 namespace {
@@ -63,16 +64,7 @@ class DaemonSocket : public ::testing::Test {
                                          "32760-32769"};
         pid_ = ::fork();
         if (pid_ == 0) {
-            FILE* log = std::fopen(log_.c_str(), "w");
-            if (log) {
-                ::dup2(fileno(log), 1);
-                ::dup2(fileno(log), 2);
-            }
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            ::execv(argv[0], argv.data());
-            ::_exit(127);
+            test_support::exec_logged(args, log_, test_support::LogOpen::truncate);
         }
     }
     /// Waits (bounded) for corrald to exit by itself; its exit status, or -1 if it keeps running.

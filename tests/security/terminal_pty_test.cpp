@@ -22,6 +22,7 @@
 #include "../integration/support/instance_leftovers.hpp"
 #include "../integration/support/ws_client.hpp"
 #include "base/unique_fd.hpp"
+#include "tests/support/exec_logged.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace corral::security {
@@ -66,14 +67,7 @@ class TerminalPty : public ::testing::Test {
             ::cfmakeraw(&mode);
             ::tcsetattr(tty, TCSANOW, &mode);
             ::dup2(tty, 0);
-            const int log = ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT, 0644);
-            ::dup2(log, 1);
-            ::dup2(log, 2);
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            ::execv(argv[0], argv.data());
-            ::_exit(127);
+            test_support::exec_logged(args, dir_ + "/corrald.log", test_support::LogOpen::truncate);
         }
         HttpClient probe = HttpClient::unix_socket(socket_);
         for (int i = 0; i < 1500 && !probe.can_connect(); ++i)

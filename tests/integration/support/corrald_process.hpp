@@ -28,6 +28,7 @@
 #include "http_client.hpp"
 #include "instance_leftovers.hpp"
 #include "isolation/cgroup.hpp"
+#include "tests/support/exec_logged.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace corral::testing {
@@ -250,17 +251,7 @@ class CorraldProcess {
 
   private:
     [[noreturn]] void exec_corrald() {
-        const int log =
-            ::open((dir_ + "/corrald.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (log >= 0) {
-            ::dup2(log, 1);
-            ::dup2(log, 2);
-        }
-        std::vector<char*> argv;
-        for (auto& a : args_) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        ::execv(argv[0], argv.data());
-        ::_exit(127);
+        test_support::exec_logged(args_, dir_ + "/corrald.log", test_support::LogOpen::append);
     }
 
     /// Whether corrald, still the starting shell's child (not ours to wait for), has ended: its

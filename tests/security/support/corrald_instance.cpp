@@ -17,6 +17,7 @@
 
 #include "../../integration/support/instance_leftovers.hpp"
 #include "sandbox_harness.hpp"
+#include "tests/support/exec_logged.hpp"
 
 namespace corral::security {
 namespace {
@@ -62,14 +63,7 @@ CorraldInstance::CorraldInstance(std::vector<std::string> extra_args) {
     const std::string log_path = run_dir_ + "/corrald.log";
     pid_ = ::fork();
     if (pid_ == 0) {
-        const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        ::dup2(log, 1);
-        ::dup2(log, 2);
-        std::vector<char*> argv;
-        for (auto& arg : args) argv.push_back(arg.data());
-        argv.push_back(nullptr);
-        ::execv(argv[0], argv.data());
-        ::_exit(127);
+        test_support::exec_logged(args, log_path, test_support::LogOpen::append);
     }
     const auto until = Clock::now() + std::chrono::seconds(30);
     while (tcp_port_ == 0 && Clock::now() < until) {
