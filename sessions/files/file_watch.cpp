@@ -43,14 +43,16 @@ const char* watch_event_name(WatchEvent::Type type) {
 }
 
 FileWatch::FileWatch(std::shared_ptr<FileService> files, std::string path, FileWatchOptions options,
-                     UniqueFd inotify)
+                     std::unique_ptr<InotifyBudget::Lease> lease, UniqueFd inotify)
     : files_(std::move(files)),
       path_(std::move(path)),
       options_(options),
+      lease_(std::move(lease)),
       inotify_(std::move(inotify)) {}
 
 Result<std::unique_ptr<FileWatch>> FileWatch::start(std::shared_ptr<FileService> files,
-                                                    std::string path, FileWatchOptions options) {
+                                                    std::string path, FileWatchOptions options,
+                                                    std::unique_ptr<InotifyBudget::Lease> lease) {
     const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0) {
         const int code = errno;
@@ -58,8 +60,8 @@ Result<std::unique_ptr<FileWatch>> FileWatch::start(std::shared_ptr<FileService>
                                                 "are used up (fs.inotify.max_user_instances)"
                                               : "inotify_init1");
     }
-    std::unique_ptr<FileWatch> watch(
-        new FileWatch(std::move(files), std::move(path), options, UniqueFd(fd)));
+    std::unique_ptr<FileWatch> watch(new FileWatch(std::move(files), std::move(path), options,
+                                                   std::move(lease), UniqueFd(fd)));
     CORRAL_TRY(watch->add_tree("", nullptr), "watch");
     return watch;
 }
@@ -79,11 +81,15 @@ Status FileWatch::add_tree(const std::string& relative, std::vector<WatchEvent>*
             return sys_error(E2BIG, "watching " + session_path("") + " needs more than " +
                                         std::to_string(options_.max_directories) +
                                         " directories (one watch's cap); watch a narrower path");
+        CORRAL_TRY(lease_->add_directory(), "watching " + session_path(dir));
         // Only the watched directory itself may be reached through a symlink (inside the root).
         const bool follow = first && relative.empty();
         auto wd = files_->add_watch(inotify_.get(), session_path(dir), kMask, follow);
         const bool top = first;
         first = false;
+        // Charged ahead; given back when no new watch came of it (a failure, or an inode that
+        // is watched already: the kernel answers its existing descriptor).
+        if (!wd || dirs_.count(*wd)) lease_->remove_directories(1);
         if (!wd) {
             const int code = wd.error().code;
             if (code == ENOSPC)
@@ -112,11 +118,17 @@ Status FileWatch::add_tree(const std::string& relative, std::vector<WatchEvent>*
     return {};
 }
 
+std::unordered_map<int, std::string>::iterator FileWatch::forget(
+    std::unordered_map<int, std::string>::iterator it) {
+    lease_->remove_directories(1);
+    return dirs_.erase(it);
+}
+
 void FileWatch::drop_tree(const std::string& relative) {
     for (auto it = dirs_.begin(); it != dirs_.end();) {
         if (it->second != "" && is_below(it->second, relative)) {
             (void)::inotify_rm_watch(inotify_.get(), it->first);
-            it = dirs_.erase(it);
+            it = forget(it);
         } else {
             ++it;
         }
@@ -171,7 +183,7 @@ std::vector<WatchEvent> FileWatch::read_events() {
             if (dir == dirs_.end()) continue;  // a watch dropped a moment ago
             if (raw->mask & IN_IGNORED) {
                 if (raw->wd == root_wd_) gone_ = true;
-                dirs_.erase(dir);
+                forget(dir);
                 continue;
             }
             if (raw->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT)) {

@@ -10,9 +10,10 @@
 // workspace cannot widen the watch (the class of CVE-2018-15664: a path that is checked and then
 // used again can be swapped; here there is no second lookup).
 //
-// Bounded: at most `max_directories` watches per FileWatch. A recursive watch that would need
-// more fails (limit_exceeded() then says so) instead of silently missing events. Events name
-// paths in the session's path space (`base` + "/" + the relative name).
+// Bounded: at most `max_directories` watches per FileWatch, and what its InotifyBudget lease
+// (the session's and corrald's shares of the host's inotify limits) still allows. A recursive
+// watch that would need more fails (failure() then says so) instead of silently missing events.
+// Events name paths in the session's path space (`base` + "/" + the relative name).
 //
 // Non-blocking: fd() is an O_NONBLOCK inotify descriptor for the event loop to wait on;
 // read_events() never blocks. Event-loop thread only.
@@ -27,6 +28,7 @@
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
 #include "sessions/files/file_service.hpp"
+#include "sessions/files/inotify_budget.hpp"
 
 namespace corral {
 
@@ -51,11 +53,14 @@ struct FileWatchOptions {
 /// inotify watches on one directory (and, recursive, its subdirectories).
 class FileWatch {
   public:
-    /// Watches `path` (absolute, normalized, in the session's path space) through `files`.
-    /// E2BIG when a recursive watch would need more than max_directories; the file service's
-    /// errors (ENOENT, ENOTDIR, EXDEV, EACCES) for the path; ENOSPC at the host's inotify limit.
+    /// Watches `path` (absolute, normalized, in the session's path space) through `files`,
+    /// within `lease` (the watch's share of the session's and corrald's inotify budget).
+    /// E2BIG when a recursive watch would need more than max_directories or than the lease
+    /// allows; the file service's errors (ENOENT, ENOTDIR, EXDEV, EACCES) for the path; ENOSPC
+    /// or EMFILE at the host's inotify limits.
     static Result<std::unique_ptr<FileWatch>> start(std::shared_ptr<FileService> files,
-                                                    std::string path, FileWatchOptions options);
+                                                    std::string path, FileWatchOptions options,
+                                                    std::unique_ptr<InotifyBudget::Lease> lease);
 
     /// The inotify descriptor (non-blocking) to wait on for readability.
     int fd() const { return inotify_.get(); }
@@ -71,7 +76,11 @@ class FileWatch {
 
   private:
     FileWatch(std::shared_ptr<FileService> files, std::string path, FileWatchOptions options,
-              UniqueFd inotify);
+              std::unique_ptr<InotifyBudget::Lease> lease, UniqueFd inotify);
+    /// Forgets the watch `it` names (the kernel dropped it, or it was removed): its directory
+    /// goes back to the lease.
+    std::unordered_map<int, std::string>::iterator forget(
+        std::unordered_map<int, std::string>::iterator it);
     /// Watches `relative` ("" = the watched directory) and, recursive, what is below it;
     /// `found` gets a create event for each entry found below it (a directory that appeared
     /// with content already in it, as `mkdir -p a/b` or a move makes).
@@ -82,6 +91,7 @@ class FileWatch {
     std::shared_ptr<FileService> files_;
     std::string path_;
     FileWatchOptions options_;
+    std::unique_ptr<InotifyBudget::Lease> lease_;  // given back after inotify_ has closed
     UniqueFd inotify_;
     std::unordered_map<int, std::string> dirs_;  // watch descriptor -> path relative to path_
     int root_wd_ = -1;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "isolation/host_probe.hpp"
+#include "sessions/files/inotify_budget.hpp"
 #include "sessions/session_manager.hpp"
 #include "supervisor/daemon/async_event.hpp"
 #include "supervisor/daemon/auth.hpp"
@@ -131,6 +132,8 @@ class Api {
     Router router_;
     RequestMetrics request_metrics_;
     OffLoop off_loop_{waits_};  ///< policy parsing and policy-dir reads, off the event loop
+    /// File watches' share of the host's inotify limits (GET .../files/watch).
+    InotifyBudget watch_budget_{InotifyBudget::from_host()};
 };
 
 /// Limits of request bodies read whole (JSON, stdin writes, policy YAML).

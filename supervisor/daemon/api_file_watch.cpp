@@ -6,6 +6,8 @@
 // overflow, each with `path` and `isDir`; the stream ends with exactly one final event:
 // {"type":"end","reason":"session_ended"|"deleted"} or {"type":"error","code","message"}
 // (watch_limit, shutting_down). A client that goes away ends the watch and frees its inotify fd.
+// Each watch holds a lease of the watch budget (sessions/files/inotify_budget.hpp): a session's
+// watches past its share are 429 too_many_watches, corrald's past its half of the host's 503.
 
 #include <unistd.h>
 
@@ -41,6 +43,7 @@ nlohmann::json event_json(const WatchEvent& event) {
 
 ApiError watch_failure(const Error& error) {
     if (error.code == E2BIG) return {413, "watch_limit", error.describe(), nullptr};
+    if (error.code == EUSERS) return {429, "too_many_watches", error.describe(), nullptr};
     if (error.code == ENOSPC || error.code == EMFILE)
         return {503, "exhausted", error.describe(), nullptr};
     if (error.code == EROFS) return {403, "read_only", error.describe(), nullptr};
@@ -58,7 +61,9 @@ asio::awaitable<void> Api::watch_files(Exchange& ex, const RouteParams& params, 
     if (!target) throw ApiFailure(watch_failure(target.error()));
     FileWatchOptions options;
     options.recursive = query_flag(ex, "recursive");
-    auto started = FileWatch::start(target->service, target->path, options);
+    auto lease = watch_budget_.acquire(sid);
+    if (!lease) throw ApiFailure(watch_failure(lease.error()));
+    auto started = FileWatch::start(target->service, target->path, options, std::move(*lease));
     if (!started) throw ApiFailure(watch_failure(started.error()));
     std::unique_ptr<FileWatch> watch = std::move(*started);
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -402,6 +403,68 @@ TEST_F(SessionTools, Watch_EndsWithOneFinalEventWhenTheSessionEnds) {
     EXPECT_EQ(finals, 1u);
     // A watch of an ended session is refused before any stream starts.
     EXPECT_EQ(c.get(base + "/files/watch?path=.").status, 409u);
+}
+
+// Stop 44's red-team finding: a session's (restricted) token opened one watch per connection,
+// each a root inotify instance, until the host's fs.inotify.max_user_instances was used up and a
+// root process outside corral got EMFILE. A session now has a share (8 watches); past it the
+// answer is 429 naming the share, another session still watches, and a watch whose client went
+// away gives its share back.
+TEST_F(SessionTools, Watch_ASessionPastItsShareOfWatchesIs429AndOthersStillWatch) {
+    auto c = client();
+    const json a = create_session(c);
+    const json b = create_session(c);
+    constexpr int kShare = 8;  // InotifyBudget::Limits::instances_per_session
+    std::atomic<int> watching{0};
+    std::vector<std::thread> holders;
+    for (int i = 0; i < kShare; ++i) {
+        holders.emplace_back([&] {
+            auto own = client();
+            own.stream_lines("GET", s(a) + "/files/watch?path=.", "", {},
+                             [&](const std::string& line) {
+                                 const json event = json::parse(line);
+                                 if (event["type"] == "watching") ++watching;
+                                 // Until the stop file appears (or the stream ends).
+                                 return !(event["type"] == "create" &&
+                                          event.value("path", "").ends_with("/stop"));
+                             });
+        });
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (watching < kShare && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(watching.load(), kShare);
+
+    const auto refused = c.get(s(a) + "/files/watch?path=.");
+    EXPECT_EQ(refused.status, 429u) << refused.body;
+    EXPECT_EQ(refused.error_code(), "too_many_watches") << refused.body;
+    EXPECT_NE(refused.error_message().find("8 file watches"), std::string::npos) << refused.body;
+
+    // Another session is not held to a's share.
+    auto other = watch(
+        c, s(b) + "/files/watch?path=.",
+        [&] {
+            auto own = client();
+            run(own, s(b), "touch mine");
+        },
+        [&](const std::vector<json>& e) {
+            return has(e, "create", b["cwd"].get<std::string>() + "/mine");
+        });
+    EXPECT_TRUE(has(other, "create", b["cwd"].get<std::string>() + "/mine"));
+
+    // The holders' clients go away; their shares come back.
+    run(c, s(a), "touch stop");
+    for (auto& t : holders) t.join();
+    bool again = false;
+    for (int i = 0; i < 100 && !again; ++i) {
+        auto next = client();
+        next.stream_lines("GET", s(a) + "/files/watch?path=.", "", {}, [&](const std::string& line) {
+            again = json::parse(line)["type"] == "watching";
+            return false;
+        });
+        if (!again) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(again) << "a's share did not come back after its watches' clients left";
 }
 
 TEST_F(SessionTools, Watch_EndsWhenTheWatchedDirectoryIsDeleted) {
