@@ -217,8 +217,12 @@ export class CorralClient {
     return this.transport.json('POST', `/v1/sessions/${e(sid)}/files/move`, { json: body });
   }
   async listFiles(sid: string, path: string, options: { recursive?: boolean } = {}): Promise<FileEntry[]> {
-    return (await this.transport.json<{ entries: FileEntry[] }>('GET', `/v1/sessions/${e(sid)}/files/list`,
-      { query: { path, recursive: options.recursive ? 'true' : undefined } })).entries;
+    return (await this.listDirectory(sid, path, options)).entries;
+  }
+  /** The whole listing: `path` is the directory as corrald resolved it (absolute), `truncated` past 100000 entries. */
+  listDirectory(sid: string, path: string, options: { recursive?: boolean } = {}): Promise<{ path: string; entries: FileEntry[]; truncated?: boolean }> {
+    return this.transport.json('GET', `/v1/sessions/${e(sid)}/files/list`,
+      { query: { path, recursive: options.recursive ? 'true' : undefined } });
   }
   stat(sid: string, path: string): Promise<FileEntry & { path: string }> {
     return this.transport.json('GET', `/v1/sessions/${e(sid)}/files/stat`, { query: { path } });

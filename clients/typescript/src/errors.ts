@@ -33,3 +33,26 @@ export function errorFromBody(status: number, body: string): CorralError {
 export function abortError(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
 }
+
+/**
+ * A command that never ran: corrald reported `status: "setup-failed"` (a missing cwd, a program
+ * that cannot be executed, ...). `message` is corrald's `error` (the step and errno, e.g.
+ * ``chdir `/workspace/sub`: ENOENT``); `record` the process record. The status is 0: the failure
+ * came in a result or stream event, not as an HTTP error.
+ */
+export class ProcessSetupError extends CorralError {
+  /** The process record corrald answered (`status` is `setup-failed`; `exitCode` 126/127 or null). */
+  readonly record: { id: string; status: string; exitCode: number | null; error?: string };
+
+  constructor(record: { id: string; status: string; exitCode: number | null; error?: string }, command?: string) {
+    const what = command !== undefined ? `\`${command}\`` : `process \`${record.id}\``;
+    super('setup_failed', `${what} could not start: ${record.error ?? 'its setup failed (corrald gave no reason)'}`, 0);
+    this.name = 'ProcessSetupError';
+    this.record = record;
+  }
+}
+
+/** Throws ProcessSetupError when `record` says the process never started. */
+export function throwIfSetupFailed(record: { id: string; status: string; exitCode: number | null; error?: string }, command?: string): void {
+  if (record.status === 'setup-failed') throw new ProcessSetupError(record, command);
+}

@@ -5,7 +5,7 @@ export {
   FrameDecoder, WebSocketConnection, WebSocketProtocolError, connectWebSocket, encodeFrame, CloseCode, Opcode,
   type FrameLimits, type Message, type WebSocketOptions,
 } from './websocket.js';
-export { CorralError } from './errors.js';
+export { CorralError, ProcessSetupError } from './errors.js';
 export { Transport, type ConnectionOptions, type Body } from './transport.js';
 export { parseNdjson } from './ndjson.js';
 export {

@@ -4,8 +4,8 @@
 import type { CorralClient, EventStream, TerminalRequest } from './client.js';
 import type { Terminal, TerminalAttachOptions } from './terminal.js';
 import { eventBytes, shellExitCode } from './client.js';
-import { CorralError, abortError } from './errors.js';
-import type { ContextInfo, ContextRunResult, FileEntry, ProcessRecord, ProcessRequest, ShellInfo, StreamEvent } from './types.js';
+import { CorralError, abortError, throwIfSetupFailed } from './errors.js';
+import type { ContextInfo, ContextRunResult, ExitStatus, FileEntry, ProcessRecord, ProcessRequest, ShellInfo, StreamEvent } from './types.js';
 
 
 export type ExecOptions = {
@@ -32,13 +32,23 @@ export type TerminalOptions = TerminalAttachOptions & {
 export type ExecResult = {
   success: boolean; exitCode: number; stdout: string; stderr: string; command: string;
   duration: number; timestamp: string; sessionId?: string;
+  /** corral's word on how the command ended (`exited`, `signaled`, `timeout`, `oom`, ...): a
+   * timeout's exitCode is 143 (SIGTERM) like any kill, this says it was the timeout. */
+  status: ExitStatus;
 };
 
 export type ProcessStatus = 'starting' | 'running' | 'completed' | 'failed' | 'killed' | 'error';
 
 export type ProcessOptions = {
   timeout?: number; env?: Record<string, string | undefined>; cwd?: string; encoding?: string;
-  sessionId?: string; processId?: string;
+  sessionId?: string;
+  /**
+   * A name for the process (Cloudflare's custom process id). corrald numbers processes itself
+   * (`p1`, `p2`, ...) and takes no name, so the name is kept by this client: the Process's `id`
+   * is the name, and getProcess, killProcess, getProcessLogs and streamProcessLogs take it, in
+   * this client (any `client.sandbox(sid)` of the same CorralClient). `record.id` is corrald's id.
+   */
+  processId?: string;
 };
 
 /** A background process, as Cloudflare's Process. */
@@ -84,8 +94,10 @@ export type ExecutionResult = {
   /** corrald's word on the run: ok, error, timeout (interrupted) or context_died. */
   status: ContextRunResult['status'];
 };
+/** The languages corrald's code contexts run (POST .../contexts: python3 or node). */
+export type CodeLanguage = 'python' | 'javascript';
 export type RunCodeOptions = {
-  context?: CodeContext; language?: 'python' | 'javascript'; timeout?: number; signal?: AbortSignal;
+  context?: CodeContext; language?: CodeLanguage; timeout?: number; signal?: AbortSignal;
   onStdout?: (output: { text: string; timestamp: number }) => void | Promise<void>;
   onStderr?: (output: { text: string; timestamp: number }) => void | Promise<void>;
   onResult?: (result: CodeResult) => void | Promise<void>;
@@ -124,6 +136,49 @@ function processRequest(command: string, options: { timeout?: number; env?: Reco
   return request;
 }
 
+/**
+ * Cloudflare's process names (ProcessOptions.processId) for one corral session: corrald takes no
+ * name for a process, so the name -> corrald id map lives in the client. One per client and
+ * session, so every CorralSandbox of the session (bound ones included) sees the same names.
+ */
+class ProcessNames {
+  private readonly byName = new Map<string, string>();
+  private readonly byProcess = new Map<string, string>();
+
+  /** corrald's id for `id`: the process named `id`, else `id` itself (a corrald id). */
+  resolve(id: string): string {
+    return this.byName.get(id) ?? id;
+  }
+  /** The name of corrald process `proc`, else `proc`. */
+  nameOf(proc: string): string {
+    return this.byProcess.get(proc) ?? proc;
+  }
+  known(name: string): string | undefined {
+    return this.byName.get(name);
+  }
+  set(name: string, proc: string): void {
+    const previous = this.byName.get(name);
+    if (previous !== undefined) this.byProcess.delete(previous);
+    this.byName.set(name, proc);
+    this.byProcess.set(proc, name);
+  }
+
+  private static readonly all = new WeakMap<CorralClient, Map<string, ProcessNames>>();
+  static of(client: CorralClient, sid: string): ProcessNames {
+    let sessions = ProcessNames.all.get(client);
+    if (!sessions) ProcessNames.all.set(client, (sessions = new Map()));
+    let names = sessions.get(sid);
+    if (!names) sessions.set(sid, (names = new ProcessNames()));
+    return names;
+  }
+}
+
+/** `path` against `base` (an absolute directory), as corrald resolves a relative cwd. */
+function resolveAgainst(base: string, path: string | undefined): string {
+  if (path === undefined) return base;
+  return path.startsWith('/') ? path : `${base.replace(/\/$/, '')}/${path}`;
+}
+
 /** A sandbox bound to a shell context: its methods, plus the context's record fields. */
 export type BoundSandbox = CorralSandbox & Omit<ShellInfo, 'id'> & { readonly info: ShellInfo };
 
@@ -151,11 +206,11 @@ export class CorralSandbox {
     const timestamp = now();
     const request = this.request(command, options);
     try {
-      let exitCode: number, stdout = '', stderr = '';
+      let exitCode: number, status: ExitStatus, stdout = '', stderr = '';
       if (options.stream || options.onOutput || options.signal) {
         const events = await this.client.exec(this.sid, request, options.signal);
         const dec = { stdout: decoder(), stderr: decoder() };
-        let final: StreamEvent | undefined;
+        let final: Extract<StreamEvent, { type: 'exit' | 'error' }> | undefined;
         let stopOnAbort: (() => void) | undefined;
         try {
           for await (const ev of events) {
@@ -179,14 +234,18 @@ export class CorralSandbox {
         if (options.signal?.aborted) throw abortError(options.signal);
         if (!final || final.type === 'error')
           throw final ? new CorralError(final.code, final.message, 0) : new CorralError('stream_ended', 'exec stream ended without a final event', 0);
-        exitCode = final.type === 'exit' ? shellExitCode(final) : -1;
+        throwIfSetupFailed(final, command);
+        exitCode = shellExitCode(final);
+        status = final.status;
       } else {
         const r = await this.client.run(this.sid, request, options.signal);
+        throwIfSetupFailed(r, command);
         exitCode = shellExitCode(r);
+        status = r.status;
         stdout = r.stdout ?? Buffer.from(r.stdoutBase64 ?? '', 'base64').toString('utf8');
         stderr = r.stderr ?? Buffer.from(r.stderrBase64 ?? '', 'base64').toString('utf8');
       }
-      const result: ExecResult = { success: exitCode === 0, exitCode, stdout, stderr, command, duration: Date.now() - started, timestamp };
+      const result: ExecResult = { success: exitCode === 0, exitCode, stdout, stderr, command, duration: Date.now() - started, timestamp, status };
       const shellId = options.sessionId ?? this.shell;
       if (shellId !== undefined) result.sessionId = shellId;
       options.onComplete?.(result);
@@ -207,10 +266,40 @@ export class CorralSandbox {
     return this.client.exec(this.sid, this.request(command, options), options.signal);
   }
 
+  /** The names given to processes of this session (ProcessOptions.processId). */
+  private get names(): ProcessNames {
+    return ProcessNames.of(this.client, this.sid);
+  }
+
+  /**
+   * Starts a background process. In a shell context (a bound sandbox, or `sessionId`) it starts
+   * from the context's cwd and exported variables: corrald runs only foreground commands inside a
+   * context (its queue), so the context's state is read and passed as the process's cwd and env
+   * (a relative `cwd` resolves against the context's). `processId` names it (see ProcessOptions).
+   */
   async startProcess(command: string, options: ProcessOptions = {}): Promise<Process> {
-    const request = this.request(command, options) as ProcessRequest & { id?: string };
-    if (options.processId !== undefined) request.id = options.processId;
-    return this.toProcess(await this.client.spawn(this.sid, request), options.sessionId ?? this.shell);
+    const { sessionId, processId, ...rest } = options;
+    const shell = sessionId ?? this.shell;
+    const request = processRequest(command, rest);
+    if (shell !== undefined) {
+      const context = await this.client.getShell(this.sid, shell);
+      const base = context.cwd ?? '/';
+      request.cwd = resolveAgainst(base, rest.cwd);
+      request.env = { ...(context.env ?? {}), ...(request.env ?? {}) };
+    }
+    if (processId !== undefined) await this.checkNameFree(processId);
+    const record = await this.client.spawn(this.sid, request);
+    if (processId !== undefined) this.names.set(processId, record.id);
+    return this.toProcess(record, shell);
+  }
+
+  /** A name may be given again once the process that had it ended (Cloudflare cleans those up). */
+  private async checkNameFree(name: string): Promise<void> {
+    const holder = this.names.known(name);
+    if (holder === undefined) return;
+    const running = await this.client.getProcess(this.sid, holder).then((r) => r.running, () => false);
+    if (running)
+      throw new CorralError('exists', `process id \`${name}\` is taken by running process \`${holder}\` of session \`${this.sid}\``, 409);
   }
 
   /** Every process of the sandbox (corral keeps process records per session, not per shell context). */
@@ -218,9 +307,10 @@ export class CorralSandbox {
     return (await this.client.listProcesses(this.sid)).map((r) => this.toProcess(r));
   }
 
+  /** A process by its name (processId) or corrald id; null when there is none. */
   async getProcess(id: string, _sessionId?: string): Promise<Process | null> {
     try {
-      return this.toProcess(await this.client.getProcess(this.sid, id));
+      return this.toProcess(await this.client.getProcess(this.sid, this.names.resolve(id)));
     } catch (err) {
       if (err instanceof CorralError && err.status === 404 && err.code !== 'no_such_session') return null;
       throw err;
@@ -229,8 +319,11 @@ export class CorralSandbox {
 
   /** Without a signal: SIGTERM to its tree, grace, kill. With one: that signal to the process. */
   async killProcess(id: string, signal?: string): Promise<void> {
-    if (signal === undefined) await this.client.killProcess(this.sid, id);
-    else await this.client.signalProcess(this.sid, id, signal);
+    await this.kill(this.names.resolve(id), signal);
+  }
+  private async kill(proc: string, signal?: string): Promise<void> {
+    if (signal === undefined) await this.client.killProcess(this.sid, proc);
+    else await this.client.signalProcess(this.sid, proc, signal);
   }
 
   async killAllProcesses(): Promise<number> {
@@ -239,11 +332,14 @@ export class CorralSandbox {
 
   /** All kept output of a process (bounded by the policy's output cap). */
   async getProcessLogs(id: string): Promise<{ stdout: string; stderr: string; processId: string }> {
+    return { ...(await this.readLogs(this.names.resolve(id))), processId: id };
+  }
+  private async readLogs(proc: string): Promise<{ stdout: string; stderr: string }> {
     const read = async (stream: 'stdout' | 'stderr') => {
       const chunks: Uint8Array[] = [];
       let offset = 0;
       for (;;) {
-        const chunk = await this.client.logs(this.sid, id, { stream, offset });
+        const chunk = await this.client.logs(this.sid, proc, { stream, offset });
         const bytes = eventBytes(chunk);
         if (bytes.length) chunks.push(bytes);
         if (bytes.length === 0 || chunk.nextOffset === offset) break;
@@ -251,12 +347,12 @@ export class CorralSandbox {
       }
       return Buffer.concat(chunks).toString('utf8');
     };
-    return { stdout: await read('stdout'), stderr: await read('stderr'), processId: id };
+    return { stdout: await read('stdout'), stderr: await read('stderr') };
   }
 
   /** A process's output as corrald's NDJSON stream (bytes), following it to its exit. */
   async streamProcessLogs(processId: string, options: { signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> {
-    return (await this.client.streamProcess(this.sid, processId, options.signal ? { signal: options.signal } : {})).toByteStream();
+    return (await this.client.streamProcess(this.sid, this.names.resolve(processId), options.signal ? { signal: options.signal } : {})).toByteStream();
   }
 
   // ---- files
@@ -317,11 +413,13 @@ export class CorralSandbox {
     }
   }
 
+  /** A directory's entries; `absolutePath` is where corrald resolved `path` (relative to the session's cwd). */
   async listFiles(path: string, options: { recursive?: boolean; includeHidden?: boolean } = {}): Promise<ListFilesResult> {
-    const entries = await this.client.listFiles(this.sid, path, options.recursive ? { recursive: true } : {});
-    const files = entries
+    const listing = await this.client.listDirectory(this.sid, path, options.recursive ? { recursive: true } : {});
+    const base = listing.path.startsWith('/') ? listing.path : path;
+    const files = listing.entries
       .filter((f) => options.includeHidden || !f.name.split('/').pop()!.startsWith('.'))
-      .map((f) => toFileInfo(path, f));
+      .map((f) => toFileInfo(base, f));
     return { success: true, path, files, count: files.length, timestamp: now() };
   }
 
@@ -379,8 +477,11 @@ export class CorralSandbox {
   }
 
   // ---- code contexts
-  /** A persistent interpreter (python3 or node as the sandbox has them); `timeout` bounds the request (ms). */
-  async createCodeContext(options: { language?: 'python' | 'javascript' | 'typescript'; cwd?: string; envVars?: Record<string, string | undefined>; timeout?: number } = {}): Promise<CodeContext> {
+  /**
+   * A persistent interpreter (python3 or node as the sandbox has them); `timeout` bounds the
+   * request (ms). corrald runs python and javascript only: Cloudflare's `typescript` is not offered.
+   */
+  async createCodeContext(options: { language?: CodeLanguage; cwd?: string; envVars?: Record<string, string | undefined>; timeout?: number } = {}): Promise<CodeContext> {
     const request: { language: string; cwd?: string; env?: Record<string, string> } = { language: options.language ?? 'python' };
     if (options.cwd !== undefined) request.cwd = options.cwd;
     const env = definedEnv(options.envVars);
@@ -393,7 +494,24 @@ export class CorralSandbox {
    * streamed and the callbacks get its events as they happen.
    */
   async runCode(code: string, options: RunCodeOptions = {}): Promise<ExecutionResult> {
-    const context = options.context ?? (await this.defaultCodeContext(options.language ?? 'python'));
+    if (options.context) return this.runCodeIn(options.context, code, options);
+    const language = options.language ?? 'python';
+    const context = await this.defaultCodeContext(language);
+    let result: ExecutionResult;
+    try {
+      result = await this.runCodeIn(context, code, options);
+    } catch (err) {
+      // The default context's interpreter died after its last run (killed, OOM, an exit in a
+      // child...): the caller never saw its id, so a new one takes its place (its state is gone).
+      if (!(err instanceof CorralError && err.code === 'context_dead')) throw err;
+      await this.dropDefaultContext(language, context);
+      return this.runCodeIn(await this.defaultCodeContext(language), code, options);
+    }
+    // Died during this run: the next run gets a new default context.
+    if (result.status === 'context_died') await this.dropDefaultContext(language, context);
+    return result;
+  }
+  private async runCodeIn(context: CodeContext, code: string, options: RunCodeOptions): Promise<ExecutionResult> {
     const request: { code: string; timeoutMs?: number } = { code };
     if (options.timeout !== undefined) request.timeoutMs = options.timeout;
     if (!options.onStdout && !options.onStderr && !options.onResult && !options.onError)
@@ -425,7 +543,11 @@ export class CorralSandbox {
     await this.client.deleteContext(this.sid, contextId);
   }
   private readonly defaultContexts = new Map<string, CodeContext>();
-  private async defaultCodeContext(language: 'python' | 'javascript'): Promise<CodeContext> {
+  private async dropDefaultContext(language: CodeLanguage, context: CodeContext): Promise<void> {
+    if (this.defaultContexts.get(language)?.id === context.id) this.defaultContexts.delete(language);
+    await this.client.deleteContext(this.sid, context.id).catch(() => undefined);  // its record only
+  }
+  private async defaultCodeContext(language: CodeLanguage): Promise<CodeContext> {
     const known = this.defaultContexts.get(language);
     if (known) return known;
     const context = await this.createCodeContext({ language });
@@ -479,19 +601,16 @@ export class CorralSandbox {
 
   private toProcess(record: ProcessRecord, sessionId?: string): Process {
     const sandbox = this;
-    const id = record.id;
+    const id = record.id;  // corrald's: what the methods below address
     const proc: Process = {
-      id, pid: record.pid, command: record.command ?? record.argv.join(' '), status: processStatus(record),
+      id: this.names.nameOf(id), pid: record.pid, command: record.command ?? record.argv.join(' '), status: processStatus(record),
       startTime: new Date(record.startedAt), record,
       ...(record.running ? {} : { endTime: new Date(Date.parse(record.startedAt) + record.durationMs) }),
       ...(record.exitCode !== null ? { exitCode: record.exitCode } : {}),
       ...(sessionId !== undefined ? { sessionId } : {}),
-      kill: (signal?: string) => sandbox.killProcess(id, signal),
+      kill: (signal?: string) => sandbox.kill(id, signal),
       getStatus: async () => processStatus(await sandbox.client.getProcess(sandbox.sid, id)),
-      getLogs: async () => {
-        const { stdout, stderr } = await sandbox.getProcessLogs(id);
-        return { stdout, stderr };
-      },
+      getLogs: () => sandbox.readLogs(id),
       waitForExit: async (timeout?: number) => {
         const r = await sandbox.client.waitProcess(sandbox.sid, id, timeout !== undefined ? { timeoutMs: timeout } : {});
         if (!r.finished) throw new CorralError('timeout', `process \`${id}\` still runs after ${timeout} ms`, 504);

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { CorralError } from '../dist/index.js';
+import { CorralError, ProcessSetupError } from '../dist/index.js';
 import { skipReason, startDaemon } from './daemon.mjs';
 
 const skip = skipReason();
@@ -216,5 +216,86 @@ describe('client.sandbox(id)', { skip }, () => {
     assert.ok(['create', 'modify', 'move'].includes(event.type), JSON.stringify(event)); // an upload lands by rename
     stop.abort();
     await reader.cancel().catch(() => {});
+  });
+
+  // corrald takes no name for a process (POST .../processes has no `id`): the name is the client's.
+  test('startProcess({processId}) names the process: get, logs, stream and kill by that name', async () => {
+    const named = await sandbox.startProcess('echo named; sleep 300', { processId: 'web-server' });
+    assert.equal(named.id, 'web-server');
+    assert.match(named.record.id, /^p\d+$/);
+    assert.equal((await named.waitForLog('named', 30000)).line, 'named');
+    assert.equal((await sandbox.getProcess('web-server')).status, 'running');
+    assert.ok((await sandbox.listProcesses()).some((p) => p.id === 'web-server' && p.record.id === named.record.id));
+    assert.deepEqual(await sandbox.getProcessLogs('web-server'), { stdout: 'named\n', stderr: '', processId: 'web-server' });
+    await assert.rejects(sandbox.startProcess('true', { processId: 'web-server' }),
+      (err) => err instanceof CorralError && err.code === 'exists' && err.status === 409);
+    await sandbox.killProcess('web-server');
+    assert.equal((await sandbox.getProcess('web-server')).status, 'killed');
+    assert.match(await new Response(await sandbox.streamProcessLogs('web-server')).text(), /"type":"exit"/);
+    // Once it ended, the name may be given again.
+    const again = await sandbox.startProcess('echo second', { processId: 'web-server' });
+    await again.waitForExit(30000);
+    assert.equal((await sandbox.getProcessLogs('web-server')).stdout, 'second\n');
+  });
+
+  // A background process does not take a shell context's turn (corrald refuses `shell` there):
+  // it starts from the context's state instead.
+  test('startProcess in a shell context starts in the context\'s cwd with its exported variables', async () => {
+    const shell = await sandbox.createSession({ id: 'bg-ctx', cwd: '/tmp', env: { FROM_CREATE: 'c' } });
+    await shell.exec('mkdir -p /tmp/ctxdir/sub && cd /tmp/ctxdir && export FROM_SHELL=s');
+    const p = await shell.startProcess('pwd; echo "$FROM_CREATE $FROM_SHELL $OWN"', { env: { OWN: 'o' } });
+    assert.equal(p.sessionId, 'bg-ctx');
+    await p.waitForExit(30000);
+    assert.deepEqual(await p.getLogs(), { stdout: '/tmp/ctxdir\nc s o\n', stderr: '' });
+    const relative = await sandbox.startProcess('pwd', { sessionId: 'bg-ctx', cwd: 'sub' });
+    await relative.waitForExit(30000);
+    assert.equal((await relative.getLogs()).stdout, '/tmp/ctxdir/sub\n');
+    await sandbox.deleteSession('bg-ctx');
+  });
+
+  test('exec of a command that cannot start rejects with corrald\'s reason (buffered and streamed)', async () => {
+    const reason = (err) => {
+      assert.ok(err instanceof ProcessSetupError, String(err));
+      assert.equal(err.code, 'setup_failed');
+      assert.match(err.message, /chdir `\/workspace\/no-such-dir`: ENOENT/);
+      assert.equal(err.record.status, 'setup-failed');
+      return true;
+    };
+    await assert.rejects(sandbox.exec('pwd', { cwd: 'no-such-dir' }), reason);
+    let reported;
+    await assert.rejects(sandbox.exec('pwd', { cwd: 'no-such-dir', stream: true, onError: (e) => (reported = e) }), reason);
+    assert.ok(reported instanceof ProcessSetupError);
+  });
+
+  test('exec results carry corral\'s exit status: a timeout is not a plain SIGTERM', async () => {
+    const timed = await sandbox.exec('sleep 5', { timeout: 300 });
+    assert.equal(timed.status, 'timeout');
+    assert.equal(timed.exitCode, 143);
+    const streamed = await sandbox.exec('sleep 5', { timeout: 300, stream: true });
+    assert.equal(streamed.status, 'timeout');
+    assert.equal((await sandbox.exec('exit 3')).status, 'exited');
+  });
+
+  test('runCode without a context replaces a default context whose interpreter died', async () => {
+    assert.equal((await sandbox.runCode('n = 1\nn')).results[0].text, '1');
+    const [dead] = await sandbox.listCodeContexts();
+    const { process: interpreter } = await daemon.client.getContext(sandbox.sid, dead.id);
+    await daemon.client.killProcess(sandbox.sid, interpreter, { force: true });
+    while ((await daemon.client.getContext(sandbox.sid, dead.id)).status !== 'dead') await new Promise((r) => setTimeout(r, 20));
+    const fresh = await sandbox.runCode('2 + 3');
+    assert.equal(fresh.status, 'ok');
+    assert.equal(fresh.results[0].text, '5');
+    // Died during a run: the run says so, and the next one gets a new interpreter.
+    assert.equal((await sandbox.runCode('import os\nos._exit(3)')).status, 'context_died');
+    assert.equal((await sandbox.runCode('7')).results[0].text, '7');
+    for (const c of await sandbox.listCodeContexts()) await sandbox.deleteCodeContext(c.id);
+  });
+
+  test('listFiles of a relative path gives absolute paths', async () => {
+    await sandbox.writeFile('rel/one.txt', '1');
+    const listed = await sandbox.listFiles('rel');
+    assert.deepEqual(listed.files.map((f) => [f.absolutePath, f.relativePath]), [['/workspace/rel/one.txt', 'one.txt']]);
+    const here = await sandbox.listFiles('.');
+    assert.ok(here.files.every((f) => f.absolutePath === `/workspace/${f.relativePath}`), JSON.stringify(here.files));
   });
 });

@@ -56,7 +56,13 @@ export type CloudflareChecks = [
   Assert<Accepts<'gitCheckout'>>,
   Assert<Accepts<'setEnvVars'>>,
   Assert<Accepts<'readFileStream'>>,
-  Assert<Accepts<'createCodeContext'>>,
+  // createCodeContext: Cloudflare's options except `language: 'typescript'`, which corrald does
+  // not run (its contexts are python3 and node); the type says so instead of a 400 at run time.
+  Assert<Extends<
+    [(Omit<NonNullable<Params<ExecutionSession['createCodeContext']>[0]>, 'language'> & { language?: 'python' | 'javascript' })?],
+    Params<CorralSandbox['createCodeContext']>
+  >>,
+  Assert<Extends<Params<ExecutionSession['createCodeContext']>, Params<CorralSandbox['createCodeContext']>> extends true ? false : true>,
   Assert<Accepts<'listCodeContexts'>>,
   Assert<Accepts<'deleteCodeContext'>>,
   // terminal(): Cloudflare's takes the Worker's upgrade Request and PtyOptions; corral's client
