@@ -9,8 +9,8 @@ export { CorralError, ProcessSetupError } from './errors.js';
 export { Transport, type ConnectionOptions, type Body } from './transport.js';
 export { parseNdjson } from './ndjson.js';
 export {
-  createCorralSandboxProvider, CorralSandboxSession, CorralNetworkSandboxSession, sliceLines,
-  type CorralSandboxProvider, type CorralSandboxProviderOptions, type CorralSandboxProcess, type SandboxProcessOptions,
+  createCorralSandboxProvider, CorralSandboxSession, CorralNetworkSandboxSession, sliceLines, corralSessionId,
+  type ProcessExit, type RunOutput, type CorralSandboxProvider, type CorralSandboxProviderOptions, type CorralSandboxProcess, type SandboxProcessOptions,
 } from './provider.js';
 export * from './sandbox.js';
 export type * from './types.js';

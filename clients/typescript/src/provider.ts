@@ -1,9 +1,11 @@
 // The AI SDK harness sandbox provider (HarnessV1SandboxProvider from @ai-sdk/harness) over corrald.
 // The shapes below are structural copies of the published interfaces, so the package's own
 // declarations need no AI SDK package; typecheck/ai-sdk.ts asserts they satisfy the real ones.
+import { createHash } from 'node:crypto';
+
 import { CorralClient, eventBytes, shellExitCode, type ClientOptions } from './client.js';
-import { CorralError, abortError } from './errors.js';
-import type { CreateSessionRequest, NetworkPolicy, SessionInfo, StreamEvent } from './types.js';
+import { CorralError, abortError, throwIfSetupFailed } from './errors.js';
+import type { CreateSessionRequest, ExitStatus, NetworkPolicy, SessionInfo, StreamEvent } from './types.js';
 
 /** Options of run/spawn (the AI SDK's SandboxProcessOptions). */
 export type SandboxProcessOptions = {
@@ -23,8 +25,16 @@ export type CorralSandboxProcess = {
   readonly id: string;
   readonly stdout: ReadableStream<Uint8Array>;
   readonly stderr: ReadableStream<Uint8Array>;
-  /** Resolves with the exit code (128+N for signal N); rejects with the abort reason if aborted. */
-  wait(): Promise<{ exitCode: number }>;
+  /**
+   * Resolves with the exit code (128+N for signal N) and corral's exit status (`timeout`, `oom`,
+   * `killed`, ...); rejects with the abort reason if aborted.
+   */
+  wait(): Promise<ProcessExit>;
+  /**
+   * Bytes of output the stream never delivered: written before it attached and already out of the
+   * policy's `limits.output` window (corrald's `skipped`). Each gap also gets a note on stderr.
+   */
+  readonly skipped: { stdout: number; stderr: number };
   /** Stops the process and its descendants. Idempotent. */
   kill(): Promise<void>;
 };
@@ -41,6 +51,11 @@ export type CorralSandboxProviderOptions = ClientOptions & {
   cwd?: string;
   commandTimeoutMs?: number;
 };
+
+/** How a process ended: the AI SDK's `{exitCode}` and corral's exit status beside it. */
+export type ProcessExit = { exitCode: number; status: ExitStatus };
+/** The result of `run`: the AI SDK's fields and corral's exit status. */
+export type RunOutput = { exitCode: number; stdout: string; stderr: string; status: ExitStatus };
 
 const encoder = new TextEncoder();
 
@@ -97,15 +112,19 @@ export class CorralSandboxSession {
   /** Starts a command; its output streams while it runs. */
   readonly spawn = (options: SandboxProcessOptions): Promise<CorralSandboxProcess> => spawnProcess(this.client, this.id, options);
 
-  /** Runs a command to its end and collects its output. */
-  readonly run = async (options: SandboxProcessOptions): Promise<{ exitCode: number; stdout: string; stderr: string }> => {
+  /**
+   * Runs a command to its end and collects its output. A command that could not start (a missing
+   * `workingDirectory`, ...) rejects with ProcessSetupError carrying corrald's reason; one stopped
+   * at its timeout has `status: 'timeout'` and a note at the end of stderr.
+   */
+  readonly run = async (options: SandboxProcessOptions): Promise<RunOutput> => {
     const proc = await spawnProcess(this.client, this.id, options, true);
     const [stdout, stderr, result] = await Promise.all([
       new Response(proc.stdout).text(),
       new Response(proc.stderr).text(),
       proc.wait(),
     ]);
-    return { exitCode: result.exitCode, stdout, stderr };
+    return { exitCode: result.exitCode, stdout, stderr, status: result.status };
   };
 }
 
@@ -128,9 +147,14 @@ export class CorralNetworkSandboxSession extends CorralSandboxSession {
     return this.info.ports.map((p) => p.port);
   }
 
+  /**
+   * The URL of a leased port. corrald forwards the port as plain TCP, so `https` is the `http`
+   * endpoint with the https scheme: TLS, if any, is the sandboxed server's own.
+   */
   readonly getPortEndpoint = async (options: { port: number; protocol?: 'http' | 'https' | 'ws' }): Promise<{ url: string }> => {
-    const reply = await this.client.portEndpoint(this.id, options.port, options.protocol ?? 'http');
-    return { url: reply.url };
+    const protocol = options.protocol ?? 'http';
+    const reply = await this.client.portEndpoint(this.id, options.port, protocol === 'https' ? 'http' : protocol);
+    return { url: protocol === 'https' ? reply.url.replace(/^http:/, 'https:') : reply.url };
   };
 
   /** @deprecated as in the AI SDK: use getPortEndpoint. */
@@ -173,9 +197,18 @@ export class CorralNetworkSandboxSession extends CorralSandboxSession {
     await this.refresh();
   };
 
-  /** The reduced view: run, spawn and files only, with the session's restricted token when known. */
-  readonly restricted = (): CorralSandboxSession =>
-    new CorralSandboxSession(this.restrictedToken ? this.client.withToken(this.restrictedToken) : this.client, this.info);
+  /**
+   * The reduced view: run, spawn and files only, through the session's restricted token. Without
+   * one (a session resumed without `restrictedToken`: corrald hands tokens out only at creation)
+   * it throws CorralError `no_token` rather than hand out this client's rights.
+   */
+  readonly restricted = (): CorralSandboxSession => {
+    if (!this.restrictedToken)
+      throw new CorralError('no_token',
+        `session \`${this.id}\` has no restricted token here: corrald gives it out only when the session is created; ` +
+          'resume it with resumeSession({ sessionId, restrictedToken }) or from the provider that created it', 0);
+    return new CorralSandboxSession(this.client.withToken(this.restrictedToken), this.info);
+  };
 
   /** Re-reads the session record (ports, cwd). */
   async refresh(): Promise<void> {
@@ -194,13 +227,30 @@ export type CorralSandboxProvider = {
     identity?: string;
     onFirstCreate?: (session: CorralSandboxSession, opts: { abortSignal?: AbortSignal }) => Promise<void>;
   }) => Promise<CorralNetworkSandboxSession>;
-  readonly resumeSession: (options: { sessionId: string; abortSignal?: AbortSignal }) => Promise<CorralNetworkSandboxSession>;
+  /**
+   * Reattaches to the session `createSession` made for `sessionId`. `restrictedToken` (the one
+   * corrald answered at creation) makes `restricted()` work after a resume in another process;
+   * this provider remembers the tokens of the sessions it created itself.
+   */
+  readonly resumeSession: (options: { sessionId: string; abortSignal?: AbortSignal; restrictedToken?: string }) => Promise<CorralNetworkSandboxSession>;
 };
+
+/**
+ * corral's session id for the AI SDK's `sessionId`, which is opaque: an id corrald takes
+ * (1-64 of A-Z a-z 0-9 - _) is used as it is; any other becomes its first characters made valid,
+ * `-` and 40 hex digits of its SHA-256, so createSession and resumeSession find the same session.
+ */
+export function corralSessionId(sessionId: string): string {
+  if (/^[A-Za-z0-9_-]{1,64}$/.test(sessionId)) return sessionId;
+  const readable = sessionId.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 23) || 's';
+  return `${readable}-${createHash('sha256').update(sessionId, 'utf8').digest('hex').slice(0, 40)}`;
+}
 
 /** Creates the provider. No I/O happens until createSession/resumeSession. */
 export function createCorralSandboxProvider(options: CorralSandboxProviderOptions = {}): CorralSandboxProvider {
   const { client: given, policy, policyYaml, env, cwd, commandTimeoutMs, ...connection } = options;
   const client = given ?? new CorralClient(connection);
+  const restrictedTokens = new Map<string, string>();  // of the sessions this provider created
   return {
     specificationVersion: 'harness-sandbox-v1',
     providerId: 'corral',
@@ -211,12 +261,13 @@ export function createCorralSandboxProvider(options: CorralSandboxProviderOption
       const request: CreateSessionRequest = {};
       if (policyYaml !== undefined) request.policyYaml = policyYaml;
       else if (policy !== undefined) request.policy = policy;
-      if (create.sessionId !== undefined) request.id = create.sessionId;
+      if (create.sessionId !== undefined) request.id = corralSessionId(create.sessionId);
       if (env !== undefined) request.env = env;
       if (cwd !== undefined) request.cwd = cwd;
       if (commandTimeoutMs !== undefined) request.commandTimeoutMs = commandTimeoutMs;
       const created = await client.createSession(request);
       const { token: _full, restrictedToken, ...info } = created;
+      restrictedTokens.set(info.id, restrictedToken);
       const session = new CorralNetworkSandboxSession(client, info, restrictedToken);
       try {
         if (signal?.aborted) throw abortError(signal);
@@ -227,12 +278,13 @@ export function createCorralSandboxProvider(options: CorralSandboxProviderOption
       }
       return session;
     },
-    resumeSession: async ({ sessionId, abortSignal }) => {
+    resumeSession: async ({ sessionId, abortSignal, restrictedToken }) => {
       if (abortSignal?.aborted) throw abortError(abortSignal);
-      const info = await client.getSession(sessionId);
+      const id = corralSessionId(sessionId);
+      const info = await client.getSession(id);
       if (info.state !== 'active')
-        throw new CorralError('session_ended', `session \`${sessionId}\` is ${info.state}`, 409);
-      return new CorralNetworkSandboxSession(client, info);
+        throw new CorralError('session_ended', `session \`${id}\` is ${info.state}`, 409);
+      return new CorralNetworkSandboxSession(client, info, restrictedToken ?? restrictedTokens.get(id));
     },
   };
 }
@@ -262,7 +314,9 @@ async function spawnProcess(
   } else {
     // spawn: a background process (POST .../processes) followed through its output stream; it
     // outlives this client's connection, as a spawned long-running process should.
-    ({ id, pid } = await client.spawn(sid, request));
+    const record = await client.spawn(sid, request);
+    throwIfSetupFailed(record, options.command);
+    ({ id, pid } = record);
     try {
       events = (await client.streamProcess(sid, id))[Symbol.asyncIterator]();
     } catch (err) {
@@ -282,18 +336,30 @@ async function spawnProcess(
     try { c.enqueue(bytes); } catch { /* the reader cancelled this stream */ }
   };
 
+  const skipped = { stdout: 0, stderr: 0 };
+  const note = (text: string) => enqueue(err, encoder.encode(text));
   let exited = false;
-  const exit = (async (): Promise<{ exitCode: number }> => {
+  const exit = (async (): Promise<ProcessExit> => {
     try {
       for (;;) {
         const next = await events.next();
         if (next.done) throw new CorralError('stream_ended', `output stream of \`${id}\` ended without a final event`, 0);
         const ev: StreamEvent = next.value;
         if (ev.type === 'start') continue;
-        if (ev.type === 'stdout') enqueue(out, eventBytes(ev));
-        else if (ev.type === 'stderr') enqueue(err, eventBytes(ev));
-        else if (ev.type === 'exit') return { exitCode: shellExitCode(ev) };
-        else if (ev.type === 'error') throw new CorralError(ev.code, ev.message, 0);
+        if (ev.type === 'stdout' || ev.type === 'stderr') {
+          // Output written before this stream attached fell out of the policy's output window:
+          // the gap is said on stderr (and counted), never passed over in silence.
+          if (ev.skipped) {
+            skipped[ev.type] += ev.skipped;
+            note(`[corral: ${ev.skipped} bytes of ${ev.type} were lost before this stream attached (beyond the policy's limits.output)]\n`);
+          }
+          enqueue(ev.type === 'stdout' ? out : err, eventBytes(ev));
+        } else if (ev.type === 'exit') {
+          throwIfSetupFailed(ev, options.command);
+          if (ev.status === 'timeout')
+            note(`[corral: timed out${ev.timeoutMs !== undefined ? ` after ${ev.timeoutMs} ms` : ''} and stopped${ev.signal ? ` with ${ev.signal}` : ''}]\n`);
+          return { exitCode: shellExitCode(ev), status: ev.status };
+        } else if (ev.type === 'error') throw new CorralError(ev.code, ev.message, 0);
       }
     } finally {
       exited = true;
@@ -316,7 +382,7 @@ async function spawnProcess(
     return killing;
   };
 
-  let waited: Promise<{ exitCode: number }> = exit;
+  let waited: Promise<ProcessExit> = exit;
   if (signal) {
     const aborted = new Promise<never>((_, reject) => {
       const onAbort = () => {
@@ -331,7 +397,7 @@ async function spawnProcess(
     waited = Promise.race([exit, aborted]);
   }
   waited.catch(() => undefined);  // a caller that never waits must not crash the process
-  return { pid, id, stdout, stderr, wait: () => waited, kill };
+  return { pid, id, stdout, stderr, wait: () => waited, kill, skipped };
 }
 
 function nullIfMissing<T>(read: () => Promise<T>): Promise<T | null> {

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { CorralError, createCorralSandboxProvider } from '../dist/index.js';
+import { CorralClient, CorralError, ProcessSetupError, corralSessionId, createCorralSandboxProvider } from '../dist/index.js';
 import { skipReason, startDaemon } from './daemon.mjs';
 
 const skip = skipReason();
@@ -36,7 +36,7 @@ describe('createCorralSandboxProvider', { skip }, () => {
 
   test('run collects stdout, stderr and the exit code', async () => {
     const r = await session.run({ command: 'echo out; echo err >&2; exit 3' });
-    assert.deepEqual(r, { exitCode: 3, stdout: 'out\n', stderr: 'err\n' });
+    assert.deepEqual(r, { exitCode: 3, stdout: 'out\n', stderr: 'err\n', status: 'exited' });
   });
 
   test('run passes env and workingDirectory', async () => {
@@ -57,7 +57,8 @@ describe('createCorralSandboxProvider', { skip }, () => {
     let rest = '';
     for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
     assert.equal(rest, 'second\n');
-    assert.deepEqual(await proc.wait(), { exitCode: 7 });
+    assert.deepEqual(await proc.wait(), { exitCode: 7, status: 'exited' });
+    assert.deepEqual(proc.skipped, { stdout: 0, stderr: 0 });
     assert.equal(await text(proc.stderr), '');
   });
 
@@ -195,7 +196,103 @@ describe('createCorralSandboxProvider', { skip }, () => {
     assert.equal(await s.readTextFile({ path: 'boot.txt' }), 'booted');
     await s.destroy();
     await assert.rejects(provider.createSession({ abortSignal: AbortSignal.abort() }), { name: 'AbortError' });
-    await assert.rejects(provider.createSession({ sessionId: 'bad id!' }),
-      (err) => err instanceof CorralError && err.status === 400);
+  });
+
+  // The AI SDK's sessionId is opaque; corrald's ids are 1-64 of [A-Za-z0-9_-].
+  test('createSession maps a sessionId corrald would refuse onto a valid id, the same one resumeSession finds', async () => {
+    const opaque = `harness-${'0123456789abcdef'.repeat(5)}/ünï code`;
+    const s = await provider.createSession({ sessionId: opaque });
+    assert.match(s.id, /^[A-Za-z0-9_-]{1,64}$/);
+    assert.equal(s.id, corralSessionId(opaque));
+    assert.notEqual(corralSessionId(opaque), corralSessionId(opaque + ' '));
+    assert.equal(corralSessionId('plain_id-1'), 'plain_id-1');
+    await s.writeTextFile({ path: 'mark', content: 'm' });
+    const resumed = await provider.resumeSession({ sessionId: opaque });
+    assert.equal(resumed.id, s.id);
+    assert.equal(await resumed.readTextFile({ path: 'mark' }), 'm');
+    await s.destroy();
+  });
+
+  test('run and spawn of a command that cannot start reject with corrald\'s reason', async () => {
+    const reason = (err) => {
+      assert.ok(err instanceof ProcessSetupError, String(err));
+      assert.equal(err.code, 'setup_failed');
+      assert.match(err.message, /chdir `[^`]*\/no-such-dir`: ENOENT/);
+      return true;
+    };
+    await assert.rejects(session.run({ command: 'pwd', workingDirectory: 'no-such-dir' }), reason);
+    await assert.rejects(session.spawn({ command: 'pwd', workingDirectory: 'no-such-dir' }), reason);
+  });
+
+  test('a command stopped at its timeout says so: status timeout and a note on stderr', async () => {
+    const timed = createCorralSandboxProvider({ socketPath: daemon.socketPath, commandTimeoutMs: 300 });
+    const s = await timed.createSession();
+    try {
+      const r = await s.run({ command: 'echo before >&2; sleep 5' });
+      assert.equal(r.exitCode, 143);
+      assert.equal(r.status, 'timeout');
+      assert.match(r.stderr, /^before\n\[corral: timed out after 300 ms and stopped with SIGTERM\]\n$/);
+    } finally {
+      await s.destroy();
+      timed.client.close();
+    }
+  });
+
+  test('spawn says on stderr what output was lost before its stream attached (skipped)', async () => {
+    // A client whose output stream attaches only after the process ended: everything but the
+    // last 64 KiB (the policy's limits.output) is gone by then, and corrald says so as `skipped`.
+    class LateClient extends CorralClient {
+      async streamProcess(sid, proc, options) {
+        await this.waitProcess(sid, proc, { timeoutMs: 30000 });
+        return super.streamProcess(sid, proc, options);
+      }
+    }
+    const late = createCorralSandboxProvider({
+      client: new LateClient({ socketPath: daemon.socketPath }), policyYaml: 'extends: default\nlimits: {output: 64Ki}',
+    });
+    const s = await late.createSession();
+    try {
+      const proc = await s.spawn({ command: 'seq 1 100000' });  // 588895 bytes
+      const [stdout, stderr, exit] = await Promise.all([text(proc.stdout), text(proc.stderr), proc.wait()]);
+      assert.equal(exit.exitCode, 0);
+      assert.equal(stdout.length, 65536);
+      assert.deepEqual(proc.skipped, { stdout: 588895 - 65536, stderr: 0 });
+      assert.equal(stderr, `[corral: ${588895 - 65536} bytes of stdout were lost before this stream attached (beyond the policy's limits.output)]\n`);
+    } finally {
+      await s.destroy();
+      late.client.close();
+    }
+  });
+
+  test('getPortEndpoint with https gives the port\'s forward with the https scheme', async () => {
+    const { port } = await provider.client.leasePort(session.id);
+    assert.equal((await session.getPortEndpoint({ port, protocol: 'https' })).url,
+      (await session.getPortEndpoint({ port })).url.replace(/^http:/, 'https:'));
+    assert.match(await session.getPortUrl({ port, protocol: 'https' }), /^https:\/\/127\.0\.0\.1:/);
+    await provider.client.releasePort(session.id, port);
+  });
+
+  // The harness hands restricted() to tools as the view that cannot stop the sandbox; after a
+  // resume without the restricted token it must not be this client's (full) rights.
+  test('restricted() after resumeSession: the remembered or given token, else no_token', async () => {
+    const created = await provider.createSession({ sessionId: 'agent-r' });
+    // The same provider remembers the tokens of the sessions it created.
+    const again = await provider.resumeSession({ sessionId: 'agent-r' });
+    assert.deepEqual((await again.restricted().client.listSessions()).map((x) => x.id), ['agent-r']);
+    await assert.rejects(again.restricted().client.endSession('agent-r'), (err) => err instanceof CorralError && err.status === 403);
+    // Another process (another provider) has no token: restricted() refuses, clearly.
+    const elsewhere = createCorralSandboxProvider({ socketPath: daemon.socketPath });
+    const resumed = await elsewhere.resumeSession({ sessionId: 'agent-r' });
+    assert.throws(() => resumed.restricted(), (err) => err instanceof CorralError && err.code === 'no_token');
+    // ... unless it is handed the token corrald answered at creation.
+    const made = await provider.client.createSession({ id: 'agent-r2' });
+    const withToken = await elsewhere.resumeSession({ sessionId: 'agent-r2', restrictedToken: made.restrictedToken });
+    const view = withToken.restricted();
+    assert.equal((await view.run({ command: 'echo ok' })).stdout, 'ok\n');
+    await assert.rejects(view.client.endSession('agent-r2'), (err) => err instanceof CorralError && err.status === 403);
+    await assert.rejects(view.client.getSession('agent-r'), (err) => err instanceof CorralError && err.status === 404);
+    elsewhere.client.close();
+    await created.destroy();
+    await provider.client.endSession('agent-r2');
   });
 });
