@@ -418,7 +418,7 @@ export class CorralSandbox {
     const listing = await this.client.listDirectory(this.sid, path, options.recursive ? { recursive: true } : {});
     const base = listing.path.startsWith('/') ? listing.path : path;
     const files = listing.entries
-      .filter((f) => options.includeHidden || !f.name.split('/').pop()!.startsWith('.'))
+      .filter((f) => options.includeHidden || !f.name.split('/').some((part) => part.startsWith('.')))  // .git/config too
       .map((f) => toFileInfo(base, f));
     return { success: true, path, files, count: files.length, timestamp: now() };
   }

@@ -291,11 +291,17 @@ describe('client.sandbox(id)', { skip }, () => {
     for (const c of await sandbox.listCodeContexts()) await sandbox.deleteCodeContext(c.id);
   });
 
-  test('listFiles of a relative path gives absolute paths', async () => {
+  test('listFiles of a relative path gives absolute paths; hidden entries stay hidden below a hidden directory', async () => {
     await sandbox.writeFile('rel/one.txt', '1');
     const listed = await sandbox.listFiles('rel');
     assert.deepEqual(listed.files.map((f) => [f.absolutePath, f.relativePath]), [['/workspace/rel/one.txt', 'one.txt']]);
     const here = await sandbox.listFiles('.');
     assert.ok(here.files.every((f) => f.absolutePath === `/workspace/${f.relativePath}`), JSON.stringify(here.files));
+    // Hidden means any hidden component: a recursive listing leaves out what is below `.git` too.
+    await sandbox.writeFile('rel/.git/config', 'x');
+    const deep = await sandbox.listFiles('rel', { recursive: true });
+    assert.deepEqual(deep.files.map((f) => f.relativePath), ['one.txt']);
+    const all = await sandbox.listFiles('rel', { recursive: true, includeHidden: true });
+    assert.deepEqual(all.files.map((f) => f.relativePath).sort(), ['.git', '.git/config', 'one.txt']);
   });
 });
