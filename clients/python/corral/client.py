@@ -4,6 +4,7 @@ Records (sessions, processes, file entries) are the JSON objects corrald answers
 """
 
 import base64
+import re
 import signal as _signal
 import urllib.parse
 
@@ -207,14 +208,26 @@ class Session:
         return self.client.transport.bytes("GET", self._base + "/files", query={"path": path})
 
     def read_text(self, path, encoding="utf-8", start_line=None, end_line=None):
-        """A file's text; start_line/end_line (1-based, inclusive) pick lines, past EOF reads to EOF."""
-        text = self.read(path).decode(encoding)
+        r"""A file's text; start_line/end_line (1-based, inclusive) pick lines, and past the end
+        stop at the end.
+
+        Lines are corrald's (docs/API.md "Files"): each ends after a "\n" and only there, so
+        "\r", "\x0c" or U+2028 inside a line do not split it (str.splitlines() would). corrald
+        selects them when "\n" is that byte in ``encoding``; otherwise (UTF-16, ...) the client
+        splits the decoded text the same way."""
         if start_line is None and end_line is None:
-            return text
-        start = start_line or 1
+            return self.read(path).decode(encoding)
+        start = 1 if start_line is None else start_line
+        for value in (start, end_line):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise CorralError("invalid", f"line numbers are integers, not {value!r}", 0)
         if start < 1 or (end_line is not None and end_line < start):
             raise CorralError("invalid", f"line range {start_line}..{end_line}", 0)
-        return "".join(text.splitlines(keepends=True)[start - 1:end_line])
+        if "\n".encode(encoding) == b"\n":
+            query = {"path": path, "startLine": start, "endLine": end_line}
+            return self.client.transport.bytes("GET", self._base + "/files", query=query).decode(encoding)
+        lines = re.split("(?<=\n)", self.read(path).decode(encoding))
+        return "".join(lines[start - 1:end_line])
 
     def write(self, path, data):
         """Writes a file (bytes, str, or an iterable of bytes sent chunked); parents are created."""

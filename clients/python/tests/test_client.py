@@ -191,3 +191,21 @@ def test_watch_yields_the_events_of_a_directory(session):
             assert event["type"] in ("create", "modify", "move"), event  # an upload lands by rename
             break
     events.close()
+
+
+def test_read_text_counts_lines_as_corrald_does_at_newlines_only(session):
+    # str.splitlines() would also split at \r, \x0c and U+2028: line 2 would be "b\x0c".
+    session.write("lines.txt", "a\r\nb\x0cc\u2028d\ne\n")
+    assert session.read_text("lines.txt", start_line=2, end_line=2) == "b\x0cc\u2028d\n"
+    assert session.read_text("lines.txt", start_line=1, end_line=1) == "a\r\n"
+    assert session.read_text("lines.txt", end_line=2) == "a\r\nb\x0cc\u2028d\n"
+    assert session.read_text("lines.txt", start_line=3) == "e\n"
+    assert session.read_text("lines.txt", start_line=4) == ""
+    # An encoding in which "\n" is not the byte 0x0a: the client splits, by the same rule.
+    session.write("lines16.txt", "x\r\ny\u2028z\nw".encode("utf-16"))
+    assert session.read_text("lines16.txt", "utf-16", start_line=2, end_line=2) == "y\u2028z\n"
+    assert session.read_text("lines16.txt", "utf-16", start_line=3) == "w"
+    for start, end in ((0, 1), (3, 2), ("1", None)):
+        with pytest.raises(CorralError) as e:
+            session.read_text("lines.txt", start_line=start, end_line=end)
+        assert e.value.code == "invalid"
