@@ -85,6 +85,7 @@ class Transport:
                 # corrald may answer (an error, before reading the body) and close while the body
                 # is still being sent: its answer is then waiting in the socket.
                 pass
+            sock = conn.sock  # getresponse() hands it to the response when corrald will close
             response = conn.getresponse()
         except OSError as e:
             conn.close()
@@ -92,6 +93,7 @@ class Transport:
             raise CorralError("unreachable", f"corrald at {where}: {e}", 0) from e
         if 200 <= response.status < 300:
             response._corral_connection = conn  # closed with the response
+            response._corral_socket = sock
             return response
         data = response.read()
         conn.close()
@@ -126,14 +128,67 @@ def _query_value(value):
     return str(value)
 
 
-def iter_ndjson(response):
-    """Yields the JSON events of an NDJSON response, one per line; closes it when done."""
-    try:
-        while True:
-            line = response.readline()
+class EventStream:
+    """The JSON events of an NDJSON response, one per line, as an iterator; the connection closes
+    at the end, on an error, or with ``close()`` (also a context manager).
+
+    ``close()`` may come from another thread while a read waits there: it shuts the socket down
+    first, which wakes that read (a bare close() would not). corral.aio reads in a worker thread
+    and closes from the event loop's; closing an exec stream early stops its command.
+    ``check(event)`` may raise for an event, which then ends the stream."""
+
+    def __init__(self, response, check=None):
+        self._response = response
+        self._check = check
+        self._closed = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            event = self._next_event()
+        except BaseException:
+            woken = self._closed  # close() from another thread ended this read: the stream's end
+            self.close()
+            if woken:
+                raise StopIteration from None
+            raise
+        if event is None:
+            self.close()
+            raise StopIteration
+        return event
+
+    def _next_event(self):
+        while not self._closed:
+            line = self._response.readline()
             if not line:
-                return
+                return None
             if line.strip():
-                yield json.loads(line)
-    finally:
-        response._corral_connection.close()
+                event = json.loads(line)
+                if self._check:
+                    self._check(event)
+                return event
+        return None
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._response._corral_socket.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):
+            pass
+        self._response.close()
+        self._response._corral_connection.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def iter_ndjson(response, check=None):
+    """The events of an NDJSON response: an EventStream."""
+    return EventStream(response, check)
