@@ -36,6 +36,27 @@ def shell_exit_code(record):
     return -1
 
 
+def check_started(record):
+    """Raises CorralError ``setup_failed`` (the daemon's reason, the record) when the record says
+    the process never started (``status: setup-failed``); answers the record otherwise.
+
+    Such a process has no exit of its own: its ``exitCode`` is null (or 127/126 when execve
+    failed, as a shell says) and it wrote nothing, so reporting it as an exit would look like a
+    command that failed silently. docs/API.md "Results and records"."""
+    if record.get("status") == "setup-failed":
+        reason = record.get("error") or "its setup failed (corrald gave no reason)"
+        raise CorralError("setup_failed", f"process `{record.get('id')}` never started: {reason}", 0,
+                          record=record)
+    return record
+
+
+def _check_exit_event(event):
+    """For a process's event stream: ``setup_failed`` in place of the exit event of a process
+    that never started."""
+    if event.get("type") == "exit":
+        check_started(event)
+
+
 class RunResult:
     """The answer of ``run``: exit code, decoded output and the full process record."""
 
@@ -158,20 +179,25 @@ class Session:
         return {k: v for k, v in body.items() if v is not None}
 
     def run(self, command=None, **options):
-        """Runs a command (a shell string, or a list for argv) to its end: a RunResult."""
-        return RunResult(self._json("POST", "/run", json_body=self._command(command, **options)))
+        """Runs a command (a shell string, or a list for argv) to its end: a RunResult. A command
+        that never started (a missing cwd, no such program for argv) raises CorralError
+        ``setup_failed`` with corrald's reason."""
+        record = self._json("POST", "/run", json_body=self._command(command, **options))
+        return RunResult(check_started(record))
 
     def exec(self, command=None, **options):
-        """Runs a command and yields its NDJSON events (start, stdout, stderr, exit|error).
+        """Runs a command and yields its NDJSON events (start, stdout, stderr, exit|error); raises
+        CorralError ``setup_failed`` instead of the exit event when it never started.
         Closing the iterator early closes the stream, which stops the command."""
         response = self.client.transport.request("POST", self._base + "/exec",
                                                  json_body=self._command(command, **options))
-        return iter_ndjson(response)
+        return iter_ndjson(response, _check_exit_event)
 
     def spawn(self, command=None, **options):
-        """Starts a background process: a Process."""
+        """Starts a background process: a Process (CorralError ``setup_failed`` when it never
+        started)."""
         record = self._json("POST", "/processes", json_body=self._command(command, **options))
-        return Process(self, record["id"], record)
+        return Process(self, record["id"], check_started(record))
 
     def processes(self):
         return self._json("GET", "/processes")["processes"]
@@ -184,10 +210,11 @@ class Session:
         return self._json("DELETE", "/processes")
 
     def create_terminal(self, cols=80, rows=24, command=None, cwd=None, env=None, shell=None):
-        """Starts a process on a PTY (the login shell unless ``command``): its record."""
+        """Starts a process on a PTY (the login shell unless ``command``): its record
+        (CorralError ``setup_failed`` when it never started)."""
         body = {k: v for k, v in {"cols": cols, "rows": rows, "command": command, "cwd": cwd,
                                   "env": env, "shell": shell}.items() if v is not None}
-        return self._json("POST", "/terminals", json_body=body)
+        return check_started(self._json("POST", "/terminals", json_body=body))
 
     def terminal(self, cols=80, rows=24, command=None, cwd=None, env=None, shell=None,
                  on_control=None):
@@ -357,7 +384,11 @@ class Process:
 
     @property
     def exit_code(self):
-        return None if self.record.get("running", True) else shell_exit_code(self.record)
+        """None while it runs; its exit code once it ended (128+N for signal N); CorralError
+        ``setup_failed`` when it never started."""
+        if self.record.get("running", True):
+            return None
+        return shell_exit_code(check_started(self.record))
 
     def kill(self, force=False):
         """Stops the process and its descendants; returns the final record with ``killed``."""
@@ -390,8 +421,9 @@ class Process:
             offset = chunk["nextOffset"]
 
     def stream(self, offset=None, stdout_offset=None, stderr_offset=None, stream=None):
-        """Yields the process's output events from an offset, following it to its exit."""
+        """Yields the process's output events from an offset, following it to its exit (CorralError
+        ``setup_failed`` instead of the exit event when it never started)."""
         query = {"offset": offset, "stdoutOffset": stdout_offset, "stderrOffset": stderr_offset,
                  "stream": stream}
         return iter_ndjson(self.session.client.transport.request(
-            "GET", self.session._base + self._path + "/stream", query=query))
+            "GET", self.session._base + self._path + "/stream", query=query), _check_exit_event)

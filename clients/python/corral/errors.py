@@ -6,15 +6,19 @@ import json
 class CorralError(Exception):
     """An error answered by corrald (``{"error": {"code", "message"}}``) or met reaching it.
 
-    ``status`` is the HTTP status, 0 when no answer arrived (socket missing, connection refused).
+    ``status`` is the HTTP status, 0 when the error is the client's own finding: no answer
+    arrived (socket missing, connection refused), a bad argument, or ``setup_failed``: corrald
+    answered that a process never started (its setup failed: a missing cwd, no such program),
+    with the reason as ``message`` and the process record as ``record``.
     """
 
-    def __init__(self, code, message, status, diagnostics=None):
+    def __init__(self, code, message, status, diagnostics=None, record=None):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.status = status
         self.diagnostics = diagnostics
+        self.record = record
 
     @classmethod
     def from_body(cls, status, body):

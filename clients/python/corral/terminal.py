@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.parse
 
-from .client import shell_exit_code
+from .client import check_started, shell_exit_code
 from .errors import CorralError
 from . import websocket
 
@@ -47,6 +47,7 @@ class Terminal:
         self._on_control = on_control
         self._output = queue.Queue()
         self._done = threading.Event()
+        self._transport, self._sid = transport, sid
         path = f"/v1/sessions/{_q(sid)}/terminals/{_q(proc)}/ws"
         self._ws = websocket.connect(transport, path, **limits)
         self._reader = threading.Thread(target=self._read_loop, name=f"corral-terminal-{proc}",
@@ -104,12 +105,14 @@ class Terminal:
         return seen
 
     def wait(self, timeout=None):
-        """The TerminalExit once the process ended. Raises CorralError ``detached`` when the
-        socket ended first (close(), corrald stopping), the failure for a bad frame, and
-        TimeoutError."""
+        """The TerminalExit once the process ended. Raises CorralError ``setup_failed`` when it
+        never started, ``detached`` when the socket ended first (close(), corrald stopping), the
+        failure for a bad frame, and TimeoutError."""
         if not self._done.wait(timeout):
             raise TimeoutError(f"terminal `{self.id}` still runs after {timeout} s")
         if self.exit is not None:
+            if self.exit.status == "setup-failed":
+                check_started(self._record_of_setup_failure())
             return self.exit
         if self.failure is not None:
             raise self.failure
@@ -119,6 +122,15 @@ class Terminal:
     def exit_code(self):
         """The exit code once the process ended (waits for it)."""
         return self.wait().exit_code
+
+    def _record_of_setup_failure(self):
+        """The process record, for its ``error``: the exit frame does not carry the reason."""
+        if self.record and self.record.get("status") == "setup-failed":
+            return self.record
+        try:
+            return self._transport.json("GET", f"/v1/sessions/{_q(self._sid)}/processes/{_q(self.id)}")
+        except CorralError:
+            return {"id": self.id, "status": "setup-failed"}
 
     def close(self, timeout=5):
         """Detaches (the terminal goes on running; attach again to continue)."""

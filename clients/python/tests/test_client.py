@@ -209,3 +209,41 @@ def test_read_text_counts_lines_as_corrald_does_at_newlines_only(session):
         with pytest.raises(CorralError) as e:
             session.read_text("lines.txt", start_line=start, end_line=end)
         assert e.value.code == "invalid"
+
+
+def _assert_never_started(error, reason="chdir `/workspace/nope`: ENOENT"):
+    assert (error.code, error.status) == ("setup_failed", 0), error
+    assert reason in error.message, error.message
+    assert error.record["status"] == "setup-failed"
+
+
+def test_a_command_that_never_started_raises_setup_failed_with_corralds_reason(session):
+    # A missing cwd is a setup failure, not an exit: no -1 with empty output (the TS client's bug).
+    with pytest.raises(CorralError) as e:
+        session.run("pwd", cwd="nope")
+    _assert_never_started(e.value)
+    assert e.value.record["exitCode"] is None
+    with pytest.raises(CorralError) as e:
+        session.run(["/no/such/program"])
+    _assert_never_started(e.value, "execve `/no/such/program`: ENOENT")
+    assert e.value.record["exitCode"] == 127, "the shell's number stays in the record"
+
+    events = session.exec("pwd", cwd="nope")
+    assert next(events)["type"] == "start"
+    with pytest.raises(CorralError) as e:
+        next(events)  # in place of the exit event
+    _assert_never_started(e.value)
+    with pytest.raises(CorralError) as e:
+        session.spawn("pwd", cwd="nope")
+    _assert_never_started(e.value)
+
+    # The record of such a process, met later, says the same.
+    p = session.process(e.value.record["id"])
+    with pytest.raises(CorralError) as e:
+        p.exit_code
+    _assert_never_started(e.value)
+    with pytest.raises(CorralError) as e:
+        list(p.stream())
+    _assert_never_started(e.value)
+    assert p.wait(timeout_ms=1000)["error"].startswith("chdir `/workspace/nope`"), "raw records stay raw"
+

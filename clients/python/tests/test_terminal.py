@@ -108,3 +108,15 @@ def test_a_terminal_over_tcp_with_the_session_token():
         assert e.value.status == 401
     finally:
         d.stop()
+
+
+def test_a_terminal_that_never_started_raises_setup_failed_with_corralds_reason(session):
+    with pytest.raises(CorralError) as e:
+        session.terminal(command="pwd", cwd="nope")
+    assert (e.value.code, e.value.record["status"]) == ("setup_failed", "setup-failed")
+    assert "chdir `/workspace/nope`: ENOENT" in e.value.message
+    with session.attach_terminal(e.value.record["id"]) as again:  # the exit frame has no reason
+        with pytest.raises(CorralError) as e:
+            again.wait(timeout=30)
+        assert e.value.code == "setup_failed" and "chdir `/workspace/nope`" in e.value.message
+
