@@ -70,6 +70,13 @@ class RunResult:
         self.stdout = self.stdout_bytes.decode("utf-8", "replace")
         self.stderr = self.stderr_bytes.decode("utf-8", "replace")
 
+    @property
+    def timed_out(self):
+        """Whether corrald stopped the command at its timeout (``status: timeout``). Its exit_code
+        and signal are then those of the signal that stopped it (143/SIGTERM, or 137/SIGKILL
+        after the grace period), as for a command killed by other means."""
+        return self.status == "timeout"
+
     def __repr__(self):
         return f"RunResult(exit_code={self.exit_code}, status={self.status!r}, stdout={self.stdout!r})"
 
@@ -209,19 +216,22 @@ class Session:
         """Kills every running process of the session (DELETE .../processes)."""
         return self._json("DELETE", "/processes")
 
-    def create_terminal(self, cols=80, rows=24, command=None, cwd=None, env=None, shell=None):
+    def create_terminal(self, cols=80, rows=24, command=None, cwd=None, env=None, shell=None,
+                        timeout_ms=None):
         """Starts a process on a PTY (the login shell unless ``command``): its record
-        (CorralError ``setup_failed`` when it never started)."""
+        (CorralError ``setup_failed`` when it never started). ``timeout_ms``: the session's
+        command timeout unless given (0: none)."""
         body = {k: v for k, v in {"cols": cols, "rows": rows, "command": command, "cwd": cwd,
-                                  "env": env, "shell": shell}.items() if v is not None}
+                                  "env": env, "shell": shell, "timeoutMs": timeout_ms}.items()
+                if v is not None}
         return check_started(self._json("POST", "/terminals", json_body=body))
 
     def terminal(self, cols=80, rows=24, command=None, cwd=None, env=None, shell=None,
-                 on_control=None):
+                 on_control=None, timeout_ms=None):
         """Starts a process on a PTY and attaches to it: a Terminal (write, read, resize, wait,
         close). ``shell`` names a shell context of this session to start in."""
         from .terminal import Terminal
-        record = self.create_terminal(cols, rows, command, cwd, env, shell)
+        record = self.create_terminal(cols, rows, command, cwd, env, shell, timeout_ms)
         return Terminal(self.client.transport, self.id, record["id"], record, on_control)
 
     def attach_terminal(self, proc, on_control=None):

@@ -30,6 +30,12 @@ class TerminalExit:
         self.signal = message.get("signal")
         self.exit_code = shell_exit_code(message)
 
+    @property
+    def timed_out(self):
+        """Whether corrald stopped the process at its timeout (``status: timeout``), which its
+        exit_code and signal alone (143/SIGTERM) do not tell from another SIGTERM."""
+        return self.status == "timeout"
+
     def __repr__(self):
         return f"TerminalExit(exit_code={self.exit_code}, status={self.status!r}, signal={self.signal!r})"
 

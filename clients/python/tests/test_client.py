@@ -247,3 +247,15 @@ def test_a_command_that_never_started_raises_setup_failed_with_corralds_reason(s
     _assert_never_started(e.value)
     assert p.wait(timeout_ms=1000)["error"].startswith("chdir `/workspace/nope`"), "raw records stay raw"
 
+
+def test_a_timeout_is_told_apart_from_a_plain_sigterm(session):
+    timed = session.run("sleep 30", timeout_ms=300)
+    termed = session.run("kill -TERM $$")
+    assert (timed.exit_code, timed.signal) == (termed.exit_code, termed.signal) == (143, "SIGTERM")
+    assert (timed.status, timed.timed_out) == ("timeout", True)
+    assert (termed.status, termed.timed_out) == ("signaled", False)
+    assert "timeout" in repr(timed)
+    exit_event = list(session.exec("sleep 30", timeout_ms=300))[-1]
+    assert (exit_event["type"], exit_event["status"]) == ("exit", "timeout")
+    p = session.spawn("sleep 30", timeout_ms=300)
+    assert p.wait(timeout_ms=30000)["status"] == "timeout"

@@ -120,3 +120,9 @@ def test_a_terminal_that_never_started_raises_setup_failed_with_corralds_reason(
             again.wait(timeout=30)
         assert e.value.code == "setup_failed" and "chdir `/workspace/nope`" in e.value.message
 
+
+def test_a_timed_out_terminal_says_so_beside_its_sigterm(session):
+    t = session.terminal(command="sleep 30", timeout_ms=300)
+    exit = t.wait(timeout=30)
+    assert (exit.status, exit.timed_out, exit.exit_code, exit.signal) == ("timeout", True, 143, "SIGTERM")
+    t.close()
