@@ -87,6 +87,8 @@ class SessionLimits {
     /// can call it again on a timer while a killed task is still exiting (v1 says nothing when
     /// a cgroup empties). Destruction removes what is left, waiting a bounded time.
     virtual bool try_remove_cgroups() { return true; }
+    /// The v1 cgroups made for the session (full paths; none with v2 limits).
+    virtual std::vector<std::string> v1_directories() const { return {}; }
 };
 
 /// A way of applying limits on this host.

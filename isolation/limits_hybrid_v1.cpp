@@ -127,6 +127,12 @@ class HybridSessionLimits : public SessionLimits {
         return {};
     }
 
+    std::vector<std::string> v1_directories() const override {
+        std::vector<std::string> paths;
+        for (const auto& cgroup : v1_) paths.push_back(cgroup.path);
+        return paths;
+    }
+
     std::vector<int> join_fds() const override {
         std::vector<int> fds;
         for (const auto& fd : join_fds_) fds.push_back(fd.get());

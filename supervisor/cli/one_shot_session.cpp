@@ -24,6 +24,7 @@
 #include "isolation/seccomp_listener.hpp"
 #include "isolation/systemd_scope.hpp"
 #include "policies/environment.hpp"
+#include "supervisor/cli/run_watchdog.hpp"
 #include "supervisor/cli/workdir_copy.hpp"
 
 extern char** environ;
@@ -110,6 +111,7 @@ bool no_controllers_below(const Cgroup& group) {
 /// sandbox holder dies before the cgroups are removed.
 struct SessionResources {
     Cgroup instance;
+    RunWatchdog watchdog;  ///< ends the job if we die first; stopped after the rest has gone
     std::unique_ptr<SessionLimits> limits;
     Cgroup holder_leaf;  ///< `holder` below instance, or instance itself (set_up)
     Sandbox sandbox;
@@ -149,6 +151,12 @@ Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& work
     auto instance = create_run_cgroup(host->v2_own);
     if (!instance) return std::move(instance.error().context("create session cgroup"));
     res.instance = std::move(*instance);
+    // Before anything runs in it: from here on the tree dies with us however we die.
+    const std::string& path = res.instance.path();
+    auto watchdog = RunWatchdog::start(res.instance, host->v2_own,
+                                       path.substr(path.find_last_of('/') + 1));
+    if (!watchdog) return std::move(watchdog.error().context("start the run's watchdog"));
+    res.watchdog = std::move(*watchdog);
 
     auto backend = make_limit_backend(*host);
     auto limits = backend->apply(res.instance, "run-" + std::to_string(getpid()), policy.limits,
@@ -156,6 +164,8 @@ Result<SessionResources> set_up(const Policy& policy, const WorkdirBinding& work
     if (!limits) return std::move(limits.error().context("apply limits"));
     res.limits = std::move(*limits);
     not_enforced = res.limits->not_enforced();
+    for (const auto& v1 : res.limits->v1_directories())
+        CORRAL_TRY(res.watchdog.also_remove(v1), "start the run's watchdog");
 
     // Where no controller is enabled below the run's cgroup (the no-internal-process rule would
     // forbid a process in it then), the holder lives in it and only the command gets a leaf of
