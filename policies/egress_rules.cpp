@@ -238,7 +238,7 @@ bool EgressRules::names_reach_cidrs() const {
 }
 
 EgressVerdict EgressRules::check_address(const IpAddress& address, uint16_t port,
-                                         bool name_allowed, bool pinned) const {
+                                         bool name_allowed, bool pinned, bool host_local) const {
     for (const auto& cidr : denied_)
         if (cidr.contains(address)) return {false, "deniedCIDRs " + cidr.text};
     for (const auto& rule : ports_)
@@ -253,6 +253,15 @@ EgressVerdict EgressRules::check_address(const IpAddress& address, uint16_t port
         return {false, "protected range " + range.text +
                            " (loopback, link-local and cloud metadata addresses are refused "
                            "unless allowedCIDRs names them)"};
+    }
+    if (host_local && !pinned) {
+        const unsigned whole = address.family == AF_INET ? 32 : 128;
+        for (const auto& cidr : allowed_)
+            if (cidr.prefix == whole && cidr.contains(address))
+                return {true, "allowedCIDRs " + cidr.text};
+        return {false, address.to_string() +
+                           " is an address of the daemon's host (its own services are refused "
+                           "unless allowedCIDRs names that address itself)"};
     }
     if (spec_.mode == EgressMode::allow_all) return {true, "mode allow-all"};
     for (const auto& cidr : allowed_)

@@ -12,7 +12,9 @@
 //      169.254.0.0/16 and fe80::/10 (cloud metadata 169.254.169.254 lives there), fd00:ec2::254
 //      (AWS IPv6 metadata) — are refused unless an allowedCIDRs entry lying inside the range
 //      names them explicitly (0.0.0.0/0 does not open them), or the address came from the
-//      operator's own hosts file (`pinned`);
+//      operator's own hosts file (`pinned`); so are the daemon host's own addresses
+//      (`host_local`: a service on 0.0.0.0 is as reachable through them as through loopback)
+//      unless allowedCIDRs names the address itself (a /32 or /128);
 //   5. allow-all opens the rest; custom opens allowedCIDRs and, for a name on allowedHosts,
 //      every address it resolves to.
 // No syscalls: unit-testable without privileges.
@@ -89,9 +91,10 @@ class EgressRules {
     EgressVerdict check_name(std::string_view host) const;
     /// Whether the daemon may connect to `address`:`port`. `name_allowed`: the address was
     /// resolved for a name check_name allowed. `pinned`: the address came from the operator's
-    /// hosts file, not from DNS (step 4 above does not apply).
+    /// hosts file, not from DNS (step 4 above does not apply). `host_local`: the address is one
+    /// of the daemon host's own (sessions/network/host_addresses.hpp says so; step 4).
     EgressVerdict check_address(const IpAddress& address, uint16_t port, bool name_allowed,
-                                bool pinned = false) const;
+                                bool pinned = false, bool host_local = false) const;
     /// Whether resolving a name refused by check_name could still lead anywhere (custom mode
     /// with allowedCIDRs); when false the daemon refuses without asking DNS.
     bool names_reach_cidrs() const;

@@ -19,6 +19,7 @@
 #include "sessions/network/accept_loop.hpp"
 #include "sessions/network/dns_message.hpp"
 #include "sessions/network/egress_lookup.hpp"
+#include "sessions/network/host_addresses.hpp"
 #include "sessions/network/socket_address.hpp"
 
 namespace corral {
@@ -254,7 +255,8 @@ void SessionResolver::State::answer(const dns::Query& query, size_t limit, Reply
             std::string first_refusal;
             for (const auto& address : result.addresses) {
                 const EgressVerdict check =
-                    rules->check_address(address, 0, name_allowed, result.pinned);
+                    rules->check_address(address, 0, name_allowed, result.pinned,
+                                         is_host_address(address));
                 if (check.allowed) {
                     passed.push_back(address);
                 } else if (first_refusal.empty()) {

@@ -19,6 +19,7 @@
 
 #include "policies/egress_rules.hpp"
 #include "sessions/network/egress_hosts.hpp"
+#include "sessions/network/host_addresses.hpp"
 #include "sessions/network/name_allowances.hpp"
 
 namespace corral {
@@ -118,12 +119,14 @@ class EgressGate {
     /// again as an address of that name, so deniedCIDRs and the protected ranges still refuse.
     /// Any one of the address's names that passes opens it.
     EgressVerdict check_direct(const IpAddress& address, uint16_t port) const {
-        EgressVerdict verdict = rules_->check_address(address, port, false);
+        const bool host_local = is_host_address(address);
+        EgressVerdict verdict = rules_->check_address(address, port, false, false, host_local);
         if (verdict.allowed) return verdict;
         for (const NameAllowance* allowance :
              allowances_.find(address, std::chrono::steady_clock::now())) {
             if (!rules_->check_name(allowance->name).allowed) continue;
-            EgressVerdict named = rules_->check_address(address, port, true, allowance->pinned);
+            EgressVerdict named =
+                rules_->check_address(address, port, true, allowance->pinned, host_local);
             if (named.allowed) return named;
             verdict = named;  // the reason an allowed name's address is still refused
         }

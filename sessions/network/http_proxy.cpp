@@ -15,6 +15,7 @@
 
 #include "sessions/network/accept_loop.hpp"
 #include "sessions/network/egress_lookup.hpp"
+#include "sessions/network/host_addresses.hpp"
 #include "sessions/network/proxy_request.hpp"
 #include "sessions/network/tcp_relay.hpp"
 
@@ -169,7 +170,8 @@ void ProxyConnection::judge() {
     rules_ = proxy_->gate->rules();
     const ProxyAuthority& target = request_.authority;
     if (target.address) {
-        const EgressVerdict verdict = rules_->check_address(*target.address, target.port, false);
+        const EgressVerdict verdict = rules_->check_address(
+            *target.address, target.port, false, false, is_host_address(*target.address));
         if (!verdict.allowed) return refuse(verdict.rule);
         candidates_ = {*target.address};
         return connect(0);
@@ -200,7 +202,8 @@ void ProxyConnection::filter_and_connect(const std::vector<IpAddress>& addresses
     std::string first_refusal;
     for (const auto& address : addresses) {
         const EgressVerdict verdict =
-            rules_->check_address(address, request_.authority.port, name_allowed, pinned);
+            rules_->check_address(address, request_.authority.port, name_allowed, pinned,
+                                  is_host_address(address));
         if (verdict.allowed) {
             candidates_.push_back(address);
         } else if (first_refusal.empty()) {

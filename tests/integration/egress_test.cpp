@@ -2,8 +2,11 @@
 // reachable from inside the namespace at the same address and port; a host listener not on the
 // list is not; stopping the proxy closes the way out.
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 
 #include "sessions/network/egress_proxy.hpp"
+#include "sessions/network/host_addresses.hpp"
 #include "sessions/network/http_proxy.hpp"
 #include "tests/integration/netns_fixture.hpp"
 
@@ -154,6 +157,69 @@ TEST_F(EgressTest, HttpProxyStopClosesTunnelsAndListener) {
         proxy.reset();
         return 0;
     });
+}
+
+/// One of this host's own addresses that is not loopback (an interface's), or nullopt.
+std::optional<IpAddress> own_interface_address() {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return std::nullopt;
+    std::optional<IpAddress> found;
+    for (ifaddrs* i = list; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        found = IpAddress::from_bytes(
+            AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr);
+    }
+    ::freeifaddrs(list);
+    return found;
+}
+
+// Stop 44's red-team finding: under allow-all, a CONNECT to one of the daemon host's own
+// interface addresses reached whatever listened there on 0.0.0.0, as a connection from the host
+// itself; the protected ranges covered loopback only. Now refused before any connect (nothing
+// listens at the port: without the rule the proxy would try, and answer 502, not 403).
+TEST_F(EgressTest, HttpProxyRefusesTheHostsOwnAddressesUnderAllowAll) {
+    const auto own = own_interface_address();
+    if (!own) GTEST_SKIP() << "this host has no non-loopback IPv4 address";
+    auto rules = EgressRules::compile({EgressMode::allow_all, {}, {}, {}});
+    ASSERT_TRUE(rules) << rules.error().describe();
+    auto gate = std::make_shared<EgressGate>("t", std::move(*rules), EgressEnvironment{});
+    std::unique_ptr<HttpEgressProxy> proxy;
+    auto made = loop_.call([&] { return HttpEgressProxy::start(loop_.io, netns_, gate); });
+    ASSERT_TRUE(made) << made.error().describe();
+    proxy = std::move(*made);
+    auto tunnel = netns_->tcp_socket(AF_INET);
+    ASSERT_TRUE(tunnel);
+    ASSERT_EQ(connect_loopback(tunnel->get(), proxy->port()), 0);
+    const std::string target = own->to_string() + ":9";
+    ASSERT_TRUE(write_all(tunnel->get(), "CONNECT " + target + " HTTP/1.1\r\n\r\n"));
+    int error = 0;
+    const std::string answer = read_to_eof(tunnel->get(), &error);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 403", 0), 0u) << answer;
+    EXPECT_NE(answer.find("an address of the daemon's host"), std::string::npos) << answer;
+    // The transparent relay's judgement is the same gate's.
+    EXPECT_FALSE(gate->check_direct(*own, 9).allowed);
+    loop_.call([&] {
+        proxy.reset();
+        return 0;
+    });
+}
+
+// The probe asks the kernel of the calling thread's namespace: the host's interface address is
+// its own there and nowhere else; an address no interface has is nobody's.
+TEST_F(EgressTest, IsHostAddressIsTheCallingNamespacesOwnAnswer) {
+    EXPECT_TRUE(is_host_address(*IpAddress::parse("127.0.0.1")));
+    EXPECT_TRUE(is_host_address(*IpAddress::parse("::1")));
+    EXPECT_FALSE(is_host_address(*IpAddress::parse("203.0.113.77")));
+    const auto own = own_interface_address();
+    if (!own) GTEST_SKIP() << "this host has no non-loopback IPv4 address";
+    EXPECT_TRUE(is_host_address(*own));
+    bool inside = true;
+    auto done = netns_->run([&]() -> Result<UniqueFd> {
+        inside = is_host_address(*own);
+        return UniqueFd(-1);
+    });
+    EXPECT_FALSE(inside) << own->to_string() << " counted as local in a namespace without it";
 }
 
 TEST_F(EgressTest, NonLoopbackEntryRefused) {

@@ -292,5 +292,30 @@ TEST(EgressPolicy, NeedsAnIsolatedNetwork) {
     expect_error("network:\n  egress: { mode: allow-all }\n", 2, 3, "network.egress", "isolated");
 }
 
+// The daemon host's own addresses (sessions/network/host_addresses.hpp): refused like the
+// protected ranges (stop 44's red-team finding: allow-all reached a host service on 0.0.0.0
+// through an interface address), opened only by an allowedCIDRs entry naming the address itself.
+TEST(EgressRules, TheHostsOwnAddressesAreRefusedUnlessAllowedCidrsNamesThemExactly) {
+    auto all = rules({EgressMode::allow_all, {}, {}, {}});
+    auto refused = all.check_address(ip("192.0.2.2"), 80, false, false, true);
+    EXPECT_FALSE(refused.allowed);
+    EXPECT_THAT(refused.rule, HasSubstr("an address of the daemon's host"));
+    EXPECT_TRUE(all.check_address(ip("192.0.2.2"), 80, false, false, false).allowed);
+    EXPECT_FALSE(all.check_address(ip("fd00::2"), 80, true, false, true).allowed);
+    EXPECT_FALSE(all.check_address(ip("::ffff:192.0.2.2"), 80, false, false, true).allowed);
+
+    auto range = rules({EgressMode::custom, {}, {"192.0.2.0/24", "0.0.0.0/0"}, {}});
+    EXPECT_FALSE(range.check_address(ip("192.0.2.2"), 80, false, false, true).allowed)
+        << "a range around the host's address must not open it";
+    auto exact = rules({EgressMode::custom, {}, {"192.0.2.2/32"}, {}});
+    EXPECT_TRUE(exact.check_address(ip("192.0.2.2"), 80, false, false, true).allowed);
+    // The operator's hosts file is the operator's word, as for the protected ranges.
+    EXPECT_TRUE(all.check_address(ip("192.0.2.2"), 80, true, true, true).allowed);
+    // deniedCIDRs and deny-all still come first.
+    auto denied = rules({EgressMode::custom, {}, {"192.0.2.2/32"}, {"192.0.2.0/24"}});
+    EXPECT_THAT(denied.check_address(ip("192.0.2.2"), 80, false, false, true).rule,
+                HasSubstr("deniedCIDRs"));
+}
+
 }  // namespace
 }  // namespace corral
