@@ -375,6 +375,9 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
     report.left_behind = stop_gracefully(res.main_leaf, policy.timeouts.grace);
     // Nothing needs the namespaces any more: the holder's teardown runs while we read the rest.
     res.sandbox.begin_stop();
+    // The job is gone and the holder told to end: what is left are empty cgroups to remove. The
+    // guard dies on the other CPU while we read the rest; the end of the run reaps it.
+    res.watchdog.stand_down();
     reap_orphans(0, res.sandbox.holder_pid());
     auto events = res.limits->read_events();
     ending.oom_event = events.oom_kills > 0;

@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -35,6 +34,8 @@ struct Guarded {
     /// v1 limit cgroups (full paths), written by corral run after the start: the count last.
     char v1_directories[4][512] = {};
     std::atomic<int> v1_count{0};
+    /// Set by corral run once it has ended the job itself: its exit is then no reason to act.
+    std::atomic<bool> disarmed{false};
 };
 
 /// The leaves create_run_cgroup's tree may hold (one_shot_session.cpp, set_up).
@@ -47,9 +48,9 @@ long sys(long number, long a = 0, long b = 0, long c = 0, long d = 0) {
 /// Closes every descriptor but the guard's own: corral run's stdout and stderr among them, so a
 /// CI step reading them to their end is not held open by the guard.
 void close_all_but(const Guarded& g) {
-    std::array<int, 5> keep = {g.corral_pidfd, g.kill_fd, g.events_fd, g.instance_fd,
-                               g.parent_fd};
-    std::sort(keep.begin(), keep.end());
+    int keep[5] = {g.corral_pidfd, g.kill_fd, g.events_fd, g.instance_fd, g.parent_fd};
+    for (int i = 1; i < 5; ++i)  // ascending (an insertion sort: no library code in the guard)
+        for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) std::swap(keep[j - 1], keep[j]);
     unsigned int from = 0;
     for (int fd : keep) {
         if (fd < 0) continue;
@@ -76,6 +77,7 @@ int guard(void* argument) {
     pollfd corral{g.corral_pidfd, POLLIN, 0};
     while (sys(SYS_poll, reinterpret_cast<long>(&corral), 1, -1) <= 0) {
     }
+    if (g.disarmed.load(std::memory_order_acquire)) sys(SYS_exit, 0);
     if (g.kill_fd >= 0) sys(SYS_write, g.kill_fd, reinterpret_cast<long>("1"), 1);
     for (int step = 0; step < kEmptyWaitSteps && !tree_empty(g); ++step) {
         timespec pause{0, kEmptyWaitStepNs};
@@ -120,10 +122,8 @@ Result<RunWatchdog> RunWatchdog::start(const Cgroup& instance, const std::string
     }
     // The stack grows down from the top of the mapping, away from Guarded at its bottom.
     char* top = static_cast<char*>(stack) + kStackSize;
-    int pidfd = -1;
-    const int pid = ::clone(guard, top, CLONE_VM | CLONE_PIDFD | SIGCHLD, g, &pidfd);
+    const int pid = ::clone(guard, top, CLONE_VM | SIGCHLD, g);
     const int code = errno;
-    if (pid > 0) watchdog.pidfd_.reset(pidfd);
     // The guard has its copies; corral run keeps none of them (the command must not inherit
     // them, and they are O_CLOEXEC only against execve).
     close_guarded(*g);
@@ -146,14 +146,14 @@ Status RunWatchdog::also_remove(const std::string& v1_directory) {
 
 RunWatchdog::RunWatchdog(RunWatchdog&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
-      pidfd_(std::move(other.pidfd_)),
+      standing_down_(std::exchange(other.standing_down_, false)),
       stack_(std::exchange(other.stack_, nullptr)) {}
 
 RunWatchdog& RunWatchdog::operator=(RunWatchdog&& other) noexcept {
     if (this != &other) {
         stop();
         pid_ = std::exchange(other.pid_, -1);
-        pidfd_ = std::move(other.pidfd_);
+        standing_down_ = std::exchange(other.standing_down_, false);
         stack_ = std::exchange(other.stack_, nullptr);
     }
     return *this;
@@ -161,18 +161,24 @@ RunWatchdog& RunWatchdog::operator=(RunWatchdog&& other) noexcept {
 
 RunWatchdog::~RunWatchdog() { stop(); }
 
+void RunWatchdog::stand_down() {
+    if (pid_ <= 0 || standing_down_) return;
+    static_cast<Guarded*>(stack_)->disarmed.store(true, std::memory_order_release);
+    (void)::kill(pid_, SIGKILL);
+    standing_down_ = true;
+}
+
 void RunWatchdog::stop() {
-    if (pid_ > 0 && pidfd_.valid()) {
-        (void)::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+    if (pid_ > 0) {
+        stand_down();
+        // Reaped here (or already by corral run's orphan reaping: ECHILD), never left a zombie
+        // for a PID 1 that may not reap (a container's shell). Only then is its stack free.
         siginfo_t info{};
-        // Only then is the stack (and what it holds) no longer the guard's.
-        while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info,
-                        WEXITED) < 0 &&
-               errno == EINTR) {
+        while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED) < 0 && errno == EINTR) {
         }
     }
     pid_ = -1;
-    pidfd_.reset();
+    standing_down_ = false;
     if (stack_) ::munmap(stack_, kStackSize);
     stack_ = nullptr;
 }
