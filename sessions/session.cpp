@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "policies/environment.hpp"
 #include "sessions/child_reaper.hpp"
@@ -162,6 +163,11 @@ Status Session::build_request_independent(const CreateSessionRequest& request) {
 Status Session::apply_request(const CreateSessionRequest& request) {
     set_env(request.env);
     cwd_ = resolve_cwd(request.cwd, workdir_.inside_path);
+    if (!request.cwd.empty()) {
+        auto checked = existing_directory(cwd_);
+        if (!checked) return std::move(checked.error());
+        cwd_ = std::move(*checked);
+    }
     command_timeout_.reset();
     if (request.command_timeout) {
         if (request.command_timeout->count() > 0) command_timeout_ = request.command_timeout;
@@ -231,6 +237,34 @@ Result<UniqueFd> Session::open_workspace() const {
     const int fd = ::open(directory_.root().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return sys_error("open `" + directory_.root() + "`");
     return UniqueFd(fd);
+}
+
+// A session whose cwd is not there would fail every command it runs (setup-failed, chdir ENOENT);
+// its creation is refused instead, naming the key. `..` is resolved lexically, as the file API
+// does. With a mount namespace the file service answers, as the sandbox's identity sees the path;
+// without one the cwd is a host path like any other of the session's processes.
+Result<std::string> Session::existing_directory(const std::string& cwd) const {
+    if (!policy_.namespaces.mount) {
+        std::string normal = std::filesystem::path(cwd).lexically_normal().string();
+        if (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+        struct stat st {};
+        if (::stat(normal.c_str(), &st) != 0)
+            return sys_error(EINVAL, "cwd `" + cwd + "` is not a directory the session can enter: " +
+                                         errno_name(errno));
+        if (!S_ISDIR(st.st_mode))
+            return sys_error(EINVAL, "cwd `" + cwd + "` is not a directory");
+        return normal;
+    }
+    auto target = paths_.resolve(cwd, workdir_.inside_path);
+    if (!target) return sys_error(EINVAL, "cwd `" + cwd + "`: " + target.error().describe());
+    auto info = target->service->stat(target->path);
+    if (!info) {
+        return sys_error(EINVAL, "cwd `" + cwd + "` is not a directory the session can enter: " +
+                                     info.error().describe());
+    }
+    if (info->type != FileType::dir)
+        return sys_error(EINVAL, "cwd `" + cwd + "` is not a directory in the session");
+    return target->path;
 }
 
 std::string Session::resolve_cwd(const std::string& cwd, const std::string& base) const {

@@ -81,6 +81,41 @@ class SessionsApi : public ::testing::Test {
     std::unique_ptr<DaemonProcess> daemon_;
 };
 
+// --- the session's cwd ------------------------------------------------------------------------
+
+// Stop 44's SDK probe: a session created with a cwd that is not there was a 201, and every command
+// it ran then ended setup-failed (chdir ENOENT), which the clients showed as exit code -1 with no
+// output; `../..` was kept as `/workspace/../..`. Refused at creation now, naming the key; `..`
+// resolved lexically as the file API resolves it.
+TEST_F(SessionsApi, SessionCwd_NotADirectoryIsRefusedAtCreationAndDotDotIsResolved) {
+    auto c = client();
+    for (const char* policy : {"default", "none"}) {
+        SCOPED_TRACE(policy);
+        auto missing = c.post("/v1/sessions", {{"policy", policy}, {"cwd", "/corral-no-such-dir"}});
+        EXPECT_EQ(missing.status, 400u) << missing.body;
+        EXPECT_EQ(missing.error_code(), "invalid") << missing.body;
+        EXPECT_NE(missing.error_message().find("cwd `/corral-no-such-dir`"), std::string::npos)
+            << missing.body;
+        auto relative = c.post("/v1/sessions", {{"policy", policy}, {"cwd", "no-such-subdir"}});
+        EXPECT_EQ(relative.status, 400u) << relative.body;
+        auto file = c.post("/v1/sessions", {{"policy", policy}, {"cwd", "/etc/hostname"}});
+        EXPECT_EQ(file.status, 400u) << file.body;
+    }
+    // Inside a mount namespace `..` stops at the root, as the file API's paths do.
+    const json up = create_session(c, {{"policy", "default"}, {"cwd", "../.."}});
+    EXPECT_EQ(up["cwd"], "/");
+    const json dot = create_session(c, {{"policy", "default"}, {"cwd", "/workspace/./x/.."}});
+    EXPECT_EQ(dot["cwd"], "/workspace");
+    // Without one the cwd is a host path like any of the session's processes would use.
+    const json host = create_session(c, {{"policy", "none"}, {"cwd", "/usr/../tmp/"}});
+    EXPECT_EQ(host["cwd"], "/tmp");
+    auto pwd = c.post(s(host) + "/run", {{"command", "pwd"}});
+    EXPECT_EQ(pwd.json()["stdout"], "/tmp\n") << pwd.body;
+    // Nothing is left of the refused creations.
+    auto listed = c.get("/v1/sessions");
+    EXPECT_EQ(listed.json()["sessions"].size(), 3u) << listed.body;
+}
+
 // --- shell contexts ---------------------------------------------------------------------------
 
 TEST_F(SessionsApi, ShellContext_CdExportUnsetFunctionAndAliasCarryToTheNextCommand) {
