@@ -80,8 +80,12 @@ int command_exit_code(const StreamEnd& end, std::ostream& err) {
     }
     auto signal = event_signal(end.event);
     if (status != "" && status != "exited" && status != "signaled") {
-        err << "corral: the command ended: " << status
-            << "\n";  // oom, pids-limit, seccomp, killed, setup-failed
+        err << "corral: the command ended: " << status;  // oom, pids-limit, seccomp, killed...
+        // setup-failed says why it never started (chdir, execve): the reason is the point.
+        if (auto reason = end.event.find("error");
+            reason != end.event.end() && reason->is_string() && !reason->get<std::string>().empty())
+            err << ": " << reason->get<std::string>();
+        err << "\n";
     }
     if (signal) return 128 + *signal;
     auto code = end.event.find("exitCode");

@@ -566,6 +566,20 @@ TEST(ClientCommands, ExecSignalExitIs128PlusSignal) {
     }
 }
 
+// Stop 44's operator probe: a command that never started printed only "ended: setup-failed"; the
+// exit event's `error` (as corrald sends it: "chdir `/workspace/nosuch`: ENOENT ...") is the why.
+TEST(ClientCommands, ExecSetupFailureSaysWhyTheCommandNeverStarted) {
+    CannedServer server(ndjson_response(
+        {{{"type", "exit"},
+          {"status", "setup-failed"},
+          {"exitCode", nullptr},
+          {"error", "chdir `/workspace/nosuch`: ENOENT (No such file or directory)"}}}));
+    RunResult run = run_client(with_socket({"exec", "s1", "--", "x"}, server));
+    EXPECT_EQ(run.code, 125);
+    EXPECT_NE(run.err.find("setup-failed: chdir `/workspace/nosuch`: ENOENT"), std::string::npos)
+        << run.err;
+}
+
 TEST(ClientCommands, ExecErrorEventOrCutStreamExits125) {
     {
         CannedServer server(ndjson_response(
