@@ -43,12 +43,26 @@ void print_usage() {
         CORRAL_VERSION, client_commands_usage().c_str());
 }
 
+}  // namespace
+
+/// A run is its session's only command, so both bounds apply: the command's (`--timeout`, else
+/// timeouts.command) and the session's lifetime (timeouts.session), whichever is shorter. The
+/// operator probe of stop 44 found timeouts.session shown by `policy check` and never enforced.
+Millis run_timeout(std::optional<Millis> flag, const Timeouts& timeouts) {
+    const Millis command = flag.value_or(timeouts.command.value_or(Millis{0}));
+    if (!timeouts.session || timeouts.session->count() <= 0) return command;
+    if (command.count() <= 0) return *timeouts.session;
+    return std::min(command, *timeouts.session);
+}
+
+namespace {
+
 /// The job directory, the workdir plan and the environment of a `corral run`: everything that
 /// depends on the caller's view (current directory, environment), settled before anything runs.
 Result<OneShotRequest> prepare_run(const RunOptions& options, const Policy& policy) {
     OneShotRequest request;
     request.command = options.command;
-    request.timeout = options.timeout.value_or(policy.timeouts.command.value_or(Millis{0}));
+    request.timeout = run_timeout(options.timeout, policy.timeouts);
     request.measure_usage = options.report.has_value();
     auto job_dir = resolve_job_directory(options.cwd);
     if (!job_dir) return std::move(job_dir.error());

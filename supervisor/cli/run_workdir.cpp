@@ -234,6 +234,19 @@ std::string describe_run_workdir(const Policy& policy) {
                    ") are copied back into the job directory; nothing else survives.\n";
         }
     }
+    if (policy.timeouts.session || policy.timeouts.idle) {
+        out += "# corral run: ";
+        out += policy.timeouts.session
+                   ? "timeouts.session bounds the run like the command's timeout (the shorter "
+                     "one ends it: status timeout, exit 124)"
+                   : "";
+        out += policy.timeouts.session && policy.timeouts.idle ? "; " : "";
+        out += policy.timeouts.idle
+                   ? "timeouts.idle applies to corrald sessions only (a run's command is always "
+                     "running)"
+                   : "";
+        out += ".\n";
+    }
     out += "# corrald sessions: a scratch workdir at " +
            (policy.namespaces.mount ? policy.workdir.mount : std::string("its session directory"));
     out += policy.workdir.size ? " (tmpfs of " + format_size(*policy.workdir.size) + ")" : "";

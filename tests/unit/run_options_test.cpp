@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "supervisor/cli/commands.hpp"
+
 namespace corral::cli {
 namespace {
 
@@ -60,6 +62,23 @@ TEST(RunOptions, EnvResolvesAgainstTheCallerAndLaterArgumentsWin) {
 TEST(RunOptions, EmptyCwdAndReportAreRefused) {
     EXPECT_FALSE(parse_run_options({"--cwd", "", "true"}));
     EXPECT_FALSE(parse_run_options({"--report", "", "true"}));
+}
+
+// A run is its session's only command: timeouts.session bounds it too (stop 44's operator probe:
+// `session: 1s` and `sleep 5` exited 0 after 5 s while `policy check` showed the key).
+TEST(RunTimeout, TheShorterOfTheCommandsAndTheSessionsBoundsTheRun) {
+    using std::chrono::milliseconds;
+    Timeouts timeouts;
+    EXPECT_EQ(run_timeout(std::nullopt, timeouts), milliseconds(0));
+    timeouts.command = milliseconds(10000);
+    EXPECT_EQ(run_timeout(std::nullopt, timeouts), milliseconds(10000));
+    EXPECT_EQ(run_timeout(milliseconds(3000), timeouts), milliseconds(3000));
+    timeouts.session = milliseconds(1000);
+    EXPECT_EQ(run_timeout(std::nullopt, timeouts), milliseconds(1000));
+    EXPECT_EQ(run_timeout(milliseconds(3000), timeouts), milliseconds(1000));
+    EXPECT_EQ(run_timeout(milliseconds(500), timeouts), milliseconds(500));
+    timeouts.command.reset();
+    EXPECT_EQ(run_timeout(std::nullopt, timeouts), milliseconds(1000));
 }
 
 }  // namespace
