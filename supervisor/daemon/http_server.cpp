@@ -38,9 +38,12 @@ class HttpServer::Connection {
           listener_(listener),
           watch_(socket_.get_executor(), socket_) {
         server_->connections_.insert(this);
+        if (listener_ == Listener::tcp) ++server_->tcp_connections_;
     }
     ~Connection() {
-        if (server_) server_->connections_.erase(this);
+        if (!server_) return;
+        server_->connections_.erase(this);
+        if (listener_ == Listener::tcp) --server_->tcp_connections_;
     }
     /// The server is going away first (its io_context destroys this frame later).
     void detach() { server_ = nullptr; }
@@ -241,8 +244,12 @@ void HttpServer::start_connection(Socket socket, Listener listener) {
     });
 }
 
+size_t HttpServer::unix_reserve() const { return limits_.max_connections / 8; }
+
 void HttpServer::admit(Socket socket, Listener listener) {
-    if (connections_.size() < limits_.max_connections) {
+    const bool tcp_room = listener != Listener::tcp ||
+                          tcp_connections_ + unix_reserve() < limits_.max_connections;
+    if (connections_.size() < limits_.max_connections && tcp_room) {
         start_connection(std::move(socket), listener);
         return;
     }
@@ -254,9 +261,16 @@ void HttpServer::admit(Socket socket, Listener listener) {
 }
 
 asio::awaitable<void> HttpServer::refuse_connection(Socket socket) {
+    const std::string why =
+        connections_.size() >= limits_.max_connections
+            ? "corrald serves at most " + std::to_string(limits_.max_connections) +
+                  " connections at once"
+            : "corrald serves at most " +
+                  std::to_string(limits_.max_connections - unix_reserve()) +
+                  " TCP connections at once (" + std::to_string(unix_reserve()) + " of its " +
+                  std::to_string(limits_.max_connections) + " are kept for its Unix socket)";
     auto res = plain_error(http::status::service_unavailable, "too_many_connections",
-                           "corrald serves at most " + std::to_string(limits_.max_connections) +
-                               " connections at once; try again when one has closed");
+                           why + "; try again when one has closed");
     res.set(http::field::retry_after, "1");
     ReadWatch watch(socket.get_executor(), socket);
     watch.arm(std::chrono::seconds(2));

@@ -46,8 +46,13 @@ class HttpServer {
     class Connection;
     asio::awaitable<void> accept_unix();
     asio::awaitable<void> accept_tcp();
-    /// Serves the new connection, or answers 503 when max_connections are open.
+    /// Serves the new connection, or answers 503 when max_connections are open, or when a TCP
+    /// client would take the Unix socket's reserve.
     void admit(Socket socket, Listener listener);
+    /// Connections TCP clients may never take: the Unix socket is the operator's way in (full
+    /// rights), and a holder of a session token over TCP held every connection and locked the
+    /// operator out, DELETE of the offending session included (stop 44's red-team finding).
+    size_t unix_reserve() const;
     void start_connection(Socket socket, Listener listener);
     /// Writes a 503 on a connection over the cap, then closes it (without reading the request
     /// into the void: the client gets the answer instead of a reset).
@@ -67,6 +72,7 @@ class HttpServer {
     std::string unix_name_;  ///< the socket's name in it
     uint16_t tcp_port_ = 0;
     std::set<Connection*> connections_;
+    size_t tcp_connections_ = 0;  ///< of connections_, those accepted on the TCP listener
     std::function<void(const std::string&)> error_log_;
     ConnectionLimits limits_;
     size_t refusing_ = 0;   ///< 503 answers being written

@@ -227,6 +227,38 @@ TEST_F(HttpInput, ConnectionCapAnswers503) {
     EXPECT_TRUE(served);
 }
 
+// Stop 44's red-team finding: 515 long requests of one session's token held every connection,
+// and the operator's own GET /v1/health and DELETE of that session were 503 too. TCP clients (who
+// need a token) can no longer take the Unix socket's reserve (an eighth of the cap), so the
+// operator always gets in.
+TEST_F(HttpInput, TcpClientsCannotTakeTheUnixSocketsReserve) {
+    start({"--max-connections=16"});  // 2 kept for the Unix socket, 14 for TCP
+    auto created = client().post("/v1/sessions", {{"policy", "none"}});
+    ASSERT_EQ(created.status, 201u) << created.body;
+    const std::string path = "/v1/sessions/" + created.json().value("id", "");
+    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                                created.json().value("restrictedToken", "") + "\r\n\r\n";
+    std::vector<RawConnection> held;
+    for (int i = 0; i < 14; ++i) {
+        held.push_back(RawConnection::tcp(daemon_->tcp_port()));
+        ASSERT_TRUE(held.back().send(request));
+        auto answer = held.back().read_response(10s);
+        ASSERT_TRUE(answer.has_value()) << "TCP connection " << i;
+        EXPECT_EQ(status_of(*answer), 200u) << *answer;
+    }
+    RawConnection over = RawConnection::tcp(daemon_->tcp_port());
+    ASSERT_TRUE(over.send(request));
+    auto refused = over.read_response(10s);
+    ASSERT_TRUE(refused.has_value()) << "the TCP connection over its share got no answer";
+    EXPECT_EQ(status_of(*refused), 503u) << *refused;
+    EXPECT_NE(refused->find("kept for its Unix socket"), std::string::npos) << *refused;
+    // The operator is still served, and can end the offending session (one connection: the
+    // creation's may not be closed on the daemon's side yet, and the reserve is two).
+    auto operator_client = client();
+    EXPECT_EQ(operator_client.get("/v1/health").status, 200u);
+    EXPECT_EQ(operator_client.del(path).status, 200u);
+}
+
 /// Open descriptors of `pid`.
 size_t open_fds(pid_t pid) {
     size_t count = 0;
