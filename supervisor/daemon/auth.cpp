@@ -44,7 +44,11 @@ std::optional<ApiError> authorize(const Caller& caller, Access access,
         case Access::session_list:
             return std::nullopt;
         case Access::daemon_admin:
-            return forbidden("a session token cannot create sessions");
+            // Creating sessions and GET /metrics: said for both (stop 44's probe saw the first
+            // sentence only, answering /metrics).
+            return forbidden(
+                "a session token may not use the daemon's own routes (creating sessions, "
+                "/metrics): they need the daemon's full rights (the Unix socket, without a token)");
         case Access::session_use:
         case Access::session_admin:
             break;

@@ -78,11 +78,8 @@ class HttpServer::Connection {
                 co_await answer_read_failure(ec, limits);
                 break;
             }
-            if (std::string bad = nul_in_query(parser); !bad.empty()) {
-                // The Router decodes %00 into a query value; a path or name cannot hold it.
-                auto res = plain_error(http::status::bad_request, "nul_byte",
-                                       "query parameter `" + bad +
-                                           "` contains a NUL byte (%00), which a path cannot hold");
+            if (auto bad = query_problem(parser)) {
+                auto res = plain_error(http::status::bad_request, bad->first, bad->second);
                 co_await write_bounded(res, limits);
                 break;
             }
@@ -129,14 +126,11 @@ class HttpServer::Connection {
         watch_.disarm();
     }
 
-    static std::string nul_in_query(const RequestParser& parser) {
+    static std::optional<std::pair<std::string, std::string>> query_problem(
+        const RequestParser& parser) {
         const auto target = parser.get().target();
         auto [path, query] = split_target(std::string_view(target.data(), target.size()));
-        for (const auto& [name, value] : parse_query(query)) {
-            if (name.find('\0') != std::string::npos || value.find('\0') != std::string::npos)
-                return name.find('\0') == std::string::npos ? name : "(a name)";
-        }
-        return "";
+        return check_query(query);
     }
 
     HttpServer* server_;

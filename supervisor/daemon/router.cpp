@@ -107,6 +107,34 @@ std::optional<std::string> percent_decode(std::string_view text, bool plus_is_sp
     return out;
 }
 
+std::optional<std::pair<std::string, std::string>> check_query(std::string_view query) {
+    size_t pos = 0;
+    while (pos < query.size()) {
+        size_t end = query.find('&', pos);
+        if (end == std::string_view::npos) end = query.size();
+        const auto pair = query.substr(pos, end - pos);
+        pos = end + 1;
+        const size_t eq = pair.find('=');
+        const auto raw_key = pair.substr(0, eq);
+        const auto raw_value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+        const auto key = percent_decode(raw_key, true);
+        const auto value = percent_decode(raw_value, true);
+        if (key && value) continue;
+        const std::string name = key ? "query parameter `" + *key + "`" : "a query parameter's name";
+        auto has_nul = [](std::string_view raw) {
+            for (size_t i = 0; i + 2 < raw.size(); ++i)
+                if (raw[i] == '%' && raw[i + 1] == '0' && raw[i + 2] == '0') return true;
+            return false;
+        };
+        if (has_nul(raw_key) || has_nul(raw_value))
+            return std::pair<std::string, std::string>{
+                "nul_byte", name + " contains a NUL byte (%00), which a path cannot hold"};
+        return std::pair<std::string, std::string>{
+            "bad_query", name + " has a malformed %-escape (% must be followed by two hex digits)"};
+    }
+    return std::nullopt;
+}
+
 QueryParams parse_query(std::string_view query) {
     QueryParams params;
     size_t pos = 0;

@@ -48,8 +48,14 @@ class Router {
 
 /// Splits a request target into its path and its query string (without '?').
 std::pair<std::string_view, std::string_view> split_target(std::string_view target);
-/// Parses `a=1&b=two` with percent-decoding ('+' is a space). Empty keys are ignored.
+/// Parses `a=1&b=two` with percent-decoding ('+' is a space). Empty keys are ignored, and so are
+/// pairs percent_decode refuses: check_query() says what is wrong with those first.
 QueryParams parse_query(std::string_view query);
+/// What a query's parameters cannot be taken as: {code, message} naming the parameter, for an
+/// escape of NUL (`nul_byte`: no path or name can hold one) or a malformed escape (`bad_query`);
+/// nullopt when every pair decodes. Without it such a parameter vanished from parse_query and the
+/// request failed as if it had not been sent (`missing_query: path is required`).
+std::optional<std::pair<std::string, std::string>> check_query(std::string_view query);
 /// Percent-decodes `text`; nullopt when an escape is malformed ("%4" or "%zz") or decodes to NUL.
 std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space = false);
 

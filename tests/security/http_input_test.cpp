@@ -97,8 +97,15 @@ TEST_F(HttpInput, NulBytesAreRefusedNamingTheField) {
     }
     auto session = c.post("/v1/sessions", {{"policy", "none"}, {"cwd", "a" + nul + "b"}});
     expect_refused(session, "cwd", "session cwd");
+    // Said as what it is (stop 44's SDK probe: it was `missing_query: path is required`, which
+    // this test took for a refusal naming `path`).
     auto file = c.request("PUT", base + "/files?path=a%00b", "x");
     expect_refused(file, "path", "file path");
+    EXPECT_EQ(file.error_code(), "nul_byte") << file.body;
+    auto escape = c.request("PUT", base + "/files?path=a%zzb", "x");
+    EXPECT_EQ(escape.status, 400u) << escape.body;
+    EXPECT_EQ(escape.error_code(), "bad_query") << escape.body;
+    EXPECT_NE(escape.error_message().find("`path`"), std::string::npos) << escape.body;
     auto mkdir = c.post(base + "/files/mkdir", {{"path", "d" + nul + "e"}});
     expect_refused(mkdir, "path", "mkdir");
     // PATCH /env: a value with a NUL byte, or a name with one, would reach every later command's

@@ -93,6 +93,25 @@ TEST(ParseQuery, DropsMalformedEscapes) {
     EXPECT_EQ(q.at("c"), "ok");
 }
 
+TEST(CheckQuery, NamesTheParameterAnEscapeOfNulOrAMalformedOneWouldDrop) {
+    EXPECT_FALSE(check_query("path=a%2Fb&recursive=true"));
+    EXPECT_FALSE(check_query(""));
+    auto nul = check_query("recursive=1&path=a%00b");
+    ASSERT_TRUE(nul);
+    EXPECT_EQ(nul->first, "nul_byte");
+    EXPECT_NE(nul->second.find("`path`"), std::string::npos) << nul->second;
+    auto bad = check_query("path=%zz");
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->first, "bad_query");
+    auto truncated = check_query("a=1&path=x%4");
+    ASSERT_TRUE(truncated);
+    EXPECT_EQ(truncated->first, "bad_query");
+    auto name = check_query("pa%00th=x");
+    ASSERT_TRUE(name);
+    EXPECT_EQ(name->first, "nul_byte");
+    EXPECT_NE(name->second.find("name"), std::string::npos) << name->second;
+}
+
 TEST(PercentDecode, RefusesNulAndTruncatedEscapes) {
     EXPECT_FALSE(percent_decode("a%00b"));
     EXPECT_FALSE(percent_decode("a%"));
