@@ -209,6 +209,11 @@ class Process : public std::enable_shared_from_this<Process> {
     OutputChunk read(OutputStream stream, uint64_t offset, size_t max) const;
     /// read() without copying: the bytes where the buffer keeps them (OutputView).
     OutputView view(OutputStream stream, uint64_t offset, size_t max) const;
+    /// Bytes the record's output buffers hold allocated (stdout and stderr together).
+    size_t output_memory() const {
+        return reader(OutputStream::out).buffer.memory_used() +
+               reader(OutputStream::err).buffer.memory_used();
+    }
     /// A stream's first and last part (OutputBuffer::excerpt): what a `run` result carries.
     OutputBuffer::Excerpt excerpt(OutputStream stream) const {
         return reader(stream).buffer.excerpt();

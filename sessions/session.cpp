@@ -419,7 +419,8 @@ Result<std::shared_ptr<Process>> Session::process(const std::string& proc) const
                                     " has finished and its record was dropped: a session keeps "
                                     "the last " +
                                     std::to_string(context_.max_finished_processes) +
-                                    " finished records");
+                                    " finished records, and their output up to four times "
+                                    "limits.output");
     }
     return sys_error(ENOENT, "session " + id_ + " has no process `" + proc + "`");
 }
@@ -456,6 +457,7 @@ void Session::on_process_finished(Process& finished) {
     // Only now: a slot given to a new process before this end reached the journal could be
     // taken back by a restart as this one's.
     release_output(finished);
+    finished_output_ += finished.output_memory();
     // Posted: the record that just finished is still on the call stack.
     if (!prune_posted_) {
         prune_posted_ = true;
@@ -472,16 +474,34 @@ void Session::on_process_finished(Process& finished) {
     }
 }
 
+size_t Session::finished_output_budget() const {
+    // Each stream keeps up to 1.5 x limits.output allocated (OutputBuffer::memory_used).
+    const size_t output = policy_.limits.output;
+    return std::max(4 * output, 3 * output + 1);
+}
+
+// Stop 44's red-team finding: 256 finished records of 16 MiB each (limits.output, both streams)
+// grew corrald's memory without a useful bound (344 MB after ten), none of it the session's
+// own memory limit's. The budget bounds what a session's records keep, whatever their count.
 void Session::prune_finished_processes() {
     prune_posted_ = false;
     if (state_ != SessionState::active) return;  // the end's report still lists every record
-    // Fewer records than the cap cannot hold too many finished ones: no need to count them
+    const size_t budget = finished_output_budget();
+    // Fewer records than the cap and little output cannot be too much: no need to count them
     // (a scan of every record at every finish, issue 18).
-    if (processes_.size() <= context_.max_finished_processes) return;
+    if (processes_.size() <= context_.max_finished_processes && finished_output_ <= budget) return;
     size_t finished = 0;
-    for (const auto& [id, process] : processes_) finished += process->finished();
-    for (auto it = process_order_.begin();
-         it != process_order_.end() && finished > context_.max_finished_processes;) {
+    size_t output = 0;
+    for (const auto& [id, process] : processes_) {
+        if (!process->finished()) continue;
+        ++finished;
+        output += process->output_memory();
+    }
+    finished_output_ = output;
+    auto over = [&] {
+        return finished > context_.max_finished_processes || (finished > 1 && output > budget);
+    };
+    for (auto it = process_order_.begin(); it != process_order_.end() && over();) {
         auto found = processes_.find(*it);
         if (found == processes_.end()) {
             it = process_order_.erase(it);
@@ -493,12 +513,14 @@ void Session::prune_finished_processes() {
             ++it;
             continue;
         }
+        output -= std::min(output, process->output_memory());
         process->shut_down();
         processes_.erase(found);
         it = process_order_.erase(it);
         --finished;
         ++pruned_processes_;
     }
+    finished_output_ = output;
 }
 
 // Counted from the session's creation, so an adopted session keeps the deadline it had.

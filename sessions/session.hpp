@@ -323,9 +323,13 @@ class Session : public std::enable_shared_from_this<Session> {
     /// The one way env_ is written: it also drops the process environment built from it.
     void set_env(std::map<std::string, std::string> env);
     void on_process_finished(Process& process);
-    /// Drops the oldest finished records beyond context_.max_finished_processes (their leaves
-    /// are gone, so nothing of the kernel's is dropped with them).
+    /// Drops the oldest finished records beyond context_.max_finished_processes, and beyond
+    /// finished_output_budget() of retained output (their leaves are gone, so nothing of the
+    /// kernel's is dropped with them). The newest finished record always stays.
     void prune_finished_processes();
+    /// Output bytes the session's finished records may hold together: four times the policy's
+    /// limits.output (64 MiB at the default 16 MiB), at least one record's worth.
+    size_t finished_output_budget() const;
     // session_oom_group.cpp
     void watch_oom_group();
     void arm_oom_watcher(std::shared_ptr<boost::asio::posix::stream_descriptor> watcher);
@@ -425,6 +429,9 @@ class Session : public std::enable_shared_from_this<Session> {
     std::vector<bool> slots_in_use_;  ///< the holder's store slots, by number
     size_t pruned_processes_ = 0;
     bool prune_posted_ = false;
+    /// Output memory of the finished records, as of their finish (an estimate the prune makes
+    /// exact): what tells a prune it must look even while the count is under its cap.
+    size_t finished_output_ = 0;
 
     // Starting (await_ready): the request it was created with, who waits, the holder's report
     // channel and its SetupDeadline.

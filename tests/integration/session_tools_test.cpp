@@ -131,6 +131,42 @@ TEST_F(SessionTools, RunOutput_PastTheCapKeepsTheHeadAndTheTailWithAMarker) {
     EXPECT_EQ(logs.json()["skipped"], total - kCap);
 }
 
+// Stop 44's red-team finding: finished records kept their output (up to 1.5 x limits.output per
+// stream) for as many as 256 of them: ten 16 MiB spawns took corrald from 15 to 344 MB. Their
+// output together is bounded now (four times limits.output): the oldest go first, answering 410
+// like records past the count cap; the newest stays; small records are all kept.
+TEST_F(SessionTools, FinishedRecords_TheirOutputTogetherIsBoundedOldestDroppedFirst) {
+    auto c = client();
+    const auto base = s(create_session(c, {{"policyYaml", kSmallCapPolicy}}));
+    std::vector<std::string> small;
+    for (int i = 0; i < 4; ++i) small.push_back(run(c, base, "echo small")["id"]);
+    std::vector<std::string> big;
+    for (int i = 0; i < 5; ++i)  // 128 KiB per stream: ~192 KiB kept per record of a 64 KiB cap
+        big.push_back(run(c, base,
+                          "head -c 131072 /dev/zero; head -c 131072 /dev/zero >&2")["id"]);
+    // The prune runs just after each finish; the newest big record must stay readable.
+    auto newest = c.get(base + "/processes/" + big.back());
+    EXPECT_EQ(newest.status, 200u) << newest.body;
+    bool dropped = false;
+    for (int i = 0; i < 100 && !dropped; ++i) {
+        dropped = c.get(base + "/processes/" + big.front()).status == 410u;
+        if (!dropped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(dropped) << "the oldest big record was kept past the output budget";
+    auto gone = c.get(base + "/processes/" + big.front());
+    EXPECT_NE(gone.error_message().find("limits.output"), std::string::npos) << gone.body;
+    size_t kept_big = 0;
+    for (const auto& id : big) kept_big += c.get(base + "/processes/" + id).status == 200u;
+    EXPECT_GE(kept_big, 1u);
+    EXPECT_LE(kept_big, 2u) << "more than 4 x 64 KiB of output kept";
+    // The small ones came first, so they went first: a byte budget, oldest first, as the count
+    // cap does; a session of small records keeps all of them (the next test's run included).
+    auto fresh = s(create_session(c, {{"policyYaml", kSmallCapPolicy}}));
+    std::vector<std::string> many;
+    for (int i = 0; i < 20; ++i) many.push_back(run(c, fresh, "echo small")["id"]);
+    for (const auto& id : many) EXPECT_EQ(c.get(fresh + "/processes/" + id).status, 200u) << id;
+}
+
 TEST_F(SessionTools, RunOutput_UnderTheCapIsWholeAndUnmarked) {
     auto c = client();
     const auto base = s(create_session(c, {{"policyYaml", kSmallCapPolicy}}));
