@@ -164,7 +164,7 @@ Status Session::apply_request(const CreateSessionRequest& request) {
     set_env(request.env);
     cwd_ = resolve_cwd(request.cwd, workdir_.inside_path);
     if (!request.cwd.empty()) {
-        auto checked = existing_directory(cwd_);
+        auto checked = prepare_cwd(cwd_);
         if (!checked) return std::move(checked.error());
         cwd_ = std::move(*checked);
     }
@@ -239,31 +239,42 @@ Result<UniqueFd> Session::open_workspace() const {
     return UniqueFd(fd);
 }
 
-// A session whose cwd is not there would fail every command it runs (setup-failed, chdir ENOENT);
-// its creation is refused instead, naming the key. `..` is resolved lexically, as the file API
-// does. With a mount namespace the file service answers, as the sandbox's identity sees the path;
-// without one the cwd is a host path like any other of the session's processes.
-Result<std::string> Session::existing_directory(const std::string& cwd) const {
+// A session whose cwd is not there would fail every command it runs (setup-failed, chdir ENOENT,
+// which the clients showed as exit code -1). As `docker run -w` does, a missing cwd is made (mkdir
+// -p through the file service: confined, as the sandbox's identity); one that cannot be made, or
+// is not a directory, refuses the creation naming the key. `..` is resolved lexically, as the file
+// API does. Without a mount namespace a cwd outside the workspace is a host path: it must exist
+// (a typo is not made into a directory on the host).
+Result<std::string> Session::prepare_cwd(const std::string& cwd) const {
+    auto refuse = [&](const std::string& why) {
+        return sys_error(EINVAL, "cwd `" + cwd + "` " + why);
+    };
     if (!policy_.namespaces.mount) {
         std::string normal = std::filesystem::path(cwd).lexically_normal().string();
         if (normal.size() > 1 && normal.back() == '/') normal.pop_back();
         struct stat st {};
-        if (::stat(normal.c_str(), &st) != 0)
-            return sys_error(EINVAL, "cwd `" + cwd + "` is not a directory the session can enter: " +
-                                         errno_name(errno));
-        if (!S_ISDIR(st.st_mode))
-            return sys_error(EINVAL, "cwd `" + cwd + "` is not a directory");
-        return normal;
+        if (::stat(normal.c_str(), &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) return refuse("is not a directory");
+            return normal;
+        }
+        const int code = errno;
+        const std::string& workspace = workdir_.inside_path;
+        const bool in_workspace =
+            normal == workspace || normal.starts_with(workspace + "/");
+        if (code != ENOENT || !in_workspace)
+            return refuse("is not a directory the session can enter: " + errno_name(code));
     }
     auto target = paths_.resolve(cwd, workdir_.inside_path);
-    if (!target) return sys_error(EINVAL, "cwd `" + cwd + "`: " + target.error().describe());
+    if (!target) return refuse("cannot be the session's: " + target.error().describe());
     auto info = target->service->stat(target->path);
-    if (!info) {
-        return sys_error(EINVAL, "cwd `" + cwd + "` is not a directory the session can enter: " +
-                                     info.error().describe());
+    if (info) {
+        if (info->type != FileType::dir) return refuse("is not a directory in the session");
+        return target->path;
     }
-    if (info->type != FileType::dir)
-        return sys_error(EINVAL, "cwd `" + cwd + "` is not a directory in the session");
+    if (info.error().code != ENOENT)
+        return refuse("is not a directory the session can enter: " + info.error().describe());
+    if (auto made = target->service->mkdir(target->path, true); !made)
+        return refuse("does not exist and cannot be made: " + made.error().describe());
     return target->path;
 }
 

@@ -255,9 +255,9 @@ class Session : public std::enable_shared_from_this<Session> {
     /// for (env, cwd, command timeout) with the tokens.
     Status build_request_independent(const CreateSessionRequest& request);
     Status apply_request(const CreateSessionRequest& request);
-    /// `cwd` (absolute, in the session's path space) normalized, when it is a directory the
-    /// sandbox sees; EINVAL naming `cwd` otherwise.
-    Result<std::string> existing_directory(const std::string& cwd) const;
+    /// `cwd` (absolute, in the session's path space) normalized, made (mkdir -p) where it is
+    /// missing inside what the sandbox may write; EINVAL naming `cwd` when it cannot be used.
+    Result<std::string> prepare_cwd(const std::string& cwd) const;
     /// complete_start() of a prepared session (session_prepared.cpp).
     void complete_preparation();
     /// Unlinks this session's kPreparedMarker (ENOENT counts as done).

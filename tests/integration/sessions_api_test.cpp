@@ -85,35 +85,44 @@ class SessionsApi : public ::testing::Test {
 
 // Stop 44's SDK probe: a session created with a cwd that is not there was a 201, and every command
 // it ran then ended setup-failed (chdir ENOENT), which the clients showed as exit code -1 with no
-// output; `../..` was kept as `/workspace/../..`. Refused at creation now, naming the key; `..`
-// resolved lexically as the file API resolves it.
-TEST_F(SessionsApi, SessionCwd_NotADirectoryIsRefusedAtCreationAndDotDotIsResolved) {
+// output; `../..` was kept as `/workspace/../..`. A missing cwd is made now (as `docker run -w`
+// does), confined like the file API; one that cannot be made or is not a directory is refused,
+// naming the key; `..` is resolved lexically.
+TEST_F(SessionsApi, SessionCwd_IsMadeWhereMissingRefusedWhereItCannotBeAndDotDotIsResolved) {
     auto c = client();
     for (const char* policy : {"default", "none"}) {
         SCOPED_TRACE(policy);
-        auto missing = c.post("/v1/sessions", {{"policy", policy}, {"cwd", "/corral-no-such-dir"}});
-        EXPECT_EQ(missing.status, 400u) << missing.body;
-        EXPECT_EQ(missing.error_code(), "invalid") << missing.body;
-        EXPECT_NE(missing.error_message().find("cwd `/corral-no-such-dir`"), std::string::npos)
-            << missing.body;
-        auto relative = c.post("/v1/sessions", {{"policy", policy}, {"cwd", "no-such-subdir"}});
-        EXPECT_EQ(relative.status, 400u) << relative.body;
+        const json made = create_session(c, {{"policy", policy}, {"cwd", "build/out"}});
+        EXPECT_TRUE(made["cwd"].get<std::string>().ends_with("/build/out")) << made.dump();
+        auto pwd = c.post(s(made) + "/run", {{"command", "pwd"}});
+        EXPECT_EQ(pwd.json()["stdout"], made["cwd"].get<std::string>() + "\n") << pwd.body;
         auto file = c.post("/v1/sessions", {{"policy", policy}, {"cwd", "/etc/hostname"}});
         EXPECT_EQ(file.status, 400u) << file.body;
+        EXPECT_EQ(file.error_code(), "invalid") << file.body;
+        EXPECT_NE(file.error_message().find("cwd `/etc/hostname`"), std::string::npos)
+            << file.body;
     }
+    // Where the sandbox cannot write, nothing is made: refused, naming the key.
+    auto read_only = c.post("/v1/sessions", {{"policy", "default"}, {"cwd", "/usr/corral-no"}});
+    EXPECT_EQ(read_only.status, 400u) << read_only.body;
+    EXPECT_NE(read_only.error_message().find("cannot be made"), std::string::npos)
+        << read_only.body;
+    EXPECT_FALSE(fs::exists("/usr/corral-no"));
+    // Without a mount namespace a host path outside the workspace must exist: a typo is not made
+    // into a directory on the host.
+    auto host_typo = c.post("/v1/sessions", {{"policy", "none"}, {"cwd", "/corral-no-such-dir"}});
+    EXPECT_EQ(host_typo.status, 400u) << host_typo.body;
+    EXPECT_FALSE(fs::exists("/corral-no-such-dir"));
     // Inside a mount namespace `..` stops at the root, as the file API's paths do.
     const json up = create_session(c, {{"policy", "default"}, {"cwd", "../.."}});
     EXPECT_EQ(up["cwd"], "/");
     const json dot = create_session(c, {{"policy", "default"}, {"cwd", "/workspace/./x/.."}});
     EXPECT_EQ(dot["cwd"], "/workspace");
-    // Without one the cwd is a host path like any of the session's processes would use.
     const json host = create_session(c, {{"policy", "none"}, {"cwd", "/usr/../tmp/"}});
     EXPECT_EQ(host["cwd"], "/tmp");
-    auto pwd = c.post(s(host) + "/run", {{"command", "pwd"}});
-    EXPECT_EQ(pwd.json()["stdout"], "/tmp\n") << pwd.body;
     // Nothing is left of the refused creations.
     auto listed = c.get("/v1/sessions");
-    EXPECT_EQ(listed.json()["sessions"].size(), 3u) << listed.body;
+    EXPECT_EQ(listed.json()["sessions"].size(), 5u) << listed.body;
 }
 
 // --- shell contexts ---------------------------------------------------------------------------
