@@ -28,9 +28,10 @@ class EgressTest : public ::testing::Test {
         other_ = host_echo("127.0.0.1");
     }
     void TearDown() override {
-        if (proxy_)
+        if (proxy_ || http_proxy_)
             loop_.call([&] {
                 proxy_.reset();
+                http_proxy_.reset();
                 return 0;
             });
         if (netns_) netns_->stop();
@@ -40,6 +41,19 @@ class EgressTest : public ::testing::Test {
         auto listener = make_tcp_listener({AF_INET, address, 0});
         EXPECT_TRUE(listener);
         return std::make_unique<EchoServer>(std::move(*listener));
+    }
+    /// An HTTP egress proxy in the namespace (http_proxy_) judging by `spec`; its gate, or null
+    /// when it could not start (the test has failed then).
+    std::shared_ptr<EgressGate> start_http_proxy(const EgressSpec& spec) {
+        auto rules = EgressRules::compile(spec);
+        EXPECT_TRUE(rules) << rules.error().describe();
+        if (!rules) return nullptr;
+        auto gate = std::make_shared<EgressGate>("t", std::move(*rules), EgressEnvironment{});
+        auto made = loop_.call([&] { return HttpEgressProxy::start(loop_.io, netns_, gate); });
+        EXPECT_TRUE(made) << made.error().describe();
+        if (!made) return nullptr;
+        http_proxy_ = std::move(*made);
+        return gate;
     }
     Status start_proxy(std::vector<std::string> allow) {
         auto made = loop_.call([&] { return EgressProxy::start(loop_.io, netns_, allow); });
@@ -65,6 +79,7 @@ class EgressTest : public ::testing::Test {
     std::unique_ptr<EchoServer> allowed_;
     std::unique_ptr<EchoServer> other_;
     std::unique_ptr<EgressProxy> proxy_;
+    std::unique_ptr<HttpEgressProxy> http_proxy_;  ///< start_http_proxy's; reset on the loop
 };
 
 TEST_F(EgressTest, HostListenersUnreachableFromInsideByDefault) {
@@ -125,13 +140,8 @@ TEST_F(EgressTest, StopClosesTheWayOut) {
 // The HTTP egress proxy's lifetime: a CONNECT tunnel through it works, and stop() closes both
 // the tunnel and the listener (what the session's end does), leaving nothing to connect to.
 TEST_F(EgressTest, HttpProxyStopClosesTunnelsAndListener) {
-    auto rules = EgressRules::compile({EgressMode::custom, {}, {"127.0.0.1/32"}, {}});
-    ASSERT_TRUE(rules) << rules.error().describe();
-    auto gate = std::make_shared<EgressGate>("t", std::move(*rules), EgressEnvironment{});
-    std::unique_ptr<HttpEgressProxy> proxy;
-    auto made = loop_.call([&] { return HttpEgressProxy::start(loop_.io, netns_, gate); });
-    ASSERT_TRUE(made) << made.error().describe();
-    proxy = std::move(*made);
+    ASSERT_TRUE(start_http_proxy({EgressMode::custom, {}, {"127.0.0.1/32"}, {}}));
+    auto& proxy = http_proxy_;
     const uint16_t port = proxy->port();
     auto tunnel = netns_->tcp_socket(AF_INET);
     ASSERT_TRUE(tunnel);
@@ -153,10 +163,6 @@ TEST_F(EgressTest, HttpProxyStopClosesTunnelsAndListener) {
     EXPECT_TRUE(error == 0 || error == ECONNRESET) << std::strerror(error);
     EXPECT_EQ(connect_from_inside(port), ECONNREFUSED);
     EXPECT_EQ(loop_.call([&] { return proxy->connection_count(); }), 0u);
-    loop_.call([&] {
-        proxy.reset();
-        return 0;
-    });
 }
 
 /// One of this host's own addresses that is not loopback (an interface's), or nullopt.
@@ -181,16 +187,11 @@ std::optional<IpAddress> own_interface_address() {
 TEST_F(EgressTest, HttpProxyRefusesTheHostsOwnAddressesUnderAllowAll) {
     const auto own = own_interface_address();
     if (!own) GTEST_SKIP() << "this host has no non-loopback IPv4 address";
-    auto rules = EgressRules::compile({EgressMode::allow_all, {}, {}, {}});
-    ASSERT_TRUE(rules) << rules.error().describe();
-    auto gate = std::make_shared<EgressGate>("t", std::move(*rules), EgressEnvironment{});
-    std::unique_ptr<HttpEgressProxy> proxy;
-    auto made = loop_.call([&] { return HttpEgressProxy::start(loop_.io, netns_, gate); });
-    ASSERT_TRUE(made) << made.error().describe();
-    proxy = std::move(*made);
+    auto gate = start_http_proxy({EgressMode::allow_all, {}, {}, {}});
+    ASSERT_TRUE(gate);
     auto tunnel = netns_->tcp_socket(AF_INET);
     ASSERT_TRUE(tunnel);
-    ASSERT_EQ(connect_loopback(tunnel->get(), proxy->port()), 0);
+    ASSERT_EQ(connect_loopback(tunnel->get(), http_proxy_->port()), 0);
     const std::string target = own->to_string() + ":9";
     ASSERT_TRUE(write_all(tunnel->get(), "CONNECT " + target + " HTTP/1.1\r\n\r\n"));
     int error = 0;
@@ -199,10 +200,6 @@ TEST_F(EgressTest, HttpProxyRefusesTheHostsOwnAddressesUnderAllowAll) {
     EXPECT_NE(answer.find("an address of the daemon's host"), std::string::npos) << answer;
     // The transparent relay's judgement is the same gate's.
     EXPECT_FALSE(gate->check_direct(*own, 9).allowed);
-    loop_.call([&] {
-        proxy.reset();
-        return 0;
-    });
 }
 
 // The probe asks the kernel of the calling thread's namespace: the host's interface address is
