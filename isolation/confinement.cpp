@@ -33,11 +33,17 @@ Status compile_credentials(const Policy& policy, Confinement& out) {
 }
 
 // Landlock on a kernel without it: refused under `enforcement: strict`, skipped under best-effort.
-Status compile_landlock(const Policy& policy, Confinement& out) {
+Status compile_landlock(const Policy& policy, int root_fd, Confinement& out) {
     if (!policy.landlock.enabled()) return {};
     if (landlock_abi_version() == 0 && policy.enforcement == Enforcement::best_effort) return {};
-    auto ruleset = build_landlock_ruleset(policy.landlock);
-    if (!ruleset) return std::move(ruleset.error());
+    auto ruleset = build_landlock_ruleset(policy.landlock, root_fd);
+    if (!ruleset) {
+        Error error = std::move(ruleset.error());
+        // A path of the policy the sandbox does not have: the caller's to fix (HTTP 422).
+        if (root_fd >= 0 && (error.code == ENOENT || error.code == ENOTDIR))
+            error.invalid_policy = true;
+        return error;
+    }
     out.landlock_ruleset = std::move(*ruleset);
     return {};
 }
@@ -55,7 +61,11 @@ bool listener_can_be_handed_over(const std::vector<sock_filter>& marked) {
 
 }  // namespace
 
-Result<Confinement> compile_confinement(const Policy& policy) {
+Status root_landlock(const Policy& policy, int root_fd, Confinement& out) {
+    return compile_landlock(policy, root_fd, out);
+}
+
+Result<Confinement> compile_confinement(const Policy& policy, bool landlock_later) {
     Confinement out;
     // A spec that compiles to no filter is not worth the cache (a directory, a key with the
     // kernel's release, a file: ten system calls on every `corral run --policy none`, issue 18).
@@ -76,8 +86,10 @@ Result<Confinement> compile_confinement(const Policy& policy) {
     auto credentials = compile_credentials(policy, out);
     if (!credentials) return std::move(credentials.error());
     out.rlimits = compile_rlimits(policy.limits);
-    auto landlock = compile_landlock(policy, out);
-    if (!landlock) return std::move(landlock.error());
+    if (!landlock_later) {
+        auto landlock = compile_landlock(policy, -1, out);
+        if (!landlock) return std::move(landlock.error());
+    }
     out.no_new_privs =
         true;  // always: seccomp and Landlock need it, and setuid binaries must not escalate
     return out;

@@ -62,7 +62,13 @@ struct Confinement {
 /// key and the bad value ("seccomp.deny: unknown syscall `foo`"). Landlock or seccomp missing
 /// from the kernel: an error (Landlock) or a setup failure (seccomp) under `enforcement: strict`,
 /// skipped under best-effort.
-Result<Confinement> compile_confinement(const Policy& policy);
+/// `landlock_later`: the sandbox will have a mount namespace of its own, whose paths the ruleset
+/// must hold (landlock.hpp): Landlock is left for root_landlock() once the sandbox stands.
+Result<Confinement> compile_confinement(const Policy& policy, bool landlock_later = false);
+/// Builds `out`'s Landlock ruleset from the policy's paths as the sandbox rooted at `root_fd` sees
+/// them (no-op without landlock rules, or best-effort on a kernel without Landlock). A path the
+/// sandbox does not have is a policy that cannot be honoured (Error::invalid_policy).
+Status root_landlock(const Policy& policy, int root_fd, Confinement& out);
 
 /// After a credential change in a forked child: the kernel sets the mm's dumpability from
 /// fs.suid_dumpable, which is 1 on some hosts, and a dumpable child could be ptraced, and its

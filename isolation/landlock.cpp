@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/openat2.hpp"
+
 namespace corral {
 namespace {
 
@@ -37,9 +39,18 @@ struct RulesetAttr {
     uint64_t handled_access_fs;
 };
 
+/// `path` as seen from `root_fd` (inside it, links included), or from our own root (-1).
+int open_rule_path(const std::string& path, int root_fd) {
+    if (root_fd < 0) return open(path.c_str(), O_PATH | O_CLOEXEC);
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    return openat2_retrying(root_fd, path.c_str(), how);
+}
+
 Status add_path_rule(int ruleset, const std::string& path, uint64_t rights, uint64_t handled,
-                     const std::string& key) {
-    UniqueFd fd(open(path.c_str(), O_PATH | O_CLOEXEC));
+                     const std::string& key, int root_fd) {
+    UniqueFd fd(open_rule_path(path, root_fd));
     if (!fd) return sys_error(key + ": `" + path + "`");
     struct stat st {};
     if (fstat(fd.get(), &st) != 0) return sys_error(key + ": stat `" + path + "`");
@@ -60,7 +71,7 @@ int landlock_abi_version() {
     return abi > 0 ? static_cast<int>(abi) : 0;
 }
 
-Result<UniqueFd> build_landlock_ruleset(const LandlockSpec& spec) {
+Result<UniqueFd> build_landlock_ruleset(const LandlockSpec& spec, int root_fd) {
     int abi = landlock_abi_version();
     if (abi == 0) return plain_error("landlock: not supported or disabled on this kernel");
     const uint64_t handled = handled_rights(abi);
@@ -69,11 +80,13 @@ Result<UniqueFd> build_landlock_ruleset(const LandlockSpec& spec) {
         syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0)));  // fd is O_CLOEXEC
     if (!ruleset) return sys_error("landlock_create_ruleset");
     for (const std::string& path : spec.read) {
-        auto added = add_path_rule(ruleset.get(), path, kReadRights, handled, "landlock.read");
+        auto added =
+            add_path_rule(ruleset.get(), path, kReadRights, handled, "landlock.read", root_fd);
         if (!added) return std::move(added.error());
     }
     for (const std::string& path : spec.write) {
-        auto added = add_path_rule(ruleset.get(), path, handled, handled, "landlock.write");
+        auto added =
+            add_path_rule(ruleset.get(), path, handled, handled, "landlock.write", root_fd);
         if (!added) return std::move(added.error());
     }
     return ruleset;

@@ -19,7 +19,13 @@ namespace corral {
 int landlock_abi_version();
 
 /// Builds a ruleset for the spec. Errors name the key and path ("landlock.write: `/x`: ENOENT").
-Result<UniqueFd> build_landlock_ruleset(const LandlockSpec& spec);
+/// `root_fd`: the sandbox's root (its holder's /proc/PID/root) where the sandbox has a mount
+/// namespace of its own. A rule holds an inode, so a path must be opened as the sandbox sees it:
+/// its /workspace and its /tmp are its own mounts, which the host's paths do not reach (a host
+/// without /workspace refused every session of examples/policies/ai-agent.yaml, and a rule on the
+/// host's /tmp granted nothing in the sandbox's /tmp). Paths resolve inside it (RESOLVE_IN_ROOT:
+/// a link cannot lead out to the host's). -1: the caller's own view.
+Result<UniqueFd> build_landlock_ruleset(const LandlockSpec& spec, int root_fd = -1);
 
 /// Child: restricts the calling thread (needs no_new_privs or CAP_SYS_ADMIN). Async-signal-safe.
 /// Returns 0, or -1 with errno set.

@@ -89,7 +89,8 @@ Status Session::wait_for_holder() {
 }
 
 Status Session::build_until_holder(const CreateSessionRequest& request) {
-    auto confinement = compile_confinement(policy_);
+    // With a mount namespace, Landlock waits for the sandbox's root (root_landlock_in_sandbox).
+    auto confinement = compile_confinement(policy_, policy_.namespaces.mount);
     if (!confinement) return std::move(confinement.error().context("policy"));
     confinement_ = std::move(*confinement);
 
@@ -127,6 +128,7 @@ Status Session::build_after_holder(const CreateSessionRequest& request) {
 // setup): what a prepared session has built before any client asked for it.
 Status Session::build_request_independent(const CreateSessionRequest& request) {
     CORRAL_TRY(finish_kernel_resources(), "set up");
+    CORRAL_TRY(root_landlock_in_sandbox(), "policy");
     // The workspace and the files the API creates belong to the sandbox's user as the host sees
     // it: a user namespace's leased range (DESIGN.md "Identity"), else the policy's uid.
     std::optional<FileOwner> owner;
@@ -276,6 +278,15 @@ Result<std::string> Session::prepare_cwd(const std::string& cwd) const {
     if (auto made = target->service->mkdir(target->path, true); !made)
         return refuse("does not exist and cannot be made: " + made.error().describe());
     return target->path;
+}
+
+// Landlock's rules hold inodes: the sandbox's own /workspace and /tmp, not the host's paths of the
+// same names (isolation/landlock.hpp). Built once its root stands, before any launch.
+Status Session::root_landlock_in_sandbox() {
+    if (!policy_.namespaces.mount || !policy_.landlock.enabled()) return {};
+    auto root = open_sandbox_root();
+    if (!root) return std::move(root.error().context("landlock"));
+    return root_landlock(policy_, root->get(), confinement_);
 }
 
 std::string Session::resolve_cwd(const std::string& cwd, const std::string& base) const {

@@ -258,6 +258,9 @@ class Session : public std::enable_shared_from_this<Session> {
     /// `cwd` (absolute, in the session's path space) normalized, made (mkdir -p) where it is
     /// missing inside what the sandbox may write; EINVAL naming `cwd` when it cannot be used.
     Result<std::string> prepare_cwd(const std::string& cwd) const;
+    /// Builds the Landlock ruleset in the sandbox's root once it stands (a mount namespace's
+    /// sessions; compile_confinement left it): its paths are the sandbox's.
+    Status root_landlock_in_sandbox();
     /// complete_start() of a prepared session (session_prepared.cpp).
     void complete_preparation();
     /// Unlinks this session's kPreparedMarker (ENOENT counts as done).

@@ -137,7 +137,7 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
     if (!record.workdir.empty())
         return sys_error(ENOTSUP, "it works in the host directory `" + record.workdir +
                                       "`, which a restart does not take back yet");
-    auto confinement = compile_confinement(policy_);
+    auto confinement = compile_confinement(policy_, policy_.namespaces.mount);
     if (!confinement) return std::move(confinement.error().context("policy"));
     confinement_ = std::move(*confinement);
     auto directory = SessionDirectory::adopt(context_.sessions_dir, id_, context_.remover);
@@ -169,6 +169,7 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
     } else if (record.holder_pid > 0) {
         adopt_keeper(record, notes);
     }
+    CORRAL_TRY(root_landlock_in_sandbox(), "policy");
     // The proxy comes back where the session's processes were told it is, and what the previous
     // run programmed into the namespace is replaced.
     NetworkLeftovers leftovers;

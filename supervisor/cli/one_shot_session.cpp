@@ -1,5 +1,6 @@
 #include "supervisor/cli/one_shot_session.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -259,7 +260,9 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
             return finish();
         }
     }
-    auto confinement = compile_confinement(policy);
+    // With a sandbox of its own mounts, Landlock waits for its root (below).
+    const bool landlock_in_sandbox = res.sandbox.active() && policy.namespaces.mount;
+    auto confinement = compile_confinement(policy, landlock_in_sandbox);
     if (!confinement) {
         report.error = confinement.error().context("compile policy").describe();
         return finish();
@@ -286,6 +289,17 @@ RunReport run_one_shot(const Policy& policy, const OneShotRequest& request) {
     if (auto ready = res.sandbox.wait_until_ready(); !ready) {
         report.error = ready.error().context("set up sandbox").describe();
         return finish();
+    }
+    if (landlock_in_sandbox && policy.landlock.enabled()) {
+        // Its rules hold inodes: the sandbox's own /tmp and workdir, not the host's paths.
+        const std::string root_path = "/proc/" + std::to_string(res.sandbox.holder_pid()) + "/root";
+        UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        Status rooted = root ? root_landlock(policy, root.get(), *confinement)
+                             : Status(sys_error("open the sandbox's root `" + root_path + "`"));
+        if (!rooted) {
+            report.error = rooted.error().context("compile policy").describe();
+            return finish();
+        }
     }
     if (!res.sandbox.workdir_warning().empty())
         std::fprintf(stderr, "corral: %s\n", res.sandbox.workdir_warning().c_str());

@@ -620,6 +620,19 @@ namespace {
 
 // The daemon hides its state dir and its socket's dir, which may nest (state under the socket
 // dir): a hidden dir covered by a later hidden dir or tmpfs must not break the sandbox.
+// Stop 44: Landlock's rules were opened in corral run's own mount namespace, so `write: [/tmp]`
+// held the host's /tmp and the sandbox could not write its own /tmp tmpfs (EACCES).
+TEST_F(CorralRun, LandlockRulesHoldTheSandboxsOwnTmp) {
+    std::ofstream(dir_ / "ll.yaml")
+        << "name: ll\nextends: default\nlandlock:\n  read: [/usr, /bin, /lib, /lib64, /etc, "
+           "/proc, /dev]\n  write: [/tmp, /dev/null]\n";
+    auto r = corral({"run", "--policy", "ll.yaml", "--", "sh", "-c",
+                     "echo t > /tmp/t && cat /tmp/t && ls /root"});
+    EXPECT_EQ(r.out, "t\n") << r.err;
+    EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;  // /root: not listed
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
 TEST_F(CorralRun, NestedHiddenDirectoriesAreHiddenTogether) {
     fs::create_directories(dir_ / "outer" / "inner");
     std::ofstream(dir_ / "outer" / "inner" / "secret") << "s";

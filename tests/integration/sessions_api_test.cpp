@@ -125,6 +125,41 @@ TEST_F(SessionsApi, SessionCwd_IsMadeWhereMissingRefusedWhereItCannotBeAndDotDot
     EXPECT_EQ(listed.json()["sessions"].size(), 5u) << listed.body;
 }
 
+// --- Landlock in a session -------------------------------------------------------------------
+
+// Stop 44: a Landlock rule holds an inode, and corrald opened the policy's paths in its own mount
+// namespace. examples/policies/ai-agent.yaml (landlock.write: /workspace, /tmp) could not create a
+// session at all (the host has no /workspace: ENOENT), and a rule on the host's /tmp granted
+// nothing in the sandbox's own /tmp. The paths are opened in the sandbox's root now.
+TEST_F(SessionsApi, Landlock_RulesHoldTheSandboxsOwnPathsAsTheShippedAiAgentPolicyNeeds) {
+    auto c = client();
+    std::ifstream example(CORRAL_SOURCE_DIR "/examples/policies/ai-agent.yaml");
+    const std::string yaml((std::istreambuf_iterator<char>(example)), {});
+    ASSERT_FALSE(yaml.empty());
+    const json session = create_session(c, {{"policyYaml", yaml}});
+    ASSERT_TRUE(session.contains("id")) << session.dump();
+    auto wrote = c.post(s(session) + "/run",
+                        {{"command", "echo w > /workspace/a && echo t > /tmp/t && cat /workspace/a "
+                                     "/tmp/t"}});
+    EXPECT_EQ(wrote.json()["stdout"], "w\nt\n") << wrote.body;
+    EXPECT_EQ(wrote.json()["exitCode"], 0) << wrote.body;
+    // Outside the rules Landlock still denies (/root is not on the read list).
+    auto denied = c.post(s(session) + "/run", {{"command", "ls /root"}});
+    EXPECT_NE(denied.json()["exitCode"], 0) << denied.body;
+    EXPECT_NE(denied.json()["stderr"].get<std::string>().find("Permission denied"),
+              std::string::npos)
+        << denied.body;
+    // A path the sandbox does not have is the policy's mistake: 422 naming the key.
+    auto missing = c.post(
+        "/v1/sessions",
+        {{"policyYaml", "name: ll\nextends: default\nlandlock: { read: [/usr, /bin, /lib, /lib64, "
+                        "/etc], write: [/corral-no-such-dir] }\n"}});
+    EXPECT_EQ(missing.status, 422u) << missing.body;
+    EXPECT_NE(missing.error_message().find("landlock.write: `/corral-no-such-dir`"),
+              std::string::npos)
+        << missing.body;
+}
+
 // --- shell contexts ---------------------------------------------------------------------------
 
 TEST_F(SessionsApi, ShellContext_CdExportUnsetFunctionAndAliasCarryToTheNextCommand) {
