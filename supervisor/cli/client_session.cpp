@@ -44,13 +44,17 @@ int create_session(const std::vector<std::string>& args, ClientIo& io) {
     json body = json::object();
     if (auto policy = parsed.value("--policy")) {
         if (names_policy_file(*policy)) {
-            // The user's own file, but a FIFO or /dev/zero must not hang or exhaust `corral`.
-            auto yaml = read_regular_file(AT_FDCWD, *policy, kMaxPolicyBytes);
-            if (!yaml) {
-                io.err << "corral: --policy: " << yaml.error().describe() << "\n";
+            // The user's own file, resolved here as `corral run` resolves it: its `extends:` of
+            // a neighbouring file is the user's to read, not the daemon's (which may read only
+            // presets and its policy dir), and mistakes are told as file:line:column. The daemon
+            // gets the resolved policy. (Stop 44's probe: examples/policies/sanitizer-ci.yaml,
+            // which `corral run` and `policy check` take, was refused by `session create`.)
+            const auto parsed_policy = parse_policy_file(*policy);
+            if (!parsed_policy.ok()) {
+                io.err << "corral: --policy " << *policy << ":\n" << parsed_policy.format_errors();
                 return client_exit::kLocalFile;
             }
-            body["policyYaml"] = *yaml;
+            body["policyYaml"] = policy_to_yaml(*parsed_policy.policy);
         } else {
             body["policy"] = *policy;
         }

@@ -448,17 +448,37 @@ TEST(ClientCommands, SessionCreateSendsPolicyNameEnvAndPrintsId) {
                           {"commandTimeoutMs", 120000}}));
 }
 
-TEST(ClientCommands, SessionCreateSendsPolicyFileInlineAndJsonPrintsTokens) {
-    std::string file = unique_name("policy.yaml");
-    std::ofstream(file) << "name: t\nextends: default\n";
+// The file is resolved here, as `corral run` resolves it (stop 44's operator probe: a file that
+// extends a neighbouring file, examples/policies/sanitizer-ci.yaml, was refused by the daemon,
+// which may read only presets and its policy dir): the daemon gets the resolved policy.
+TEST(ClientCommands, SessionCreateSendsThePolicyFileResolvedAndJsonPrintsTokens) {
+    const std::string dir = unique_name("policies");
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    std::ofstream(dir + "/base.yaml") << "name: base\nextends: default\nlimits: { pids: 77 }\n";
+    std::ofstream(dir + "/job.yaml") << "name: job\nextends: ./base.yaml\n";
     CannedServer server(json_response(201, {{"id", "s1"}, {"token", "full-token"}}));
-    RunResult run =
-        run_client(with_socket({"session", "create", "--policy", file, "--json"}, server));
-    ::unlink(file.c_str());
+    RunResult run = run_client(
+        with_socket({"session", "create", "--policy", dir + "/job.yaml", "--json"}, server));
     EXPECT_EQ(run.code, 0) << run.err;
-    EXPECT_EQ(json::parse(server.request().body),
-              json({{"policyYaml", "name: t\nextends: default\n"}}));
+    const json body = json::parse(server.request().body);
+    ASSERT_TRUE(body.contains("policyYaml")) << body.dump();
+    const std::string sent = body["policyYaml"];
+    EXPECT_NE(sent.find("name: job"), std::string::npos) << sent;
+    EXPECT_NE(sent.find("pids: 77"), std::string::npos) << sent;
+    EXPECT_EQ(sent.find("extends"), std::string::npos) << "sent unresolved:\n" << sent;
     EXPECT_NE(run.out.find("full-token"), std::string::npos);
+
+    // A mistake is told here, as file:line:column, and nothing is sent.
+    std::ofstream(dir + "/bad.yaml") << "name: bad\nextends: default\nlimits: { memroy: 1Gi }\n";
+    CannedServer unused(json_response(201, {{"id", "s2"}}));
+    RunResult bad =
+        run_client(with_socket({"session", "create", "--policy", dir + "/bad.yaml"}, unused));
+    EXPECT_NE(bad.code, 0);
+    EXPECT_NE(bad.err.find("bad.yaml:3:"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("limits.memroy"), std::string::npos) << bad.err;
+    for (const char* name : {"/base.yaml", "/job.yaml", "/bad.yaml"})
+        ::unlink((dir + name).c_str());
+    ::rmdir(dir.c_str());
 }
 
 TEST(ClientCommands, SessionCreateMissingPolicyFileIsLocalError) {
