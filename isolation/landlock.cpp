@@ -39,13 +39,22 @@ struct RulesetAttr {
     uint64_t handled_access_fs;
 };
 
-/// `path` as seen from `root_fd` (inside it, links included), or from our own root (-1).
+/// `path` as seen from `root_fd`, or from our own root (-1).
+///
+/// In the sandbox's root no symbolic link is followed: one the sandbox made (in its workspace or
+/// its /tmp, before a restart re-adopts it, or in a bound host directory) could turn a rule on
+/// `/workspace/out` into one on `/`, granting more than the policy says. A path with a link on the
+/// way (merged-/usr's `/bin`, `/lib64`) is resolved as the host sees it instead: the sandbox's
+/// system directories are the host's own bound read-only, so the host's resolution reaches the
+/// same inodes, and a link only the sandbox has (made by it) leads nowhere on the host.
 int open_rule_path(const std::string& path, int root_fd) {
     if (root_fd < 0) return open(path.c_str(), O_PATH | O_CLOEXEC);
     open_how how{};
     how.flags = O_PATH | O_CLOEXEC;
-    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-    return openat2_retrying(root_fd, path.c_str(), how);
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
+    const int fd = openat2_retrying(root_fd, path.c_str(), how);
+    if (fd >= 0 || errno != ELOOP) return fd;
+    return open(path.c_str(), O_PATH | O_CLOEXEC);
 }
 
 Status add_path_rule(int ruleset, const std::string& path, uint64_t rights, uint64_t handled,

@@ -625,6 +625,24 @@ class WorkdirSessions : public SessionTools {
     std::string root_;
 };
 
+// A Landlock rule holds the inode its path opens to in the sandbox, and the workspace is content
+// someone else may have written: a link there must not turn a rule on /workspace/out into one on
+// the sandbox's root (a widened grant; stop 44's review of rooting Landlock in the sandbox). Links
+// are not followed in the sandbox's root: this one leads nowhere the host has, so the policy is
+// refused, naming the key.
+TEST_F(WorkdirSessions, Landlock_ALinkInTheWorkspaceIsNotFollowedIntoAWiderRule) {
+    auto c = client();
+    const std::string proj = root_ + "/proj";
+    fs::create_directory_symlink("/", proj + "/out");
+    const std::string yaml =
+        "name: ll\nextends: default\nlandlock: { read: [/usr, /bin, /lib, /lib64, /etc], "
+        "write: [/workspace/out] }\n";
+    auto res = c.post("/v1/sessions", {{"policyYaml", yaml}, {"workdir", proj}});
+    EXPECT_EQ(res.status, 422u) << res.body;
+    EXPECT_NE(res.error_message().find("landlock.write: `/workspace/out`"), std::string::npos)
+        << res.body;
+}
+
 TEST_F(WorkdirSessions, Workdir_BindsTheHostDirectoryAsTheWorkspaceAndKeepsItsOwner) {
     auto c = client();
     const std::string proj = root_ + "/proj";
