@@ -30,14 +30,26 @@ std::string exit_text(const json& process) {
     return field_text(process, {"exitCode"});
 }
 
+/// What the user asked to run: the `command` line where there is one (a shell context's command
+/// runs inside corral's wrapper script, whose argv filled ~23 lines of `ps`), else the argv. One
+/// line per row: line breaks are shown as `\n`.
 std::string command_text(const json& process) {
+    std::string text;
+    auto command = process.find("command");
     auto argv = process.find("argv");
-    if (argv != process.end() && argv->is_array()) {
-        std::string joined;
-        for (const auto& word : *argv) joined += (joined.empty() ? "" : " ") + cell_text(word);
-        return joined;
+    if (command != process.end() && command->is_string() && !command->get<std::string>().empty()) {
+        text = command->get<std::string>();
+    } else if (argv != process.end() && argv->is_array()) {
+        for (const auto& word : *argv) text += (text.empty() ? "" : " ") + cell_text(word);
     }
-    return field_text(process, {"command"});
+    std::string one_line;
+    for (char c : text) {
+        if (c == '\n')
+            one_line += "\\n";
+        else
+            one_line += c;
+    }
+    return one_line;
 }
 
 /// Writes a /logs reply: a JSON object with `data` (or `stdout`/`stderr`), or raw bytes.

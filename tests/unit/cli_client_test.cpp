@@ -651,6 +651,23 @@ TEST(ClientCommands, PsPrintsProcessTable) {
     EXPECT_NE(run.out.find("p2  11   killed  SIGKILL  sleep 9"), std::string::npos) << run.out;
 }
 
+// Stop 44's operator probe: a shell context's command showed as corral's wrapper script, ~23
+// lines of it, the user's command at the end. The `command` is shown, on one line.
+TEST(ClientCommands, PsShowsTheCommandLineOnOneRowNotTheShellContextsWrapper) {
+    CannedServer server(json_response(
+        200, json::array({{{"id", "p1"},
+                           {"pid", 10},
+                           {"status", "exited"},
+                           {"exitCode", 0},
+                           {"command", "make test\necho done"},
+                           {"argv", {"/bin/bash", "-c", "exec {__corral_fd}>&3\nset --\n"}}}})));
+    RunResult run = run_client(with_socket({"ps", "s1"}, server));
+    EXPECT_EQ(run.code, 0) << run.err;
+    EXPECT_NE(run.out.find("make test\\necho done"), std::string::npos) << run.out;
+    EXPECT_EQ(run.out.find("__corral_fd"), std::string::npos) << run.out;
+    EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 2) << run.out;  // header + row
+}
+
 TEST(ClientCommands, LogsPrintsRawBodyAndFollowUsesStream) {
     {
         CannedServer server(
