@@ -256,5 +256,9 @@ int main(int argc, char** argv) {
         std::fputs(corral::daemon::daemon_usage().c_str(), stdout);
         return 0;
     }
+    if (options->version) {
+        std::printf("corrald %s\n", CORRAL_VERSION);
+        return 0;
+    }
     return run(*options);
 }

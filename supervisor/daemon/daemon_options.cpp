@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
+#include <string>
 
 #include "policies/units.hpp"
 
@@ -67,8 +69,18 @@ std::string daemon_usage() {
            "                                            are closed)\n"
            "               [--egress-dns-ttl DUR (60s)] [--egress-dns-grace DUR (30s)]\n"
            "                                           (TTL of session DNS answers; an address\n"
-           "                                            stays open for TTL + grace)\n";
+           "                                            stays open for TTL + grace)\n"
+           "               [--help] [--version]\n";
 }
+
+/// Every option that takes a value (all of corrald's but --help and --version).
+const std::set<std::string> kValueOptions = {
+    "--socket",          "--listen",          "--state-dir",          "--policy-dir",
+    "--allow-workdir",   "--egress-hosts-file", "--egress-idle-timeout", "--egress-dns-ttl",
+    "--egress-dns-grace", "--instance",       "--port-range",         "--max-connections",
+    "--header-timeout",  "--body-timeout",    "--idle-timeout",       "--write-timeout",
+    "--min-write-rate",  "--keep-output",     "--recover",            "--journal-sync",
+    "--prepare",         "--max-process-records"};
 
 Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args) {
     DaemonOptions options;
@@ -85,6 +97,13 @@ Result<DaemonOptions> parse_daemon_options(const std::vector<std::string>& args)
             options.help = true;
             continue;
         }
+        if (name == "--version") {
+            options.version = true;
+            continue;
+        }
+        // An unknown name is said as such, not as an option missing its value (stop 44's
+        // operator probe: `corrald --bogus` said "needs a value").
+        if (!kValueOptions.count(name)) return sys_error(EINVAL, "unknown option `" + name + "`");
         if (!has_value) {
             if (i + 1 >= args.size())
                 return sys_error(EINVAL, "option `" + name + "` needs a value");

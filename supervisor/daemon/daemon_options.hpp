@@ -46,6 +46,7 @@ struct DaemonOptions {
     /// prepared for creations that ask for nothing else. The names are checked at start-up.
     std::map<std::string, size_t> prepare;
     bool help = false;
+    bool version = false;  ///< --version: print it and exit
 };
 
 /// Parses argv (without argv[0]); EINVAL naming the bad option or value.

@@ -38,6 +38,23 @@ TEST(DaemonOptions, BadConnectionLimitsNameTheOption) {
 }
 
 // Issue 15 item 3: egress tunnels' idle limit, 10 minutes unless set, bounded.
+// Stop 44's operator probe: `corrald --bogus` and `corrald --version` said "needs a value".
+TEST(DaemonOptions, UnknownOptionsAreSaidSoAndVersionIsOne) {
+    auto bogus = parse_daemon_options({"--bogus"});
+    ASSERT_FALSE(bogus);
+    EXPECT_NE(bogus.error().message.find("unknown option `--bogus`"), std::string::npos)
+        << bogus.error().describe();
+    auto bogus_value = parse_daemon_options({"--bogus=1"});
+    ASSERT_FALSE(bogus_value);
+    EXPECT_NE(bogus_value.error().message.find("unknown option"), std::string::npos);
+    auto version = parse_daemon_options({"--version"});
+    ASSERT_TRUE(version) << version.error().describe();
+    EXPECT_TRUE(version->version);
+    auto missing = parse_daemon_options({"--socket"});
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("needs a value"), std::string::npos);
+}
+
 TEST(DaemonOptions, EgressIdleTimeout) {
     EXPECT_EQ(parse_daemon_options({})->egress_idle_timeout, std::chrono::minutes(10));
     EXPECT_EQ(parse_daemon_options({"--egress-idle-timeout=90s"})->egress_idle_timeout,
