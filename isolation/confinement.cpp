@@ -40,7 +40,7 @@ Status compile_landlock(const Policy& policy, int root_fd, Confinement& out) {
     if (!ruleset) {
         Error error = std::move(ruleset.error());
         // A path of the policy the sandbox does not have: the caller's to fix (HTTP 422).
-        if (root_fd >= 0 && (error.code == ENOENT || error.code == ENOTDIR))
+        if (root_fd >= 0 && (error.code == ENOENT || error.code == ENOTDIR || error.code == ELOOP))
             error.invalid_policy = true;
         return error;
     }

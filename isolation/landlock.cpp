@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "base/openat2.hpp"
@@ -39,27 +41,77 @@ struct RulesetAttr {
     uint64_t handled_access_fs;
 };
 
-/// `path` as seen from `root_fd`, or from our own root (-1).
-///
-/// In the sandbox's root no symbolic link is followed: one the sandbox made (in its workspace or
-/// its /tmp, before a restart re-adopts it, or in a bound host directory) could turn a rule on
-/// `/workspace/out` into one on `/`, granting more than the policy says. A path with a link on the
-/// way (merged-/usr's `/bin`, `/lib64`) is resolved as the host sees it instead: the sandbox's
-/// system directories are the host's own bound read-only, so the host's resolution reaches the
-/// same inodes, and a link only the sandbox has (made by it) leads nowhere on the host.
+constexpr int kMaxRuleLinks = 40;  // as the kernel's MAXSYMLINKS
+
+/// `path` (absolute) beneath `root_fd`, one component at a time, following a symbolic link only
+/// where it lies on a read-only mount. The sandbox can make links only where it can write (its
+/// workspace, its /tmp, a bound job directory an untrusted checkout filled), and one of those
+/// could turn a rule on `/workspace/out` into one on `/` (stop 44's review). Links on read-only
+/// mounts are the image's (merged-/usr's /bin, /lib64) and are followed, resolved inside the root.
+/// -1 with errno (ELOOP: a link on a writable mount, or too many).
+int open_in_root_following_image_links(int root_fd, std::string path) {
+    for (int links = 0;;) {
+        UniqueFd dir(fcntl(root_fd, F_DUPFD_CLOEXEC, 0));
+        if (!dir) return -1;
+        std::string walked;  // the components resolved so far, from the root
+        bool restarted = false;
+        size_t at = 0;
+        while (at < path.size()) {
+            const size_t slash = path.find('/', at);
+            const size_t end = slash == std::string::npos ? path.size() : slash;
+            const std::string name = path.substr(at, end - at);
+            at = end + 1;
+            if (name.empty() || name == ".") continue;
+            if (name == "..") {  // policy paths are normal; a link's target may hold `..`
+                walked = std::filesystem::path(walked).parent_path().string();
+                if (walked == "/") walked.clear();
+                path = walked + "/" + (at < path.size() ? path.substr(at) : "");
+                restarted = true;
+                break;
+            }
+            open_how how{};
+            how.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+            how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+            UniqueFd next(openat2_retrying(dir.get(), name.c_str(), how));
+            if (!next) return -1;
+            struct stat st {};
+            if (fstat(next.get(), &st) != 0) return -1;
+            if (S_ISLNK(st.st_mode)) {
+                struct statvfs fs {};
+                if (fstatvfs(dir.get(), &fs) != 0) return -1;
+                if (!(fs.f_flag & ST_RDONLY) || ++links > kMaxRuleLinks) {
+                    errno = ELOOP;
+                    return -1;
+                }
+                char target[4096];
+                const ssize_t n = readlinkat(next.get(), "", target, sizeof target - 1);
+                if (n <= 0) return -1;
+                const std::string link(target, static_cast<size_t>(n));
+                const std::string rest = at < path.size() ? path.substr(at) : "";
+                path = (link.front() == '/' ? link : walked + "/" + link) + "/" + rest;
+                restarted = true;
+                break;
+            }
+            walked += "/" + name;
+            dir = std::move(next);
+        }
+        if (!restarted) return dir.release();
+    }
+}
+
+/// `path` as the sandbox rooted at `root_fd` sees it (see above), or from our own root (-1).
 int open_rule_path(const std::string& path, int root_fd) {
     if (root_fd < 0) return open(path.c_str(), O_PATH | O_CLOEXEC);
-    open_how how{};
-    how.flags = O_PATH | O_CLOEXEC;
-    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
-    const int fd = openat2_retrying(root_fd, path.c_str(), how);
-    if (fd >= 0 || errno != ELOOP) return fd;
-    return open(path.c_str(), O_PATH | O_CLOEXEC);
+    return open_in_root_following_image_links(root_fd, path);
 }
 
 Status add_path_rule(int ruleset, const std::string& path, uint64_t rights, uint64_t handled,
                      const std::string& key, int root_fd) {
     UniqueFd fd(open_rule_path(path, root_fd));
+    if (!fd && errno == ELOOP && root_fd >= 0)
+        return sys_error(ELOOP, key + ": `" + path +
+                                    "`: a symbolic link on the way lies where the sandbox can "
+                                    "write, and such links are not followed");
     if (!fd) return sys_error(key + ": `" + path + "`");
     struct stat st {};
     if (fstat(fd.get(), &st) != 0) return sys_error(key + ": stat `" + path + "`");

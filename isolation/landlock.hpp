@@ -23,9 +23,9 @@ int landlock_abi_version();
 /// namespace of its own. A rule holds an inode, so a path must be opened as the sandbox sees it:
 /// its /workspace and its /tmp are its own mounts, which the host's paths do not reach (a host
 /// without /workspace refused every session of examples/policies/ai-agent.yaml, and a rule on the
-/// host's /tmp granted nothing in the sandbox's /tmp). Paths resolve inside it without following
-/// links (one the sandbox made could widen a rule); a path with a link on the way is the host's
-/// own (merged-/usr's /bin) and resolves as the host sees it. -1: the caller's own view.
+/// host's /tmp granted nothing in the sandbox's /tmp). Paths resolve inside it, following a link
+/// only where it lies on a read-only mount (the image's: merged-/usr's /bin): one the sandbox
+/// made where it can write could widen a rule. -1: the caller's own view.
 Result<UniqueFd> build_landlock_ruleset(const LandlockSpec& spec, int root_fd = -1);
 
 /// Child: restricts the calling thread (needs no_new_privs or CAP_SYS_ADMIN). Async-signal-safe.
