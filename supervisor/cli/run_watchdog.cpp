@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,8 +32,12 @@ struct Guarded {
     int instance_fd = -1;   ///< the run cgroup's directory (its leaves are removed from it)
     int parent_fd = -1;     ///< the directory it is in
     char name[256] = {};    ///< its name there
+    dev_t instance_dev = 0;  ///< what the name must still be when it is removed: a new run that
+    ino_t instance_ino = 0;  ///< got our pid may have made a cgroup of the same name meanwhile
     /// v1 limit cgroups (full paths), written by corral run after the start: the count last.
     char v1_directories[4][512] = {};
+    dev_t v1_dev[4] = {};
+    ino_t v1_ino[4] = {};
     std::atomic<int> v1_count{0};
     /// Set by corral run once it has ended the job itself: its exit is then no reason to act.
     std::atomic<bool> disarmed{false};
@@ -85,9 +90,18 @@ int guard(void* argument) {
     }
     for (const char* leaf : kLeaves)
         sys(SYS_unlinkat, g.instance_fd, reinterpret_cast<long>(leaf), AT_REMOVEDIR);
-    sys(SYS_unlinkat, g.parent_fd, reinterpret_cast<long>(g.name), AT_REMOVEDIR);
+    struct stat now {};
+    if (sys(SYS_newfstatat, g.parent_fd, reinterpret_cast<long>(g.name),
+            reinterpret_cast<long>(&now), AT_SYMLINK_NOFOLLOW) == 0 &&
+        now.st_dev == g.instance_dev && now.st_ino == g.instance_ino)
+        sys(SYS_unlinkat, g.parent_fd, reinterpret_cast<long>(g.name), AT_REMOVEDIR);
     const int v1 = g.v1_count.load(std::memory_order_acquire);
-    for (int i = 0; i < v1; ++i) sys(SYS_rmdir, reinterpret_cast<long>(g.v1_directories[i]));
+    for (int i = 0; i < v1; ++i) {
+        if (sys(SYS_newfstatat, AT_FDCWD, reinterpret_cast<long>(g.v1_directories[i]),
+                reinterpret_cast<long>(&now), AT_SYMLINK_NOFOLLOW) == 0 &&
+            now.st_dev == g.v1_dev[i] && now.st_ino == g.v1_ino[i])
+            sys(SYS_rmdir, reinterpret_cast<long>(g.v1_directories[i]));
+    }
     sys(SYS_exit, 0);
     return 0;
 }
@@ -115,15 +129,25 @@ Result<RunWatchdog> RunWatchdog::start(const Cgroup& instance, const std::string
     g->instance_fd = ::openat(instance.dir_fd(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     g->parent_fd = ::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     std::memcpy(g->name, name.c_str(), name.size() + 1);
-    if (g->corral_pidfd < 0 || g->events_fd < 0 || g->instance_fd < 0 || g->parent_fd < 0) {
+    struct stat instance_stat {};
+    if (g->instance_fd >= 0 && ::fstat(g->instance_fd, &instance_stat) == 0) {
+        g->instance_dev = instance_stat.st_dev;
+        g->instance_ino = instance_stat.st_ino;
+    }
+    if (g->corral_pidfd < 0 || g->events_fd < 0 || g->instance_fd < 0 || g->parent_fd < 0 ||
+        g->instance_ino == 0) {
         const int code = errno;
         close_guarded(*g);
         return sys_error(code, "open what the run watchdog guards (" + parent + "/" + name + ")");
     }
     // The stack grows down from the top of the mapping, away from Guarded at its bottom.
     char* top = static_cast<char*>(stack) + kStackSize;
-    const int pid = ::clone(guard, top, CLONE_VM | SIGCHLD, g);
+    // Signalled and waited for by pidfd: should the guard die early and be reaped by the run's
+    // orphan reaping, its pid could be another process's by the end (review of stop 44).
+    int pidfd = -1;
+    const int pid = ::clone(guard, top, CLONE_VM | CLONE_PIDFD | SIGCHLD, g, &pidfd);
     const int code = errno;
+    if (pid > 0) watchdog.pidfd_.reset(pidfd);
     // The guard has its copies; corral run keeps none of them (the command must not inherit
     // them, and they are O_CLOEXEC only against execve).
     close_guarded(*g);
@@ -139,13 +163,19 @@ Status RunWatchdog::also_remove(const std::string& v1_directory) {
     if (count >= static_cast<int>(std::size(g->v1_directories)) ||
         v1_directory.size() >= sizeof g->v1_directories[0])
         return sys_error(E2BIG, "the run watchdog cannot also remove " + v1_directory);
+    struct stat st {};
+    if (::stat(v1_directory.c_str(), &st) != 0)
+        return sys_error("stat the run's v1 cgroup `" + v1_directory + "`");
     std::memcpy(g->v1_directories[count], v1_directory.c_str(), v1_directory.size() + 1);
+    g->v1_dev[count] = st.st_dev;
+    g->v1_ino[count] = st.st_ino;
     g->v1_count.store(count + 1, std::memory_order_release);
     return {};
 }
 
 RunWatchdog::RunWatchdog(RunWatchdog&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
+      pidfd_(std::move(other.pidfd_)),
       standing_down_(std::exchange(other.standing_down_, false)),
       stack_(std::exchange(other.stack_, nullptr)) {}
 
@@ -153,6 +183,7 @@ RunWatchdog& RunWatchdog::operator=(RunWatchdog&& other) noexcept {
     if (this != &other) {
         stop();
         pid_ = std::exchange(other.pid_, -1);
+        pidfd_ = std::move(other.pidfd_);
         standing_down_ = std::exchange(other.standing_down_, false);
         stack_ = std::exchange(other.stack_, nullptr);
     }
@@ -164,7 +195,7 @@ RunWatchdog::~RunWatchdog() { stop(); }
 void RunWatchdog::stand_down() {
     if (pid_ <= 0 || standing_down_) return;
     static_cast<Guarded*>(stack_)->disarmed.store(true, std::memory_order_release);
-    (void)::kill(pid_, SIGKILL);
+    (void)::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
     standing_down_ = true;
 }
 
@@ -174,10 +205,13 @@ void RunWatchdog::stop() {
         // Reaped here (or already by corral run's orphan reaping: ECHILD), never left a zombie
         // for a PID 1 that may not reap (a container's shell). Only then is its stack free.
         siginfo_t info{};
-        while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED) < 0 && errno == EINTR) {
+        while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info,
+                        WEXITED) < 0 &&
+               errno == EINTR) {
         }
     }
     pid_ = -1;
+    pidfd_.reset();
     standing_down_ = false;
     if (stack_) ::munmap(stack_, kStackSize);
     stack_ = nullptr;

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "base/error.hpp"
+#include "base/unique_fd.hpp"
 #include "isolation/cgroup.hpp"
 
 namespace corral::cli {
@@ -54,6 +55,7 @@ class RunWatchdog {
   private:
     void stop();
     pid_t pid_ = -1;
+    UniqueFd pidfd_;  ///< signalled and waited on: never the pid, which could be reused
     bool standing_down_ = false;
     void* stack_ = nullptr;  ///< its stack and, at the bottom, what it needs (struct Guarded)
 };
