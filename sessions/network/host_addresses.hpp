@@ -11,6 +11,11 @@
 // How: the kernel is asked, not a list kept: bind(2) to the address (port 0, no IP_FREEBIND)
 // succeeds exactly for the addresses the host would deliver locally (RTN_LOCAL: every interface
 // address, `local` routes included), as of this moment. Three system calls, no cache to go stale.
+// Where the namespace binds any address (ip_nonlocal_bind) the interface list answers instead.
+// Any failure to ask counts as "the host's" (refused): never open on an error.
+//
+// Not covered by design: corrald in a network namespace of its own (a container) does not see the
+// real host's addresses as its own (a docker0 gateway), nor an address reached back through NAT.
 
 #include "policies/egress_rules.hpp"
 
