@@ -29,57 +29,61 @@ InotifyBudget::Limits InotifyBudget::from_host() {
 }
 
 Result<std::unique_ptr<InotifyBudget::Lease>> InotifyBudget::acquire(const std::string& sid) {
-    SessionShare& share = sessions_[sid];
-    if (share.instances >= limits_.instances_per_session) {
-        if (share.instances == 0 && share.directories == 0) sessions_.erase(sid);
+    State& state = *state_;
+    SessionShare& share = state.sessions[sid];
+    if (share.instances >= state.limits.instances_per_session) {
+        if (share.instances == 0 && share.directories == 0) state.sessions.erase(sid);
         return sys_error(EUSERS, "this session has " +
-                                     std::to_string(limits_.instances_per_session) +
+                                     std::to_string(state.limits.instances_per_session) +
                                      " file watches open, its share; close one first");
     }
-    if (instances_ >= limits_.instances) {
-        if (share.instances == 0 && share.directories == 0) sessions_.erase(sid);
+    if (state.instances >= state.limits.instances) {
+        if (share.instances == 0 && share.directories == 0) state.sessions.erase(sid);
         return sys_error(EMFILE, "corrald's file watches are all in use (" +
-                                     std::to_string(limits_.instances) +
+                                     std::to_string(state.limits.instances) +
                                      ", half of the host's fs.inotify.max_user_instances); try "
                                      "again when one has ended");
     }
     ++share.instances;
-    ++instances_;
-    return std::unique_ptr<Lease>(new Lease(*this, sid));
+    ++state.instances;
+    return std::unique_ptr<Lease>(new Lease(state_, sid));
 }
 
 Status InotifyBudget::Lease::add_directory() {
-    SessionShare& share = budget_.sessions_[sid_];
-    if (share.directories >= budget_.limits_.directories_per_session)
+    State& state = *budget_;
+    SessionShare& share = state.sessions[sid_];
+    if (share.directories >= state.limits.directories_per_session)
         return sys_error(E2BIG, "this session's file watches hold " +
-                                    std::to_string(budget_.limits_.directories_per_session) +
+                                    std::to_string(state.limits.directories_per_session) +
                                     " directories, its share; watch narrower paths");
-    if (budget_.directories_ >= budget_.limits_.directories)
+    if (state.directories >= state.limits.directories)
         return sys_error(E2BIG, "corrald's file watches hold " +
-                                    std::to_string(budget_.limits_.directories) +
+                                    std::to_string(state.limits.directories) +
                                     " directories, half of the host's "
                                     "fs.inotify.max_user_watches; watch a narrower path");
     ++share.directories;
-    ++budget_.directories_;
+    ++state.directories;
     ++directories_;
     return {};
 }
 
 void InotifyBudget::Lease::remove_directories(size_t count) {
+    State& state = *budget_;
     count = std::min(count, directories_);
     directories_ -= count;
-    budget_.directories_ -= count;
-    auto it = budget_.sessions_.find(sid_);
-    if (it != budget_.sessions_.end()) it->second.directories -= count;
+    state.directories -= count;
+    auto it = state.sessions.find(sid_);
+    if (it != state.sessions.end()) it->second.directories -= count;
 }
 
 InotifyBudget::Lease::~Lease() {
     remove_directories(directories_);
-    --budget_.instances_;
-    auto it = budget_.sessions_.find(sid_);
-    if (it == budget_.sessions_.end()) return;
+    State& state = *budget_;
+    --state.instances;
+    auto it = state.sessions.find(sid_);
+    if (it == state.sessions.end()) return;
     --it->second.instances;
-    if (it->second.instances == 0 && it->second.directories == 0) budget_.sessions_.erase(it);
+    if (it->second.instances == 0 && it->second.directories == 0) state.sessions.erase(it);
 }
 
 }  // namespace corral

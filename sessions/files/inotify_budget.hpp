@@ -24,6 +24,8 @@
 namespace corral {
 
 class InotifyBudget {
+    struct State;  // the counts, shared by the budget and its leases (below)
+
   public:
     struct Limits {
         size_t instances = 64;                  ///< corrald's file watches at once
@@ -35,13 +37,13 @@ class InotifyBudget {
     /// where they cannot be read), per session the fixed shares above, never above corrald's.
     static Limits from_host();
 
-    explicit InotifyBudget(Limits limits) : limits_(limits) {}
+    explicit InotifyBudget(Limits limits) : state_(std::make_shared<State>(limits)) {}
     InotifyBudget(const InotifyBudget&) = delete;
     InotifyBudget& operator=(const InotifyBudget&) = delete;
 
     /// One watch's share: its instance and the directories it has charged. Gives them back when
-    /// it goes. Outlives its budget safely only if the budget outlives every lease (corrald's
-    /// Api owns both the budget and, through its handlers, the leases).
+    /// it goes. It holds the budget's counts itself: a watch coroutine destroyed with the
+    /// io_context at shutdown may outlive the Api that owned the budget (review of stop 44).
     class Lease {
       public:
         Lease(const Lease&) = delete;
@@ -56,8 +58,9 @@ class InotifyBudget {
 
       private:
         friend class InotifyBudget;
-        Lease(InotifyBudget& budget, std::string sid) : budget_(budget), sid_(std::move(sid)) {}
-        InotifyBudget& budget_;
+        Lease(std::shared_ptr<State> budget, std::string sid)
+            : budget_(std::move(budget)), sid_(std::move(sid)) {}
+        std::shared_ptr<State> budget_;
         std::string sid_;
         size_t directories_ = 0;
     };
@@ -66,19 +69,23 @@ class InotifyBudget {
     /// instances_per_session watches already, EMFILE when corrald holds its whole share.
     Result<std::unique_ptr<Lease>> acquire(const std::string& sid);
 
-    const Limits& limits() const { return limits_; }
-    size_t instances_in_use() const { return instances_; }
-    size_t directories_in_use() const { return directories_; }
+    const Limits& limits() const { return state_->limits; }
+    size_t instances_in_use() const { return state_->instances; }
+    size_t directories_in_use() const { return state_->directories; }
 
   private:
     struct SessionShare {
         size_t instances = 0;
         size_t directories = 0;
     };
-    Limits limits_;
-    size_t instances_ = 0;
-    size_t directories_ = 0;
-    std::unordered_map<std::string, SessionShare> sessions_;
+    struct State {
+        explicit State(Limits l) : limits(l) {}
+        Limits limits;
+        size_t instances = 0;
+        size_t directories = 0;
+        std::unordered_map<std::string, SessionShare> sessions;
+    };
+    std::shared_ptr<State> state_;
 };
 
 }  // namespace corral
