@@ -480,6 +480,7 @@ void Session::on_process_finished(Process& finished) {
     // taken back by a restart as this one's.
     release_output(finished);
     finished_output_ += finished.output_memory();
+    finish_order_.push_back(finished.id());
     // Posted: the record that just finished is still on the call stack.
     if (!prune_posted_) {
         prune_posted_ = true;
@@ -520,27 +521,46 @@ void Session::prune_finished_processes() {
         output += process->output_memory();
     }
     finished_output_ = output;
-    auto over = [&] {
-        return finished > context_.max_finished_processes || (finished > 1 && output > budget);
+    // Whether the record of `id` may go now: finished, and its leaf gone (a record whose leaf
+    // still holds descendants, `cmd &`, stays until they are).
+    auto droppable = [&](const std::string& id) {
+        auto found = processes_.find(id);
+        return found != processes_.end() && found->second->finished() &&
+               !found->second->leaf().valid();
     };
-    for (auto it = process_order_.begin(); it != process_order_.end() && over();) {
-        auto found = processes_.find(*it);
-        if (found == processes_.end()) {
-            it = process_order_.erase(it);
-            continue;
-        }
-        const auto& process = found->second;
-        // A record whose leaf still holds descendants (`cmd &`) stays until they are gone.
-        if (!process->finished() || process->leaf().valid()) {
-            ++it;
-            continue;
-        }
-        output -= std::min(output, process->output_memory());
-        process->shut_down();
+    auto drop = [&](const std::string& id) {
+        auto found = processes_.find(id);
+        output -= std::min(output, found->second->output_memory());
+        found->second->shut_down();
         processes_.erase(found);
-        it = process_order_.erase(it);
+        std::erase(process_order_, id);
+        std::erase(finish_order_, id);
         --finished;
         ++pruned_processes_;
+    };
+    // The count cap: oldest started first, as always.
+    for (size_t i = 0; i < process_order_.size() && finished > context_.max_finished_processes;) {
+        const std::string id = process_order_[i];
+        if (!processes_.count(id)) {
+            process_order_.erase(process_order_.begin() + static_cast<long>(i));
+        } else if (droppable(id)) {
+            drop(id);
+        } else {
+            ++i;
+        }
+    }
+    // The output budget: oldest finished first, never the one that finished last (a `run` or a
+    // waiter may be reading it just now; review of stop 44: by start order, a long first process
+    // was dropped the moment it finished).
+    for (size_t i = 0; i + 1 < finish_order_.size() && finished > 1 && output > budget;) {
+        const std::string id = finish_order_[i];
+        if (!processes_.count(id)) {
+            finish_order_.erase(finish_order_.begin() + static_cast<long>(i));
+        } else if (droppable(id)) {
+            drop(id);
+        } else {
+            ++i;
+        }
     }
     finished_output_ = output;
 }

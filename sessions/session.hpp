@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -435,6 +436,8 @@ class Session : public std::enable_shared_from_this<Session> {
     /// Output memory of the finished records, as of their finish (an estimate the prune makes
     /// exact): what tells a prune it must look even while the count is under its cap.
     size_t finished_output_ = 0;
+    /// Ids of finished records in the order they finished (the output budget drops the oldest).
+    std::deque<std::string> finish_order_;
 
     // Starting (await_ready): the request it was created with, who waits, the holder's report
     // channel and its SetupDeadline.

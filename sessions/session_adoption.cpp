@@ -216,6 +216,16 @@ Status Session::rebuild(const JournalSession& record, std::vector<std::string>& 
                                  static_cast<unsigned>(std::stoul(process.id.substr(1))) + 1);
     adopt_processes(record, notes);
     reap_unowned_leaves(notes);
+    // Records that had finished before the restart, oldest started first, for the output budget
+    // (those that ended while corrald was down were added as they were found ended).
+    for (const auto& id : process_order_) {
+        auto found = processes_.find(id);
+        if (found == processes_.end() || !found->second->finished() ||
+            std::find(finish_order_.begin(), finish_order_.end(), id) != finish_order_.end())
+            continue;
+        finish_order_.push_back(id);
+        finished_output_ += found->second->output_memory();
+    }
     prune_finished_processes();  // the journal may hold more finished records than the cap
     return {};
 }
