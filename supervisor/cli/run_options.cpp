@@ -53,12 +53,21 @@ const char* run_usage() {
 Result<RunOptions> parse_run_options(const std::vector<std::string>& args) {
     RunOptions options;
     size_t i = 0;
+    // `--policy=none` as well as `--policy none` (stop 44's operator probe: the first was an
+    // unknown option, as no other CLI a CI engineer uses would have it).
+    std::optional<std::string> inline_value;
     auto value_of = [&](const std::string& flag) -> Result<std::string> {
+        if (inline_value) return *inline_value;
         if (i + 1 >= args.size()) return plain_error("option " + flag + " needs a value");
         return args[++i];
     };
     for (; i < args.size(); ++i) {
-        const std::string& arg = args[i];
+        std::string arg = args[i];
+        inline_value.reset();
+        if (const size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string::npos) {
+            inline_value = arg.substr(eq + 1);
+            arg.resize(eq);
+        }
         if (arg == "--") {
             ++i;
             break;

@@ -64,6 +64,18 @@ TEST(RunOptions, EmptyCwdAndReportAreRefused) {
     EXPECT_FALSE(parse_run_options({"--report", "", "true"}));
 }
 
+TEST(RunOptions, AnOptionsValueMayFollowAnEqualsSign) {
+    auto options = parse_run_options({"--policy=none", "--timeout=30s", "--env=A=b", "--", "true"});
+    ASSERT_TRUE(options) << options.error().describe();
+    EXPECT_EQ(options->policy, "none");
+    ASSERT_TRUE(options->timeout);
+    EXPECT_EQ(options->timeout->count(), 30000);
+    ASSERT_EQ(options->env.size(), 1u);
+    EXPECT_EQ(options->env[0].name, "A");
+    EXPECT_EQ(options->env[0].value, "b");
+    EXPECT_FALSE(parse_run_options({"--bogus=1", "true"}));
+}
+
 // A run is its session's only command: timeouts.session bounds it too (stop 44's operator probe:
 // `session: 1s` and `sleep 5` exited 0 after 5 s while `policy check` showed the key).
 TEST(RunTimeout, TheShorterOfTheCommandsAndTheSessionsBoundsTheRun) {
