@@ -37,11 +37,19 @@ const std::string kCorral = std::string(CORRAL_BINARY_DIR) + "/supervisor/corral
 std::vector<pid_t> sleeping(const std::string& seconds) {
     const std::string wanted = std::string("sleep") + '\0' + seconds + '\0';
     std::vector<pid_t> found;
-    for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::error_code ignored;
+    for (const auto& entry : fs::directory_iterator("/proc", ignored)) {
         const std::string name = entry.path().filename();
         if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-        std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+        // read(2), not a stream: a process that ends while it is read fails the read with ESRCH,
+        // which libstdc++'s filebuf throws (a flake in the pure-v2 VM).
+        const int fd = ::open((entry.path() / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        std::string cmdline;
+        char buffer[256];
+        for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;)
+            cmdline.append(buffer, static_cast<size_t>(n));
+        ::close(fd);
         if (cmdline == wanted) found.push_back(std::stoi(name));
     }
     return found;
